@@ -1,0 +1,150 @@
+// The validated fleet configuration: what hwfarmd serves, from a TOML file.
+//
+// Every value here has passed validation (config/loader.h); consumers never
+// re-check ranges. The structs are plain data, cheap to copy, and carry the
+// source position of the table they came from for later diagnostics.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hwfarm::config {
+
+struct SourcePos {
+  std::string file;
+  int line = 0;
+  int column = 0;
+};
+
+// One place hwfarmd accepts HTTP connections: "HOST:PORT", "[V6]:PORT" or
+// "unix:/path/to.sock".
+struct ListenAddress {
+  enum class Kind { tcp, unix_socket };
+  Kind kind = Kind::tcp;
+  std::string host;  // tcp: literal IPv4/IPv6 address or "localhost"
+  uint16_t port = 0; // tcp: 0 = any free port
+  std::string path;  // unix_socket
+  std::string text;  // as written in the config
+
+  bool isLoopback() const;
+};
+
+// Bounds on everything that arrives from outside (STYLE.md habit 8).
+struct Limits {
+  int64_t max_body_bytes = 64 * 1024;
+  double header_timeout_s = 10;
+  double idle_timeout_s = 120;
+  int64_t max_connections = 1024;
+  double max_ttl_s = 24 * 3600;
+  double max_wait_s = 6 * 3600;
+  int64_t max_queue = 10000;
+  int64_t max_count = 64;
+};
+
+struct AgentConfig {
+  std::string name;
+  std::vector<ListenAddress> listen;
+  std::string state_dir = "/var/lib/hwfarm";
+  int tier = 3;                   // registered tier, 1..3
+  std::string log_level = "info"; // trace, debug, info, warn, error
+  bool anonymous_loopback = false;
+  double shutdown_timeout_s = 10;
+};
+
+struct UsbMatch {
+  std::optional<uint16_t> vendor;
+  std::optional<uint16_t> product;
+  std::optional<std::string> serial; // iSerialNumber
+  std::optional<std::string> port;   // bus-port path, e.g. "1-1.4"
+};
+
+struct SerialConfig {
+  std::string port = "auto"; // "auto": resolve from the USB match
+  int64_t baud = 115200;
+};
+
+// A flasher preset or an operator-defined command.
+struct FlashConfig {
+  std::string driver;                         // empty: the board has no flasher
+  std::optional<std::string> tool;            // override the tool's path
+  std::map<std::string, std::string> options; // preset options, e.g. target
+  std::vector<std::string> extra_args;        // appended to the preset's argv
+  std::vector<std::string> argv;              // driver "command" only
+  double timeout_s = 120;
+};
+
+struct PowerConfig {
+  std::string driver = "none"; // none, uhubctl, command
+  std::string hub;             // uhubctl: hub location, e.g. "1-1"
+  int64_t port = 0;            // uhubctl: port on that hub
+  std::vector<std::string> on, off, cycle; // command
+  double off_s = 2;            // off time of a power cycle
+  double timeout_s = 30;
+};
+
+struct HealthConfig {
+  std::string image;  // empty: presence and console check only
+  std::string banner; // regex the image prints when healthy
+  double interval_s = 3600;
+  double timeout_s = 60;
+};
+
+struct QemuConfig {
+  std::string binary = "qemu-system-arm";
+  std::string machine = "mps2-an385";
+  std::string cpu; // empty: the machine's default
+  std::vector<std::string> extra_args;
+};
+
+struct BoardConfig {
+  std::string name;
+  std::string type;
+  std::vector<std::string> labels;
+  std::string driver = "usb"; // usb, qemu
+  UsbMatch usb;
+  SerialConfig serial;
+  FlashConfig flash;
+  PowerConfig power;
+  HealthConfig health;
+  QemuConfig qemu;
+  SourcePos pos;
+};
+
+struct WorkerConfig {
+  std::string name;
+  std::string node; // Jenkins NODE_NAME of the agent/executor
+  std::vector<BoardConfig> boards;
+  SourcePos pos;
+};
+
+// When an agent serving tier N is demoted to tier N+1 (tier 3: suspended,
+// serving manual requests only) and when it is promoted back.
+struct TierPolicy {
+  double resolution_window_h = 24;
+  double failure_ratio_max = 0.2;
+  double ratio_window_h = 24;
+  int64_t ratio_min_runs = 10;
+  double promote_after_h = 24;
+};
+
+struct SlaConfig {
+  std::array<TierPolicy, 3> tiers;
+  std::optional<int> pin_tier;
+};
+
+struct FleetConfig {
+  std::string source; // file name or "<embedded sim-fleet.toml>"
+  AgentConfig agent;
+  Limits limits;
+  std::vector<WorkerConfig> workers;
+  SlaConfig sla;
+
+  size_t boardCount() const;
+  const BoardConfig* findBoard(const std::string& name) const;
+};
+
+} // namespace hwfarm::config

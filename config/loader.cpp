@@ -1,0 +1,605 @@
+#include "config/loader.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "config/driver_specs.h"
+#include "config/suggest.h"
+#include "config/toml_reader.h"
+
+namespace hwfarm::config {
+namespace {
+
+const std::regex& nameRe() {
+  static const std::regex re("[A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+  return re;
+}
+const std::regex& usbPortRe() {
+  static const std::regex re("[0-9]+-[0-9]+(\\.[0-9]+)*");
+  return re;
+}
+const char* kNameRule = "a name of letters, digits, \".\", \"_\" or \"-\" (at most 64 characters)";
+
+std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+// Where a unique value was first seen, for "first defined at" messages.
+struct FirstSeen {
+  std::string where;
+  std::string owner; // e.g. board name
+};
+
+class FleetParser {
+ public:
+  explicit FleetParser(const std::string& file) : errors_(file) { config_.source = file; }
+
+  LoadResult parse(const toml::table& root) {
+    TableReader reader(root, errors_, "", "");
+    if (const toml::table* agent = reader.table("agent", Need::required)) parseAgent(*agent);
+    if (const toml::table* limits = reader.table("limits")) parseLimits(*limits);
+    if (const toml::array* workers = reader.tables("worker")) {
+      for (size_t i = 0; i < workers->size(); ++i)
+        parseWorker(*workers->get(i)->as_table(), i);
+    }
+    if (!root.get("worker"))
+      errors_.add(root.source(), "", "worker", "at least one [[worker]] table is required");
+    if (const toml::table* sla = reader.table("sla")) parseSla(*sla);
+    reader.finish();
+    LoadResult result;
+    result.errors = errors_.take();
+    if (result.errors.empty()) result.config = std::move(config_);
+    return result;
+  }
+
+ private:
+  std::optional<std::string> name(TableReader& r, std::string_view key, Need need) {
+    auto value = r.text(key, need);
+    if (value && !std::regex_match(*value, nameRe())) {
+      r.error(key, std::string("expected ") + kNameRule + ", got " + quoted(*value));
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  // Records `value` as used by `owner`; reports a duplicate otherwise.
+  void unique(std::map<std::string, FirstSeen>& seen, TableReader& r, std::string_view key,
+              const std::string& value, const std::string& owner, const std::string& what) {
+    const toml::node* node = r.raw().get(key);
+    std::string here = node ? errors_.posText(node->source()) : "";
+    auto [it, inserted] = seen.emplace(value, FirstSeen{here, owner});
+    if (inserted) return;
+    std::string by = it->second.owner.empty() || it->second.owner == owner
+                         ? ""
+                         : " by board " + quoted(it->second.owner);
+    r.error(key, what + " " + quoted(value) + " is already used" + by + " (first defined at " +
+                     it->second.where + ")");
+  }
+
+  void parseAgent(const toml::table& table) {
+    TableReader r(table, errors_, "", "agent.");
+    AgentConfig& a = config_.agent;
+    if (auto v = name(r, "name", Need::required)) a.name = *v;
+    parseListen(r);
+    if (auto v = r.text("state_dir")) {
+      if (v->empty()) r.error("state_dir", "expected a directory path, got \"\"");
+      else a.state_dir = *v;
+    }
+    if (auto v = r.integer("tier", 1, 3, Need::required)) a.tier = static_cast<int>(*v);
+    if (auto v = r.text("log_level")) {
+      static const std::vector<std::string> levels{"trace", "debug", "info", "warn", "error"};
+      if (std::find(levels.begin(), levels.end(), *v) == levels.end())
+        r.error("log_level", "expected one of trace, debug, info, warn, error, got " + quoted(*v));
+      else a.log_level = *v;
+    }
+    if (auto v = r.text("anonymous")) {
+      if (*v == "loopback") a.anonymous_loopback = true;
+      else if (*v != "off") r.error("anonymous", "expected \"off\" or \"loopback\", got " + quoted(*v));
+    }
+    if (auto v = r.number("shutdown_timeout_s", 0, 300, true)) a.shutdown_timeout_s = *v;
+    if (a.anonymous_loopback) {
+      for (const auto& l : a.listen) {
+        if (l.kind == ListenAddress::Kind::tcp && !l.isLoopback())
+          r.error("listen", "anonymous = \"loopback\" requires loopback listen addresses, got " +
+                                quoted(l.text));
+      }
+    }
+    r.finish();
+  }
+
+  void parseListen(TableReader& r) {
+    const toml::node* node = r.node("listen");
+    std::vector<std::pair<std::string, const toml::node*>> items;
+    if (!node) {
+      config_.agent.listen.push_back(*parseListenAddress("127.0.0.1:7420", nullptr));
+      return;
+    }
+    if (node->is_string()) {
+      items.emplace_back(node->as_string()->get(), node);
+    } else if (const toml::array* array = node->as_array(); array && !array->empty()) {
+      for (size_t i = 0; i < array->size(); ++i) {
+        const toml::node* item = array->get(i);
+        if (!item->is_string()) {
+          r.errorAt(item->source(), "listen[" + std::to_string(i) + "]",
+                    "expected an address string, got " + describeValue(*item));
+          continue;
+        }
+        items.emplace_back(item->as_string()->get(), item);
+      }
+    } else {
+      r.error("listen", "expected an address or an array of addresses like \"127.0.0.1:7420\" or "
+                        "\"unix:/run/hwfarm/hwfarmd.sock\", got " + describeValue(*node));
+      return;
+    }
+    for (const auto& [text, item] : items) {
+      std::string problem;
+      auto address = parseListenAddress(text, &problem);
+      if (!address) r.errorAt(item->source(), "listen", problem);
+      else config_.agent.listen.push_back(*address);
+    }
+  }
+
+  static std::optional<ListenAddress> parseListenAddress(const std::string& text,
+                                                         std::string* problem) {
+    ListenAddress a;
+    a.text = text;
+    auto fail = [&](const std::string& why) -> std::optional<ListenAddress> {
+      if (problem)
+        *problem = "expected \"HOST:PORT\", \"[IPV6]:PORT\" or \"unix:/PATH\", got " + quoted(text) +
+                   " (" + why + ")";
+      return std::nullopt;
+    };
+    if (text.rfind("unix:", 0) == 0) {
+      a.kind = ListenAddress::Kind::unix_socket;
+      a.path = text.substr(5);
+      if (a.path.empty()) return fail("empty socket path");
+      if (a.path.size() > 107) return fail("socket path longer than 107 bytes");
+      return a;
+    }
+    size_t colon = text.rfind(':');
+    if (colon == std::string::npos) return fail("no port");
+    std::string host = text.substr(0, colon);
+    std::string port = text.substr(colon + 1);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+      in6_addr v6;
+      if (inet_pton(AF_INET6, host.c_str(), &v6) != 1) return fail("not an IPv6 address");
+    } else if (host != "localhost") {
+      in_addr v4;
+      if (inet_pton(AF_INET, host.c_str(), &v4) != 1) return fail("not an IPv4 address or localhost");
+    }
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(port) > 65535)
+      return fail("port must be 0 to 65535");
+    a.host = host;
+    a.port = static_cast<uint16_t>(std::stoi(port));
+    return a;
+  }
+
+  void parseLimits(const toml::table& table) {
+    TableReader r(table, errors_, "", "limits.");
+    Limits& l = config_.limits;
+    if (auto v = r.integer("max_body_bytes", 1024, 64 * 1024 * 1024)) l.max_body_bytes = *v;
+    if (auto v = r.number("header_timeout_s", 0, 3600, true)) l.header_timeout_s = *v;
+    if (auto v = r.number("idle_timeout_s", 0, 86400, true)) l.idle_timeout_s = *v;
+    if (auto v = r.integer("max_connections", 1, 1000000)) l.max_connections = *v;
+    if (auto v = r.number("max_ttl_s", 0, 30 * 86400, true)) l.max_ttl_s = *v;
+    if (auto v = r.number("max_wait_s", 0, 7 * 86400, false)) l.max_wait_s = *v;
+    if (auto v = r.integer("max_queue", 1, 10000000)) l.max_queue = *v;
+    if (auto v = r.integer("max_count", 1, 100000)) l.max_count = *v;
+    r.finish();
+  }
+
+  void parseWorker(const toml::table& table, size_t index) {
+    WorkerConfig w;
+    w.pos = errors_.pos(table.source());
+    std::string context = "worker #" + std::to_string(index + 1);
+    {
+      // The name is read first so that every other message can use it.
+      TableReader first(table, errors_, context, "");
+      if (auto v = name(first, "name", Need::required)) {
+        w.name = *v;
+        context = "worker " + quoted(w.name);
+        unique(worker_names_, first, "name", w.name, "", "worker name");
+      }
+    }
+    TableReader r(table, errors_, context, "");
+    r.node("name");
+    w.node = w.name;
+    if (auto v = name(r, "node", Need::optional)) w.node = *v;
+    if (!w.node.empty())
+      unique(node_names_, r, r.raw().get("node") ? "node" : "name", w.node, "", "Jenkins node");
+    if (const toml::array* boards = r.tables("board")) {
+      for (size_t i = 0; i < boards->size(); ++i)
+        parseBoard(*boards->get(i)->as_table(), context, i, w);
+    }
+    r.finish();
+    config_.workers.push_back(std::move(w));
+  }
+
+  void parseBoard(const toml::table& table, const std::string& worker_context, size_t index,
+                  WorkerConfig& worker) {
+    BoardConfig b;
+    b.pos = errors_.pos(table.source());
+    std::string context = worker_context + " board #" + std::to_string(index + 1);
+    {
+      TableReader first(table, errors_, context, "");
+      if (auto v = name(first, "name", Need::required)) {
+        b.name = *v;
+        context = worker_context + " board " + quoted(b.name);
+        unique(board_names_, first, "name", b.name, b.name, "board name");
+      }
+    }
+    TableReader r(table, errors_, context, "");
+    r.node("name");
+    if (auto v = name(r, "type", Need::required)) b.type = *v;
+    if (auto v = r.texts("labels")) {
+      for (size_t i = 0; i < v->size(); ++i) {
+        if (!std::regex_match((*v)[i], nameRe()))
+          r.errorAt(r.raw().get("labels")->as_array()->get(i)->source(),
+                    "labels[" + std::to_string(i) + "]",
+                    std::string("expected ") + kNameRule + ", got " + quoted((*v)[i]));
+      }
+      b.labels = *v;
+    }
+    if (auto v = r.text("driver")) {
+      const auto& known = boardDriverNames();
+      if (std::find(known.begin(), known.end(), *v) == known.end()) r.error("driver", unknownDriver(*v, known));
+      else b.driver = *v;
+    }
+    bool usb = b.driver == "usb";
+    if (usb) {
+      if (const toml::table* t = r.table("usb", Need::required)) parseUsb(*t, context, b);
+      if (const toml::table* t = r.table("serial")) parseSerial(*t, context, b);
+      if (const toml::table* t = r.table("flash")) parseFlash(*t, context, b);
+      if (const toml::table* t = r.table("power")) parsePower(*t, context, b);
+    } else {
+      if (const toml::table* t = r.table("qemu")) parseQemu(*t, context, b);
+    }
+    if (const toml::table* t = r.table("health")) parseHealth(*t, context, b);
+    std::string driver = b.driver;
+    r.finish([&](std::string_view key) -> std::string {
+      static const std::vector<std::string> usb_only{"usb", "serial", "flash", "power"};
+      if (!usb && std::find(usb_only.begin(), usb_only.end(), key) != usb_only.end())
+        return "not used by driver \"" + driver + "\": the simulator provides the console, flashing and power";
+      if (usb && key == "qemu") return "only used by driver \"qemu\"";
+      return "";
+    });
+    worker.boards.push_back(std::move(b));
+  }
+
+  static std::string unknownDriver(const std::string& value, const std::vector<std::string>& known) {
+    std::string message = "unknown driver " + quoted(value);
+    std::string suggestion = closestMatch(value, known);
+    if (!suggestion.empty()) message += " (did you mean " + quoted(suggestion) + "?)";
+    return message + "; known drivers: " + joinSorted(known);
+  }
+
+  std::optional<uint16_t> usbId(TableReader& r, std::string_view key) {
+    const toml::node* node = r.node(key);
+    if (!node) {
+      r.tableError(r.path(key) + ": required key is missing");
+      return std::nullopt;
+    }
+    auto bad = [&] {
+      r.error(key, "expected a 16-bit hex id like \"0483\", got " + describeValue(*node));
+      return std::nullopt;
+    };
+    if (node->is_integer()) {
+      int64_t v = node->as_integer()->get();
+      if (v < 0 || v > 0xffff) return bad();
+      return static_cast<uint16_t>(v);
+    }
+    if (!node->is_string()) return bad();
+    std::string text = node->as_string()->get();
+    if (text.rfind("0x", 0) == 0 || text.rfind("0X", 0) == 0) text = text.substr(2);
+    if (text.empty() || text.size() > 4 || text.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+      return bad();
+    return static_cast<uint16_t>(std::stoul(text, nullptr, 16));
+  }
+
+  void parseUsb(const toml::table& table, const std::string& context, BoardConfig& b) {
+    TableReader r(table, errors_, context, "usb.");
+    b.usb.vendor = usbId(r, "vendor");
+    b.usb.product = usbId(r, "product");
+    if (auto v = r.text("serial")) {
+      if (v->empty()) r.error("serial", "expected the USB serial number, got \"\"");
+      else {
+        b.usb.serial = *v;
+        unique(usb_serials_, r, "serial", *v, b.name, "USB serial");
+      }
+    }
+    if (auto v = r.text("port")) {
+      if (!std::regex_match(*v, usbPortRe()))
+        r.error("port", "expected a USB port path like \"1-1.4\", got " + quoted(*v));
+      else b.usb.port = *v;
+    }
+    r.finish();
+  }
+
+  void parseSerial(const toml::table& table, const std::string& context, BoardConfig& b) {
+    TableReader r(table, errors_, context, "serial.");
+    if (auto v = r.text("port")) {
+      if (*v != "auto" && v->rfind("/dev/", 0) != 0) {
+        r.error("port", "expected \"auto\" or a device path under /dev/, got " + quoted(*v));
+      } else {
+        b.serial.port = *v;
+        if (*v != "auto") unique(serial_ports_, r, "port", *v, b.name, "serial port");
+      }
+    }
+    if (auto v = r.integer("baud", 50, 20000000)) b.serial.baud = *v;
+    r.finish();
+  }
+
+  // Argv templates: non-empty arrays of strings whose placeholders are known.
+  std::optional<std::vector<std::string>> argvTemplate(TableReader& r, std::string_view key, Need need,
+                                                       const std::vector<std::string>& allowed) {
+    auto argv = r.texts(key, need);
+    if (!argv) return std::nullopt;
+    if (argv->empty() || argv->front().empty()) {
+      r.error(key, "expected a non-empty argv array whose first element is the program");
+      return std::nullopt;
+    }
+    bool ok = true;
+    for (size_t i = 0; i < argv->size(); ++i) {
+      std::string problem = checkTemplate((*argv)[i], allowed);
+      if (problem.empty()) continue;
+      r.errorAt(r.raw().get(key)->as_array()->get(i)->source(),
+                std::string(key) + "[" + std::to_string(i) + "]", problem);
+      ok = false;
+    }
+    if (!ok) return std::nullopt;
+    return argv;
+  }
+
+  void parseFlash(const toml::table& table, const std::string& context, BoardConfig& b) {
+    TableReader r(table, errors_, context, "flash.");
+    auto driver = r.text("driver", Need::required);
+    const FlashDriverSpec* spec = driver ? findFlashDriver(*driver) : nullptr;
+    if (driver && !spec) r.error("driver", unknownDriver(*driver, flashDriverNames()));
+    if (!spec) {
+      for (const auto& [key, value] : table) r.node(key.str()); // no driver: no noise about its keys
+      r.finish();
+      return;
+    }
+    FlashConfig& f = b.flash;
+    f.driver = spec->name;
+    if (auto v = r.text("tool")) {
+      if (v->empty()) r.error("tool", "expected a program name or path, got \"\"");
+      else f.tool = *v;
+    }
+    if (auto v = r.texts("extra_args")) f.extra_args = *v;
+    if (auto v = r.number("timeout_s", 0, 3600, true)) f.timeout_s = *v;
+    if (f.driver == "command") {
+      if (auto v = argvTemplate(r, "argv", Need::required, flashPlaceholders())) f.argv = *v;
+    }
+    std::vector<std::string> option_names;
+    for (const auto& option : spec->options) {
+      option_names.emplace_back(option.key);
+      if (auto v = flashOption(r, option)) f.options[option.key] = *v;
+      else if (option.default_value) f.options[option.key] = option.default_value;
+    }
+    r.finish([&](std::string_view key) -> std::string {
+      if (key == "argv") return "only used by flash driver \"command\"";
+      std::string suggestion = closestMatch(key, option_names);
+      if (!suggestion.empty()) return "did you mean " + quoted(suggestion) + "?";
+      std::string known = joinSorted(option_names);
+      return "not an option of flash driver " + quoted(f.driver) +
+             (known.empty() ? "" : "; its options: " + known) + "; common keys: extra_args, timeout_s, tool";
+    });
+  }
+
+  std::optional<std::string> flashOption(TableReader& r, const OptionSpec& option) {
+    Need need = option.required ? Need::required : Need::optional;
+    switch (option.kind) {
+      case OptionKind::text: {
+        auto v = r.text(option.key, need);
+        if (v && v->empty()) {
+          r.error(option.key, std::string("expected ") + option.help + ", got \"\"");
+          return std::nullopt;
+        }
+        return v;
+      }
+      case OptionKind::integer: {
+        auto v = r.integer(option.key, 0, 1000000000, need);
+        if (!v) return std::nullopt;
+        return std::to_string(*v);
+      }
+      case OptionKind::address: {
+        const toml::node* node = r.raw().get(option.key);
+        if (!node || node->is_integer()) {
+          auto v = r.integer(option.key, 0, 0xffffffffLL, need);
+          if (!v) return std::nullopt;
+          std::ostringstream out;
+          out << "0x" << std::hex << *v;
+          return out.str();
+        }
+        auto v = r.text(option.key, need);
+        static const std::regex hex("0[xX][0-9a-fA-F]{1,8}");
+        if (v && !std::regex_match(*v, hex)) {
+          r.error(option.key, "expected an address like \"0x08000000\", got " + quoted(*v));
+          return std::nullopt;
+        }
+        return v;
+      }
+    }
+    return std::nullopt;
+  }
+
+  void parsePower(const toml::table& table, const std::string& context, BoardConfig& b) {
+    TableReader r(table, errors_, context, "power.");
+    PowerConfig& p = b.power;
+    auto driver = r.text("driver", Need::required);
+    const auto& known = powerDriverNames();
+    if (driver && std::find(known.begin(), known.end(), *driver) == known.end()) {
+      r.error("driver", unknownDriver(*driver, known));
+      for (const auto& [key, value] : table) r.node(key.str());
+      r.finish();
+      return;
+    }
+    if (!driver) {
+      r.finish();
+      return;
+    }
+    p.driver = *driver;
+    if (p.driver != "none") {
+      if (auto v = r.number("off_s", 0, 600, false)) p.off_s = *v;
+      if (auto v = r.number("timeout_s", 0, 600, true)) p.timeout_s = *v;
+    }
+    if (p.driver == "uhubctl") {
+      if (auto v = r.text("hub", Need::required)) {
+        if (!std::regex_match(*v, usbPortRe()))
+          r.error("hub", "expected a hub location like \"1-1\", got " + quoted(*v));
+        else p.hub = *v;
+      }
+      if (auto v = r.integer("port", 1, 255, Need::required)) p.port = *v;
+    } else if (p.driver == "command") {
+      if (auto v = argvTemplate(r, "on", Need::required, powerPlaceholders())) p.on = *v;
+      if (auto v = argvTemplate(r, "off", Need::required, powerPlaceholders())) p.off = *v;
+      if (auto v = argvTemplate(r, "cycle", Need::optional, powerPlaceholders())) p.cycle = *v;
+    }
+    std::string chosen = p.driver;
+    r.finish([&](std::string_view key) -> std::string {
+      static const std::map<std::string, std::string, std::less<>> owner{
+          {"hub", "uhubctl"}, {"port", "uhubctl"}, {"on", "command"}, {"off", "command"},
+          {"cycle", "command"}, {"off_s", "uhubctl or command"}, {"timeout_s", "uhubctl or command"}};
+      auto it = owner.find(key);
+      if (it == owner.end()) return "";
+      return "not used by power driver " + quoted(chosen) + ", only by " + it->second;
+    });
+  }
+
+  void parseHealth(const toml::table& table, const std::string& context, BoardConfig& b) {
+    TableReader r(table, errors_, context, "health.");
+    if (auto v = r.text("image")) b.health.image = *v;
+    if (auto v = r.text("banner")) {
+      try {
+        std::regex check(*v);
+        b.health.banner = *v;
+      } catch (const std::regex_error& e) {
+        r.error("banner", "expected a regular expression, got " + quoted(*v) + " (" + e.what() + ")");
+      }
+    }
+    if (auto v = r.number("interval_s", 0, 7 * 86400, true)) b.health.interval_s = *v;
+    if (auto v = r.number("timeout_s", 0, 3600, true)) b.health.timeout_s = *v;
+    r.finish();
+  }
+
+  void parseQemu(const toml::table& table, const std::string& context, BoardConfig& b) {
+    TableReader r(table, errors_, context, "qemu.");
+    if (auto v = r.text("binary")) b.qemu.binary = *v;
+    if (auto v = r.text("machine")) {
+      if (!std::regex_match(*v, nameRe())) r.error("machine", "expected a QEMU machine name like \"mps2-an385\", got " + quoted(*v));
+      else b.qemu.machine = *v;
+    }
+    if (auto v = r.text("cpu")) b.qemu.cpu = *v;
+    if (auto v = r.texts("extra_args")) b.qemu.extra_args = *v;
+    r.finish();
+  }
+
+  void parseSla(const toml::table& table) {
+    TableReader r(table, errors_, "", "sla.");
+    static const TierPolicy defaults[3] = {
+        {24, 0.2, 24, 10, 24}, {72, 0.3, 72, 10, 24}, {168, 0.5, 168, 5, 24}};
+    for (int tier = 0; tier < 3; ++tier) {
+      config_.sla.tiers[tier] = defaults[tier];
+      std::string key = "tier" + std::to_string(tier + 1);
+      const toml::table* t = r.table(key);
+      if (!t) continue;
+      TableReader tr(*t, errors_, "", "sla." + key + ".");
+      TierPolicy& p = config_.sla.tiers[tier];
+      if (auto v = tr.number("resolution_window_h", 0, 24 * 365, true)) p.resolution_window_h = *v;
+      if (auto v = tr.number("failure_ratio_max", 0, 1, true)) p.failure_ratio_max = *v;
+      if (auto v = tr.number("ratio_window_h", 0, 24 * 365, true)) p.ratio_window_h = *v;
+      if (auto v = tr.integer("ratio_min_runs", 1, 1000000)) p.ratio_min_runs = *v;
+      if (auto v = tr.number("promote_after_h", 0, 24 * 365, true)) p.promote_after_h = *v;
+      tr.finish();
+    }
+    if (auto v = r.integer("pin_tier", 1, 3)) {
+      if (*v < config_.agent.tier)
+        r.error("pin_tier", "cannot pin tier " + std::to_string(*v) + ", above the registered tier " +
+                                std::to_string(config_.agent.tier) + " (agent.tier)");
+      else config_.sla.pin_tier = static_cast<int>(*v);
+    }
+    r.finish();
+  }
+
+  ErrorSink errors_;
+  FleetConfig config_;
+  std::map<std::string, FirstSeen> worker_names_, node_names_, board_names_, usb_serials_,
+      serial_ports_;
+};
+
+} // namespace
+
+bool ListenAddress::isLoopback() const {
+  if (kind == Kind::unix_socket) return true;
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+size_t FleetConfig::boardCount() const {
+  size_t n = 0;
+  for (const auto& w : workers) n += w.boards.size();
+  return n;
+}
+
+const BoardConfig* FleetConfig::findBoard(const std::string& name) const {
+  for (const auto& w : workers)
+    for (const auto& b : w.boards)
+      if (b.name == name) return &b;
+  return nullptr;
+}
+
+std::string ConfigError::format() const {
+  std::string out = file;
+  if (line > 0) out += ":" + std::to_string(line) + ":" + std::to_string(column);
+  out += ": ";
+  if (!context.empty()) out += context + ": ";
+  if (!key.empty()) out += key + ": ";
+  return out + message;
+}
+
+LoadResult parseFleetConfig(std::string_view text, const std::string& file) {
+  toml::table root;
+  try {
+    root = toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    LoadResult result;
+    result.errors.push_back(ConfigError{file, static_cast<int>(e.source().begin.line),
+                                        static_cast<int>(e.source().begin.column), "", "",
+                                        "TOML syntax error: " + std::string(e.description())});
+    return result;
+  }
+  return FleetParser(file).parse(root);
+}
+
+LoadResult loadFleetConfigFile(const std::string& path, std::string* text_out) {
+  std::string text;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int err = fd < 0 ? errno : 0;
+  while (fd >= 0) {
+    char buffer[65536];
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
+    if (n <= 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  if (fd >= 0) ::close(fd);
+  if (err != 0) {
+    LoadResult result;
+    result.errors.push_back(
+        ConfigError{path, 0, 0, "", "", std::string("cannot read file: ") + std::strerror(err)});
+    return result;
+  }
+  LoadResult result = parseFleetConfig(text, path);
+  if (text_out) *text_out = std::move(text);
+  return result;
+}
+
+} // namespace hwfarm::config

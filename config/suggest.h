@@ -1,0 +1,17 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hwfarm::config {
+
+// The candidate closest to `word` by edit distance, if it is close enough to
+// be a likely typo (at most a third of the word's length, at least 1);
+// otherwise empty.
+std::string closestMatch(std::string_view word, const std::vector<std::string>& candidates);
+
+// `word` joined with ", ", sorted, for "known: a, b, c" messages.
+std::string joinSorted(std::vector<std::string> words);
+
+} // namespace hwfarm::config

@@ -1,0 +1,32 @@
+// What the daemon currently serves: the active config and how it got there.
+// Owned by Daemon, read by the API; both run on the event loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/fleet_config.h"
+
+namespace hwfarm {
+
+struct ConfigStatus {
+  uint64_t generation = 0;  // 1 for the start-up config, +1 per good reload
+  std::string source;       // file path or the embedded name
+  std::string sha256;       // of the config text
+  int64_t loaded_at = 0;    // unix seconds
+  // The last reload attempt, good or bad.
+  int64_t last_reload_at = 0;
+  bool last_reload_ok = true;
+  std::vector<std::string> last_reload_errors;
+};
+
+struct AgentState {
+  std::shared_ptr<const config::FleetConfig> config;
+  ConfigStatus config_status;
+  int64_t started_at = 0; // unix seconds
+  std::string version;
+};
+
+} // namespace hwfarm

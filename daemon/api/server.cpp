@@ -1,0 +1,288 @@
+#include "daemon/api/server.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <list>
+#include <optional>
+#include <stdexcept>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <spdlog/spdlog.h>
+
+namespace hwfarm::api {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using local = asio::local::stream_protocol;
+
+namespace {
+
+constexpr size_t kHeaderLimit = 16 * 1024;
+
+std::chrono::milliseconds toMs(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+} // namespace
+
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  virtual void closeIfIdle() = 0;
+};
+
+struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
+  Impl(asio::io_context& io_context, config::Limits l, Handler h)
+      : io(io_context), limits(l), handler(std::move(h)) {}
+
+  asio::io_context& io;
+  config::Limits limits;
+  Handler handler;
+  bool stopping = false;
+  size_t live = 0; // sessions alive, including rejected ones
+  std::function<void()> on_drained;
+  std::list<std::weak_ptr<SessionBase>> sessions;
+  std::vector<std::unique_ptr<tcp::acceptor>> tcp_acceptors;
+  std::vector<std::unique_ptr<local::acceptor>> unix_acceptors;
+  std::vector<std::string> unix_paths;
+
+  template <class Protocol>
+  void accept(typename Protocol::acceptor& acceptor);
+  void reap() {
+    sessions.remove_if([](const std::weak_ptr<SessionBase>& s) { return s.expired(); });
+  }
+};
+
+namespace {
+
+template <class Protocol>
+bool isLocal(const typename Protocol::socket& socket) {
+  if constexpr (std::is_same_v<Protocol, tcp>) {
+    boost::system::error_code ec;
+    auto endpoint = socket.remote_endpoint(ec);
+    if (ec) return false;
+    auto address = endpoint.address();
+    if (address.is_v6() && address.to_v6().is_v4_mapped())
+      return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()).is_loopback();
+    return address.is_loopback();
+  } else {
+    return true;
+  }
+}
+
+template <class Protocol>
+class Session : public SessionBase, public std::enable_shared_from_this<Session<Protocol>> {
+ public:
+  Session(typename Protocol::socket socket, std::shared_ptr<HttpServer::Impl> server)
+      : local_(isLocal<Protocol>(socket)), stream_(std::move(socket)), server_(std::move(server)) {
+    ++server_->live;
+  }
+
+  ~Session() override {
+    if (--server_->live == 0 && server_->stopping && server_->on_drained)
+      asio::post(server_->io, std::exchange(server_->on_drained, {}));
+  }
+
+  void start(bool reject) {
+    if (reject) {
+      keep_alive_ = false;
+      return write(jsonError(503, "too_many_connections",
+                             "connection limit (limits.max_connections) reached; retry later"));
+    }
+    waitForRequest();
+  }
+
+  void closeIfIdle() override {
+    closing_ = true;
+    if (!busy_) {
+      boost::system::error_code ec;
+      stream_.socket().shutdown(Protocol::socket::shutdown_both, ec);
+      stream_.close();
+    }
+  }
+
+ private:
+  // Phase 1: an idle connection waits up to idle_timeout_s for the first
+  // byte of the next request.
+  void waitForRequest() {
+    if (closing_) return stream_.close();
+    if (buffer_.size() > 0) return readRequest();
+    stream_.expires_after(toMs(server_->limits.idle_timeout_s));
+    stream_.async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](
+                                                       beast::error_code ec, size_t n) {
+      if (ec) return self->stream_.close();
+      self->buffer_.commit(n);
+      self->readRequest();
+    });
+  }
+
+  // Phase 2: the whole request (headers and body) within header_timeout_s.
+  void readRequest() {
+    parser_.emplace();
+    parser_->header_limit(kHeaderLimit);
+    parser_->body_limit(static_cast<uint64_t>(server_->limits.max_body_bytes));
+    stream_.expires_after(toMs(server_->limits.header_timeout_s));
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                       self->onRead(ec);
+                     });
+  }
+
+  void onRead(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == asio::error::eof) return stream_.close();
+    if (ec) {
+      keep_alive_ = false;
+      if (ec == http::error::body_limit)
+        return write(jsonError(413, "payload_too_large",
+                               "request body exceeds " + std::to_string(server_->limits.max_body_bytes) +
+                                   " bytes (limits.max_body_bytes)"));
+      if (ec == http::error::header_limit)
+        return write(jsonError(431, "headers_too_large", "request headers exceed 16384 bytes"));
+      if (ec == beast::error::timeout)
+        return write(jsonError(408, "request_timeout",
+                               "request not complete within limits.header_timeout_s"));
+      if (ec == asio::error::operation_aborted || ec == asio::error::connection_reset)
+        return stream_.close();
+      return write(jsonError(400, "bad_request", "malformed HTTP request: " + ec.message()));
+    }
+    auto& message = parser_->get();
+    keep_alive_ = message.keep_alive();
+    HttpRequest request;
+    request.method = std::string(message.method_string());
+    request.target = std::string(message.target());
+    request.body = std::move(message.body());
+    request.authorization = std::string(message[http::field::authorization]);
+    request.local_peer = local_;
+    busy_ = true;
+    stream_.expires_never();
+    server_->handler(std::move(request), [self = this->shared_from_this()](HttpResponse response) {
+      self->write(std::move(response));
+    });
+  }
+
+  void write(HttpResponse response) {
+    busy_ = true;
+    auto message = std::make_shared<http::response<http::string_body>>();
+    message->version(11);
+    message->result(static_cast<unsigned>(response.status));
+    message->set(http::field::server, "hwfarmd");
+    message->set(http::field::content_type, response.content_type);
+    for (const auto& [name, value] : response.headers) message->set(name, value);
+    message->body() = std::move(response.body);
+    message->keep_alive(keep_alive_ && !closing_);
+    message->prepare_payload();
+    stream_.expires_after(toMs(server_->limits.idle_timeout_s));
+    http::async_write(stream_, *message,
+                      [self = this->shared_from_this(), message](beast::error_code ec, size_t) {
+                        self->busy_ = false;
+                        if (ec || !message->keep_alive()) {
+                          boost::system::error_code ignored;
+                          self->stream_.socket().shutdown(Protocol::socket::shutdown_send, ignored);
+                          return self->stream_.close();
+                        }
+                        self->waitForRequest();
+                      });
+  }
+
+  bool local_;
+  beast::basic_stream<Protocol> stream_;
+  std::shared_ptr<HttpServer::Impl> server_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  bool keep_alive_ = true;
+  bool busy_ = false;
+  bool closing_ = false;
+};
+
+} // namespace
+
+template <class Protocol>
+void HttpServer::Impl::accept(typename Protocol::acceptor& acceptor) {
+  acceptor.async_accept([self = shared_from_this(), &acceptor](boost::system::error_code ec,
+                                                               typename Protocol::socket socket) {
+    if (self->stopping || ec == asio::error::operation_aborted) return;
+    if (!ec) {
+      self->reap();
+      bool reject = self->sessions.size() >= static_cast<size_t>(self->limits.max_connections);
+      auto session = std::make_shared<Session<Protocol>>(std::move(socket), self);
+      if (!reject) self->sessions.push_back(session);
+      session->start(reject);
+    } else {
+      spdlog::warn("accept failed: {}", ec.message());
+    }
+    self->accept<Protocol>(acceptor);
+  });
+}
+
+HttpServer::HttpServer(asio::io_context& io, config::Limits limits, Handler handler)
+    : impl_(std::make_shared<Impl>(io, limits, std::move(handler))) {}
+
+HttpServer::~HttpServer() {
+  stop();
+  impl_->on_drained = nullptr; // sessions may outlive us inside the io_context
+}
+
+std::string HttpServer::listen(const config::ListenAddress& address) {
+  boost::system::error_code ec;
+  if (address.kind == config::ListenAddress::Kind::unix_socket) {
+    struct stat st {};
+    // A socket left behind by a killed daemon; the state-dir lock already
+    // guarantees no other hwfarmd of this config is running.
+    if (lstat(address.path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(address.path.c_str());
+    auto acceptor = std::make_unique<local::acceptor>(impl_->io);
+    acceptor->open(local(), ec);
+    if (!ec) acceptor->bind(local::endpoint(address.path), ec);
+    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) throw std::runtime_error("cannot listen on " + address.text + ": " + ec.message());
+    ::chmod(address.path.c_str(), 0660);
+    impl_->unix_paths.push_back(address.path);
+    impl_->accept<local>(*acceptor);
+    impl_->unix_acceptors.push_back(std::move(acceptor));
+    return "unix:" + address.path;
+  }
+  tcp::resolver resolver(impl_->io);
+  auto results = resolver.resolve(address.host, std::to_string(address.port),
+                                  tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec || results.empty())
+    throw std::runtime_error("cannot listen on " + address.text + ": " + (ec ? ec.message() : "no address"));
+  tcp::endpoint endpoint = results.begin()->endpoint();
+  auto acceptor = std::make_unique<tcp::acceptor>(impl_->io);
+  acceptor->open(endpoint.protocol(), ec);
+  if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor->bind(endpoint, ec);
+  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw std::runtime_error("cannot listen on " + address.text + ": " + ec.message());
+  tcp::endpoint bound = acceptor->local_endpoint();
+  impl_->accept<tcp>(*acceptor);
+  impl_->tcp_acceptors.push_back(std::move(acceptor));
+  std::string host = bound.address().to_string();
+  if (bound.address().is_v6()) host = "[" + host + "]";
+  return "http://" + host + ":" + std::to_string(bound.port());
+}
+
+void HttpServer::stop(std::function<void()> drained) {
+  if (!impl_ || impl_->stopping) return;
+  impl_->stopping = true;
+  impl_->on_drained = std::move(drained);
+  boost::system::error_code ec;
+  for (auto& a : impl_->tcp_acceptors) a->close(ec);
+  for (auto& a : impl_->unix_acceptors) a->close(ec);
+  for (const auto& path : impl_->unix_paths) ::unlink(path.c_str());
+  for (auto& weak : impl_->sessions)
+    if (auto session = weak.lock()) session->closeIfIdle();
+  impl_->reap();
+  if (impl_->live == 0 && impl_->on_drained) asio::post(impl_->io, std::exchange(impl_->on_drained, {}));
+}
+
+void HttpServer::setLimits(const config::Limits& limits) { impl_->limits = limits; }
+
+size_t HttpServer::connectionCount() const {
+  impl_->reap();
+  return impl_->sessions.size();
+}
+
+} // namespace hwfarm::api

@@ -1,0 +1,95 @@
+#include "daemon/cli/http_client.h"
+
+#include <optional>
+
+#include <boost/asio.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+namespace hwfarm::cli {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+HttpClient::HttpClient(const std::string& url, double timeout_s) : timeout_s_(timeout_s) {
+  if (url.rfind("unix:", 0) == 0) {
+    unix_path_ = url.substr(5);
+    if (unix_path_.empty()) throw std::invalid_argument("empty unix socket path in \"" + url + "\"");
+    return;
+  }
+  std::string rest = url;
+  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
+  else throw std::invalid_argument("expected http://HOST:PORT or unix:/PATH, got \"" + url + "\"");
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  size_t colon = rest.rfind(':');
+  if (colon == std::string::npos || rest.find('/') != std::string::npos)
+    throw std::invalid_argument("expected http://HOST:PORT or unix:/PATH, got \"" + url + "\"");
+  host_ = rest.substr(0, colon);
+  if (host_.size() > 2 && host_.front() == '[') host_ = host_.substr(1, host_.size() - 2);
+  port_ = rest.substr(colon + 1);
+}
+
+namespace {
+
+// Beast's stream timeouts apply to asynchronous operations only, so the
+// exchange is a coroutine run to completion on a private io_context.
+template <class Stream, class Endpoint>
+asio::awaitable<HttpResult> exchange(Stream& stream, Endpoint endpoint, std::string host,
+                                     std::string method, std::string target, std::string body,
+                                     std::string token, std::chrono::milliseconds timeout) {
+  stream.expires_after(timeout);
+  co_await stream.async_connect(endpoint, asio::use_awaitable);
+  http::request<http::string_body> request{http::string_to_verb(method), target, 11};
+  request.set(http::field::host, host.empty() ? "localhost" : host);
+  request.set(http::field::user_agent, "hwfarmctl");
+  if (!token.empty()) request.set(http::field::authorization, "Bearer " + token);
+  if (!body.empty()) request.set(http::field::content_type, "application/json");
+  request.body() = body;
+  request.prepare_payload();
+  co_await http::async_write(stream, request, asio::use_awaitable);
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64 * 1024 * 1024);
+  co_await http::async_read(stream, buffer, parser, asio::use_awaitable);
+  co_return HttpResult{static_cast<int>(parser.get().result_int()), parser.get().body()};
+}
+
+template <class Awaitable>
+HttpResult runToCompletion(asio::io_context& io, Awaitable awaitable) {
+  std::optional<HttpResult> result;
+  std::exception_ptr error;
+  asio::co_spawn(io, std::move(awaitable), [&](std::exception_ptr e, HttpResult r) {
+    error = e;
+    if (!e) result = std::move(r);
+  });
+  io.run();
+  if (error) std::rethrow_exception(error);
+  return std::move(*result);
+}
+
+} // namespace
+
+HttpResult HttpClient::request(const std::string& method, const std::string& target,
+                               const std::string& body, const std::string& token) const {
+  asio::io_context io;
+  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
+  try {
+    if (!unix_path_.empty()) {
+      beast::basic_stream<asio::local::stream_protocol> stream(io);
+      return runToCompletion(io, exchange(stream, asio::local::stream_protocol::endpoint(unix_path_), "",
+                                          method, target, body, token, timeout));
+    }
+    asio::ip::tcp::resolver resolver(io);
+    auto endpoints = resolver.resolve(host_, port_);
+    beast::tcp_stream stream(io);
+    return runToCompletion(io, exchange(stream, endpoints, host_, method, target, body, token, timeout));
+  } catch (const boost::system::system_error& e) {
+    std::string where = unix_path_.empty() ? host_ + ":" + port_ : "unix:" + unix_path_;
+    throw Unreachable("cannot reach hwfarmd at " + where + ": " + e.code().message());
+  }
+}
+
+} // namespace hwfarm::cli

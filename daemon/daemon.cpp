@@ -1,0 +1,215 @@
+#include "daemon/daemon.h"
+
+#include <csignal>
+#include <ctime>
+#include <optional>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/spdlog.h>
+
+#include "daemon/agent_state.h"
+#include "daemon/api/router.h"
+#include "daemon/api/server.h"
+#include "daemon/log.h"
+#include "daemon/sd_notify.h"
+#include "daemon/state_dir.h"
+#include "daemon/version.h"
+
+namespace hwfarm {
+namespace asio = boost::asio;
+
+namespace {
+
+int64_t unixNow() { return static_cast<int64_t>(std::time(nullptr)); }
+
+struct Loaded {
+  config::LoadResult result;
+  std::string text;
+};
+
+Loaded loadWithText(const std::string& path) {
+  Loaded loaded;
+  if (path.empty()) {
+    loaded.text = std::string(config::embeddedSimFleet());
+    loaded.result = config::parseFleetConfig(loaded.text, config::kEmbeddedSimFleetName);
+  } else {
+    loaded.result = config::loadFleetConfigFile(path, &loaded.text);
+  }
+  return loaded;
+}
+
+std::string summary(const config::FleetConfig& c) {
+  return "agent " + c.agent.name + ", tier " + std::to_string(c.agent.tier) + ", " +
+         std::to_string(c.workers.size()) + " workers, " + std::to_string(c.boardCount()) + " boards";
+}
+
+bool sameListen(const config::AgentConfig& a, const config::AgentConfig& b) {
+  if (a.listen.size() != b.listen.size()) return false;
+  for (size_t i = 0; i < a.listen.size(); ++i)
+    if (a.listen[i].text != b.listen[i].text) return false;
+  return true;
+}
+
+} // namespace
+
+config::LoadResult loadConfig(const std::string& path) { return loadWithText(path).result; }
+
+struct Daemon::Impl {
+  explicit Impl(DaemonOptions o) : options(std::move(o)), signals(io, SIGHUP, SIGTERM, SIGINT) {}
+
+  int run();
+  void waitForSignal();
+  void onSignal(int signal);
+  void reload();
+  void beginStop(const char* why);
+  void pingWatchdog();
+
+  DaemonOptions options;
+  asio::io_context io;
+  asio::signal_set signals;
+  asio::steady_timer watchdog_timer{io};
+  asio::steady_timer stop_deadline{io};
+  std::optional<std::chrono::microseconds> watchdog_interval;
+  AgentState state;
+  std::unique_ptr<StateDirLock> state_lock;
+  std::unique_ptr<api::Router> router;
+  std::unique_ptr<api::HttpServer> server;
+  bool stopping = false;
+};
+
+int Daemon::Impl::run() {
+  Loaded loaded = loadWithText(options.config_path);
+  if (!loaded.result.ok()) {
+    for (const auto& e : loaded.result.errors) spdlog::error("{}", e.format());
+    spdlog::critical("configuration has {} error(s); not starting", loaded.result.errors.size());
+    return 1;
+  }
+  auto config = std::make_shared<const config::FleetConfig>(std::move(*loaded.result.config));
+  setLogLevel(config->agent.log_level);
+  state.config = config;
+  state.version = kVersion;
+  state.started_at = unixNow();
+  state.config_status.generation = 1;
+  state.config_status.source = config->source;
+  state.config_status.sha256 = sha256Hex(loaded.text);
+  state.config_status.loaded_at = state.started_at;
+
+  try {
+    state_lock = std::make_unique<StateDirLock>(config->agent.state_dir);
+    router = std::make_unique<api::Router>(state);
+    server = std::make_unique<api::HttpServer>(
+        io, config->limits,
+        [this](api::HttpRequest request, api::Respond respond) { router->handle(request, respond); });
+    for (const auto& address : config->agent.listen)
+      spdlog::info("listening on {}", server->listen(address));
+  } catch (const std::exception& e) {
+    spdlog::critical("{}", e.what());
+    return 1;
+  }
+  if (config->agent.anonymous_loopback)
+    spdlog::warn("anonymous access is allowed from loopback and unix-socket clients "
+                 "(agent.anonymous = \"loopback\"); use tokens on shared machines");
+  spdlog::info("hwfarmd {} ready: {} (config generation 1 from {}, state in {})", kVersion,
+               summary(*config), config->source, config->agent.state_dir);
+
+  waitForSignal();
+  watchdog_interval = systemd::watchdogPingInterval();
+  if (watchdog_interval) {
+    spdlog::debug("systemd watchdog: pinging every {} ms", watchdog_interval->count() / 1000);
+    pingWatchdog();
+  }
+  systemd::ready("serving " + summary(*config));
+  io.run();
+  spdlog::info("hwfarmd stopped");
+  return 0;
+}
+
+void Daemon::Impl::waitForSignal() {
+  signals.async_wait([this](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    onSignal(signal);
+    waitForSignal();
+  });
+}
+
+void Daemon::Impl::onSignal(int signal) {
+  if (signal == SIGHUP) return reload();
+  if (stopping) {
+    spdlog::warn("second {} during shutdown: stopping now", strsignal(signal));
+    io.stop();
+    return;
+  }
+  beginStop(strsignal(signal));
+}
+
+void Daemon::Impl::beginStop(const char* why) {
+  stopping = true;
+  systemd::stopping();
+  double timeout = state.config->agent.shutdown_timeout_s;
+  spdlog::info("{}: stopping (waiting up to {} s for open requests)", why, timeout);
+  watchdog_timer.cancel();
+  stop_deadline.expires_after(std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)));
+  stop_deadline.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    spdlog::warn("shutdown deadline reached with {} connection(s) open: stopping now",
+                 server->connectionCount());
+    io.stop();
+  });
+  server->stop([this] {
+    stop_deadline.cancel();
+    signals.cancel();
+  });
+}
+
+void Daemon::Impl::reload() {
+  if (stopping) return;
+  systemd::reloading();
+  std::string source = options.config_path.empty() ? config::kEmbeddedSimFleetName : options.config_path;
+  spdlog::info("SIGHUP: reloading configuration from {}", source);
+  Loaded loaded = loadWithText(options.config_path);
+  ConfigStatus& status = state.config_status;
+  status.last_reload_at = unixNow();
+  status.last_reload_ok = loaded.result.ok();
+  status.last_reload_errors.clear();
+  if (!loaded.result.ok()) {
+    for (const auto& e : loaded.result.errors) {
+      spdlog::error("{}", e.format());
+      status.last_reload_errors.push_back(e.format());
+    }
+    spdlog::error("reload failed with {} error(s); keeping configuration generation {}",
+                  loaded.result.errors.size(), status.generation);
+    systemd::ready("reload failed; serving configuration generation " + std::to_string(status.generation));
+    return;
+  }
+  auto next = std::make_shared<const config::FleetConfig>(std::move(*loaded.result.config));
+  const config::FleetConfig& previous = *state.config;
+  if (!sameListen(previous.agent, next->agent))
+    spdlog::warn("agent.listen changed: takes effect at the next restart");
+  if (previous.agent.state_dir != next->agent.state_dir)
+    spdlog::warn("agent.state_dir changed: takes effect at the next restart");
+  setLogLevel(next->agent.log_level);
+  server->setLimits(next->limits);
+  state.config = next;
+  status.generation += 1;
+  status.source = next->source;
+  status.sha256 = sha256Hex(loaded.text);
+  status.loaded_at = status.last_reload_at;
+  spdlog::info("configuration generation {} loaded: {}", status.generation, summary(*next));
+  systemd::ready("serving " + summary(*next));
+}
+
+void Daemon::Impl::pingWatchdog() {
+  systemd::watchdog();
+  watchdog_timer.expires_after(*watchdog_interval);
+  watchdog_timer.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec && !stopping) pingWatchdog();
+  });
+}
+
+Daemon::Daemon(DaemonOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Daemon::~Daemon() = default;
+int Daemon::run() { return impl_->run(); }
+
+} // namespace hwfarm

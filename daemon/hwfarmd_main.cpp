@@ -1,0 +1,76 @@
+// hwfarmd: the lab-server daemon. A thin main around hwfarm::Daemon.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "daemon/daemon.h"
+#include "daemon/log.h"
+#include "daemon/version.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: hwfarmd [--config FILE]          run in the foreground\n"
+    "       hwfarmd --check-config [FILE]    validate FILE (or --config's), exit 0 or 1\n"
+    "       hwfarmd --version | --help\n"
+    "\n"
+    "Without --config, hwfarmd serves the built-in simulated fleet\n"
+    "(config/examples/sim-fleet.toml) with state in ./.hwfarm-state.\n"
+    "Signals: SIGHUP reloads the config, SIGTERM/SIGINT stop gracefully.\n";
+
+int checkConfig(const std::string& path) {
+  auto result = hwfarm::loadConfig(path);
+  std::string name = path.empty() ? hwfarm::config::kEmbeddedSimFleetName : path;
+  if (!result.ok()) {
+    for (const auto& e : result.errors) std::fprintf(stderr, "%s\n", e.format().c_str());
+    std::fprintf(stderr, "hwfarmd: %s: %zu error(s)\n", name.c_str(), result.errors.size());
+    return 1;
+  }
+  std::printf("hwfarmd: %s: configuration ok (%zu workers, %zu boards)\n", name.c_str(),
+              result.config->workers.size(), result.config->boardCount());
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path;
+  bool check = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const char* flag) -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "hwfarmd: %s needs a value\n%s", flag, kUsage);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--config" || arg == "-c") {
+      config_path = value("--config");
+    } else if (arg.rfind("--config=", 0) == 0) {
+      config_path = arg.substr(9);
+    } else if (arg == "--check-config" || arg == "-t") {
+      check = true;
+      if (i + 1 < argc && argv[i + 1][0] != '-') config_path = argv[++i];
+    } else if (arg == "--version") {
+      std::printf("hwfarmd %s\n", hwfarm::kVersion);
+      return 0;
+    } else if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else {
+      std::fprintf(stderr, "hwfarmd: unknown argument \"%s\"\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+  }
+  if (check) return checkConfig(config_path);
+  hwfarm::setupLogging("info");
+  try {
+    return hwfarm::Daemon({config_path}).run();
+  } catch (const std::exception& e) {
+    spdlog::critical("fatal: {}", e.what());
+    return 1;
+  }
+}

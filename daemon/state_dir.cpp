@@ -1,0 +1,59 @@
+#include "daemon/state_dir.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+namespace hwfarm {
+
+StateDirLock::StateDirLock(const std::string& path) : path_(path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) throw std::runtime_error("cannot create state directory " + path + ": " + ec.message());
+  ::chmod(path.c_str(), 0750);
+  std::string lock = path + "/hwfarmd.lock";
+  fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+  if (fd_ < 0) throw std::runtime_error("cannot open " + lock + ": " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    char pid[32] = {};
+    ssize_t n = ::pread(fd_, pid, sizeof pid - 1, 0);
+    std::string holder = n > 0 ? std::string(pid, static_cast<size_t>(n)) : "unknown";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    if (err == EWOULDBLOCK)
+      throw std::runtime_error("state directory " + path + " is in use by another hwfarmd (pid " + holder + ")");
+    throw std::runtime_error("cannot lock " + lock + ": " + std::strerror(err));
+  }
+  std::string me = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) < 0) {
+    // The pid is informational only; the lock is what matters.
+  }
+}
+
+StateDirLock::~StateDirLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string sha256Hex(const std::string& data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < length; ++i) {
+    out += hex[digest[i] >> 4];
+    out += hex[digest[i] & 15];
+  }
+  return out;
+}
+
+} // namespace hwfarm

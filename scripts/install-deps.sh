@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages hwfarm needs to build, test and run its demo.
+# Idempotent: prints nothing and touches nothing when every package is present.
+# Runs `apt-get update` once, non-interactively, only when something is missing.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake pkg-config
+  # libraries (Boost 1.81 split packages: headers for Asio/Beast, JSON, and
+  # filesystem for Boost.Process v1)
+  libboost1.81-dev libboost-json1.81-dev libboost-filesystem1.81-dev
+  libusb-1.0-0-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
+  libsqlite3-dev libsystemd-dev libssl-dev
+  # tests
+  catch2 systemd procps util-linux python3 curl
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}" >&2
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
