@@ -132,7 +132,8 @@ struct TierPolicy {
 };
 
 struct SlaConfig {
-  std::array<TierPolicy, 3> tiers;
+  std::array<TierPolicy, 3> tiers{TierPolicy{24, 0.2, 24, 10, 24}, TierPolicy{72, 0.3, 72, 10, 24},
+                                  TierPolicy{168, 0.5, 168, 5, 24}};
   std::optional<int> pin_tier;
 };
 

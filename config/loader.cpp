@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <regex>
@@ -53,6 +54,10 @@ class FleetParser {
     reader.finish();
     LoadResult result;
     result.errors = errors_.take();
+    // Report in file order, whichever check found the problem.
+    std::stable_sort(result.errors.begin(), result.errors.end(), [](const ConfigError& a, const ConfigError& b) {
+      return std::pair(a.line, a.column) < std::pair(b.line, b.column);
+    });
     if (result.errors.empty()) result.config = std::move(config_);
     return result;
   }
@@ -205,11 +210,11 @@ class FleetParser {
       if (auto v = name(first, "name", Need::required)) {
         w.name = *v;
         context = "worker " + quoted(w.name);
-        unique(worker_names_, first, "name", w.name, "", "worker name");
       }
     }
     TableReader r(table, errors_, context, "");
     r.node("name");
+    if (!w.name.empty()) unique(worker_names_, r, "name", w.name, "", "worker name");
     w.node = w.name;
     if (auto v = name(r, "node", Need::optional)) w.node = *v;
     if (!w.node.empty())
@@ -232,25 +237,31 @@ class FleetParser {
       if (auto v = name(first, "name", Need::required)) {
         b.name = *v;
         context = worker_context + " board " + quoted(b.name);
-        unique(board_names_, first, "name", b.name, b.name, "board name");
       }
     }
     TableReader r(table, errors_, context, "");
     r.node("name");
+    if (!b.name.empty()) unique(board_names_, r, "name", b.name, b.name, "board name");
     if (auto v = name(r, "type", Need::required)) b.type = *v;
-    if (auto v = r.texts("labels")) {
-      for (size_t i = 0; i < v->size(); ++i) {
-        if (!std::regex_match((*v)[i], nameRe()))
-          r.errorAt(r.raw().get("labels")->as_array()->get(i)->source(),
-                    "labels[" + std::to_string(i) + "]",
-                    std::string("expected ") + kNameRule + ", got " + quoted((*v)[i]));
+    if (auto v = r.texts("labels")) b.labels = *v;
+    if (const toml::array* labels = r.raw().get("labels") ? r.raw().get("labels")->as_array() : nullptr) {
+      for (size_t i = 0; i < labels->size(); ++i) {
+        const toml::node* item = labels->get(i);
+        if (item->is_string() && !std::regex_match(item->as_string()->get(), nameRe()))
+          r.errorAt(item->source(), "labels[" + std::to_string(i) + "]",
+                    std::string("expected ") + kNameRule + ", got " + quoted(item->as_string()->get()));
       }
-      b.labels = *v;
     }
     if (auto v = r.text("driver")) {
       const auto& known = boardDriverNames();
-      if (std::find(known.begin(), known.end(), *v) == known.end()) r.error("driver", unknownDriver(*v, known));
-      else b.driver = *v;
+      if (std::find(known.begin(), known.end(), *v) == known.end()) {
+        // Without a known driver its keys cannot be judged: report only this.
+        r.error("driver", unknownDriver(*v, known));
+        for (const auto& [key, value] : table) r.node(key.str());
+        r.finish();
+        return;
+      }
+      b.driver = *v;
     }
     bool usb = b.driver == "usb";
     if (usb) {
@@ -504,10 +515,7 @@ class FleetParser {
 
   void parseSla(const toml::table& table) {
     TableReader r(table, errors_, "", "sla.");
-    static const TierPolicy defaults[3] = {
-        {24, 0.2, 24, 10, 24}, {72, 0.3, 72, 10, 24}, {168, 0.5, 168, 5, 24}};
     for (int tier = 0; tier < 3; ++tier) {
-      config_.sla.tiers[tier] = defaults[tier];
       std::string key = "tier" + std::to_string(tier + 1);
       const toml::table* t = r.table(key);
       if (!t) continue;

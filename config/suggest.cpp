@@ -28,7 +28,11 @@ std::string closestMatch(std::string_view word, const std::vector<std::string>& 
   std::string best;
   size_t best_distance = limit + 1;
   for (const auto& candidate : candidates) {
-    size_t d = editDistance(word, candidate);
+    // A candidate that begins the word ("qemu" for "qemu-arm") or that the
+    // word begins is a likely intent even when many characters differ.
+    bool prefix = candidate.size() >= 3 && (word.rfind(candidate, 0) == 0 ||
+                                            std::string_view(candidate).rfind(word, 0) == 0);
+    size_t d = prefix ? 1 : editDistance(word, candidate);
     if (d < best_distance) {
       best_distance = d;
       best = candidate;

@@ -7,8 +7,8 @@
 namespace hwfarm::config {
 
 // The candidate closest to `word` by edit distance, if it is close enough to
-// be a likely typo (at most a third of the word's length, at least 1);
-// otherwise empty.
+// be a likely typo (at most a third of the word's length, at least 1) or a
+// prefix of it (or it of the candidate); otherwise empty.
 std::string closestMatch(std::string_view word, const std::vector<std::string>& candidates);
 
 // `word` joined with ", ", sorted, for "known: a, b, c" messages.

@@ -1,2 +1,366 @@
+// Fleet config validation: every error names file:line:column, the key path,
+// what was expected and what was found; all errors of a file are reported.
 #include <catch2/catch.hpp>
-TEST_CASE("placeholder") { REQUIRE(1 == 1); }
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "config/driver_specs.h"
+#include "config/loader.h"
+
+using hwfarm::config::LoadResult;
+using hwfarm::config::parseFleetConfig;
+
+namespace {
+
+std::vector<std::string> errorsOf(const std::string& toml) {
+  LoadResult result = parseFleetConfig(toml, "fleet.toml");
+  std::vector<std::string> out;
+  for (const auto& e : result.errors) out.push_back(e.format());
+  REQUIRE(result.config.has_value() == out.empty());
+  return out;
+}
+
+// One valid agent section (lines 1-3) that the cases below build on.
+const std::string kAgent =
+    "[agent]\n"
+    "name = \"lab\"\n"
+    "tier = 2\n";
+
+// A valid usb board named `name` on its own [[worker.board]] table.
+std::string usbBoard(const std::string& name, const std::string& serial) {
+  return "  [[worker.board]]\n"
+         "  name = \"" + name + "\"\n"
+         "  type = \"nucleo\"\n"
+         "  usb = { vendor = \"0483\", product = \"374b\", serial = \"" + serial + "\" }\n";
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+} // namespace
+
+TEST_CASE("the reference config and the simulated fleet load cleanly") {
+  for (const char* name : {"reference.toml", "sim-fleet.toml"}) {
+    std::string path = std::string(HWFARM_SOURCE_DIR) + "/config/examples/" + name;
+    LoadResult result = hwfarm::config::loadFleetConfigFile(path);
+    INFO(path);
+    for (const auto& e : result.errors) INFO(e.format());
+    REQUIRE(result.ok());
+    REQUIRE(result.config->boardCount() >= 3);
+  }
+}
+
+TEST_CASE("the embedded default is sim-fleet.toml: 2 workers, 2 QEMU boards each, one shared type") {
+  std::string path = std::string(HWFARM_SOURCE_DIR) + "/config/examples/sim-fleet.toml";
+  REQUIRE(std::string(hwfarm::config::embeddedSimFleet()) == readFile(path));
+  LoadResult result = parseFleetConfig(hwfarm::config::embeddedSimFleet(), "sim");
+  REQUIRE(result.ok());
+  const auto& c = *result.config;
+  REQUIRE(c.workers.size() == 2);
+  std::map<std::string, int> types;
+  for (const auto& w : c.workers) {
+    REQUIRE(w.boards.size() == 2);
+    for (const auto& b : w.boards) {
+      REQUIRE(b.driver == "qemu");
+      ++types[b.type];
+    }
+  }
+  REQUIRE(types["mps2-an385"] == 2);
+  REQUIRE(c.agent.anonymous_loopback);
+  REQUIRE(c.agent.state_dir == ".hwfarm-state");
+  for (const auto& l : c.agent.listen) REQUIRE(l.isLoopback());
+}
+
+TEST_CASE("values are read into the config with defaults filled in") {
+  LoadResult r = parseFleetConfig(kAgent +
+                                      "[[worker]]\n"
+                                      "name = \"w0\"\n" +
+                                      usbBoard("b0", "S0") +
+                                      "  flash = { driver = \"st-flash\" }\n"
+                                      "  power = { driver = \"uhubctl\", hub = \"1-1\", port = 3 }\n",
+                                  "f.toml");
+  REQUIRE(r.ok());
+  const auto& c = *r.config;
+  REQUIRE(c.agent.listen.size() == 1);
+  REQUIRE(c.agent.listen[0].host == "127.0.0.1");
+  REQUIRE(c.agent.listen[0].port == 7420);
+  REQUIRE(c.agent.state_dir == "/var/lib/hwfarm");
+  REQUIRE(c.limits.max_body_bytes == 65536);
+  const auto& w = c.workers.at(0);
+  REQUIRE(w.node == "w0"); // the node defaults to the worker's name
+  const auto& b = w.boards.at(0);
+  REQUIRE(*b.usb.vendor == 0x0483);
+  REQUIRE(*b.usb.product == 0x374b);
+  REQUIRE(*b.usb.serial == "S0");
+  REQUIRE(b.serial.port == "auto");
+  REQUIRE(b.serial.baud == 115200);
+  REQUIRE(b.flash.driver == "st-flash");
+  REQUIRE(b.flash.options.at("address") == "0x08000000");
+  REQUIRE(b.power.port == 3);
+  REQUIRE(c.sla.tiers[0].resolution_window_h == 24);
+  REQUIRE(c.sla.tiers[1].resolution_window_h == 72);
+}
+
+TEST_CASE("a TOML syntax error names its position") {
+  auto errors = errorsOf("[agent]\nname = \"lab\"\ntier = \n");
+  REQUIRE(errors.size() == 1);
+  REQUIRE_THAT(errors[0], Catch::StartsWith("fleet.toml:3:8: TOML syntax error: "));
+}
+
+TEST_CASE("the usb.vendor example from the issue") {
+  auto errors = errorsOf(kAgent +
+                         "[[worker]]\n"
+                         "name = \"w1\"\n"
+                         "  [[worker.board]]\n"
+                         "  name = \"stm32-3\"\n"
+                         "  type = \"nucleo\"\n"
+                         "  [worker.board.usb]\n"
+                         "  vendor = \"1ffff\"\n"
+                         "  product = \"374b\"\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:10:12: worker \"w1\" board \"stm32-3\": usb.vendor: expected a "
+                        "16-bit hex id like \"0483\", got \"1ffff\""});
+}
+
+TEST_CASE("unknown keys are errors with a did-you-mean suggestion") {
+  auto errors = errorsOf("[agent]\nname = \"lab\"\ntier = 1\nlog_levle = \"debug\"\nfrobnicate = 1\n"
+                         "[[worker]]\nname = \"w\"\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:4:1: agent.log_levle: unknown key (did you mean \"log_level\"?)",
+                        "fleet.toml:5:1: agent.frobnicate: unknown key"});
+}
+
+TEST_CASE("a typo in a top-level table name is an unknown key") {
+  auto errors = errorsOf(kAgent + "[[worker]]\nname = \"w\"\n[limit]\nmax_queue = 5\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:6:2: limit: unknown key (did you mean \"limits\"?)"});
+}
+
+TEST_CASE("wrong types and out-of-range values say what was expected and found") {
+  auto errors = errorsOf("[agent]\nname = \"lab\"\ntier = \"1\"\nshutdown_timeout_s = -3\n"
+                         "[limits]\nmax_body_bytes = 10\n"
+                         "[[worker]]\nname = \"w\"\n" +
+                         usbBoard("b", "S") + "  serial = { baud = 0 }\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:3:8: agent.tier: expected an integer from 1 to 3, got \"1\"",
+                        "fleet.toml:4:22: agent.shutdown_timeout_s: expected a number above 0 and up "
+                        "to 300, got -3",
+                        "fleet.toml:6:18: limits.max_body_bytes: expected an integer from 1024 to "
+                        "67108864, got 10",
+                        "fleet.toml:13:21: worker \"w\" board \"b\": serial.baud: expected an integer from "
+                        "50 to 20000000, got 0"});
+}
+
+TEST_CASE("a tier outside 1-3 is rejected") {
+  for (const char* tier : {"0", "4"}) {
+    auto errors = errorsOf(std::string("[agent]\nname = \"lab\"\ntier = ") + tier + "\n[[worker]]\nname = \"w\"\n");
+    REQUIRE(errors == std::vector<std::string>{"fleet.toml:3:8: agent.tier: expected an integer from 1 to 3, got " +
+                                               std::string(tier)});
+  }
+}
+
+TEST_CASE("missing required keys are reported at their table") {
+  auto errors = errorsOf("[agent]\nlog_level = \"info\"\n"
+                         "[[worker]]\n"
+                         "name = \"w\"\n"
+                         "  [[worker.board]]\n"
+                         "  name = \"b\"\n"
+                         "  [[worker.board]]\n"
+                         "  name = \"c\"\n"
+                         "  type = \"t\"\n"
+                         "  usb = { vendor = \"0483\" }\n"
+                         "  flash = { driver = \"openocd\" }\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:1:1: agent.name: required key is missing",
+                        "fleet.toml:1:1: agent.tier: required key is missing",
+                        "fleet.toml:5:3: worker \"w\" board \"b\": type: required key is missing",
+                        "fleet.toml:5:3: worker \"w\" board \"b\": usb: required key is missing",
+                        "fleet.toml:10:9: worker \"w\" board \"c\": usb.product: required key is missing",
+                        "fleet.toml:11:11: worker \"w\" board \"c\": flash.target: required key is missing"});
+}
+
+TEST_CASE("a file without [agent] or [[worker]] names both") {
+  auto errors = errorsOf("# empty\n");
+  REQUIRE(errors.size() == 2);
+  REQUIRE(errors[0] == "fleet.toml:1:1: agent: required key is missing");
+  REQUIRE(errors[1] == "fleet.toml:1:1: worker: at least one [[worker]] table is required");
+}
+
+TEST_CASE("duplicate worker, node and board names point at the first definition") {
+  auto errors = errorsOf(kAgent +
+                         "[[worker]]\n"
+                         "name = \"w1\"\n" +
+                         usbBoard("b1", "S1") +
+                         "[[worker]]\n"
+                         "name = \"w1\"\n"
+                         "[[worker]]\n"
+                         "name = \"w3\"\n"
+                         "node = \"w1\"\n" +
+                         usbBoard("b1", "S2"));
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:11:8: worker \"w1\": name: worker name \"w1\" is already used (first "
+                        "defined at fleet.toml:5:8)",
+                        "fleet.toml:11:8: worker \"w1\": name: Jenkins node \"w1\" is already used (first "
+                        "defined at fleet.toml:5:8)",
+                        "fleet.toml:14:8: worker \"w3\": node: Jenkins node \"w1\" is already used (first "
+                        "defined at fleet.toml:5:8)",
+                        "fleet.toml:16:10: worker \"w3\" board \"b1\": name: board name \"b1\" is already "
+                        "used (first defined at fleet.toml:7:10)"});
+}
+
+TEST_CASE("one USB serial or serial port on two boards is an error") {
+  auto errors = errorsOf(kAgent + "[[worker]]\nname = \"w\"\n" + usbBoard("a", "066D") +
+                         "  serial = { port = \"/dev/ttyACM0\" }\n" + usbBoard("b", "066D") +
+                         "  serial = { port = \"/dev/ttyACM0\" }\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:14:55: worker \"w\" board \"b\": usb.serial: USB serial \"066D\" is "
+                        "already used by board \"a\" (first defined at fleet.toml:9:55)",
+                        "fleet.toml:15:21: worker \"w\" board \"b\": serial.port: serial port "
+                        "\"/dev/ttyACM0\" is already used by board \"a\" (first defined at "
+                        "fleet.toml:10:21)"});
+}
+
+TEST_CASE("unknown driver names list the known ones") {
+  auto errors = errorsOf(kAgent + "[[worker]]\nname = \"w\"\n" + usbBoard("a", "S") +
+                         "  flash = { driver = \"opencd\", target = \"x\" }\n"
+                         "  power = { driver = \"relay\" }\n"
+                         "  [[worker.board]]\n  name = \"q\"\n  type = \"t\"\n  driver = \"qemu-arm\"\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:10:22: worker \"w\" board \"a\": flash.driver: unknown driver "
+                        "\"opencd\" (did you mean \"openocd\"?); known drivers: command, dfu-util, "
+                        "esptool, jlink, nrfjprog, openocd, pyocd, st-flash",
+                        "fleet.toml:11:22: worker \"w\" board \"a\": power.driver: unknown driver "
+                        "\"relay\"; known drivers: command, none, uhubctl",
+                        "fleet.toml:15:12: worker \"w\" board \"q\": driver: unknown driver \"qemu-arm\" "
+                        "(did you mean \"qemu\"?); known drivers: qemu, usb"});
+}
+
+TEST_CASE("flash options belong to their driver") {
+  auto errors = errorsOf(kAgent + "[[worker]]\nname = \"w\"\n" + usbBoard("a", "S") +
+                         "  flash = { driver = \"pyocd\", targt = \"x\", target = \"y\", alt = 1, argv = [\"x\"] }\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:10:31: worker \"w\" board \"a\": flash.targt: unknown key (did you "
+                        "mean \"target\"?)",
+                        "fleet.toml:10:58: worker \"w\" board \"a\": flash.alt: unknown key (not an "
+                        "option of flash driver \"pyocd\"; its options: frequency_hz, target; common "
+                        "keys: extra_args, timeout_s, tool)",
+                        "fleet.toml:10:67: worker \"w\" board \"a\": flash.argv: unknown key (only used by "
+                        "flash driver \"command\")"});
+}
+
+TEST_CASE("command templates accept only known placeholders") {
+  auto errors = errorsOf(kAgent + "[[worker]]\nname = \"w\"\n" + usbBoard("a", "S") +
+                         "  flash = { driver = \"command\", argv = [\"flash\", \"{image}\", \"--sn={serial}\", \"{board\"] }\n"
+                         "  power = { driver = \"command\", on = [\"relay\", \"{image}\"], off = [] }\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:10:61: worker \"w\" board \"a\": flash.argv[2]: unknown placeholder "
+                        "{serial} (known: {image}, {usb_serial}, {serial_port}, {board})",
+                        "fleet.toml:10:78: worker \"w\" board \"a\": flash.argv[3]: unbalanced \"{\" in "
+                        "\"{board\"",
+                        "fleet.toml:11:48: worker \"w\" board \"a\": power.on[1]: unknown placeholder "
+                        "{image} (known: {usb_serial}, {serial_port}, {board})",
+                        "fleet.toml:11:66: worker \"w\" board \"a\": power.off: expected a non-empty argv "
+                        "array whose first element is the program"});
+}
+
+TEST_CASE("a valid command template is expanded") {
+  LoadResult r = parseFleetConfig(kAgent + "[[worker]]\nname = \"w\"\n" + usbBoard("a", "S") +
+                                      "  flash = { driver = \"command\", argv = [\"tool\", \"--sn={usb_serial}\", \"{image}\"] }\n",
+                                  "f.toml");
+  REQUIRE(r.ok());
+  const auto& argv = r.config->workers[0].boards[0].flash.argv;
+  REQUIRE(hwfarm::config::expandTemplate(argv[1], {{"usb_serial", "066D"}, {"image", "a.elf"}}) == "--sn=066D");
+}
+
+TEST_CASE("a qemu board rejects hardware keys, a usb board the qemu key") {
+  auto errors = errorsOf(kAgent + "[[worker]]\nname = \"w\"\n" + usbBoard("a", "S") +
+                         "  qemu = { machine = \"mps2-an385\" }\n"
+                         "  [[worker.board]]\n  name = \"q\"\n  type = \"t\"\n  driver = \"qemu\"\n"
+                         "  usb = { vendor = \"0483\", product = \"374b\" }\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:10:3: worker \"w\" board \"a\": qemu: unknown key (only used by driver "
+                        "\"qemu\")",
+                        "fleet.toml:15:3: worker \"w\" board \"q\": usb: unknown key (not used by driver "
+                        "\"qemu\": the simulator provides the console, flashing and power)"});
+}
+
+TEST_CASE("listen addresses are checked, and anonymous access needs loopback") {
+  auto errors = errorsOf("[agent]\nname = \"lab\"\ntier = 1\nanonymous = \"loopback\"\n"
+                         "listen = [\"0.0.0.0:7420\", \"lab:80\", \"127.0.0.1:99999\", \"unix:\"]\n"
+                         "[[worker]]\nname = \"w\"\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:5:10: agent.listen: anonymous = \"loopback\" requires loopback listen "
+                        "addresses, got \"0.0.0.0:7420\"",
+                        "fleet.toml:5:27: agent.listen: expected \"HOST:PORT\", \"[IPV6]:PORT\" or "
+                        "\"unix:/PATH\", got \"lab:80\" (not an IPv4 address or localhost)",
+                        "fleet.toml:5:37: agent.listen: expected \"HOST:PORT\", \"[IPV6]:PORT\" or "
+                        "\"unix:/PATH\", got \"127.0.0.1:99999\" (port must be 0 to 65535)",
+                        "fleet.toml:5:56: agent.listen: expected \"HOST:PORT\", \"[IPV6]:PORT\" or "
+                        "\"unix:/PATH\", got \"unix:\" (empty socket path)"});
+}
+
+TEST_CASE("IPv6 and unix listen addresses parse") {
+  LoadResult r = parseFleetConfig("[agent]\nname = \"lab\"\ntier = 1\nlisten = [\"[::1]:0\", \"unix:/run/h.sock\"]\n"
+                                  "[[worker]]\nname = \"w\"\n",
+                                  "f.toml");
+  REQUIRE(r.ok());
+  REQUIRE(r.config->agent.listen[0].host == "::1");
+  REQUIRE(r.config->agent.listen[0].isLoopback());
+  REQUIRE(r.config->agent.listen[1].path == "/run/h.sock");
+}
+
+TEST_CASE("sla: pin_tier cannot be above the registered tier; ratios are in (0, 1]") {
+  auto errors = errorsOf(kAgent + "[[worker]]\nname = \"w\"\n[sla]\npin_tier = 1\n[sla.tier2]\nfailure_ratio_max = 1.5\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:7:12: sla.pin_tier: cannot pin tier 1, above the registered tier 2 "
+                        "(agent.tier)",
+                        "fleet.toml:9:21: sla.tier2.failure_ratio_max: expected a number above 0 and up to "
+                        "1, got 1.5"});
+}
+
+TEST_CASE("health banners must be valid regular expressions") {
+  auto errors = errorsOf(kAgent + "[[worker]]\nname = \"w\"\n" + usbBoard("a", "S") +
+                         "  health = { banner = \"OK(\" }\n");
+  REQUIRE(errors.size() == 1);
+  REQUIRE_THAT(errors[0], Catch::StartsWith("fleet.toml:10:23: worker \"w\" board \"a\": health.banner: "
+                                            "expected a regular expression, got \"OK(\" ("));
+}
+
+TEST_CASE("bad names and labels") {
+  auto errors = errorsOf(kAgent + "[[worker]]\nname = \"w 1\"\n  [[worker.board]]\n  name = \"b\"\n"
+                         "  type = \"t\"\n  driver = \"qemu\"\n  labels = [\"ok\", \"not ok\", 3]\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:5:8: worker #1: name: expected a name of letters, digits, \".\", \"_\" "
+                        "or \"-\" (at most 64 characters), got \"w 1\"",
+                        "fleet.toml:10:19: worker #1 board \"b\": labels[1]: expected a name of letters, "
+                        "digits, \".\", \"_\" or \"-\" (at most 64 characters), got \"not ok\"",
+                        "fleet.toml:10:29: worker #1 board \"b\": labels[2]: expected a string, got 3"});
+}
+
+TEST_CASE("all errors of a file are reported, not just the first") {
+  auto errors = errorsOf("[agent]\nname = \"lab\"\ntier = 9\nlog_level = \"loud\"\n"
+                         "[[worker]]\nname = \"w\"\n" +
+                         usbBoard("a", "S") + "  serial = { port = \"ttyACM0\" }\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:3:8: agent.tier: expected an integer from 1 to 3, got 9",
+                        "fleet.toml:4:13: agent.log_level: expected one of trace, debug, info, warn, "
+                        "error, got \"loud\"",
+                        "fleet.toml:11:21: worker \"w\" board \"a\": serial.port: expected \"auto\" or a "
+                        "device path under /dev/, got \"ttyACM0\""});
+}
+
+TEST_CASE("an unreadable file is one error naming the file and the reason") {
+  auto missing = hwfarm::config::loadFleetConfigFile("/nonexistent/fleet.toml");
+  REQUIRE(missing.errors.size() == 1);
+  REQUIRE(missing.errors[0].format() == "/nonexistent/fleet.toml: cannot read file: No such file or directory");
+  auto directory = hwfarm::config::loadFleetConfigFile("/tmp");
+  REQUIRE(directory.errors.size() == 1);
+  REQUIRE(directory.errors[0].format() == "/tmp: cannot read file: Is a directory");
+}

@@ -78,7 +78,10 @@ template <class Protocol>
 class Session : public SessionBase, public std::enable_shared_from_this<Session<Protocol>> {
  public:
   Session(typename Protocol::socket socket, std::shared_ptr<HttpServer::Impl> server)
-      : local_(isLocal<Protocol>(socket)), stream_(std::move(socket)), server_(std::move(server)) {
+      : local_(isLocal<Protocol>(socket)),
+        stream_(std::move(socket)),
+        server_(std::move(server)),
+        request_timer_(stream_.get_executor()) {
     ++server_->live;
   }
 
@@ -125,14 +128,27 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     parser_.emplace();
     parser_->header_limit(kHeaderLimit);
     parser_->body_limit(static_cast<uint64_t>(server_->limits.max_body_bytes));
-    stream_.expires_after(toMs(server_->limits.header_timeout_s));
+    // Our own timer rather than the stream's expiry: an expired stream is
+    // closed, and a slow client deserves a 408 it can read.
+    stream_.expires_never();
+    timed_out_ = false;
+    request_timer_.expires_after(toMs(server_->limits.header_timeout_s));
+    request_timer_.async_wait([weak = this->weak_from_this()](beast::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self) return;
+      self->timed_out_ = true;
+      beast::error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    });
     http::async_read(stream_, buffer_, *parser_,
                      [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                       self->request_timer_.cancel();
                        self->onRead(ec);
                      });
   }
 
   void onRead(beast::error_code ec) {
+    if (ec && timed_out_) ec = beast::error::timeout;
     if (ec == http::error::end_of_stream || ec == asio::error::eof) return stream_.close();
     if (ec) {
       keep_alive_ = false;
@@ -193,6 +209,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::shared_ptr<HttpServer::Impl> server_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  asio::steady_timer request_timer_;
+  bool timed_out_ = false;
   bool keep_alive_ = true;
   bool busy_ = false;
   bool closing_ = false;

@@ -1,0 +1,39 @@
+// Test support: a real hwfarmd process on its own state directory and a free
+// loopback port, with its log captured.
+#pragma once
+
+#include <memory>
+
+#include "daemon/cli/http_client.h"
+#include "tests/support/process.h"
+
+namespace hwfarm::test {
+
+// A minimal valid fleet: one worker with `boards` QEMU boards, listening on a
+// free loopback port, state under `state_dir`.
+std::string qemuFleet(const std::string& state_dir, int boards, const std::string& agent_extra = "");
+
+class RunningDaemon {
+ public:
+  // Writes `config_text` to <dir>/fleet.toml and starts hwfarmd on it; waits
+  // until it logs that it is ready. Throws with the log on failure.
+  RunningDaemon(const TempDir& dir, const std::string& config_text,
+                const std::map<std::string, std::string>& env = {});
+
+  const std::string& url() const { return url_; }
+  const std::string& configPath() const { return config_path_; }
+  const std::string& logPath() const { return log_path_; }
+  std::string log() const { return readFile(log_path_); }
+  Process& process() { return *process_; }
+
+  cli::HttpResult get(const std::string& target) const;
+  cli::HttpResult request(const std::string& method, const std::string& target, const std::string& body) const;
+
+ private:
+  std::string config_path_;
+  std::string log_path_;
+  std::string url_;
+  std::unique_ptr<Process> process_;
+};
+
+} // namespace hwfarm::test

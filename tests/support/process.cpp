@@ -1,0 +1,130 @@
+#include "tests/support/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace hwfarm::test {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base && *base ? base : "/tmp") + "/hwfarm-test-XXXXXX";
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  if (!mkdtemp(buffer.data())) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
+  path_ = buffer.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string TempDir::write(const std::string& name, const std::string& text) const {
+  std::string path = file(name);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  return path;
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Process::Process(std::vector<std::string> argv, const std::string& stdout_path, const std::string& stderr_path,
+                 const std::map<std::string, std::string>& env, const std::string& cwd) {
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid_ == 0) {
+    int out = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int err = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int in = ::open("/dev/null", O_RDONLY);
+    if (out < 0 || err < 0 || in < 0) _exit(126);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(err, 2);
+    for (const auto& [k, v] : env) {
+      if (v.empty()) unsetenv(k.c_str());
+      else setenv(k.c_str(), v.c_str(), 1);
+    }
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+}
+
+Process::~Process() {
+  if (running()) {
+    ::kill(pid_, SIGKILL);
+    wait(std::chrono::seconds(10));
+  }
+}
+
+void Process::signal(int sig) const { ::kill(pid_, sig); }
+
+std::optional<ExitStatus> Process::wait(std::chrono::milliseconds timeout) {
+  if (status_) return status_;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int raw = 0;
+    pid_t r = waitpid(pid_, &raw, WNOHANG);
+    if (r == pid_) {
+      ExitStatus s;
+      s.exited = WIFEXITED(raw);
+      s.code = s.exited ? WEXITSTATUS(raw) : WTERMSIG(raw);
+      status_ = s;
+      return status_;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+bool Process::running() { return pid_ > 0 && !wait(std::chrono::milliseconds(0)); }
+
+std::optional<std::string> waitForText(const std::string& path, const std::string& needle,
+                                       std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    std::string text = readFile(path);
+    if (text.find(needle) != std::string::npos) return text;
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+CommandResult runCommand(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                         std::chrono::milliseconds timeout) {
+  TempDir dir;
+  CommandResult result;
+  {
+    Process p(argv, dir.file("out"), dir.file("err"), env);
+    auto status = p.wait(timeout);
+    if (!status) throw std::runtime_error("command did not finish in time: " + argv[0]);
+    result.status = *status;
+  }
+  result.out = readFile(dir.file("out"));
+  result.err = readFile(dir.file("err"));
+  return result;
+}
+
+} // namespace hwfarm::test

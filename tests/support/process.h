@@ -1,0 +1,76 @@
+// Test support: real child processes (hwfarmd, hwfarmctl) with their output
+// captured to files, and temporary directories.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hwfarm::test {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents on
+// destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  // Writes `text` to file(name) and returns its path.
+  std::string write(const std::string& name, const std::string& text) const;
+
+ private:
+  std::string path_;
+};
+
+std::string readFile(const std::string& path);
+
+struct ExitStatus {
+  bool exited = false; // false: killed by a signal
+  int code = 0;        // exit code, or the signal number
+};
+
+// A child process with stdout and stderr appended to files.
+class Process {
+ public:
+  // Starts argv[0] (a path) with the current environment plus `env`
+  // (a value of "" unsets the variable). Throws on fork/exec failure.
+  Process(std::vector<std::string> argv, const std::string& stdout_path, const std::string& stderr_path,
+          const std::map<std::string, std::string>& env = {}, const std::string& cwd = "");
+  ~Process(); // SIGKILLs and reaps a child still running
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void signal(int sig) const;
+  // Waits for the child to end; nothing if it is still running at the deadline.
+  std::optional<ExitStatus> wait(std::chrono::milliseconds timeout);
+  bool running();
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<ExitStatus> status_;
+};
+
+// Polls `path` until its contents contain `needle` (test code only: the
+// daemon itself never polls). Returns the contents, or nothing at timeout.
+std::optional<std::string> waitForText(const std::string& path, const std::string& needle,
+                                       std::chrono::milliseconds timeout);
+
+// Runs a command to completion, capturing stdout and stderr.
+struct CommandResult {
+  ExitStatus status;
+  std::string out;
+  std::string err;
+};
+CommandResult runCommand(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},
+                         std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+} // namespace hwfarm::test
