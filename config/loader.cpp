@@ -26,7 +26,9 @@ const std::regex& usbPortRe() {
   static const std::regex re("[0-9]+-[0-9]+(\\.[0-9]+)*");
   return re;
 }
-const char* kNameRule = "a name of letters, digits, \".\", \"_\" or \"-\" (at most 64 characters)";
+const char* kNameRule =
+    "a name of letters, digits, \".\", \"_\" or \"-\" that starts with a letter or digit (at most 64 "
+    "characters)";
 
 std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
@@ -95,7 +97,10 @@ class FleetParser {
       if (v->empty()) r.error("state_dir", "expected a directory path, got \"\"");
       else a.state_dir = *v;
     }
-    if (auto v = r.integer("tier", 1, 3, Need::required)) a.tier = static_cast<int>(*v);
+    if (auto v = r.integer("tier", 1, 3, Need::required)) {
+      a.tier = static_cast<int>(*v);
+      tier_ok_ = true;
+    }
     if (auto v = r.text("log_level")) {
       static const std::vector<std::string> levels{"trace", "debug", "info", "warn", "error"};
       if (std::find(levels.begin(), levels.end(), *v) == levels.end())
@@ -163,6 +168,7 @@ class FleetParser {
       a.kind = ListenAddress::Kind::unix_socket;
       a.path = text.substr(5);
       if (a.path.empty()) return fail("empty socket path");
+      if (a.path.front() != '/') return fail("the socket path must be absolute");
       if (a.path.size() > 107) return fail("socket path longer than 107 bytes");
       return a;
     }
@@ -368,6 +374,23 @@ class FleetParser {
     return argv;
   }
 
+  // An array of strings, each a template with `allowed` placeholders; may be empty.
+  std::optional<std::vector<std::string>> templates(TableReader& r, std::string_view key,
+                                                    const std::vector<std::string>& allowed) {
+    auto args = r.texts(key);
+    if (!args) return std::nullopt;
+    bool ok = true;
+    for (size_t i = 0; i < args->size(); ++i) {
+      std::string problem = checkTemplate((*args)[i], allowed);
+      if (problem.empty()) continue;
+      r.errorAt(r.raw().get(key)->as_array()->get(i)->source(),
+                std::string(key) + "[" + std::to_string(i) + "]", problem);
+      ok = false;
+    }
+    if (!ok) return std::nullopt;
+    return args;
+  }
+
   void parseFlash(const toml::table& table, const std::string& context, BoardConfig& b) {
     TableReader r(table, errors_, context, "flash.");
     auto driver = r.text("driver", Need::required);
@@ -380,14 +403,16 @@ class FleetParser {
     }
     FlashConfig& f = b.flash;
     f.driver = spec->name;
-    if (auto v = r.text("tool")) {
-      if (v->empty()) r.error("tool", "expected a program name or path, got \"\"");
-      else f.tool = *v;
-    }
-    if (auto v = r.texts("extra_args")) f.extra_args = *v;
     if (auto v = r.number("timeout_s", 0, 3600, true)) f.timeout_s = *v;
     if (f.driver == "command") {
+      // The argv template names the program and all its arguments.
       if (auto v = argvTemplate(r, "argv", Need::required, flashPlaceholders())) f.argv = *v;
+    } else {
+      if (auto v = r.text("tool")) {
+        if (v->empty()) r.error("tool", "expected a program name or path, got \"\"");
+        else f.tool = *v;
+      }
+      if (auto v = templates(r, "extra_args", flashPlaceholders())) f.extra_args = *v;
     }
     std::vector<std::string> option_names;
     for (const auto& option : spec->options) {
@@ -397,6 +422,8 @@ class FleetParser {
     }
     r.finish([&](std::string_view key) -> std::string {
       if (key == "argv") return "only used by flash driver \"command\"";
+      if (f.driver == "command" && (key == "tool" || key == "extra_args"))
+        return "not used by flash driver \"command\": argv names the program and all its arguments";
       std::string suggestion = closestMatch(key, option_names);
       if (!suggestion.empty()) return "did you mean " + quoted(suggestion) + "?";
       std::string known = joinSorted(option_names);
@@ -454,6 +481,7 @@ class FleetParser {
       return;
     }
     if (!driver) {
+      for (const auto& [key, value] : table) r.node(key.str()); // no driver: no noise about its keys
       r.finish();
       return;
     }
@@ -487,7 +515,10 @@ class FleetParser {
 
   void parseHealth(const toml::table& table, const std::string& context, BoardConfig& b) {
     TableReader r(table, errors_, context, "health.");
-    if (auto v = r.text("image")) b.health.image = *v;
+    if (auto v = r.text("image")) {
+      if (v->empty()) r.error("image", "expected the path of a health-check image, got \"\"");
+      else b.health.image = *v;
+    }
     if (auto v = r.text("banner")) {
       try {
         std::regex check(*v);
@@ -503,7 +534,10 @@ class FleetParser {
 
   void parseQemu(const toml::table& table, const std::string& context, BoardConfig& b) {
     TableReader r(table, errors_, context, "qemu.");
-    if (auto v = r.text("binary")) b.qemu.binary = *v;
+    if (auto v = r.text("binary")) {
+      if (v->empty()) r.error("binary", "expected a program name or path, got \"\"");
+      else b.qemu.binary = *v;
+    }
     if (auto v = r.text("machine")) {
       if (!std::regex_match(*v, nameRe())) r.error("machine", "expected a QEMU machine name like \"mps2-an385\", got " + quoted(*v));
       else b.qemu.machine = *v;
@@ -529,7 +563,9 @@ class FleetParser {
       tr.finish();
     }
     if (auto v = r.integer("pin_tier", 1, 3)) {
-      if (*v < config_.agent.tier)
+      if (!tier_ok_) {
+        // Judged against agent.tier once that is valid.
+      } else if (*v < config_.agent.tier)
         r.error("pin_tier", "cannot pin tier " + std::to_string(*v) + ", above the registered tier " +
                                 std::to_string(config_.agent.tier) + " (agent.tier)");
       else config_.sla.pin_tier = static_cast<int>(*v);
@@ -539,6 +575,7 @@ class FleetParser {
 
   ErrorSink errors_;
   FleetConfig config_;
+  bool tier_ok_ = false;
   std::map<std::string, FirstSeen> worker_names_, node_names_, board_names_, usb_serials_,
       serial_ports_;
 };

@@ -32,7 +32,10 @@ std::string describeValue(const toml::node& node) {
     case toml::node_type::integer: return std::to_string(node.as_integer()->get());
     case toml::node_type::floating_point: {
       std::ostringstream out;
-      out << node.as_floating_point()->get();
+      double v = node.as_floating_point()->get();
+      out << v;
+      // 2048.0 must not read like the integer 2048 in "expected an integer".
+      if (std::isfinite(v) && out.str().find_first_of(".e") == std::string::npos) out << ".0";
       return out.str();
     }
     case toml::node_type::boolean: return node.as_boolean()->get() ? "true" : "false";

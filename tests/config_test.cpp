@@ -57,7 +57,7 @@ TEST_CASE("the reference config and the simulated fleet load cleanly") {
   }
 }
 
-TEST_CASE("the embedded default is sim-fleet.toml: 2 workers, 2 QEMU boards each, one shared type") {
+TEST_CASE("the embedded default is sim-fleet.toml with 2 workers of 2 QEMU boards and one shared type") {
   std::string path = std::string(HWFARM_SOURCE_DIR) + "/config/examples/sim-fleet.toml";
   REQUIRE(std::string(hwfarm::config::embeddedSimFleet()) == readFile(path));
   LoadResult result = parseFleetConfig(hwfarm::config::embeddedSimFleet(), "sim");
@@ -193,7 +193,7 @@ TEST_CASE("a file without [agent] or [[worker]] names both") {
   REQUIRE(errors[1] == "fleet.toml:1:1: worker: at least one [[worker]] table is required");
 }
 
-TEST_CASE("duplicate worker, node and board names point at the first definition") {
+TEST_CASE("duplicate worker and node and board names point at the first definition") {
   auto errors = errorsOf(kAgent +
                          "[[worker]]\n"
                          "name = \"w1\"\n" +
@@ -279,7 +279,7 @@ TEST_CASE("a valid command template is expanded") {
   REQUIRE(hwfarm::config::expandTemplate(argv[1], {{"usb_serial", "066D"}, {"image", "a.elf"}}) == "--sn=066D");
 }
 
-TEST_CASE("a qemu board rejects hardware keys, a usb board the qemu key") {
+TEST_CASE("a qemu board rejects hardware keys and a usb board the qemu key") {
   auto errors = errorsOf(kAgent + "[[worker]]\nname = \"w\"\n" + usbBoard("a", "S") +
                          "  qemu = { machine = \"mps2-an385\" }\n"
                          "  [[worker.board]]\n  name = \"q\"\n  type = \"t\"\n  driver = \"qemu\"\n"
@@ -291,7 +291,7 @@ TEST_CASE("a qemu board rejects hardware keys, a usb board the qemu key") {
                         "\"qemu\": the simulator provides the console, flashing and power)"});
 }
 
-TEST_CASE("listen addresses are checked, and anonymous access needs loopback") {
+TEST_CASE("listen addresses are checked and anonymous access needs loopback") {
   auto errors = errorsOf("[agent]\nname = \"lab\"\ntier = 1\nanonymous = \"loopback\"\n"
                          "listen = [\"0.0.0.0:7420\", \"lab:80\", \"127.0.0.1:99999\", \"unix:\"]\n"
                          "[[worker]]\nname = \"w\"\n");
@@ -316,7 +316,7 @@ TEST_CASE("IPv6 and unix listen addresses parse") {
   REQUIRE(r.config->agent.listen[1].path == "/run/h.sock");
 }
 
-TEST_CASE("sla: pin_tier cannot be above the registered tier; ratios are in (0, 1]") {
+TEST_CASE("sla pin_tier cannot be above the registered tier and ratios must be above 0 and at most 1") {
   auto errors = errorsOf(kAgent + "[[worker]]\nname = \"w\"\n[sla]\npin_tier = 1\n[sla.tier2]\nfailure_ratio_max = 1.5\n");
   REQUIRE(errors == std::vector<std::string>{
                         "fleet.toml:7:12: sla.pin_tier: cannot pin tier 1, above the registered tier 2 "
@@ -338,13 +338,14 @@ TEST_CASE("bad names and labels") {
                          "  type = \"t\"\n  driver = \"qemu\"\n  labels = [\"ok\", \"not ok\", 3]\n");
   REQUIRE(errors == std::vector<std::string>{
                         "fleet.toml:5:8: worker #1: name: expected a name of letters, digits, \".\", \"_\" "
-                        "or \"-\" (at most 64 characters), got \"w 1\"",
+                        "or \"-\" that starts with a letter or digit (at most 64 characters), got \"w 1\"",
                         "fleet.toml:10:19: worker #1 board \"b\": labels[1]: expected a name of letters, "
-                        "digits, \".\", \"_\" or \"-\" (at most 64 characters), got \"not ok\"",
+                        "digits, \".\", \"_\" or \"-\" that starts with a letter or digit (at most 64 "
+                        "characters), got \"not ok\"",
                         "fleet.toml:10:29: worker #1 board \"b\": labels[2]: expected a string, got 3"});
 }
 
-TEST_CASE("all errors of a file are reported, not just the first") {
+TEST_CASE("all errors of a file are reported and not just the first") {
   auto errors = errorsOf("[agent]\nname = \"lab\"\ntier = 9\nlog_level = \"loud\"\n"
                          "[[worker]]\nname = \"w\"\n" +
                          usbBoard("a", "S") + "  serial = { port = \"ttyACM0\" }\n");
@@ -363,4 +364,33 @@ TEST_CASE("an unreadable file is one error naming the file and the reason") {
   auto directory = hwfarm::config::loadFleetConfigFile("/tmp");
   REQUIRE(directory.errors.size() == 1);
   REQUIRE(directory.errors[0].format() == "/tmp: cannot read file: Is a directory");
+}
+
+TEST_CASE("edge cases of floats for integers and relative sockets and command-only argv and empty paths") {
+  auto errors = errorsOf("[agent]\nname = \"lab\"\ntier = 2\nlisten = \"unix:run/h.sock\"\n"
+                         "[limits]\nmax_queue = 2048.0\n"
+                         "[[worker]]\nname = \"w\"\n" +
+                         usbBoard("a", "S") +
+                         "  flash = { driver = \"command\", argv = [\"x\"], tool = \"y\" }\n"
+                         "  power = { hub = \"1-1\" }\n" +
+                         usbBoard("b", "T") +
+                         "  flash = { driver = \"st-flash\", extra_args = [\"--sn={serial}\"] }\n"
+                         "  health = { image = \"\" }\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:4:10: agent.listen: expected \"HOST:PORT\", \"[IPV6]:PORT\" or "
+                        "\"unix:/PATH\", got \"unix:run/h.sock\" (the socket path must be absolute)",
+                        "fleet.toml:6:13: limits.max_queue: expected an integer from 1 to 10000000, got 2048.0",
+                        "fleet.toml:13:47: worker \"w\" board \"a\": flash.tool: unknown key (not used by "
+                        "flash driver \"command\": argv names the program and all its arguments)",
+                        "fleet.toml:14:11: worker \"w\" board \"a\": power.driver: required key is missing",
+                        "fleet.toml:19:48: worker \"w\" board \"b\": flash.extra_args[0]: unknown placeholder "
+                        "{serial} (known: {image}, {usb_serial}, {serial_port}, {board})",
+                        "fleet.toml:20:22: worker \"w\" board \"b\": health.image: expected the path of a "
+                        "health-check image, got \"\""});
+}
+
+TEST_CASE("pin_tier is judged only against a valid agent.tier") {
+  auto errors = errorsOf("[agent]\nname = \"lab\"\ntier = 9\n[[worker]]\nname = \"w\"\n[sla]\npin_tier = 1\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:3:8: agent.tier: expected an integer from 1 to 3, got 9"});
 }

@@ -118,7 +118,7 @@ TEST_CASE("hwfarmd serves its config and exits 0 on SIGTERM") {
   REQUIRE(d.log().find("hwfarmd stopped") != std::string::npos);
 }
 
-TEST_CASE("SIGHUP with a broken config keeps the old one; a good one replaces it") {
+TEST_CASE("SIGHUP with a broken config keeps the old one and a good one replaces it") {
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 2));
   std::string sha1 = parse(d.get("/v1/healthz").body).at("config").at("sha256").as_string().c_str();
@@ -170,7 +170,7 @@ TEST_CASE("a broken config at start-up: every error is logged and hwfarmd exits 
   REQUIRE(err.find("configuration has 3 error(s); not starting") != std::string::npos);
 }
 
-TEST_CASE("--check-config exits 0 for a valid file, 1 with errors, 2 for bad usage") {
+TEST_CASE("check-config exits 0 for a valid file and 1 with errors and 2 for bad usage") {
   TempDir dir;
   std::string good = dir.write("good.toml", qemuFleet(dir.file("state"), 2));
   std::string bad = dir.write("bad.toml", "[agent]\nname = \"x\"\ntier = 2\n[[worker]]\nnam = \"w\"\n");
@@ -213,7 +213,7 @@ TEST_CASE("two daemons on one state directory: the second exits 1 naming the fir
   REQUIRE(first.process().running());
 }
 
-TEST_CASE("systemd: READY, RELOADING, WATCHDOG and STOPPING notifications") {
+TEST_CASE("systemd READY and RELOADING and WATCHDOG and STOPPING notifications") {
   TempDir dir;
   NotifySocket notify(dir.file("notify.sock"));
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1),
@@ -294,7 +294,7 @@ TEST_CASE("SIGTERM with an idle keep-alive connection open still exits promptly"
   REQUIRE(d.log().find("shutdown deadline reached") == std::string::npos);
 }
 
-TEST_CASE("hwfarmctl talks to hwfarmd over a unix socket, with tables, JSON and exit codes") {
+TEST_CASE("hwfarmctl talks to hwfarmd over a unix socket with tables and JSON and exit codes") {
   TempDir dir;
   std::string sock = dir.file("hwfarmd.sock");
   std::string config = qemuFleet(dir.file("state"), 2);
