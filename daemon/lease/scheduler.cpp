@@ -1,0 +1,425 @@
+#include "daemon/lease/scheduler.h"
+
+#include <algorithm>
+#include <climits>
+
+namespace hwfarm::lease {
+
+Scheduler::Scheduler(SchedulerOptions options, IdGenerator new_id)
+    : options_(options), new_id_(std::move(new_id)) {}
+
+Board* Scheduler::findBoard(const std::string& name) {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &boards_[it->second];
+}
+
+const Board* Scheduler::board(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &boards_[it->second];
+}
+
+const Lease* Scheduler::lease(const std::string& id) const {
+  auto it = leases_.find(id);
+  return it == leases_.end() ? nullptr : &it->second;
+}
+
+void Scheduler::setState(size_t index, BoardState state, const std::string& reason, int64_t now, Changes& changes) {
+  Board& b = boards_[index];
+  if (b.state == state && b.reason == reason) return;
+  changes.events.push_back({now, "board_state", b.lease_id, b.spec.name,
+                            std::string(toString(b.state)) + " -> " + toString(state) +
+                                (reason.empty() ? "" : ": " + reason)});
+  b.state = state;
+  b.since_ms = now;
+  b.reason = reason;
+  if (state != BoardState::leased) b.lease_id.clear();
+  if (state == BoardState::available) available_.insert(index);
+  else available_.erase(index);
+  changes.boards.insert(b.spec.name);
+}
+
+void Scheduler::configure(const std::vector<BoardSpec>& specs,
+                          const std::function<BoardState(const BoardSpec&)>& initial, int64_t now,
+                          Changes& changes) {
+  std::set<std::string> wanted;
+  for (const auto& s : specs) wanted.insert(s.name);
+  // Removed boards end their leases first, while the indices are still valid.
+  for (const auto& b : boards_) {
+    if (wanted.count(b.spec.name) || b.lease_id.empty()) continue;
+    auto it = leases_.find(b.lease_id);
+    if (it != leases_.end() && it->second.state == LeaseState::active)
+      endLease(it->second, LeaseState::revoked,
+               "revoked: board " + b.spec.name + " was removed from the configuration", BoardState::recovering, now,
+               changes);
+  }
+  std::vector<Board> next;
+  next.reserve(specs.size());
+  for (const auto& spec : specs) {
+    Board b;
+    if (const Board* old = board(spec.name)) {
+      b = *old;
+    } else {
+      b.state = initial(spec);
+      b.since_ms = now;
+      changes.boards.insert(spec.name);
+      changes.events.push_back({now, "board_added", "", spec.name, toString(b.state)});
+    }
+    b.spec = spec;
+    next.push_back(std::move(b));
+  }
+  for (const auto& b : boards_)
+    if (!wanted.count(b.spec.name)) changes.events.push_back({now, "board_removed", "", b.spec.name, ""});
+  boards_ = std::move(next);
+  index_.clear();
+  available_.clear();
+  for (size_t i = 0; i < boards_.size(); ++i) {
+    index_[boards_[i].spec.name] = i;
+    if (boards_[i].state == BoardState::available) available_.insert(i);
+  }
+  // Waiting requests that no longer fit anything are answered now.
+  for (size_t i = queue_.size(); i-- > 0;) {
+    std::string why = unsatisfiableReason(queue_[i]);
+    if (why.empty()) continue;
+    changes.dropped.push_back({queue_[i].ticket, why});
+    dropQueued(i);
+  }
+  dispatch(now, changes);
+}
+
+void Scheduler::restoreBoard(const std::string& name, BoardState state, int64_t since_ms, int64_t last_used_ms,
+                             const std::string& reason) {
+  Board* b = findBoard(name);
+  if (!b) return;
+  // A leased state is re-established by restoreLease; anything transient
+  // before a restart is re-derived from the board's presence.
+  if (state == BoardState::maintenance || state == BoardState::quarantined) {
+    b->state = state;
+    b->since_ms = since_ms;
+    b->reason = reason;
+    available_.erase(index_[name]);
+  }
+  b->last_used_ms = last_used_ms;
+}
+
+void Scheduler::restoreLease(const Lease& lease) {
+  leases_[lease.id] = lease;
+  if (!lease.idempotency_key.empty())
+    idempotent_leases_[{lease.holder.principal, lease.idempotency_key}] = lease.id;
+  if (lease.state != LeaseState::active) return;
+  expiry_.insert({lease.expires_ms, lease.id});
+  for (const auto& lb : lease.boards) {
+    Board* b = findBoard(lb.name);
+    if (!b || lb.lost) continue;
+    b->state = BoardState::leased;
+    b->lease_id = lease.id;
+    b->since_ms = lease.granted_ms;
+    available_.erase(index_[lb.name]);
+  }
+}
+
+size_t Scheduler::matchingCount(const Selector& selector) const {
+  size_t n = 0;
+  for (const auto& b : boards_)
+    if (selector.matches(b.spec)) ++n;
+  return n;
+}
+
+std::string Scheduler::unsatisfiableReason(const LeaseRequest& r) const {
+  if (!r.selector.worker.empty()) {
+    bool known = std::any_of(boards_.begin(), boards_.end(), [&](const Board& b) {
+      return b.spec.worker == r.selector.worker || b.spec.node == r.selector.worker;
+    });
+    if (!known) return "no configured worker or Jenkins node is named \"" + r.selector.worker + "\"";
+  }
+  size_t n = matchingCount(r.selector);
+  if (n >= static_cast<size_t>(r.count)) return "";
+  return "selector " + r.selector.describe() + " matches " + std::to_string(n) + " configured board(s), " +
+         std::to_string(r.count) + " requested";
+}
+
+std::vector<size_t> Scheduler::order(int64_t now) const {
+  std::vector<size_t> order(queue_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto effective = [&](const LeaseRequest& r) {
+    return static_cast<double>(r.priority) +
+           static_cast<double>(std::max<int64_t>(0, now - r.arrived_ms)) / static_cast<double>(options_.aging_ms);
+  };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const LeaseRequest& x = queue_[a];
+    const LeaseRequest& y = queue_[b];
+    double ex = effective(x), ey = effective(y);
+    if (ex != ey) return ex > ey;
+    if (x.arrived_ms != y.arrived_ms) return x.arrived_ms < y.arrived_ms;
+    return x.ticket < y.ticket;
+  });
+  return order;
+}
+
+std::vector<const LeaseRequest*> Scheduler::queue(int64_t now) const {
+  std::vector<const LeaseRequest*> out;
+  for (size_t i : order(now)) out.push_back(&queue_[i]);
+  return out;
+}
+
+size_t Scheduler::position(uint64_t ticket, int64_t now) const {
+  auto o = order(now);
+  for (size_t i = 0; i < o.size(); ++i)
+    if (queue_[o[i]].ticket == ticket) return i + 1;
+  return 0;
+}
+
+void Scheduler::dispatch(int64_t now, Changes& changes) {
+  if (queue_.empty() || available_.empty()) return;
+  std::set<size_t> free = available_;
+  std::vector<uint64_t> granted;
+  for (size_t qi : order(now)) {
+    const LeaseRequest& r = queue_[qi];
+    std::vector<size_t> candidates;
+    for (size_t bi : free)
+      if (r.selector.matches(boards_[bi].spec)) candidates.push_back(bi);
+    if (candidates.size() >= static_cast<size_t>(r.count)) {
+      std::sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
+        if (boards_[a].last_used_ms != boards_[b].last_used_ms)
+          return boards_[a].last_used_ms < boards_[b].last_used_ms;
+        return boards_[a].spec.name < boards_[b].spec.name;
+      });
+      candidates.resize(static_cast<size_t>(r.count));
+      grant(r, candidates, now, changes);
+      granted.push_back(r.ticket);
+    }
+    // Granted: the boards are taken. Not granted: they are held back for r.
+    for (size_t bi : candidates) free.erase(bi);
+    if (free.empty()) break;
+  }
+  for (uint64_t ticket : granted) {
+    for (size_t i = 0; i < queue_.size(); ++i)
+      if (queue_[i].ticket == ticket) {
+        dropQueued(i);
+        break;
+      }
+  }
+}
+
+void Scheduler::dropQueued(size_t i) {
+  const LeaseRequest& r = queue_[i];
+  if (!r.idempotency_key.empty()) idempotent_tickets_.erase({r.holder.principal, r.idempotency_key});
+  queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+void Scheduler::grant(const LeaseRequest& r, const std::vector<size_t>& picked, int64_t now, Changes& changes) {
+  Lease lease;
+  lease.id = new_id_();
+  lease.holder = r.holder;
+  lease.context = r.context;
+  lease.selector = r.selector;
+  lease.priority = r.priority;
+  lease.idempotency_key = r.idempotency_key;
+  lease.ttl_ms = r.ttl_ms;
+  lease.granted_ms = now;
+  lease.expires_ms = now + r.ttl_ms;
+  lease.ticket = r.ticket;
+  lease.waited_ms = now - r.arrived_ms;
+  for (size_t bi : picked) {
+    lease.boards.push_back({boards_[bi].spec.name, false, 0});
+    setState(bi, BoardState::leased, "", now, changes);
+    boards_[bi].lease_id = lease.id;
+    boards_[bi].last_used_ms = now;
+  }
+  std::string names;
+  for (const auto& b : lease.boards) names += (names.empty() ? "" : ",") + b.name;
+  changes.events.push_back({now, "grant", lease.id, "", names});
+  expiry_.insert({lease.expires_ms, lease.id});
+  if (!lease.idempotency_key.empty())
+    idempotent_leases_[{lease.holder.principal, lease.idempotency_key}] = lease.id;
+  changes.granted.push_back(lease);
+  leases_[lease.id] = std::move(lease);
+}
+
+SubmitResult Scheduler::submit(LeaseRequest r, int64_t now, Changes& changes) {
+  SubmitResult result;
+  if (!r.idempotency_key.empty()) {
+    std::pair<std::string, std::string> key{r.holder.principal, r.idempotency_key};
+    if (auto it = idempotent_leases_.find(key); it != idempotent_leases_.end()) {
+      result.status = SubmitStatus::existing;
+      result.lease = leases_.at(it->second);
+      return result;
+    }
+    if (auto it = idempotent_tickets_.find(key); it != idempotent_tickets_.end()) {
+      result.status = SubmitStatus::joined;
+      result.ticket = it->second;
+      result.position = position(it->second, now);
+      return result;
+    }
+  }
+  if (std::string why = unsatisfiableReason(r); !why.empty()) {
+    result.status = SubmitStatus::unsatisfiable;
+    result.detail = why;
+    return result;
+  }
+  if (queue_.size() >= options_.max_queue) {
+    result.status = SubmitStatus::queue_full;
+    result.detail = std::to_string(queue_.size()) + " requests are waiting (limits.max_queue)";
+    return result;
+  }
+  r.ticket = next_ticket_++;
+  r.arrived_ms = now;
+  if (!r.idempotency_key.empty()) idempotent_tickets_[{r.holder.principal, r.idempotency_key}] = r.ticket;
+  uint64_t ticket = r.ticket;
+  queue_.push_back(std::move(r));
+  size_t granted_before = changes.granted.size();
+  dispatch(now, changes);
+  for (size_t i = granted_before; i < changes.granted.size(); ++i) {
+    if (changes.granted[i].ticket == ticket) {
+      result.status = SubmitStatus::granted;
+      result.lease = changes.granted[i];
+      return result;
+    }
+  }
+  result.status = SubmitStatus::queued;
+  result.ticket = ticket;
+  result.position = position(ticket, now);
+  return result;
+}
+
+bool Scheduler::cancel(uint64_t ticket, int64_t now, Changes& changes) {
+  for (size_t i = 0; i < queue_.size(); ++i) {
+    if (queue_[i].ticket != ticket) continue;
+    dropQueued(i);
+    dispatch(now, changes); // it may have held boards back
+    return true;
+  }
+  return false;
+}
+
+OpResult Scheduler::renew(const std::string& id, int64_t ttl_ms, int64_t now, Changes& changes) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return {OpStatus::not_found, "no lease " + id, {}};
+  Lease& lease = it->second;
+  if (lease.state != LeaseState::active)
+    return {OpStatus::not_active, "lease " + id + " is " + toString(lease.state) + " (" + lease.end_reason + ")", lease};
+  expiry_.erase({lease.expires_ms, lease.id});
+  lease.ttl_ms = ttl_ms;
+  lease.expires_ms = now + ttl_ms;
+  expiry_.insert({lease.expires_ms, lease.id});
+  changes.updated.push_back(lease);
+  changes.events.push_back({now, "renew", id, "", std::to_string(ttl_ms) + " ms"});
+  return {OpStatus::ok, "", lease};
+}
+
+void Scheduler::endLease(Lease& lease, LeaseState state, const std::string& reason, BoardState boards_to, int64_t now,
+                         Changes& changes) {
+  expiry_.erase({lease.expires_ms, lease.id});
+  lease.state = state;
+  lease.ended_ms = now;
+  lease.end_reason = reason;
+  for (const auto& lb : lease.boards) {
+    auto it = index_.find(lb.name);
+    if (it == index_.end() || lb.lost || boards_[it->second].lease_id != lease.id) continue;
+    setState(it->second, boards_to, "", now, changes);
+  }
+  changes.events.push_back({now, toString(state), lease.id, "", reason});
+  changes.ended.push_back(lease);
+}
+
+OpResult Scheduler::release(const std::string& id, int64_t now, Changes& changes) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return {OpStatus::not_found, "no lease " + id, {}};
+  Lease& lease = it->second;
+  if (lease.state != LeaseState::active)
+    return {OpStatus::not_active, "lease " + id + " is " + toString(lease.state) + " (" + lease.end_reason + ")", lease};
+  endLease(lease, LeaseState::released, "released", BoardState::available, now, changes);
+  dispatch(now, changes);
+  return {OpStatus::ok, "", lease};
+}
+
+OpResult Scheduler::revoke(const std::string& id, const std::string& reason, int64_t now, Changes& changes) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return {OpStatus::not_found, "no lease " + id, {}};
+  Lease& lease = it->second;
+  if (lease.state != LeaseState::active)
+    return {OpStatus::not_active, "lease " + id + " is " + toString(lease.state) + " (" + lease.end_reason + ")", lease};
+  endLease(lease, LeaseState::revoked, "revoked: " + reason, BoardState::recovering, now, changes);
+  dispatch(now, changes);
+  return {OpStatus::ok, "", lease};
+}
+
+void Scheduler::expireDue(int64_t now, Changes& changes) {
+  while (!expiry_.empty() && expiry_.begin()->first <= now) {
+    Lease& lease = leases_.at(expiry_.begin()->second);
+    endLease(lease, LeaseState::expired, "expired: not renewed within its TTL", BoardState::recovering, now, changes);
+  }
+  dispatch(now, changes);
+}
+
+int64_t Scheduler::nextExpiry() const { return expiry_.empty() ? INT64_MAX : expiry_.begin()->first; }
+
+OpResult Scheduler::enterMaintenance(const std::string& name, const std::string& reason, int64_t now,
+                                     Changes& changes) {
+  auto it = index_.find(name);
+  if (it == index_.end()) return {OpStatus::not_found, "no board " + name, {}};
+  Board& b = boards_[it->second];
+  if (b.state == BoardState::leased)
+    return {OpStatus::conflict, "board " + name + " is leased (lease " + b.lease_id + "); release or revoke it first", {}};
+  setState(it->second, BoardState::maintenance, reason.empty() ? "operator maintenance" : reason, now, changes);
+  return {};
+}
+
+OpResult Scheduler::resume(const std::string& name, int64_t now, Changes& changes) {
+  auto it = index_.find(name);
+  if (it == index_.end()) return {OpStatus::not_found, "no board " + name, {}};
+  Board& b = boards_[it->second];
+  if (b.state != BoardState::maintenance && b.state != BoardState::quarantined)
+    return {OpStatus::conflict, "board " + name + " is " + toString(b.state) + ", not in maintenance or quarantine", {}};
+  setState(it->second, BoardState::recovering, "resumed by operator", now, changes);
+  return {};
+}
+
+OpResult Scheduler::recovered(const std::string& name, int64_t now, Changes& changes) {
+  auto it = index_.find(name);
+  if (it == index_.end()) return {OpStatus::not_found, "no board " + name, {}};
+  if (boards_[it->second].state != BoardState::recovering)
+    return {OpStatus::conflict, "board " + name + " is not recovering", {}};
+  setState(it->second, BoardState::available, "", now, changes);
+  dispatch(now, changes);
+  return {};
+}
+
+OpResult Scheduler::vanished(const std::string& name, int64_t now, Changes& changes) {
+  auto it = index_.find(name);
+  if (it == index_.end()) return {OpStatus::not_found, "no board " + name, {}};
+  Board& b = boards_[it->second];
+  if (b.state == BoardState::leased) {
+    Lease& lease = leases_.at(b.lease_id);
+    for (auto& lb : lease.boards)
+      if (lb.name == name) {
+        lb.lost = true;
+        lb.lost_ms = now;
+      }
+    changes.updated.push_back(lease);
+    changes.events.push_back({now, "infra_failure", lease.id, name, "board vanished while leased"});
+  }
+  if (b.state != BoardState::maintenance) setState(it->second, BoardState::offline, "not present", now, changes);
+  return {};
+}
+
+OpResult Scheduler::appeared(const std::string& name, int64_t now, Changes& changes) {
+  auto it = index_.find(name);
+  if (it == index_.end()) return {OpStatus::not_found, "no board " + name, {}};
+  if (boards_[it->second].state != BoardState::offline) return {};
+  setState(it->second, BoardState::recovering, "present", now, changes);
+  return {};
+}
+
+void Scheduler::forgetEndedBefore(int64_t cutoff_ms) {
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    const Lease& l = it->second;
+    if (l.state != LeaseState::active && l.ended_ms < cutoff_ms) {
+      if (!l.idempotency_key.empty()) idempotent_leases_.erase({l.holder.principal, l.idempotency_key});
+      it = leases_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+} // namespace hwfarm::lease

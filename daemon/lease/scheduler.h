@@ -1,0 +1,164 @@
+// The lease scheduler: which request gets which boards, and when. Pure logic
+// (DESIGN.md "Core logic is pure"): every operation takes the time as an
+// argument and reports what it changed; no I/O, no clock, no threads.
+//
+// Scheduling rule (documented in docs/api.md):
+//   * Waiting requests are ordered by effective priority, highest first, then
+//     by arrival. Effective priority = priority + time waited / aging
+//     interval, so a low-priority request overtakes newer high-priority ones
+//     after waiting long enough.
+//   * Requests are all-or-nothing. Walking the order, a request is granted if
+//     enough matching boards are available and not held back for an earlier
+//     request; otherwise the available boards it could use are held back for
+//     it. So a large request is never starved by a stream of small ones:
+//     later requests may only use boards it cannot use.
+//   * Among eligible boards, the least recently granted ones are chosen
+//     (ties by name), spreading wear.
+//
+// Thread safety: none; the daemon calls it from its event loop only.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "daemon/lease/types.h"
+
+namespace hwfarm::lease {
+
+struct Event {
+  int64_t at_ms = 0;
+  std::string kind; // grant, release, expire, revoke, renew, board_state, infra_failure, ...
+  std::string lease_id;
+  std::string board;
+  std::string detail;
+};
+
+// A queued request that was dropped because it can never be granted any more
+// (its boards left the configuration).
+struct DroppedRequest {
+  uint64_t ticket = 0;
+  std::string detail;
+};
+
+// What one operation changed. The daemon makes it durable, then answers.
+struct Changes {
+  std::vector<Lease> granted;           // new leases; ticket names the request
+  std::vector<Lease> updated;           // renewed, or a board lost
+  std::vector<Lease> ended;             // released, expired, revoked
+  std::set<std::string> boards;         // boards whose state or last use changed
+  std::vector<DroppedRequest> dropped;  // waiting requests that can never be granted
+  std::vector<Event> events;
+
+  bool durable() const { return !granted.empty() || !updated.empty() || !ended.empty() || !boards.empty(); }
+};
+
+struct SchedulerOptions {
+  int64_t aging_ms = 60000; // +1 effective priority per minute waited
+  size_t max_queue = 10000;
+  int max_count = 64;
+};
+
+enum class SubmitStatus {
+  granted,       // lease is set
+  queued,        // ticket and position are set
+  joined,        // a retry of a queued request: ticket is the original's
+  existing,      // a retry of a granted request: lease is the original
+  unsatisfiable, // no configured set of boards can ever match (422)
+  queue_full,    // max_queue requests are waiting (503)
+};
+
+struct SubmitResult {
+  SubmitStatus status = SubmitStatus::queued;
+  Lease lease;
+  uint64_t ticket = 0;
+  size_t position = 0; // 1-based place in the order, for queued/joined
+  std::string detail;  // why, for unsatisfiable/queue_full
+};
+
+enum class OpStatus { ok, not_found, not_active, conflict };
+struct OpResult {
+  OpStatus status = OpStatus::ok;
+  std::string detail;
+  Lease lease; // the lease after the operation, when one is involved
+};
+
+class Scheduler {
+ public:
+  using IdGenerator = std::function<std::string()>;
+  Scheduler(SchedulerOptions options, IdGenerator new_id);
+
+  // Replaces the configured boards. New boards start in `initial(spec)`;
+  // boards that stay keep their state; removed boards revoke their lease;
+  // waiting requests that can no longer be satisfied are dropped.
+  void configure(const std::vector<BoardSpec>& specs, const std::function<BoardState(const BoardSpec&)>& initial,
+                 int64_t now, Changes& changes);
+
+  // Restores state from the store at start-up (before any request).
+  void restoreBoard(const std::string& name, BoardState state, int64_t since_ms, int64_t last_used_ms,
+                    const std::string& reason);
+  void restoreLease(const Lease& lease);
+
+  SubmitResult submit(LeaseRequest request, int64_t now, Changes& changes);
+  // Drops a waiting request (its wait ended or its client left).
+  bool cancel(uint64_t ticket, int64_t now, Changes& changes);
+  OpResult renew(const std::string& id, int64_t ttl_ms, int64_t now, Changes& changes);
+  // Clean release by the holder: boards become available.
+  OpResult release(const std::string& id, int64_t now, Changes& changes);
+  // Ends a lease against its holder's will (operator, config reload): boards
+  // go to recovering, the holder sees `reason`.
+  OpResult revoke(const std::string& id, const std::string& reason, int64_t now, Changes& changes);
+  // Expires every active lease whose expiry is <= now.
+  void expireDue(int64_t now, Changes& changes);
+  // The earliest expiry of an active lease, or INT64_MAX.
+  int64_t nextExpiry() const;
+
+  // Board life cycle (DESIGN.md "Board states").
+  OpResult enterMaintenance(const std::string& board, const std::string& reason, int64_t now, Changes& changes);
+  OpResult resume(const std::string& board, int64_t now, Changes& changes);     // -> recovering
+  OpResult recovered(const std::string& board, int64_t now, Changes& changes);  // recovering -> available
+  OpResult vanished(const std::string& board, int64_t now, Changes& changes);   // -> offline, lease board lost
+  OpResult appeared(const std::string& board, int64_t now, Changes& changes);   // offline -> recovering
+
+  // Drops ended leases that ended before `cutoff_ms` from memory.
+  void forgetEndedBefore(int64_t cutoff_ms);
+
+  const Board* board(const std::string& name) const;
+  const std::vector<Board>& boards() const { return boards_; }
+  const Lease* lease(const std::string& id) const;
+  const std::map<std::string, Lease>& leases() const { return leases_; }
+  size_t activeLeaseCount() const { return expiry_.size(); }
+  // Waiting requests in grant order with their 1-based positions.
+  std::vector<const LeaseRequest*> queue(int64_t now) const;
+  size_t position(uint64_t ticket, int64_t now) const;
+  size_t queueLength() const { return queue_.size(); }
+
+ private:
+  void dispatch(int64_t now, Changes& changes);
+  void grant(const LeaseRequest& request, const std::vector<size_t>& picked, int64_t now, Changes& changes);
+  void endLease(Lease& lease, LeaseState state, const std::string& reason, BoardState boards_to, int64_t now,
+                Changes& changes);
+  void setState(size_t index, BoardState state, const std::string& reason, int64_t now, Changes& changes);
+  size_t matchingCount(const Selector& selector) const;
+  std::string unsatisfiableReason(const LeaseRequest& request) const;
+  std::vector<size_t> order(int64_t now) const;
+  Board* findBoard(const std::string& name);
+  void dropQueued(size_t queue_index);
+
+  SchedulerOptions options_;
+  IdGenerator new_id_;
+  std::vector<Board> boards_;
+  std::unordered_map<std::string, size_t> index_;
+  std::set<size_t> available_; // indices of available boards
+  std::map<std::string, Lease> leases_;
+  std::set<std::pair<int64_t, std::string>> expiry_; // active leases by expiry
+  std::vector<LeaseRequest> queue_;
+  uint64_t next_ticket_ = 1;
+  std::map<std::pair<std::string, std::string>, std::string> idempotent_leases_;
+  std::map<std::pair<std::string, std::string>, uint64_t> idempotent_tickets_;
+};
+
+} // namespace hwfarm::lease

@@ -1,0 +1,301 @@
+// The lease scheduler as pure logic: time is an argument, so ordering,
+// aging, expiry and starvation are tested in microseconds.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "daemon/lease/scheduler.h"
+
+using namespace hwfarm::lease;
+
+namespace {
+
+BoardSpec spec(const std::string& name, const std::string& type, const std::string& worker = "w0",
+               std::vector<std::string> labels = {}) {
+  return BoardSpec{name, type, worker, worker + "-node", std::move(labels), "qemu", "", ""};
+}
+
+struct Fixture {
+  int next_id = 0;
+  Scheduler s{SchedulerOptions{60000, 100, 64}, [this] { return "L" + std::to_string(++next_id); }};
+  Changes changes;
+
+  explicit Fixture(const std::vector<BoardSpec>& specs) {
+    s.configure(specs, [](const BoardSpec&) { return BoardState::available; }, 0, changes);
+  }
+  SubmitResult submit(const std::string& type, int count, int64_t now, int priority = 0,
+                      const std::string& key = "", const std::string& principal = "p") {
+    LeaseRequest r;
+    r.selector.type = type;
+    r.count = count;
+    r.ttl_ms = 10000;
+    r.priority = priority;
+    r.idempotency_key = key;
+    r.holder.principal = principal;
+    return s.submit(r, now, changes);
+  }
+  std::vector<std::string> boardsOf(const Lease& l) {
+    std::vector<std::string> out;
+    for (const auto& b : l.boards) out.push_back(b.name);
+    return out;
+  }
+};
+
+} // namespace
+
+TEST_CASE("grants go to the least recently used board, not always the first") {
+  Fixture f({spec("a", "t"), spec("b", "t"), spec("c", "t")});
+  std::vector<std::string> seen;
+  for (int i = 0; i < 3; ++i) {
+    auto r = f.submit("t", 1, 100 + i);
+    REQUIRE(r.status == SubmitStatus::granted);
+    seen.push_back(r.lease.boards[0].name);
+    REQUIRE(f.s.release(r.lease.id, 100 + i, f.changes).status == OpStatus::ok);
+  }
+  REQUIRE(seen == std::vector<std::string>{"a", "b", "c"});
+}
+
+TEST_CASE("multi-board requests are all-or-nothing and hold no partial boards") {
+  Fixture f({spec("a", "t"), spec("b", "t")});
+  auto first = f.submit("t", 1, 1);
+  REQUIRE(first.status == SubmitStatus::granted);
+  auto pair = f.submit("t", 2, 2);
+  REQUIRE(pair.status == SubmitStatus::queued);
+  // The free board is held back for the pair, not leased to it alone.
+  REQUIRE(f.s.board("b")->state == BoardState::available);
+  REQUIRE(f.s.activeLeaseCount() == 1);
+  f.changes = {};
+  f.s.release(first.lease.id, 3, f.changes);
+  REQUIRE(f.changes.granted.size() == 1);
+  REQUIRE(f.changes.granted[0].ticket == pair.ticket);
+  REQUIRE(f.boardsOf(f.changes.granted[0]).size() == 2);
+}
+
+TEST_CASE("within a priority, first come first served") {
+  Fixture f({spec("a", "t")});
+  auto holder = f.submit("t", 1, 0);
+  auto w1 = f.submit("t", 1, 1);
+  auto w2 = f.submit("t", 1, 2);
+  REQUIRE(w1.position == 1);
+  REQUIRE(w2.position == 2);
+  f.changes = {};
+  f.s.release(holder.lease.id, 3, f.changes);
+  REQUIRE(f.changes.granted.at(0).ticket == w1.ticket);
+}
+
+TEST_CASE("higher priority goes first, and waiting ages a request past newer ones") {
+  Fixture f({spec("a", "t")});
+  auto holder = f.submit("t", 1, 0);
+  auto low = f.submit("t", 1, 0, /*priority=*/0);
+  auto high = f.submit("t", 1, 1000, /*priority=*/1);
+  REQUIRE(f.s.position(high.ticket, 1000) == 1);
+  // A priority-1 request arriving 61 s after it is behind: the low request
+  // has aged by more than one priority step in the meantime.
+  auto newer = f.submit("t", 1, 61000, /*priority=*/1);
+  REQUIRE(f.s.position(high.ticket, 61000) == 1);
+  REQUIRE(f.s.position(low.ticket, 61000) == 2);
+  REQUIRE(f.s.position(newer.ticket, 61000) == 3);
+  f.changes = {};
+  f.s.release(holder.lease.id, 61000, f.changes);
+  REQUIRE(f.changes.granted.at(0).ticket == high.ticket);
+}
+
+TEST_CASE("a large request is not starved by a stream of small ones") {
+  Fixture f({spec("a", "t"), spec("b", "t"), spec("c", "t")});
+  auto s1 = f.submit("t", 1, 0);
+  auto s2 = f.submit("t", 1, 0);
+  auto big = f.submit("t", 3, 1);
+  REQUIRE(big.status == SubmitStatus::queued);
+  // Small requests keep arriving; each release would let one in if the big
+  // request did not hold the freed boards back.
+  auto s3 = f.submit("t", 1, 2);
+  REQUIRE(s3.status == SubmitStatus::queued);
+  f.changes = {};
+  f.s.release(s1.lease.id, 3, f.changes);
+  REQUIRE(f.changes.granted.empty());
+  auto s4 = f.submit("t", 1, 4);
+  REQUIRE(s4.status == SubmitStatus::queued);
+  f.changes = {};
+  f.s.release(s2.lease.id, 5, f.changes);
+  REQUIRE(f.changes.granted.size() == 1);
+  REQUIRE(f.changes.granted[0].ticket == big.ticket);
+}
+
+TEST_CASE("held-back boards are still usable by requests the big one cannot use") {
+  Fixture f({spec("a", "t"), spec("b", "t"), spec("x", "other")});
+  auto s1 = f.submit("t", 1, 0);
+  auto big = f.submit("t", 2, 1);
+  REQUIRE(big.status == SubmitStatus::queued);
+  REQUIRE(f.submit("other", 1, 2).status == SubmitStatus::granted);
+}
+
+TEST_CASE("an expired lease sends its boards to recovering, never straight to available") {
+  Fixture f({spec("a", "t")});
+  auto r = f.submit("t", 1, 0);
+  REQUIRE(f.s.nextExpiry() == 10000);
+  f.changes = {};
+  f.s.expireDue(9999, f.changes);
+  REQUIRE(f.changes.ended.empty());
+  f.s.expireDue(10000, f.changes);
+  REQUIRE(f.changes.ended.size() == 1);
+  REQUIRE(f.s.lease(r.lease.id)->state == LeaseState::expired);
+  REQUIRE(f.s.board("a")->state == BoardState::recovering);
+  REQUIRE(f.submit("t", 1, 10001).status == SubmitStatus::queued);
+  f.changes = {};
+  f.s.recovered("a", 10002, f.changes);
+  REQUIRE(f.changes.granted.size() == 1);
+}
+
+TEST_CASE("renewal moves the expiry; ended leases cannot be renewed or released") {
+  Fixture f({spec("a", "t")});
+  auto r = f.submit("t", 1, 0);
+  REQUIRE(f.s.renew(r.lease.id, 20000, 5000, f.changes).lease.expires_ms == 25000);
+  f.s.expireDue(24999, f.changes);
+  REQUIRE(f.s.lease(r.lease.id)->state == LeaseState::active);
+  f.s.release(r.lease.id, 25000, f.changes);
+  auto again = f.s.renew(r.lease.id, 1000, 25001, f.changes);
+  REQUIRE(again.status == OpStatus::not_active);
+  REQUIRE(again.detail == "lease " + r.lease.id + " is released (released)");
+  REQUIRE(f.s.release("nope", 1, f.changes).status == OpStatus::not_found);
+}
+
+TEST_CASE("requests no configured board can ever match are refused at once") {
+  Fixture f({spec("a", "t"), spec("b", "t", "w1")});
+  auto r = f.submit("nucleo", 1, 0);
+  REQUIRE(r.status == SubmitStatus::unsatisfiable);
+  REQUIRE(r.detail == "selector type=nucleo matches 0 configured board(s), 1 requested");
+  REQUIRE(f.submit("t", 3, 0).detail == "selector type=t matches 2 configured board(s), 3 requested");
+  LeaseRequest w;
+  w.selector.worker = "w9";
+  w.ttl_ms = 1;
+  REQUIRE(f.s.submit(w, 0, f.changes).detail == "no configured worker or Jenkins node is named \"w9\"");
+  w.selector.worker = "w1-node"; // a worker is also found by its Jenkins node name
+  REQUIRE(f.s.submit(w, 0, f.changes).lease.boards.at(0).name == "b");
+}
+
+TEST_CASE("a retried request with the same idempotency key gets the same lease or ticket") {
+  Fixture f({spec("a", "t")});
+  auto first = f.submit("t", 1, 0, 0, "k1");
+  auto retry = f.submit("t", 1, 1, 0, "k1");
+  REQUIRE(retry.status == SubmitStatus::existing);
+  REQUIRE(retry.lease.id == first.lease.id);
+  REQUIRE(f.s.activeLeaseCount() == 1);
+  auto waiting = f.submit("t", 1, 2, 0, "k2");
+  auto joined = f.submit("t", 1, 3, 0, "k2");
+  REQUIRE(joined.status == SubmitStatus::joined);
+  REQUIRE(joined.ticket == waiting.ticket);
+  REQUIRE(f.s.queueLength() == 1);
+  // The same key from another principal is another request.
+  REQUIRE(f.submit("t", 1, 4, 0, "k1", "other").status == SubmitStatus::queued);
+}
+
+TEST_CASE("cancelling a waiting request releases the boards it held back") {
+  Fixture f({spec("a", "t"), spec("b", "t")});
+  auto s1 = f.submit("t", 1, 0);
+  auto big = f.submit("t", 2, 1);
+  REQUIRE(f.submit("t", 1, 2).status == SubmitStatus::queued);
+  f.changes = {};
+  REQUIRE(f.s.cancel(big.ticket, 3, f.changes));
+  REQUIRE(f.changes.granted.size() == 1); // the small one now gets board b
+}
+
+TEST_CASE("removing a leased board from the config revokes its lease with a reason") {
+  Fixture f({spec("a", "t"), spec("b", "t")});
+  auto r = f.submit("t", 2, 0);
+  auto waiting = f.submit("t", 2, 1);
+  f.changes = {};
+  f.s.configure({spec("a", "t")}, [](const BoardSpec&) { return BoardState::available; }, 5, f.changes);
+  REQUIRE(f.changes.ended.size() == 1);
+  REQUIRE(f.s.lease(r.lease.id)->state == LeaseState::revoked);
+  REQUIRE(f.s.lease(r.lease.id)->end_reason == "revoked: board b was removed from the configuration");
+  REQUIRE(f.s.board("a")->state == BoardState::recovering);
+  REQUIRE(f.changes.dropped.size() == 1);
+  REQUIRE(f.changes.dropped[0].ticket == waiting.ticket);
+  REQUIRE(f.changes.dropped[0].detail == "selector type=t matches 1 configured board(s), 2 requested");
+}
+
+TEST_CASE("a board that vanishes while leased is lost to the lease, an infrastructure failure") {
+  Fixture f({spec("a", "t"), spec("b", "t")});
+  auto r = f.submit("t", 2, 0);
+  f.changes = {};
+  f.s.vanished("a", 7, f.changes);
+  const Lease* l = f.s.lease(r.lease.id);
+  REQUIRE(l->state == LeaseState::active);
+  REQUIRE(l->boards[0].lost);
+  REQUIRE(l->boards[0].lost_ms == 7);
+  REQUIRE(f.s.board("a")->state == BoardState::offline);
+  REQUIRE(f.changes.events.at(0).kind == "infra_failure");
+  f.s.release(r.lease.id, 8, f.changes);
+  REQUIRE(f.s.board("a")->state == BoardState::offline);
+  REQUIRE(f.s.board("b")->state == BoardState::available);
+}
+
+TEST_CASE("maintenance only for unleased boards; resume goes through recovering") {
+  Fixture f({spec("a", "t"), spec("b", "t")});
+  auto r = f.submit("t", 1, 0);
+  REQUIRE(f.s.enterMaintenance("a", "", 1, f.changes).status == OpStatus::conflict);
+  REQUIRE(f.s.enterMaintenance("b", "probe swap", 1, f.changes).status == OpStatus::ok);
+  REQUIRE(f.submit("t", 1, 2).status == SubmitStatus::queued);
+  REQUIRE(f.s.resume("b", 3, f.changes).status == OpStatus::ok);
+  REQUIRE(f.s.board("b")->state == BoardState::recovering);
+}
+
+TEST_CASE("random operations keep every board in at most one lease and the counts conserved") {
+  std::vector<BoardSpec> specs;
+  for (int i = 0; i < 12; ++i) specs.push_back(spec("b" + std::to_string(i), i % 3 == 0 ? "x" : "y", "w" + std::to_string(i % 2)));
+  Fixture f(specs);
+  std::mt19937 rng(12345);
+  int64_t now = 0;
+  std::vector<uint64_t> tickets;
+  for (int step = 0; step < 20000; ++step) {
+    now += rng() % 500;
+    int op = static_cast<int>(rng() % 6);
+    f.changes = {};
+    if (op <= 1) {
+      auto r = f.submit(rng() % 2 ? "x" : "y", 1 + static_cast<int>(rng() % 3), now, static_cast<int>(rng() % 3));
+      if (r.status == SubmitStatus::queued) tickets.push_back(r.ticket);
+    } else if (op == 2 && !tickets.empty()) {
+      f.s.cancel(tickets[rng() % tickets.size()], now, f.changes);
+    } else if (op == 3) {
+      for (const auto& [id, l] : f.s.leases())
+        if (l.state == LeaseState::active && rng() % 2) {
+          f.s.release(id, now, f.changes);
+          break;
+        }
+    } else if (op == 4) {
+      f.s.expireDue(now, f.changes);
+    } else {
+      for (const auto& b : f.s.boards())
+        if (b.state == BoardState::recovering) f.s.recovered(b.spec.name, now, f.changes);
+    }
+    // Invariants after every step.
+    std::map<std::string, std::string> holder;
+    for (const auto& [id, l] : f.s.leases()) {
+      if (l.state != LeaseState::active) continue;
+      for (const auto& b : l.boards) {
+        REQUIRE(holder.count(b.name) == 0);
+        holder[b.name] = id;
+      }
+    }
+    size_t leased = 0;
+    for (const auto& b : f.s.boards()) {
+      if (b.state == BoardState::leased) {
+        ++leased;
+        REQUIRE(holder.at(b.spec.name) == b.lease_id);
+      } else {
+        REQUIRE(holder.count(b.spec.name) == 0);
+      }
+    }
+    REQUIRE(leased == holder.size());
+    REQUIRE(f.s.boards().size() == 12);
+    // Nobody waits while enough of its boards are available and nobody
+    // ahead of it could use them.
+    if (f.s.queueLength() > 0) {
+      const LeaseRequest* head = f.s.queue(now).front();
+      size_t free = 0;
+      for (const auto& b : f.s.boards())
+        if (b.state == BoardState::available && head->selector.matches(b.spec)) ++free;
+      REQUIRE(free < static_cast<size_t>(head->count));
+    }
+  }
+}
