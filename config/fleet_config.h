@@ -52,7 +52,17 @@ struct AgentConfig {
   int tier = 3;                   // registered tier, 1..3
   std::string log_level = "info"; // trace, debug, info, warn, error
   bool anonymous_loopback = false;
+  std::string tokens_file; // empty: no tokens (only anonymous loopback access)
   double shutdown_timeout_s = 10;
+};
+
+// How the lease service behaves (docs/api.md "Scheduling").
+struct LeaseConfig {
+  double default_ttl_s = 1800; // when a request names no ttl_s
+  double aging_s = 60;         // +1 effective priority per aging_s waited
+  double recovery_s = 0;       // time in "recovering" until health checks exist
+  double history_days = 7;     // ended leases and events kept this long
+  bool fsync = true;           // fsync every commit (power-loss safe)
 };
 
 struct UsbMatch {
@@ -141,6 +151,7 @@ struct FleetConfig {
   std::string source; // file name or "<embedded sim-fleet.toml>"
   AgentConfig agent;
   Limits limits;
+  LeaseConfig leases;
   std::vector<WorkerConfig> workers;
   SlaConfig sla;
 

@@ -46,6 +46,7 @@ class FleetParser {
     TableReader reader(root, errors_, "", "");
     if (const toml::table* agent = reader.table("agent", Need::required)) parseAgent(*agent);
     if (const toml::table* limits = reader.table("limits")) parseLimits(*limits);
+    if (const toml::table* leases = reader.table("leases")) parseLeases(*leases);
     if (const toml::array* workers = reader.tables("worker")) {
       for (size_t i = 0; i < workers->size(); ++i)
         parseWorker(*workers->get(i)->as_table(), i);
@@ -112,6 +113,10 @@ class FleetParser {
       else if (*v != "off") r.error("anonymous", "expected \"off\" or \"loopback\", got " + quoted(*v));
     }
     if (auto v = r.number("shutdown_timeout_s", 0, 300, true)) a.shutdown_timeout_s = *v;
+    if (auto v = r.text("tokens_file")) {
+      if (v->empty()) r.error("tokens_file", "expected the path of a tokens file, got \"\"");
+      else a.tokens_file = *v;
+    }
     if (a.anonymous_loopback) {
       for (const auto& l : a.listen) {
         if (l.kind == ListenAddress::Kind::tcp && !l.isLoopback())
@@ -204,6 +209,25 @@ class FleetParser {
     if (auto v = r.integer("max_queue", 1, 10000000)) l.max_queue = *v;
     if (auto v = r.integer("max_count", 1, 100000)) l.max_count = *v;
     r.finish();
+  }
+
+  void parseLeases(const toml::table& table) {
+    TableReader r(table, errors_, "", "leases.");
+    LeaseConfig& l = config_.leases;
+    if (auto v = r.number("default_ttl_s", 0, 30 * 86400, true)) l.default_ttl_s = *v;
+    if (auto v = r.number("aging_s", 0, 86400, true)) l.aging_s = *v;
+    if (auto v = r.number("recovery_s", 0, 3600, false)) l.recovery_s = *v;
+    if (auto v = r.number("history_days", 0, 3650, true)) l.history_days = *v;
+    if (auto v = r.boolean("fsync")) l.fsync = *v;
+    r.finish();
+    if (l.default_ttl_s > config_.limits.max_ttl_s && table.get("default_ttl_s"))
+      r.error("default_ttl_s", "must not exceed limits.max_ttl_s (" + describeNumber(config_.limits.max_ttl_s) + ")");
+  }
+
+  static std::string describeNumber(double v) {
+    std::ostringstream out;
+    out << v;
+    return out.str();
   }
 
   void parseWorker(const toml::table& table, size_t index) {
@@ -601,9 +625,12 @@ const BoardConfig* FleetConfig::findBoard(const std::string& name) const {
 }
 
 std::string ConfigError::format() const {
-  std::string out = file;
-  if (line > 0) out += ":" + std::to_string(line) + ":" + std::to_string(column);
-  out += ": ";
+  std::string out;
+  if (!file.empty()) {
+    out = file;
+    if (line > 0) out += ":" + std::to_string(line) + ":" + std::to_string(column);
+    out += ": ";
+  }
   if (!context.empty()) out += context + ": ";
   if (!key.empty()) out += key + ": ";
   return out + message;
@@ -623,8 +650,8 @@ LoadResult parseFleetConfig(std::string_view text, const std::string& file) {
   return FleetParser(file).parse(root);
 }
 
-LoadResult loadFleetConfigFile(const std::string& path, std::string* text_out) {
-  std::string text;
+bool readTextFile(const std::string& path, std::string* text, std::string* error) {
+  text->clear();
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   int err = fd < 0 ? errno : 0;
   while (fd >= 0) {
@@ -633,13 +660,19 @@ LoadResult loadFleetConfigFile(const std::string& path, std::string* text_out) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) err = errno;
     if (n <= 0) break;
-    text.append(buffer, static_cast<size_t>(n));
+    text->append(buffer, static_cast<size_t>(n));
   }
   if (fd >= 0) ::close(fd);
-  if (err != 0) {
+  if (err == 0) return true;
+  *error = std::string("cannot read file: ") + std::strerror(err);
+  return false;
+}
+
+LoadResult loadFleetConfigFile(const std::string& path, std::string* text_out) {
+  std::string text, error;
+  if (!readTextFile(path, &text, &error)) {
     LoadResult result;
-    result.errors.push_back(
-        ConfigError{path, 0, 0, "", "", std::string("cannot read file: ") + std::strerror(err)});
+    result.errors.push_back(ConfigError{path, 0, 0, "", "", error});
     return result;
   }
   LoadResult result = parseFleetConfig(text, path);

@@ -40,6 +40,10 @@ LoadResult parseFleetConfig(std::string_view text, const std::string& file);
 // position. `text`, when given, receives the file's contents.
 LoadResult loadFleetConfigFile(const std::string& path, std::string* text = nullptr);
 
+// Reads a whole file. On failure returns false with `error` set to
+// "cannot read file: <strerror>".
+bool readTextFile(const std::string& path, std::string* text, std::string* error);
+
 // The built-in simulated fleet (config/examples/sim-fleet.toml).
 std::string_view embeddedSimFleet();
 inline constexpr const char* kEmbeddedSimFleetName = "<embedded sim-fleet.toml>";

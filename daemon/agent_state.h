@@ -27,6 +27,10 @@ struct AgentState {
   ConfigStatus config_status;
   int64_t started_at = 0; // unix seconds
   std::string version;
+  // The tier served now (the SLA engine of a later issue moves it; today it
+  // is sla.pin_tier or agent.tier) and since when (unix ms).
+  int effective_tier = 3;
+  int64_t tier_since_ms = 0;
 };
 
 } // namespace hwfarm

@@ -9,7 +9,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include "config/tokens.h"
 #include "daemon/agent_state.h"
+#include "daemon/auth.h"
+#include "daemon/lease_service.h"
 #include "daemon/api/router.h"
 #include "daemon/api/server.h"
 #include "daemon/log.h"
@@ -23,6 +26,26 @@ namespace asio = boost::asio;
 namespace {
 
 int64_t unixNow() { return static_cast<int64_t>(std::time(nullptr)); }
+
+int64_t unixNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The tier served until the SLA engine (a later issue) moves it.
+int effectiveTier(const config::FleetConfig& c) { return c.sla.pin_tier.value_or(c.agent.tier); }
+
+// Loads the tokens file named by the config (none: no tokens). Errors are
+// returned formatted.
+std::vector<std::string> loadTokens(const config::FleetConfig& c, std::vector<config::Token>* tokens) {
+  tokens->clear();
+  if (c.agent.tokens_file.empty()) return {};
+  config::TokensResult r = config::loadTokensFile(c.agent.tokens_file);
+  std::vector<std::string> errors;
+  for (const auto& e : r.errors) errors.push_back(e.format());
+  *tokens = std::move(r.tokens);
+  return errors;
+}
 
 struct Loaded {
   config::LoadResult result;
@@ -73,7 +96,9 @@ struct Daemon::Impl {
   asio::steady_timer stop_deadline{io};
   std::optional<std::chrono::microseconds> watchdog_interval;
   AgentState state;
+  Authenticator auth;
   std::unique_ptr<StateDirLock> state_lock;
+  std::unique_ptr<LeaseService> leases;
   std::unique_ptr<api::Router> router;
   std::unique_ptr<api::HttpServer> server;
   bool stopping = false;
@@ -95,19 +120,37 @@ int Daemon::Impl::run() {
   state.config_status.source = config->source;
   state.config_status.sha256 = sha256Hex(loaded.text);
   state.config_status.loaded_at = state.started_at;
+  state.effective_tier = effectiveTier(*config);
+  state.tier_since_ms = unixNowMs();
+
+  std::vector<config::Token> tokens;
+  std::vector<std::string> token_errors = loadTokens(*config, &tokens);
+  if (!token_errors.empty()) {
+    for (const auto& e : token_errors) spdlog::error("{}", e);
+    spdlog::critical("tokens file {} is not usable; not starting", config->agent.tokens_file);
+    return 1;
+  }
+  auth.setTokens(tokens);
+  auth.setAnonymousLoopback(config->agent.anonymous_loopback);
 
   try {
     state_lock = std::make_unique<StateDirLock>(config->agent.state_dir);
-    router = std::make_unique<api::Router>(state);
+    leases = std::make_unique<LeaseService>(io, *config);
+    router = std::make_unique<api::Router>(state, *leases, auth);
     server = std::make_unique<api::HttpServer>(
-        io, config->limits,
-        [this](api::HttpRequest request, api::Respond respond) { router->handle(request, respond); });
+        io, config->limits, [this](api::HttpRequest request, api::Respond respond, api::OnClientGone gone) {
+          router->handle(request, respond, gone);
+        });
     for (const auto& address : config->agent.listen)
       spdlog::info("listening on {}", server->listen(address));
   } catch (const std::exception& e) {
     spdlog::critical("{}", e.what());
     return 1;
   }
+  if (!config->agent.tokens_file.empty())
+    spdlog::info("{} token(s) loaded from {}", auth.tokenCount(), config->agent.tokens_file);
+  else if (!config->agent.anonymous_loopback)
+    spdlog::warn("no agent.tokens_file and agent.anonymous = \"off\": only GET /v1/healthz can be used");
   if (config->agent.anonymous_loopback)
     spdlog::warn("anonymous access is allowed from loopback and unix-socket clients "
                  "(agent.anonymous = \"loopback\"); use tokens on shared machines");
@@ -150,6 +193,7 @@ void Daemon::Impl::beginStop(const char* why) {
   double timeout = state.config->agent.shutdown_timeout_s;
   spdlog::info("{}: stopping (waiting up to {} s for open requests)", why, timeout);
   watchdog_timer.cancel();
+  leases->stop(); // waiting lease requests get 503 now
   stop_deadline.expires_after(std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)));
   stop_deadline.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
@@ -183,15 +227,41 @@ void Daemon::Impl::reload() {
     systemd::ready("reload failed; serving configuration generation " + std::to_string(status.generation));
     return;
   }
+  std::vector<config::Token> tokens;
+  for (const auto& e : loadTokens(*loaded.result.config, &tokens)) {
+    loaded.result.errors.push_back(config::ConfigError{"", 0, 0, "", "", e});
+  }
+  if (!loaded.result.ok()) {
+    for (const auto& e : loaded.result.errors) {
+      spdlog::error("{}", e.format());
+      status.last_reload_errors.push_back(e.format());
+    }
+    status.last_reload_ok = false;
+    spdlog::error("reload failed with {} error(s); keeping configuration generation {}",
+                  loaded.result.errors.size(), status.generation);
+    systemd::ready("reload failed; serving configuration generation " + std::to_string(status.generation));
+    return;
+  }
   auto next = std::make_shared<const config::FleetConfig>(std::move(*loaded.result.config));
   const config::FleetConfig& previous = *state.config;
   if (!sameListen(previous.agent, next->agent))
     spdlog::warn("agent.listen changed: takes effect at the next restart");
   if (previous.agent.state_dir != next->agent.state_dir)
     spdlog::warn("agent.state_dir changed: takes effect at the next restart");
+  if (previous.agent.tokens_file != next->agent.tokens_file || !next->agent.tokens_file.empty())
+    spdlog::info("{} token(s) loaded from {}", tokens.size(), next->agent.tokens_file);
   setLogLevel(next->agent.log_level);
   server->setLimits(next->limits);
+  auth.setTokens(tokens);
+  auth.setAnonymousLoopback(next->agent.anonymous_loopback);
+  if (effectiveTier(*next) != state.effective_tier) {
+    spdlog::info("effective tier {} -> {} (sla.pin_tier / agent.tier changed)", state.effective_tier,
+                 effectiveTier(*next));
+    state.effective_tier = effectiveTier(*next);
+    state.tier_since_ms = unixNowMs();
+  }
   state.config = next;
+  leases->reconfigure(*next);
   status.generation += 1;
   status.source = next->source;
   status.sha256 = sha256Hex(loaded.text);

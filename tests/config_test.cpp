@@ -186,7 +186,7 @@ TEST_CASE("missing required keys are reported at their table") {
                         "fleet.toml:11:11: worker \"w\" board \"c\": flash.target: required key is missing"});
 }
 
-TEST_CASE("a file without [agent] or [[worker]] names both") {
+TEST_CASE("a file without agent or worker tables names both") {
   auto errors = errorsOf("# empty\n");
   REQUIRE(errors.size() == 2);
   REQUIRE(errors[0] == "fleet.toml:1:1: agent: required key is missing");

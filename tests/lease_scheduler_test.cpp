@@ -43,7 +43,7 @@ struct Fixture {
 
 } // namespace
 
-TEST_CASE("grants go to the least recently used board, not always the first") {
+TEST_CASE("grants go to the least recently used board and not always the first") {
   Fixture f({spec("a", "t"), spec("b", "t"), spec("c", "t")});
   std::vector<std::string> seen;
   for (int i = 0; i < 3; ++i) {
@@ -71,7 +71,7 @@ TEST_CASE("multi-board requests are all-or-nothing and hold no partial boards") 
   REQUIRE(f.boardsOf(f.changes.granted[0]).size() == 2);
 }
 
-TEST_CASE("within a priority, first come first served") {
+TEST_CASE("within a priority first come first served") {
   Fixture f({spec("a", "t")});
   auto holder = f.submit("t", 1, 0);
   auto w1 = f.submit("t", 1, 1);
@@ -83,7 +83,7 @@ TEST_CASE("within a priority, first come first served") {
   REQUIRE(f.changes.granted.at(0).ticket == w1.ticket);
 }
 
-TEST_CASE("higher priority goes first, and waiting ages a request past newer ones") {
+TEST_CASE("higher priority goes first and waiting ages a request past newer ones") {
   Fixture f({spec("a", "t")});
   auto holder = f.submit("t", 1, 0);
   auto low = f.submit("t", 1, 0, /*priority=*/0);
@@ -129,7 +129,7 @@ TEST_CASE("held-back boards are still usable by requests the big one cannot use"
   REQUIRE(f.submit("other", 1, 2).status == SubmitStatus::granted);
 }
 
-TEST_CASE("an expired lease sends its boards to recovering, never straight to available") {
+TEST_CASE("an expired lease sends its boards to recovering and never straight to available") {
   Fixture f({spec("a", "t")});
   auto r = f.submit("t", 1, 0);
   REQUIRE(f.s.nextExpiry() == 10000);
@@ -146,7 +146,7 @@ TEST_CASE("an expired lease sends its boards to recovering, never straight to av
   REQUIRE(f.changes.granted.size() == 1);
 }
 
-TEST_CASE("renewal moves the expiry; ended leases cannot be renewed or released") {
+TEST_CASE("renewal moves the expiry and ended leases cannot be renewed or released") {
   Fixture f({spec("a", "t")});
   auto r = f.submit("t", 1, 0);
   REQUIRE(f.s.renew(r.lease.id, 20000, 5000, f.changes).lease.expires_ms == 25000);
@@ -214,7 +214,7 @@ TEST_CASE("removing a leased board from the config revokes its lease with a reas
   REQUIRE(f.changes.dropped[0].detail == "selector type=t matches 1 configured board(s), 2 requested");
 }
 
-TEST_CASE("a board that vanishes while leased is lost to the lease, an infrastructure failure") {
+TEST_CASE("a board that vanishes while leased is lost to the lease as an infrastructure failure") {
   Fixture f({spec("a", "t"), spec("b", "t")});
   auto r = f.submit("t", 2, 0);
   f.changes = {};
@@ -230,7 +230,7 @@ TEST_CASE("a board that vanishes while leased is lost to the lease, an infrastru
   REQUIRE(f.s.board("b")->state == BoardState::available);
 }
 
-TEST_CASE("maintenance only for unleased boards; resume goes through recovering") {
+TEST_CASE("maintenance only for unleased boards and resume goes through recovering") {
   Fixture f({spec("a", "t"), spec("b", "t")});
   auto r = f.submit("t", 1, 0);
   REQUIRE(f.s.enterMaintenance("a", "", 1, f.changes).status == OpStatus::conflict);

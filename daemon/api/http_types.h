@@ -26,7 +26,10 @@ struct HttpResponse {
 
 // Handlers answer through `respond`, now or later (long-poll); exactly once.
 using Respond = std::function<void(HttpResponse)>;
-using Handler = std::function<void(HttpRequest, Respond)>;
+// A handler that answers later registers here what to do if the client
+// disconnects first (the server then drops the eventual answer).
+using OnClientGone = std::function<void(std::function<void()>)>;
+using Handler = std::function<void(HttpRequest, Respond, OnClientGone)>;
 
 HttpResponse jsonError(int status, const std::string& error, const std::string& detail);
 

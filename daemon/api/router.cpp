@@ -1,9 +1,15 @@
 #include "daemon/api/router.h"
 
+#include <sstream>
+
 #include <boost/json.hpp>
+
+#include "daemon/api/json_codec.h"
+#include "daemon/api/metrics.h"
 
 namespace hwfarm::api {
 namespace json = boost::json;
+using config::Role;
 
 HttpResponse jsonError(int status, const std::string& error, const std::string& detail) {
   HttpResponse r;
@@ -22,6 +28,12 @@ Target parseTarget(const std::string& target) {
   Target t;
   size_t q = target.find('?');
   t.path = target.substr(0, q);
+  for (size_t start = 1; start <= t.path.size();) {
+    size_t slash = t.path.find('/', start);
+    if (slash == std::string::npos) slash = t.path.size();
+    if (slash > start) t.segments.push_back(t.path.substr(start, slash - start));
+    start = slash + 1;
+  }
   if (q == std::string::npos) return t;
   std::string rest = target.substr(q + 1);
   size_t start = 0;
@@ -40,93 +52,278 @@ Target parseTarget(const std::string& target) {
 
 namespace {
 
-HttpResponse ok(const json::value& body) {
+HttpResponse ok(const json::value& body, int status = 200) {
   HttpResponse r;
+  r.status = status;
   r.body = json::serialize(body);
   return r;
 }
 
-std::string hex4(uint16_t id) {
-  char buffer[5];
-  std::snprintf(buffer, sizeof buffer, "%04x", id);
-  return buffer;
-}
-
-json::object boardJson(const config::WorkerConfig& worker, const config::BoardConfig& board) {
-  json::array labels;
-  for (const auto& l : board.labels) labels.emplace_back(l);
-  json::object out{{"name", board.name}, {"type", board.type},   {"labels", std::move(labels)},
-                   {"worker", worker.name}, {"node", worker.node}, {"driver", board.driver}};
-  if (board.driver == "usb") {
-    json::object usb;
-    if (board.usb.vendor) usb["vendor"] = hex4(*board.usb.vendor);
-    if (board.usb.product) usb["product"] = hex4(*board.usb.product);
-    if (board.usb.serial) usb["serial"] = *board.usb.serial;
-    if (board.usb.port) usb["port"] = *board.usb.port;
-    out["usb"] = std::move(usb);
-    out["serial_port"] = board.serial.port;
-    out["flash"] = board.flash.driver.empty() ? json::value(nullptr) : json::value(board.flash.driver);
-    out["power"] = board.power.driver;
-  } else {
-    out["qemu"] = json::object{{"machine", board.qemu.machine}, {"binary", board.qemu.binary}};
-  }
-  return out;
+HttpResponse withAllow(HttpResponse r, const std::string& allow) {
+  r.headers.emplace_back("Allow", allow);
+  return r;
 }
 
 } // namespace
 
-void Router::handle(const HttpRequest& request, const Respond& respond) const {
-  Target target = parseTarget(request.target);
-  const config::FleetConfig& config = *state_.config;
-  bool anonymous_ok = config.agent.anonymous_loopback && request.local_peer;
-  bool open_endpoint = target.path == "/v1/healthz";
+struct Router::Call {
+  HttpRequest request;
+  Target target;
+  Respond respond;
+  OnClientGone on_gone;
+  std::optional<Principal> principal;
 
-  if (target.path != "/v1/healthz" && target.path != "/v1/boards")
-    return respond(jsonError(404, "not_found", "no such endpoint: " + target.path));
-  if (request.method != "GET") {
-    HttpResponse r = jsonError(405, "method_not_allowed", request.method + " is not allowed on " + target.path);
-    r.headers.emplace_back("Allow", "GET");
-    return respond(r);
+  // Answers 401/403 unless the caller has at least `role`.
+  bool allowed(Role role) {
+    if (!principal) {
+      HttpResponse r = jsonError(401, "unauthorized",
+                                 request.authorization.empty()
+                                     ? "this endpoint needs a bearer token (Authorization: Bearer TOKEN)"
+                                     : "the bearer token is not valid");
+      r.headers.emplace_back("WWW-Authenticate", "Bearer");
+      respond(r);
+      return false;
+    }
+    if (!hasRole(*principal, role)) {
+      respond(jsonError(403, "forbidden",
+                        "role " + std::string(config::toString(principal->role)) + " of \"" + principal->name +
+                            "\" may not " + request.method + " " + target.path + " (needs " + config::toString(role) +
+                            ")"));
+      return false;
+    }
+    return true;
   }
-  if (!open_endpoint && !anonymous_ok) {
-    // Token authentication arrives with the lease service; until a tokens
-    // file is configured, only anonymous loopback access is possible.
-    return respond(jsonError(401, "unauthorized",
-                             "no valid credentials: this agent accepts anonymous requests only "
-                             "from loopback when agent.anonymous = \"loopback\""));
-  }
-  if (target.path == "/v1/healthz") return respond(healthz());
-  return respond(boards(target));
+};
+
+void Router::handle(const HttpRequest& request, const Respond& respond, const OnClientGone& on_gone) {
+  auto call = std::make_shared<Call>();
+  call->request = request;
+  call->target = parseTarget(request.target);
+  call->respond = [this, respond](HttpResponse r) {
+    ++responses_[r.status];
+    respond(std::move(r));
+  };
+  call->on_gone = on_gone;
+  call->principal = auth_.authenticate(request.authorization, request.local_peer);
+  route(*call);
 }
 
-HttpResponse Router::healthz() const {
-  const auto& c = state_.config_status;
+void Router::route(Call& c) {
+  const auto& s = c.target.segments;
+  const std::string& m = c.request.method;
+  auto method = [&](const char* allowed) {
+    if (m == allowed) return true;
+    c.respond(withAllow(jsonError(405, "method_not_allowed", m + " is not allowed on " + c.target.path), allowed));
+    return false;
+  };
+  if (s.size() == 1 && s[0] == "metrics") {
+    if (method("GET") && c.allowed(Role::viewer)) metrics(c);
+    return;
+  }
+  if (s.size() >= 2 && s[0] == "v1") {
+    if (s.size() == 2 && s[1] == "healthz") {
+      if (method("GET")) healthz(c);
+      return;
+    }
+    if (s.size() == 2 && s[1] == "boards") {
+      if (method("GET") && c.allowed(Role::viewer)) boards(c);
+      return;
+    }
+    if (s.size() == 4 && s[1] == "boards" && (s[3] == "maintenance" || s[3] == "resume")) {
+      if (method("POST") && c.allowed(Role::operator_)) boardAction(c, s[2], s[3]);
+      return;
+    }
+    if (s.size() == 2 && s[1] == "queue") {
+      if (method("GET") && c.allowed(Role::viewer)) queue(c);
+      return;
+    }
+    if (s.size() == 2 && s[1] == "leases") {
+      if (m == "GET") {
+        if (c.allowed(Role::viewer)) listLeases(c);
+      } else if (m == "POST") {
+        if (c.allowed(Role::pipeline)) acquire(c);
+      } else {
+        c.respond(withAllow(jsonError(405, "method_not_allowed", m + " is not allowed on " + c.target.path),
+                            "GET, POST"));
+      }
+      return;
+    }
+    if (s.size() == 3 && s[1] == "leases") {
+      if (m == "GET") {
+        if (c.allowed(Role::viewer)) showLease(c, s[2]);
+      } else if (m == "DELETE") {
+        if (c.allowed(Role::pipeline)) release(c, s[2]);
+      } else {
+        c.respond(withAllow(jsonError(405, "method_not_allowed", m + " is not allowed on " + c.target.path),
+                            "GET, DELETE"));
+      }
+      return;
+    }
+    if (s.size() == 4 && s[1] == "leases" && s[3] == "renew") {
+      if (method("POST") && c.allowed(Role::pipeline)) renew(c, s[2]);
+      return;
+    }
+  }
+  c.respond(jsonError(404, "not_found", "no such endpoint: " + c.target.path));
+}
+
+void Router::healthz(Call& c) {
+  const auto& cs = state_.config_status;
   json::array errors;
-  for (const auto& e : c.last_reload_errors) errors.emplace_back(e);
+  for (const auto& e : cs.last_reload_errors) errors.emplace_back(e);
   json::object body{
       {"status", "ok"},
       {"agent", state_.config->agent.name},
       {"version", state_.version},
       {"registered_tier", state_.config->agent.tier},
+      {"effective_tier", state_.effective_tier},
+      {"tier_since", rfc3339(state_.tier_since_ms)},
       {"started_at", state_.started_at},
       {"config",
-       json::object{{"generation", c.generation},
-                    {"source", c.source},
-                    {"sha256", c.sha256},
-                    {"loaded_at", c.loaded_at},
+       json::object{{"generation", cs.generation},
+                    {"source", cs.source},
+                    {"sha256", cs.sha256},
+                    {"loaded_at", cs.loaded_at},
                     {"workers", state_.config->workers.size()},
                     {"boards", state_.config->boardCount()},
                     {"last_reload",
-                     json::object{{"at", c.last_reload_at}, {"ok", c.last_reload_ok}, {"errors", errors}}}}},
+                     json::object{{"at", cs.last_reload_at}, {"ok", cs.last_reload_ok}, {"errors", errors}}}}},
   };
-  return ok(body);
+  c.respond(ok(body));
 }
 
-HttpResponse Router::boards(const Target&) const {
+void Router::metrics(Call& c) {
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = renderMetrics(state_, leases_, responses_);
+  c.respond(r);
+}
+
+void Router::boards(Call& c) {
   json::array list;
+  const auto& scheduler = leases_.scheduler();
   for (const auto& worker : state_.config->workers)
-    for (const auto& board : worker.boards) list.push_back(boardJson(worker, board));
-  return ok(json::object{{"boards", std::move(list)}});
+    for (const auto& board : worker.boards) list.push_back(boardJson(worker, board, scheduler.board(board.name)));
+  c.respond(ok(json::object{{"boards", std::move(list)}}));
+}
+
+void Router::boardAction(Call& c, const std::string& name, const std::string& action) {
+  std::string error;
+  auto reason = parseReason(c.request.body, &error);
+  if (!reason) return c.respond(jsonError(400, "invalid_request", error));
+  auto respond = c.respond;
+  auto done = [this, respond, name](lease::OpResult r) {
+    if (r.status == lease::OpStatus::not_found) return respond(jsonError(404, "not_found", r.detail));
+    if (r.status != lease::OpStatus::ok) return respond(jsonError(409, "conflict", r.detail));
+    const lease::Board* b = leases_.scheduler().board(name);
+    respond(ok(json::object{{"name", name}, {"state", lease::toString(b->state)}, {"reason", b->reason}}));
+  };
+  if (action == "maintenance") {
+    std::string text = reason->empty() ? "maintenance by " + c.principal->name : *reason + " (" + c.principal->name + ")";
+    leases_.maintenance(name, text, done);
+  } else {
+    leases_.resume(name, done);
+  }
+}
+
+void Router::queue(Call& c) {
+  json::array list;
+  int64_t now = leases_.nowMs();
+  size_t position = 0;
+  for (const lease::LeaseRequest* r : leases_.scheduler().queue(now))
+    list.push_back(queueEntryJson(*r, ++position, now, static_cast<int64_t>(state_.config->leases.aging_s * 1000)));
+  c.respond(ok(json::object{{"queue", std::move(list)}}));
+}
+
+void Router::listLeases(Call& c) {
+  bool all = c.target.has("all");
+  json::array list;
+  for (const auto& [id, l] : leases_.scheduler().leases())
+    if (all || l.state == lease::LeaseState::active) list.push_back(leaseJson(l, leases_.scheduler()));
+  c.respond(ok(json::object{{"leases", std::move(list)}}));
+}
+
+void Router::showLease(Call& c, const std::string& id) {
+  const lease::Lease* l = leases_.scheduler().lease(id);
+  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + id));
+  c.respond(ok(leaseJson(*l, leases_.scheduler())));
+}
+
+void Router::acquire(Call& c) {
+  std::string error;
+  auto parsed = parseAcquire(c.request.body, state_.config->limits, state_.config->leases, &error);
+  if (!parsed) return c.respond(jsonError(400, "invalid_request", error));
+  lease::LeaseRequest& r = parsed->request;
+  r.holder.principal = c.principal->name;
+  if (!lease::tierServes(state_.effective_tier, r.context)) {
+    HttpResponse refused = jsonError(
+        409, "tier_refused",
+        "this agent serves tier " + std::to_string(state_.effective_tier) + " since " +
+            rfc3339(state_.tier_since_ms) + ", which does not take \"" + lease::toString(r.context) + "\" requests");
+    json::object body = json::parse(refused.body).as_object();
+    body["effective_tier"] = state_.effective_tier;
+    body["registered_tier"] = state_.config->agent.tier;
+    body["since"] = rfc3339(state_.tier_since_ms);
+    refused.body = json::serialize(body);
+    return c.respond(refused);
+  }
+  auto respond = c.respond;
+  double wait_s = static_cast<double>(parsed->wait_ms) / 1000.0;
+  json::object selector = selectorJson(r.selector);
+  leases_.acquire(
+      std::move(r), parsed->wait_ms,
+      [this, respond, wait_s, selector](AcquireOutcome o) {
+        using K = AcquireOutcome::Kind;
+        switch (o.kind) {
+          case K::granted: return respond(ok(leaseJson(o.lease, leases_.scheduler()), 201));
+          case K::existing: return respond(ok(leaseJson(o.lease, leases_.scheduler()), 200));
+          case K::timeout: {
+            std::ostringstream detail;
+            detail << "no matching board was free within wait_s = " << wait_s;
+            json::object body{{"error", "wait_timeout"}, {"detail", detail.str()}, {"queue_position", o.position}};
+            return respond(ok(body, 408));
+          }
+          case K::unsatisfiable: {
+            json::object body{{"error", "unsatisfiable"}, {"detail", o.detail}, {"selector", selector}};
+            return respond(ok(body, 422));
+          }
+          case K::queue_full: return respond(jsonError(503, "queue_full", o.detail));
+          case K::shutting_down: return respond(jsonError(503, "shutting_down", o.detail));
+        }
+      },
+      c.on_gone);
+}
+
+void Router::renew(Call& c, const std::string& id) {
+  const lease::Lease* l = leases_.scheduler().lease(id);
+  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + id));
+  if (!hasRole(*c.principal, Role::operator_) && l->holder.principal != c.principal->name)
+    return c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
+  std::string error;
+  auto ttl = parseRenew(c.request.body, state_.config->limits, l->ttl_ms, &error);
+  if (!ttl) return c.respond(jsonError(400, "invalid_request", error));
+  auto respond = c.respond;
+  leases_.renew(id, *ttl, [this, respond](lease::OpResult r) {
+    if (r.status == lease::OpStatus::not_active) {
+      json::object body{{"error", "not_active"}, {"detail", r.detail}, {"lease", leaseJson(r.lease, leases_.scheduler())}};
+      return respond(ok(body, 409));
+    }
+    respond(ok(leaseJson(r.lease, leases_.scheduler())));
+  });
+}
+
+void Router::release(Call& c, const std::string& id) {
+  const lease::Lease* l = leases_.scheduler().lease(id);
+  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + id));
+  bool own = l->holder.principal == c.principal->name;
+  if (!own && !hasRole(*c.principal, Role::operator_))
+    return c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
+  // Releasing an ended lease is a no-op answer: a retried DELETE succeeds.
+  if (l->state != lease::LeaseState::active) return c.respond(ok(leaseJson(*l, leases_.scheduler())));
+  auto respond = c.respond;
+  auto done = [this, respond](lease::OpResult r) { respond(ok(leaseJson(r.lease, leases_.scheduler()))); };
+  if (own) leases_.release(id, done);
+  else leases_.revoke(id, "force-released by operator \"" + c.principal->name + "\"", done);
 }
 
 } // namespace hwfarm::api

@@ -1,14 +1,21 @@
-// The HTTP API's request handling: a function of (request, agent state).
+// The HTTP API's request handling (docs/api.md): authentication, routing,
+// request validation and JSON rendering. Beast-free; the server hands it
+// transport-neutral requests.
 #pragma once
+
+#include <map>
 
 #include "daemon/agent_state.h"
 #include "daemon/api/http_types.h"
+#include "daemon/auth.h"
+#include "daemon/lease_service.h"
 
 namespace hwfarm::api {
 
 // Splits "/a/b?x=1&y" into a path and query parameters.
 struct Target {
   std::string path;
+  std::vector<std::string> segments; // "/v1/leases/x" -> {"v1", "leases", "x"}
   std::vector<std::pair<std::string, std::string>> query;
   bool has(const std::string& key) const;
 };
@@ -16,16 +23,33 @@ Target parseTarget(const std::string& target);
 
 class Router {
  public:
-  explicit Router(const AgentState& state) : state_(state) {}
+  Router(const AgentState& state, LeaseService& leases, const Authenticator& auth)
+      : state_(state), leases_(leases), auth_(auth) {}
 
   // REQUIRES: called on the event loop thread.
-  void handle(const HttpRequest& request, const Respond& respond) const;
+  void handle(const HttpRequest& request, const Respond& respond, const OnClientGone& on_gone);
+
+  // HTTP responses sent, by status code (for /metrics).
+  const std::map<int, uint64_t>& responseCounts() const { return responses_; }
 
  private:
-  HttpResponse healthz() const;
-  HttpResponse boards(const Target& target) const;
+  struct Call;
+  void route(Call& call);
+  void healthz(Call& call);
+  void metrics(Call& call);
+  void boards(Call& call);
+  void boardAction(Call& call, const std::string& name, const std::string& action);
+  void queue(Call& call);
+  void listLeases(Call& call);
+  void acquire(Call& call);
+  void showLease(Call& call, const std::string& id);
+  void renew(Call& call, const std::string& id);
+  void release(Call& call, const std::string& id);
 
   const AgentState& state_;
+  LeaseService& leases_;
+  const Authenticator& auth_;
+  std::map<int, uint64_t> responses_;
 };
 
 } // namespace hwfarm::api

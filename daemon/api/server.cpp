@@ -1,8 +1,10 @@
 #include "daemon/api/server.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <list>
 #include <optional>
 #include <stdexcept>
@@ -174,10 +176,41 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     request.authorization = std::string(message[http::field::authorization]);
     request.local_peer = local_;
     busy_ = true;
+    responded_ = false;
     stream_.expires_never();
-    server_->handler(std::move(request), [self = this->shared_from_this()](HttpResponse response) {
-      self->write(std::move(response));
-    });
+    auto self = this->shared_from_this();
+    server_->handler(
+        std::move(request),
+        [self](HttpResponse response) {
+          if (self->gone_ || self->responded_) return;
+          self->responded_ = true;
+          if (self->watching_) {
+            beast::error_code ignored;
+            self->stream_.socket().cancel(ignored); // the close watch
+          }
+          self->write(std::move(response));
+        },
+        [self](std::function<void()> hook) { self->gone_hook_ = std::move(hook); });
+    if (!responded_) watchForClose();
+  }
+
+  // While a long-poll answer is pending, notice the client hanging up.
+  void watchForClose() {
+    watching_ = true;
+    stream_.socket().async_wait(Protocol::socket::wait_read,
+                                [self = this->shared_from_this()](beast::error_code ec) {
+                                  self->watching_ = false;
+                                  if (ec || self->responded_) return;
+                                  char byte;
+                                  ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1,
+                                                     MSG_PEEK | MSG_DONTWAIT);
+                                  if (n > 0) return; // a pipelined request: read after the answer
+                                  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return self->watchForClose();
+                                  self->gone_ = true;
+                                  if (auto hook = std::exchange(self->gone_hook_, {})) hook();
+                                  self->busy_ = false;
+                                  self->stream_.close();
+                                });
   }
 
   void write(HttpResponse response) {
@@ -210,6 +243,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   asio::steady_timer request_timer_;
+  std::function<void()> gone_hook_;
+  bool responded_ = false;
+  bool watching_ = false;
+  bool gone_ = false;
   bool timed_out_ = false;
   bool keep_alive_ = true;
   bool busy_ = false;

@@ -1,0 +1,111 @@
+#include "config/tokens.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <regex>
+
+#include "config/toml_reader.h"
+
+namespace hwfarm::config {
+
+const char* toString(Role role) {
+  switch (role) {
+    case Role::viewer: return "viewer";
+    case Role::pipeline: return "pipeline";
+    case Role::operator_: return "operator";
+  }
+  return "viewer";
+}
+
+TokensResult parseTokens(std::string_view text, const std::string& file) {
+  TokensResult result;
+  toml::table root;
+  try {
+    root = toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    result.errors.push_back({file, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column),
+                             "", "", "TOML syntax error: " + std::string(e.description())});
+    return result;
+  }
+  ErrorSink errors(file);
+  TableReader top(root, errors, "", "");
+  std::map<std::string, std::string> names, hashes;
+  if (const toml::array* tokens = top.tables("token")) {
+    for (size_t i = 0; i < tokens->size(); ++i) {
+      const toml::table& t = *tokens->get(i)->as_table();
+      TableReader r(t, errors, "token #" + std::to_string(i + 1), "");
+      Token token;
+      bool ok = true;
+      if (auto v = r.text("name", Need::required)) {
+        static const std::regex re("[A-Za-z0-9][A-Za-z0-9._@-]{0,63}");
+        if (!std::regex_match(*v, re)) {
+          r.error("name", "expected a name of letters, digits, \".\", \"_\", \"@\" or \"-\", got \"" + *v + "\"");
+          ok = false;
+        } else if (auto [it, inserted] = names.emplace(*v, errors.posText(t.get("name")->source())); !inserted) {
+          r.error("name", "token name \"" + *v + "\" is already used (first defined at " + it->second + ")");
+          ok = false;
+        }
+        token.name = *v;
+      } else {
+        ok = false;
+      }
+      if (auto v = r.text("role", Need::required)) {
+        if (*v == "viewer") token.role = Role::viewer;
+        else if (*v == "pipeline") token.role = Role::pipeline;
+        else if (*v == "operator") token.role = Role::operator_;
+        else {
+          r.error("role", "expected \"viewer\", \"pipeline\" or \"operator\", got \"" + *v + "\"");
+          ok = false;
+        }
+      } else {
+        ok = false;
+      }
+      if (auto v = r.text("sha256", Need::required)) {
+        std::string hex = *v;
+        std::transform(hex.begin(), hex.end(), hex.begin(), [](unsigned char c) { return std::tolower(c); });
+        static const std::regex re("[0-9a-f]{64}");
+        if (!std::regex_match(hex, re)) {
+          r.error("sha256", "expected the 64 hex digits of the token's SHA-256 (hwfarmctl token new prints it)");
+          ok = false;
+        } else if (auto [it, inserted] = hashes.emplace(hex, token.name); !inserted) {
+          r.error("sha256", "the same token is already defined for \"" + it->second + "\"");
+          ok = false;
+        }
+        token.sha256 = hex;
+      } else {
+        ok = false;
+      }
+      r.finish();
+      if (ok) result.tokens.push_back(std::move(token));
+    }
+  }
+  top.finish();
+  result.errors = errors.take();
+  if (!result.errors.empty()) result.tokens.clear();
+  return result;
+}
+
+TokensResult loadTokensFile(const std::string& path) {
+  TokensResult result;
+  auto fail = [&](const std::string& message) {
+    result.errors.push_back({path, 0, 0, "", "", message});
+    return result;
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return fail(std::string("cannot read file: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return fail("not a regular file");
+  if (st.st_mode & S_IROTH) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return fail(std::string("tokens file is readable by others (mode ") + mode + "); run: chmod o-rwx " + path);
+  }
+  std::string text, error;
+  if (!readTextFile(path, &text, &error)) return fail(error);
+  return parseTokens(text, path);
+}
+
+} // namespace hwfarm::config

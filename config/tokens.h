@@ -1,0 +1,38 @@
+// The bearer tokens file: who may call the API and with which role.
+//
+//   [[token]]
+//   name = "jenkins-lab1"      # the principal; owns the leases it takes
+//   role = "pipeline"          # viewer | pipeline | operator
+//   sha256 = "<64 hex digits>" # SHA-256 of the token; the token itself is never stored
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/loader.h"
+
+namespace hwfarm::config {
+
+enum class Role { viewer, pipeline, operator_ };
+const char* toString(Role role);
+
+struct Token {
+  std::string name;
+  Role role = Role::viewer;
+  std::string sha256; // lower-case hex
+};
+
+struct TokensResult {
+  std::vector<Token> tokens;
+  std::vector<ConfigError> errors;
+  bool ok() const { return errors.empty(); }
+};
+
+TokensResult parseTokens(std::string_view text, const std::string& file);
+
+// Reads `path`; refuses (an error) a file that others may read, or that is
+// not a regular file.
+TokensResult loadTokensFile(const std::string& path);
+
+} // namespace hwfarm::config

@@ -1,0 +1,350 @@
+#include "daemon/api/json_codec.h"
+
+#include <cmath>
+#include <ctime>
+#include <set>
+#include <sstream>
+
+#include <boost/json.hpp>
+
+namespace hwfarm::api {
+namespace json = boost::json;
+
+std::string rfc3339(int64_t unix_ms) {
+  std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buffer[40];
+  std::snprintf(buffer, sizeof buffer, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(unix_ms % 1000));
+  return buffer;
+}
+
+std::optional<json::object> parseObject(const std::string& body, std::string* error) {
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec) {
+    *error = "malformed JSON: " + ec.message();
+    return std::nullopt;
+  }
+  if (!v.is_object()) {
+    *error = "expected a JSON object";
+    return std::nullopt;
+  }
+  return std::move(v.as_object());
+}
+
+namespace {
+
+std::string kindOf(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null: return "null";
+    case json::kind::bool_: return "a boolean";
+    case json::kind::int64:
+    case json::kind::uint64: return "an integer";
+    case json::kind::double_: return "a number";
+    case json::kind::string: return "a string";
+    case json::kind::array: return "an array";
+    case json::kind::object: return "an object";
+  }
+  return "something else";
+}
+
+// Reads fields of one JSON object, remembering which it was asked about.
+class Fields {
+ public:
+  Fields(const json::object& o, std::string prefix, std::string* error)
+      : o_(o), prefix_(std::move(prefix)), error_(error) {}
+
+  bool failed() const { return failed_; }
+  void fail(const std::string& key, const std::string& message) {
+    if (failed_) return;
+    failed_ = true;
+    *error_ = prefix_ + key + ": " + message;
+  }
+  const json::value* get(const std::string& key, bool required = false) {
+    known_.insert(key);
+    auto it = o_.find(key);
+    if (it == o_.end()) {
+      if (required) fail(key, "required field is missing");
+      return nullptr;
+    }
+    return &it->value();
+  }
+  std::optional<std::string> text(const std::string& key, size_t max, bool required = false) {
+    const json::value* v = get(key, required);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) {
+      fail(key, "expected a string, got " + kindOf(*v));
+      return std::nullopt;
+    }
+    if (v->as_string().size() > max) {
+      fail(key, "longer than " + std::to_string(max) + " characters");
+      return std::nullopt;
+    }
+    return std::string(v->as_string());
+  }
+  std::optional<double> number(const std::string& key, double lo, double hi, bool lo_open, const std::string& limit) {
+    const json::value* v = get(key);
+    if (!v) return std::nullopt;
+    std::ostringstream expected;
+    expected << "expected a number " << (lo_open ? "above " : "from ") << lo << (lo_open ? " and up to " : " to ")
+             << hi << limit;
+    if (!v->is_number()) {
+      fail(key, expected.str() + ", got " + kindOf(*v));
+      return std::nullopt;
+    }
+    double d = v->to_number<double>();
+    if (!std::isfinite(d) || d > hi || d < lo || (lo_open && d == lo)) {
+      fail(key, expected.str() + ", got " + json::serialize(*v));
+      return std::nullopt;
+    }
+    return d;
+  }
+  std::optional<int64_t> integer(const std::string& key, int64_t lo, int64_t hi, const std::string& limit) {
+    const json::value* v = get(key);
+    if (!v) return std::nullopt;
+    std::string expected =
+        "expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + limit;
+    if (!v->is_int64() && !v->is_uint64()) {
+      fail(key, expected + ", got " + (v->is_double() ? json::serialize(*v) : kindOf(*v)));
+      return std::nullopt;
+    }
+    if (v->is_uint64() && v->as_uint64() > static_cast<uint64_t>(hi)) {
+      fail(key, expected + ", got " + json::serialize(*v));
+      return std::nullopt;
+    }
+    int64_t i = v->is_int64() ? v->as_int64() : static_cast<int64_t>(v->as_uint64());
+    if (i < lo || i > hi) {
+      fail(key, expected + ", got " + std::to_string(i));
+      return std::nullopt;
+    }
+    return i;
+  }
+  std::optional<std::vector<std::string>> texts(const std::string& key, size_t max_items) {
+    const json::value* v = get(key);
+    if (!v) return std::nullopt;
+    if (!v->is_array()) {
+      fail(key, "expected an array of strings, got " + kindOf(*v));
+      return std::nullopt;
+    }
+    if (v->as_array().size() > max_items) {
+      fail(key, "more than " + std::to_string(max_items) + " items");
+      return std::nullopt;
+    }
+    std::vector<std::string> out;
+    for (const auto& item : v->as_array()) {
+      if (!item.is_string() || item.as_string().empty() || item.as_string().size() > 64) {
+        fail(key, "expected non-empty strings of at most 64 characters");
+        return std::nullopt;
+      }
+      out.emplace_back(item.as_string());
+    }
+    return out;
+  }
+  const json::object* object(const std::string& key, bool required = false) {
+    const json::value* v = get(key, required);
+    if (!v) return nullptr;
+    if (!v->is_object()) {
+      fail(key, "expected an object, got " + kindOf(*v));
+      return nullptr;
+    }
+    return &v->as_object();
+  }
+  // Unknown fields are errors: a typo must not silently fall back to a default.
+  void finish() {
+    for (const auto& kv : o_) {
+      if (known_.count(std::string(kv.key()))) continue;
+      fail(std::string(kv.key()), "unknown field");
+      return;
+    }
+  }
+
+ private:
+  const json::object& o_;
+  std::string prefix_;
+  std::string* error_;
+  std::set<std::string> known_;
+  bool failed_ = false;
+};
+
+} // namespace
+
+std::optional<AcquireRequest> parseAcquire(const std::string& body, const config::Limits& limits,
+                                           const config::LeaseConfig& leases, std::string* error) {
+  auto object = parseObject(body, error);
+  if (!object) return std::nullopt;
+  Fields f(*object, "", error);
+  AcquireRequest out;
+  lease::LeaseRequest& r = out.request;
+  if (const json::object* sel = f.object("selector", true)) {
+    Fields s(*sel, "selector.", error);
+    if (auto v = s.text("type", 64)) r.selector.type = *v;
+    if (auto v = s.texts("labels", 32)) r.selector.labels = *v;
+    if (auto v = s.text("worker", 64)) r.selector.worker = *v;
+    s.finish();
+    if (!s.failed() && r.selector.type.empty() && r.selector.labels.empty())
+      f.fail("selector", "needs a board type or at least one label");
+    if (s.failed()) return std::nullopt;
+  }
+  if (auto v = f.integer("count", 1, limits.max_count, " (limits.max_count)")) r.count = static_cast<int>(*v);
+  r.ttl_ms = static_cast<int64_t>(leases.default_ttl_s * 1000);
+  if (auto v = f.number("ttl_s", 0, limits.max_ttl_s, true, " (limits.max_ttl_s)"))
+    r.ttl_ms = static_cast<int64_t>(*v * 1000);
+  if (auto v = f.number("wait_s", 0, limits.max_wait_s, false, " (limits.max_wait_s)"))
+    out.wait_ms = static_cast<int64_t>(*v * 1000);
+  if (auto v = f.integer("priority", -100, 100, "")) r.priority = static_cast<int>(*v);
+  if (const json::object* holder = f.object("holder")) {
+    Fields h(*holder, "holder.", error);
+    if (auto v = h.text("job", 256)) r.holder.job = *v;
+    if (auto v = h.text("build", 64)) r.holder.build = *v;
+    if (auto v = h.text("stage", 256)) r.holder.stage = *v;
+    if (auto v = h.text("url", 1024)) r.holder.url = *v;
+    h.finish();
+    if (h.failed()) return std::nullopt;
+  }
+  if (auto v = f.text("context", 16, true)) {
+    auto c = lease::contextFromString(*v);
+    if (!c) f.fail("context", "expected \"pr\", \"pr-tagged\", \"nightly\" or \"manual\", got \"" + *v + "\"");
+    else r.context = *c;
+  }
+  if (auto v = f.text("idempotency_key", 128)) r.idempotency_key = *v;
+  f.finish();
+  if (f.failed()) return std::nullopt;
+  return out;
+}
+
+std::optional<int64_t> parseRenew(const std::string& body, const config::Limits& limits, int64_t current_ttl_ms,
+                                  std::string* error) {
+  if (body.empty()) return current_ttl_ms;
+  auto object = parseObject(body, error);
+  if (!object) return std::nullopt;
+  Fields f(*object, "", error);
+  int64_t ttl = current_ttl_ms;
+  if (auto v = f.number("ttl_s", 0, limits.max_ttl_s, true, " (limits.max_ttl_s)"))
+    ttl = static_cast<int64_t>(*v * 1000);
+  f.finish();
+  if (f.failed()) return std::nullopt;
+  return ttl;
+}
+
+std::optional<std::string> parseReason(const std::string& body, std::string* error) {
+  if (body.empty()) return std::string();
+  auto object = parseObject(body, error);
+  if (!object) return std::nullopt;
+  Fields f(*object, "", error);
+  std::string reason;
+  if (auto v = f.text("reason", 256)) reason = *v;
+  f.finish();
+  if (f.failed()) return std::nullopt;
+  return reason;
+}
+
+// Whole seconds as an integer (the common case), fractions as a number.
+json::value seconds(int64_t ms) {
+  if (ms % 1000 == 0) return json::value(ms / 1000);
+  return json::value(static_cast<double>(ms) / 1000.0);
+}
+
+json::object selectorJson(const lease::Selector& s) {
+  json::array labels;
+  for (const auto& l : s.labels) labels.emplace_back(l);
+  json::object out{{"type", s.type}, {"labels", std::move(labels)}};
+  out["worker"] = s.worker.empty() ? json::value(nullptr) : json::value(s.worker);
+  return out;
+}
+
+json::object leaseJson(const lease::Lease& l, const lease::Scheduler& scheduler) {
+  json::array boards;
+  for (const auto& lb : l.boards) {
+    json::object b{{"name", lb.name}, {"status", lb.lost ? "lost" : "ok"}};
+    if (lb.lost) b["lost_at"] = rfc3339(lb.lost_ms);
+    if (const lease::Board* board = scheduler.board(lb.name)) {
+      json::array labels;
+      for (const auto& label : board->spec.labels) labels.emplace_back(label);
+      b["type"] = board->spec.type;
+      b["worker"] = board->spec.worker;
+      b["node"] = board->spec.node;
+      b["labels"] = std::move(labels);
+      b["usb_serial"] = board->spec.usb_serial;
+      b["serial_port"] = board->spec.serial_port;
+    }
+    boards.push_back(std::move(b));
+  }
+  json::object out{
+      {"id", l.id},
+      {"state", lease::toString(l.state)},
+      {"holder",
+       json::object{{"principal", l.holder.principal},
+                    {"job", l.holder.job},
+                    {"build", l.holder.build},
+                    {"stage", l.holder.stage},
+                    {"url", l.holder.url}}},
+      {"context", lease::toString(l.context)},
+      {"selector", selectorJson(l.selector)},
+      {"priority", l.priority},
+      {"idempotency_key", l.idempotency_key},
+      {"ttl_s", seconds(l.ttl_ms)},
+      {"granted_at", rfc3339(l.granted_ms)},
+      {"expires_at", rfc3339(l.expires_ms)},
+      {"waited_ms", l.waited_ms},
+      {"boards", std::move(boards)},
+  };
+  out["ended_at"] = l.ended_ms ? json::value(rfc3339(l.ended_ms)) : json::value(nullptr);
+  out["end_reason"] = l.end_reason;
+  return out;
+}
+
+json::object boardJson(const config::WorkerConfig& worker, const config::BoardConfig& board,
+                       const lease::Board* runtime) {
+  json::array labels;
+  for (const auto& l : board.labels) labels.emplace_back(l);
+  json::object out{{"name", board.name}, {"type", board.type},   {"labels", std::move(labels)},
+                   {"worker", worker.name}, {"node", worker.node}, {"driver", board.driver}};
+  if (runtime) {
+    out["state"] = lease::toString(runtime->state);
+    out["since"] = runtime->since_ms ? json::value(rfc3339(runtime->since_ms)) : json::value(nullptr);
+    out["lease"] = runtime->lease_id.empty() ? json::value(nullptr) : json::value(runtime->lease_id);
+    out["reason"] = runtime->reason;
+  }
+  if (board.driver == "usb") {
+    char id[5];
+    json::object usb;
+    if (board.usb.vendor) {
+      std::snprintf(id, sizeof id, "%04x", *board.usb.vendor);
+      usb["vendor"] = id;
+    }
+    if (board.usb.product) {
+      std::snprintf(id, sizeof id, "%04x", *board.usb.product);
+      usb["product"] = id;
+    }
+    if (board.usb.serial) usb["serial"] = *board.usb.serial;
+    if (board.usb.port) usb["port"] = *board.usb.port;
+    out["usb"] = std::move(usb);
+    out["serial_port"] = board.serial.port;
+    out["flash"] = board.flash.driver.empty() ? json::value(nullptr) : json::value(board.flash.driver);
+    out["power"] = board.power.driver;
+  } else {
+    out["qemu"] = json::object{{"machine", board.qemu.machine}, {"binary", board.qemu.binary}};
+  }
+  return out;
+}
+
+json::object queueEntryJson(const lease::LeaseRequest& r, size_t position, int64_t now_ms, int64_t aging_ms) {
+  int64_t waited_ms = now_ms - r.arrived_ms;
+  return json::object{
+      {"ticket", r.ticket},
+      {"position", position},
+      {"selector", selectorJson(r.selector)},
+      {"count", r.count},
+      {"priority", r.priority},
+      {"effective_priority", r.priority + static_cast<double>(waited_ms) / static_cast<double>(aging_ms)},
+      {"context", lease::toString(r.context)},
+      {"holder",
+       json::object{{"principal", r.holder.principal}, {"job", r.holder.job}, {"build", r.holder.build},
+                    {"stage", r.holder.stage}}},
+      {"waiting_ms", waited_ms},
+  };
+}
+
+} // namespace hwfarm::api

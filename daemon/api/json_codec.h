@@ -1,0 +1,45 @@
+// JSON shapes of the API (docs/api.md): parsing requests strictly and
+// rendering boards, leases and the queue.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <boost/json/fwd.hpp>
+
+#include "config/fleet_config.h"
+#include "daemon/lease/scheduler.h"
+
+namespace hwfarm::api {
+
+// "2026-11-30T16:02:24.123Z"
+std::string rfc3339(int64_t unix_ms);
+
+// A JSON body parsed into an object, or the 400 detail saying why not.
+std::optional<boost::json::object> parseObject(const std::string& body, std::string* error);
+
+struct AcquireRequest {
+  lease::LeaseRequest request;
+  int64_t wait_ms = 0;
+};
+
+// Validates a POST /v1/leases body. Unknown fields, wrong types, missing
+// fields and out-of-range values are errors naming the field.
+std::optional<AcquireRequest> parseAcquire(const std::string& body, const config::Limits& limits,
+                                           const config::LeaseConfig& leases, std::string* error);
+
+// Validates a renew body (may be empty: keep the lease's TTL).
+std::optional<int64_t> parseRenew(const std::string& body, const config::Limits& limits, int64_t current_ttl_ms,
+                                  std::string* error);
+
+// A maintenance body: {"reason": "..."} or empty.
+std::optional<std::string> parseReason(const std::string& body, std::string* error);
+
+boost::json::object leaseJson(const lease::Lease& lease, const lease::Scheduler& scheduler);
+boost::json::object boardJson(const config::WorkerConfig& worker, const config::BoardConfig& board,
+                              const lease::Board* runtime);
+boost::json::object queueEntryJson(const lease::LeaseRequest& request, size_t position, int64_t now_ms,
+                                   int64_t aging_ms);
+boost::json::object selectorJson(const lease::Selector& selector);
+
+} // namespace hwfarm::api

@@ -1,0 +1,63 @@
+#include "daemon/api/metrics.h"
+
+#include <sstream>
+
+namespace hwfarm::api {
+namespace {
+
+void family(std::ostringstream& out, const char* name, const char* type, const char* help) {
+  out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+}
+
+} // namespace
+
+std::string renderMetrics(const AgentState& state, const LeaseService& leases,
+                          const std::map<int, uint64_t>& http_responses) {
+  std::ostringstream out;
+  const auto& scheduler = leases.scheduler();
+  const auto& m = leases.metrics();
+  std::string agent = "agent=\"" + state.config->agent.name + "\"";
+
+  family(out, "hwfarm_boards", "gauge", "Configured boards by state.");
+  std::map<std::string, int> by_state;
+  for (const char* s : {"offline", "recovering", "available", "leased", "quarantined", "maintenance"}) by_state[s] = 0;
+  for (const auto& b : scheduler.boards()) ++by_state[lease::toString(b.state)];
+  for (const auto& [s, n] : by_state) out << "hwfarm_boards{" << agent << ",state=\"" << s << "\"} " << n << '\n';
+
+  family(out, "hwfarm_leases_active", "gauge", "Leases currently held.");
+  out << "hwfarm_leases_active{" << agent << "} " << scheduler.activeLeaseCount() << '\n';
+  family(out, "hwfarm_queue_depth", "gauge", "Lease requests waiting for boards.");
+  out << "hwfarm_queue_depth{" << agent << "} " << scheduler.queueLength() << '\n';
+
+  family(out, "hwfarm_lease_grants_total", "counter", "Leases granted.");
+  out << "hwfarm_lease_grants_total{" << agent << "} " << m.grants << '\n';
+  family(out, "hwfarm_lease_releases_total", "counter", "Leases released by their holder.");
+  out << "hwfarm_lease_releases_total{" << agent << "} " << m.releases << '\n';
+  family(out, "hwfarm_lease_expiries_total", "counter", "Leases that expired without renewal.");
+  out << "hwfarm_lease_expiries_total{" << agent << "} " << m.expiries << '\n';
+  family(out, "hwfarm_lease_revocations_total", "counter", "Leases revoked by an operator or a config reload.");
+  out << "hwfarm_lease_revocations_total{" << agent << "} " << m.revocations << '\n';
+  family(out, "hwfarm_lease_wait_timeouts_total", "counter", "Lease requests not granted within their wait_s.");
+  out << "hwfarm_lease_wait_timeouts_total{" << agent << "} " << m.wait_timeouts << '\n';
+
+  family(out, "hwfarm_lease_wait_seconds", "histogram", "Time from request to grant.");
+  for (size_t i = 0; i < LeaseMetrics::kBuckets.size(); ++i)
+    out << "hwfarm_lease_wait_seconds_bucket{" << agent << ",le=\"" << LeaseMetrics::kBuckets[i] << "\"} "
+        << m.wait_buckets[i] << '\n';
+  out << "hwfarm_lease_wait_seconds_bucket{" << agent << ",le=\"+Inf\"} " << m.wait_count << '\n';
+  out << "hwfarm_lease_wait_seconds_sum{" << agent << "} " << m.wait_sum_s << '\n';
+  out << "hwfarm_lease_wait_seconds_count{" << agent << "} " << m.wait_count << '\n';
+
+  family(out, "hwfarm_http_responses_total", "counter", "HTTP responses by status code.");
+  for (const auto& [code, n] : http_responses)
+    out << "hwfarm_http_responses_total{" << agent << ",code=\"" << code << "\"} " << n << '\n';
+
+  family(out, "hwfarm_tier", "gauge", "Registered and effective CI tier.");
+  out << "hwfarm_tier{" << agent << ",kind=\"registered\"} " << state.config->agent.tier << '\n';
+  out << "hwfarm_tier{" << agent << ",kind=\"effective\"} " << state.effective_tier << '\n';
+  family(out, "hwfarm_config_generation", "gauge", "Configuration generation served.");
+  out << "hwfarm_config_generation{" << agent << "} " << state.config_status.generation << '\n';
+  return out.str();
+}
+
+} // namespace hwfarm::api

@@ -1,0 +1,15 @@
+// GET /metrics: Prometheus text exposition format 0.0.4.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "daemon/agent_state.h"
+#include "daemon/lease_service.h"
+
+namespace hwfarm::api {
+
+std::string renderMetrics(const AgentState& state, const LeaseService& leases,
+                          const std::map<int, uint64_t>& http_responses);
+
+} // namespace hwfarm::api

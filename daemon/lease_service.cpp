@@ -1,0 +1,408 @@
+#include "daemon/lease_service.h"
+
+#include <openssl/rand.h>
+
+#include <chrono>
+#include <set>
+#include <unordered_map>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/spdlog.h>
+
+#include "daemon/store/store.h"
+
+namespace hwfarm {
+namespace asio = boost::asio;
+using lease::BoardState;
+using lease::Changes;
+
+namespace {
+
+int64_t wallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// 128 random bits, hex: lease ids stay unique across restarts and hosts.
+std::string randomId() {
+  unsigned char bytes[16];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) throw std::runtime_error("RAND_bytes failed");
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  }
+  return out;
+}
+
+std::vector<lease::BoardSpec> specsOf(const config::FleetConfig& config) {
+  std::vector<lease::BoardSpec> specs;
+  for (const auto& w : config.workers)
+    for (const auto& b : w.boards)
+      specs.push_back({b.name, b.type, w.name, w.node, b.labels, b.driver, b.usb.serial.value_or(""),
+                       b.driver == "usb" ? b.serial.port : ""});
+  return specs;
+}
+
+// Until USB discovery reports presence, only simulated boards are present.
+BoardState initialState(const lease::BoardSpec& spec) {
+  return spec.driver == "qemu" ? BoardState::available : BoardState::offline;
+}
+
+lease::SchedulerOptions schedulerOptions(const config::FleetConfig& c) {
+  return {static_cast<int64_t>(c.leases.aging_s * 1000), static_cast<size_t>(c.limits.max_queue),
+          static_cast<int>(c.limits.max_count)};
+}
+
+} // namespace
+
+struct LeaseService::Impl {
+  struct Waiter {
+    uint64_t id;
+    AcquireDone done;
+    std::shared_ptr<asio::steady_timer> timer;
+  };
+
+  Impl(asio::io_context& io_context, const config::FleetConfig& config)
+      : io(io_context),
+        config(config),
+        scheduler(schedulerOptions(config), randomId),
+        store(config.agent.state_dir + "/hwfarm.db", store::StoreOptions{config.leases.fsync}),
+        expiry_timer(io_context) {}
+
+  void restore();
+  void persist(Changes changes, std::function<void()> then);
+  void delivered(const Changes& changes);
+  void armExpiry();
+  void scheduleRecovery(const std::string& board);
+  void answerWaiters(uint64_t ticket, const AcquireOutcome& outcome);
+  void waitTimedOut(uint64_t ticket, uint64_t waiter_id);
+  void waiterGone(uint64_t ticket, uint64_t waiter_id);
+  void countGrant(const lease::Lease& lease);
+  store::Batch batchOf(const Changes& changes) const;
+  int64_t now() const { return wallMs(); }
+
+  asio::io_context& io;
+  config::FleetConfig config;
+  lease::Scheduler scheduler;
+  store::Store store;
+  asio::steady_timer expiry_timer;
+  int64_t armed_for = INT64_MAX;
+  std::unordered_map<std::string, std::shared_ptr<asio::steady_timer>> recovery_timers;
+  std::unordered_map<uint64_t, std::vector<Waiter>> waiting;
+  std::set<uint64_t> abandoned; // tickets whose clients left after the grant decision
+  uint64_t next_waiter = 1;
+  LeaseMetrics metrics;
+  bool stopped = false;
+};
+
+store::Batch LeaseService::Impl::batchOf(const Changes& c) const {
+  store::Batch batch;
+  for (const auto* group : {&c.granted, &c.updated, &c.ended})
+    for (const auto& l : *group) batch.leases.push_back(*scheduler.lease(l.id));
+  for (const auto& name : c.boards)
+    if (const lease::Board* b = scheduler.board(name)) batch.boards.push_back(*b);
+  batch.events = c.events;
+  return batch;
+}
+
+void LeaseService::Impl::restore() {
+  int64_t t = now();
+  int64_t history_ms = static_cast<int64_t>(config.leases.history_days * 86400000.0);
+  Changes changes;
+  scheduler.configure(specsOf(config), initialState, t, changes);
+  for (const auto& b : store.loadBoards())
+    scheduler.restoreBoard(b.name, b.state, b.since_ms, b.last_used_ms, b.reason);
+  size_t active = 0;
+  for (const auto& l : store.loadLeases(t - history_ms)) {
+    scheduler.restoreLease(l);
+    if (l.state == lease::LeaseState::active) ++active;
+  }
+  // Active leases on boards that left the config while we were down.
+  for (const auto& [id, l] : scheduler.leases()) {
+    if (l.state != lease::LeaseState::active) continue;
+    for (const auto& b : l.boards)
+      if (!scheduler.board(b.name)) {
+        scheduler.revoke(id, "board " + b.name + " was removed from the configuration", t, changes);
+        break;
+      }
+  }
+  size_t before = changes.ended.size();
+  scheduler.expireDue(t, changes);
+  // Boards whose state was never written (a new database) get a row now.
+  for (const auto& b : scheduler.boards()) changes.boards.insert(b.spec.name);
+  store.commitNow(batchOf(changes));
+  store.prune(t - history_ms);
+  spdlog::info("lease state restored from {}: {} active lease(s), {} expired while hwfarmd was down", store.path(),
+               active - (changes.ended.size() - before), changes.ended.size() - before);
+  for (const auto& b : scheduler.boards())
+    if (b.state == BoardState::recovering) scheduleRecovery(b.spec.name);
+}
+
+void LeaseService::Impl::countGrant(const lease::Lease& l) {
+  ++metrics.grants;
+  double s = static_cast<double>(l.waited_ms) / 1000.0;
+  ++metrics.wait_count;
+  metrics.wait_sum_s += s;
+  for (size_t i = 0; i < LeaseMetrics::kBuckets.size(); ++i)
+    if (s <= LeaseMetrics::kBuckets[i]) ++metrics.wait_buckets[i];
+}
+
+// Makes `changes` durable, then runs `then` and answers everyone the changes
+// concern (waiting requests granted or dropped).
+void LeaseService::Impl::persist(Changes changes, std::function<void()> then) {
+  for (const auto& l : changes.granted) countGrant(l);
+  for (const auto& l : changes.ended) {
+    if (l.state == lease::LeaseState::released) ++metrics.releases;
+    else if (l.state == lease::LeaseState::expired) ++metrics.expiries;
+    else if (l.state == lease::LeaseState::revoked) ++metrics.revocations;
+  }
+  for (const auto& name : changes.boards)
+    if (const lease::Board* b = scheduler.board(name); b && b->state == BoardState::recovering) scheduleRecovery(name);
+  armExpiry();
+  if (!changes.durable() && changes.events.empty()) {
+    if (then) then();
+    delivered(changes);
+    return;
+  }
+  auto shared = std::make_shared<Changes>(std::move(changes));
+  store.commit(batchOf(*shared), [this, shared, then = std::move(then)](bool ok, const std::string& error) {
+    if (!ok) {
+      // Memory and disk disagree now; the durable state is the truth. Exit
+      // without answering anyone, and let systemd restart us from it.
+      spdlog::critical("cannot commit to {}: {}; exiting so that nothing unsaved is acknowledged", store.path(),
+                       error);
+      std::_Exit(70);
+    }
+    if (then) then();
+    delivered(*shared);
+  });
+}
+
+void LeaseService::Impl::delivered(const Changes& changes) {
+  for (const auto& l : changes.granted) {
+    if (abandoned.erase(l.ticket)) {
+      spdlog::info("lease {} granted to a client that left while waiting: releasing it", l.id);
+      Changes more;
+      scheduler.release(l.id, now(), more);
+      persist(std::move(more), nullptr);
+      continue;
+    }
+    AcquireOutcome outcome;
+    outcome.kind = AcquireOutcome::Kind::granted;
+    outcome.lease = *scheduler.lease(l.id);
+    answerWaiters(l.ticket, outcome);
+  }
+  for (const auto& d : changes.dropped) {
+    AcquireOutcome outcome;
+    outcome.kind = AcquireOutcome::Kind::unsatisfiable;
+    outcome.detail = d.detail;
+    answerWaiters(d.ticket, outcome);
+  }
+}
+
+void LeaseService::Impl::answerWaiters(uint64_t ticket, const AcquireOutcome& outcome) {
+  auto it = waiting.find(ticket);
+  if (it == waiting.end()) return;
+  std::vector<Waiter> waiters = std::move(it->second);
+  waiting.erase(it);
+  for (auto& w : waiters) {
+    w.timer->cancel();
+    w.done(outcome);
+  }
+}
+
+void LeaseService::Impl::armExpiry() {
+  int64_t next = scheduler.nextExpiry();
+  if (next == armed_for) return;
+  armed_for = next;
+  expiry_timer.cancel();
+  if (next == INT64_MAX) return;
+  expiry_timer.expires_after(std::chrono::milliseconds(std::max<int64_t>(0, next - now())));
+  expiry_timer.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    armed_for = INT64_MAX;
+    Changes changes;
+    scheduler.expireDue(now(), changes);
+    for (const auto& l : changes.ended)
+      spdlog::info("lease {} of {} expired (boards: {})", l.id, l.holder.principal, l.boards.size());
+    persist(std::move(changes), nullptr);
+  });
+}
+
+// Until health checks exist, recovery is a configurable wait (leases.recovery_s).
+void LeaseService::Impl::scheduleRecovery(const std::string& board) {
+  if (recovery_timers.count(board)) return;
+  auto timer = std::make_shared<asio::steady_timer>(io);
+  recovery_timers[board] = timer;
+  timer->expires_after(std::chrono::milliseconds(static_cast<int64_t>(config.leases.recovery_s * 1000)));
+  timer->async_wait([this, board](const boost::system::error_code& ec) {
+    if (ec) return;
+    recovery_timers.erase(board);
+    const lease::Board* b = scheduler.board(board);
+    if (!b || b->state != BoardState::recovering) return;
+    Changes changes;
+    scheduler.recovered(board, now(), changes);
+    persist(std::move(changes), nullptr);
+  });
+}
+
+void LeaseService::Impl::waitTimedOut(uint64_t ticket, uint64_t waiter_id) {
+  auto it = waiting.find(ticket);
+  if (it == waiting.end()) return;
+  // Granted but not yet committed: the grant is on its way to this waiter.
+  if (scheduler.position(ticket, now()) == 0) return;
+  auto& list = it->second;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].id != waiter_id) continue;
+    Waiter w = std::move(list[i]);
+    list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
+    AcquireOutcome outcome;
+    outcome.kind = AcquireOutcome::Kind::timeout;
+    outcome.position = scheduler.position(ticket, now());
+    ++metrics.wait_timeouts;
+    if (list.empty()) {
+      waiting.erase(it);
+      Changes changes;
+      scheduler.cancel(ticket, now(), changes);
+      persist(std::move(changes), nullptr);
+    }
+    w.done(outcome);
+    return;
+  }
+}
+
+void LeaseService::Impl::waiterGone(uint64_t ticket, uint64_t waiter_id) {
+  auto it = waiting.find(ticket);
+  if (it == waiting.end()) return;
+  auto& list = it->second;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].id != waiter_id) continue;
+    list[i].timer->cancel();
+    list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
+    break;
+  }
+  if (!list.empty()) return;
+  waiting.erase(it);
+  Changes changes;
+  // Not queued any more: granted, commit in flight. Give the boards back
+  // once the grant is durable (see delivered()).
+  if (!scheduler.cancel(ticket, now(), changes)) abandoned.insert(ticket);
+  persist(std::move(changes), nullptr);
+}
+
+LeaseService::LeaseService(asio::io_context& io, const config::FleetConfig& config)
+    : impl_(std::make_unique<Impl>(io, config)) {
+  impl_->restore();
+  Impl* impl = impl_.get();
+  impl_->store.start([impl](std::function<void()> fn) { asio::post(impl->io, std::move(fn)); });
+  impl_->armExpiry();
+}
+
+LeaseService::~LeaseService() = default;
+
+void LeaseService::reconfigure(const config::FleetConfig& config) {
+  impl_->config = config;
+  Changes changes;
+  impl_->scheduler.configure(specsOf(config), initialState, impl_->now(), changes);
+  for (const auto& l : changes.ended) spdlog::warn("lease {} {}", l.id, l.end_reason);
+  impl_->persist(std::move(changes), nullptr);
+}
+
+void LeaseService::stop() {
+  impl_->stopped = true;
+  AcquireOutcome outcome;
+  outcome.kind = AcquireOutcome::Kind::shutting_down;
+  outcome.detail = "hwfarmd is stopping; retry with the same idempotency_key";
+  std::vector<uint64_t> tickets;
+  for (const auto& [ticket, list] : impl_->waiting) tickets.push_back(ticket);
+  for (uint64_t t : tickets) impl_->answerWaiters(t, outcome);
+  impl_->expiry_timer.cancel();
+  for (auto& [name, timer] : impl_->recovery_timers) timer->cancel();
+}
+
+void LeaseService::acquire(lease::LeaseRequest request, int64_t wait_ms, AcquireDone done,
+                           const std::function<void(std::function<void()>)>& on_cancel) {
+  Impl& d = *impl_;
+  if (d.stopped) {
+    done({AcquireOutcome::Kind::shutting_down, {}, 0, "hwfarmd is stopping"});
+    return;
+  }
+  Changes changes;
+  lease::SubmitResult r = d.scheduler.submit(std::move(request), d.now(), changes);
+  switch (r.status) {
+    case lease::SubmitStatus::granted: {
+      AcquireOutcome outcome{AcquireOutcome::Kind::granted, r.lease, 0, ""};
+      d.persist(std::move(changes), [done, outcome] { done(outcome); });
+      return;
+    }
+    case lease::SubmitStatus::existing:
+      done({AcquireOutcome::Kind::existing, r.lease, 0, ""});
+      return;
+    case lease::SubmitStatus::unsatisfiable:
+      done({AcquireOutcome::Kind::unsatisfiable, {}, 0, r.detail});
+      return;
+    case lease::SubmitStatus::queue_full:
+      done({AcquireOutcome::Kind::queue_full, {}, 0, r.detail});
+      return;
+    case lease::SubmitStatus::queued:
+    case lease::SubmitStatus::joined:
+      break;
+  }
+  uint64_t ticket = r.ticket;
+  uint64_t id = d.next_waiter++;
+  auto timer = std::make_shared<asio::steady_timer>(d.io);
+  timer->expires_after(std::chrono::milliseconds(wait_ms));
+  timer->async_wait([&d, ticket, id](const boost::system::error_code& ec) {
+    if (!ec) d.waitTimedOut(ticket, id);
+  });
+  d.waiting[ticket].push_back({id, std::move(done), timer});
+  if (on_cancel) on_cancel([&d, ticket, id] { d.waiterGone(ticket, id); });
+  // The submit may have granted other requests (never: it only queues), but
+  // it may have changed nothing durable either; keep the path uniform.
+  d.persist(std::move(changes), nullptr);
+}
+
+void LeaseService::renew(const std::string& id, int64_t ttl_ms, OpDone done) {
+  Changes changes;
+  auto r = impl_->scheduler.renew(id, ttl_ms, impl_->now(), changes);
+  if (r.status != lease::OpStatus::ok) return done(r);
+  impl_->persist(std::move(changes), [done, r] { done(r); });
+}
+
+void LeaseService::release(const std::string& id, OpDone done) {
+  Changes changes;
+  auto r = impl_->scheduler.release(id, impl_->now(), changes);
+  if (r.status != lease::OpStatus::ok) return done(r);
+  impl_->persist(std::move(changes), [done, r] { done(r); });
+}
+
+void LeaseService::revoke(const std::string& id, const std::string& reason, OpDone done) {
+  Changes changes;
+  auto r = impl_->scheduler.revoke(id, reason, impl_->now(), changes);
+  if (r.status != lease::OpStatus::ok) return done(r);
+  impl_->persist(std::move(changes), [done, r] { done(r); });
+}
+
+void LeaseService::maintenance(const std::string& board, const std::string& reason, OpDone done) {
+  Changes changes;
+  auto r = impl_->scheduler.enterMaintenance(board, reason, impl_->now(), changes);
+  if (r.status != lease::OpStatus::ok) return done(r);
+  impl_->persist(std::move(changes), [done, r] { done(r); });
+}
+
+void LeaseService::resume(const std::string& board, OpDone done) {
+  Changes changes;
+  auto r = impl_->scheduler.resume(board, impl_->now(), changes);
+  if (r.status != lease::OpStatus::ok) return done(r);
+  impl_->persist(std::move(changes), [done, r] { done(r); });
+}
+
+const lease::Scheduler& LeaseService::scheduler() const { return impl_->scheduler; }
+const LeaseMetrics& LeaseService::metrics() const { return impl_->metrics; }
+int64_t LeaseService::nowMs() const { return impl_->now(); }
+
+} // namespace hwfarm

@@ -1,0 +1,74 @@
+// The lease service: the pure scheduler, made durable by the store and driven
+// by the event loop (expiry, wait deadlines, recovery). Every answer that
+// reports a state change is given only after that change is committed.
+//
+// Thread safety: all calls on the event loop thread.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "config/fleet_config.h"
+#include "daemon/lease/scheduler.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace hwfarm {
+
+struct AcquireOutcome {
+  enum class Kind { granted, existing, timeout, unsatisfiable, queue_full, shutting_down };
+  Kind kind = Kind::granted;
+  lease::Lease lease;
+  size_t position = 0; // timeout: the place the request had when it gave up
+  std::string detail;
+};
+
+struct LeaseMetrics {
+  uint64_t grants = 0, releases = 0, expiries = 0, revocations = 0, wait_timeouts = 0;
+  // Wait time of granted requests (seconds), cumulative Prometheus buckets.
+  static constexpr std::array<double, 12> kBuckets{0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800};
+  std::array<uint64_t, kBuckets.size()> wait_buckets{};
+  uint64_t wait_count = 0;
+  double wait_sum_s = 0;
+};
+
+class LeaseService {
+ public:
+  // Opens the database under the config's state dir and restores state:
+  // active leases keep holder, id and expiry; leases that expired while the
+  // daemon was down are expired now. Throws std::runtime_error on failure.
+  LeaseService(boost::asio::io_context& io, const config::FleetConfig& config);
+  ~LeaseService();
+
+  // Applies a reloaded config: new boards, removed boards (their leases are
+  // revoked with a reason), new limits.
+  void reconfigure(const config::FleetConfig& config);
+  // Answers every waiting request with shutting_down.
+  void stop();
+
+  using AcquireDone = std::function<void(AcquireOutcome)>;
+  // Grants now, or waits up to wait_ms. `cancel` receives a function the
+  // caller runs if its client goes away while waiting.
+  void acquire(lease::LeaseRequest request, int64_t wait_ms, AcquireDone done,
+               const std::function<void(std::function<void()>)>& on_cancel);
+  using OpDone = std::function<void(lease::OpResult)>;
+  void renew(const std::string& id, int64_t ttl_ms, OpDone done);
+  void release(const std::string& id, OpDone done);
+  void revoke(const std::string& id, const std::string& reason, OpDone done);
+  void maintenance(const std::string& board, const std::string& reason, OpDone done);
+  void resume(const std::string& board, OpDone done);
+
+  const lease::Scheduler& scheduler() const;
+  const LeaseMetrics& metrics() const;
+  int64_t nowMs() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace hwfarm

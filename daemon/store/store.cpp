@@ -1,0 +1,320 @@
+#include "daemon/store/store.h"
+
+#include <signal.h>
+#include <sqlite3.h>
+
+#include <stdexcept>
+
+namespace hwfarm::store {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS boards(
+  name TEXT PRIMARY KEY,
+  state TEXT NOT NULL,
+  since_ms INTEGER NOT NULL,
+  last_used_ms INTEGER NOT NULL,
+  reason TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS leases(
+  id TEXT PRIMARY KEY,
+  state TEXT NOT NULL,
+  principal TEXT NOT NULL,
+  job TEXT NOT NULL, build TEXT NOT NULL, stage TEXT NOT NULL, url TEXT NOT NULL,
+  context TEXT NOT NULL,
+  sel_type TEXT NOT NULL, sel_labels TEXT NOT NULL, sel_worker TEXT NOT NULL,
+  priority INTEGER NOT NULL,
+  idempotency_key TEXT NOT NULL,
+  ttl_ms INTEGER NOT NULL,
+  granted_ms INTEGER NOT NULL,
+  expires_ms INTEGER NOT NULL,
+  ended_ms INTEGER NOT NULL,
+  end_reason TEXT NOT NULL,
+  waited_ms INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS leases_by_state ON leases(state, ended_ms);
+CREATE TABLE IF NOT EXISTS lease_boards(
+  lease_id TEXT NOT NULL,
+  position INTEGER NOT NULL,
+  board TEXT NOT NULL,
+  lost_ms INTEGER NOT NULL,
+  PRIMARY KEY(lease_id, position));
+CREATE TABLE IF NOT EXISTS events(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  at_ms INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  lease_id TEXT NOT NULL,
+  board TEXT NOT NULL,
+  detail TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS events_by_time ON events(at_ms);
+)sql";
+
+// A prepared statement, reset after each use.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK)
+      throw std::runtime_error(std::string("sqlite prepare: ") + sqlite3_errmsg(db));
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement& bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Statement& bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  bool step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc != SQLITE_DONE) {
+      std::string message = sqlite3_errmsg(db_);
+      sqlite3_reset(stmt_);
+      sqlite3_clear_bindings(stmt_);
+      throw std::runtime_error("sqlite step: " + message);
+    }
+    return false;
+  }
+  void run() {
+    step();
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  std::string text(int col) const {
+    const unsigned char* t = sqlite3_column_text(stmt_, col);
+    return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
+  }
+  int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+std::string joinLabels(const std::vector<std::string>& labels) {
+  std::string out;
+  for (const auto& l : labels) out += (out.empty() ? "" : ",") + l;
+  return out;
+}
+
+std::vector<std::string> splitLabels(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+} // namespace
+
+Store::Store(const std::string& path, StoreOptions options) : path_(path) {
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK) {
+    std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    throw std::runtime_error("cannot open database " + path + ": " + message);
+  }
+  try {
+    exec("PRAGMA journal_mode=WAL");
+    exec(options.synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+    exec("PRAGMA busy_timeout=5000");
+    exec(kSchema);
+    Statement version(db_, "SELECT value FROM meta WHERE key='schema_version'");
+    if (version.step()) {
+      if (std::stoi(version.text(0)) != kSchemaVersion)
+        throw std::runtime_error("schema version " + version.text(0) + " is not " + std::to_string(kSchemaVersion));
+    } else {
+      exec(("INSERT INTO meta(key, value) VALUES('schema_version', '" + std::to_string(kSchemaVersion) + "')").c_str());
+    }
+  } catch (const std::exception& e) {
+    sqlite3_close(db_);
+    throw std::runtime_error("database " + path + ": " + e.what());
+  }
+}
+
+Store::~Store() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (writer_.joinable()) writer_.join();
+  statements_.reset();
+  sqlite3_close(db_);
+}
+
+void Store::exec(const char* sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
+    std::string message = error ? error : "unknown error";
+    sqlite3_free(error);
+    throw std::runtime_error(message);
+  }
+}
+
+std::vector<StoredBoard> Store::loadBoards() {
+  std::vector<StoredBoard> out;
+  Statement s(db_, "SELECT name, state, since_ms, last_used_ms, reason FROM boards");
+  while (s.step()) {
+    StoredBoard b;
+    b.name = s.text(0);
+    b.state = lease::boardStateFromString(s.text(1)).value_or(lease::BoardState::offline);
+    b.since_ms = s.integer(2);
+    b.last_used_ms = s.integer(3);
+    b.reason = s.text(4);
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+std::vector<lease::Lease> Store::loadLeases(int64_t ended_since_ms) {
+  std::vector<lease::Lease> out;
+  Statement s(db_,
+              "SELECT id, state, principal, job, build, stage, url, context, sel_type, sel_labels, sel_worker, "
+              "priority, idempotency_key, ttl_ms, granted_ms, expires_ms, ended_ms, end_reason, waited_ms "
+              "FROM leases WHERE state = 'active' OR ended_ms >= ?1 ORDER BY granted_ms");
+  s.bind(1, ended_since_ms);
+  Statement boards(db_, "SELECT board, lost_ms FROM lease_boards WHERE lease_id = ?1 ORDER BY position");
+  while (s.step()) {
+    lease::Lease l;
+    l.id = s.text(0);
+    l.state = lease::leaseStateFromString(s.text(1)).value_or(lease::LeaseState::revoked);
+    l.holder = {s.text(2), s.text(3), s.text(4), s.text(5), s.text(6)};
+    l.context = lease::contextFromString(s.text(7)).value_or(lease::Context::manual);
+    l.selector.type = s.text(8);
+    l.selector.labels = splitLabels(s.text(9));
+    l.selector.worker = s.text(10);
+    l.priority = static_cast<int>(s.integer(11));
+    l.idempotency_key = s.text(12);
+    l.ttl_ms = s.integer(13);
+    l.granted_ms = s.integer(14);
+    l.expires_ms = s.integer(15);
+    l.ended_ms = s.integer(16);
+    l.end_reason = s.text(17);
+    l.waited_ms = s.integer(18);
+    boards.bind(1, l.id);
+    while (boards.step()) l.boards.push_back({boards.text(0), boards.integer(1) != 0, boards.integer(1)});
+    boards.run();
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+void Store::prune(int64_t cutoff_ms) {
+  exec("BEGIN IMMEDIATE");
+  Statement boards(db_, "DELETE FROM lease_boards WHERE lease_id IN "
+                        "(SELECT id FROM leases WHERE state != 'active' AND ended_ms < ?1)");
+  boards.bind(1, cutoff_ms).run();
+  Statement leases(db_, "DELETE FROM leases WHERE state != 'active' AND ended_ms < ?1");
+  leases.bind(1, cutoff_ms).run();
+  Statement events(db_, "DELETE FROM events WHERE at_ms < ?1");
+  events.bind(1, cutoff_ms).run();
+  exec("COMMIT");
+}
+
+struct Store::Statements {
+  explicit Statements(sqlite3* db)
+      : lease(db,
+              "INSERT OR REPLACE INTO leases(id, state, principal, job, build, stage, url, context, sel_type, "
+              "sel_labels, sel_worker, priority, idempotency_key, ttl_ms, granted_ms, expires_ms, ended_ms, "
+              "end_reason, waited_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
+              "?16, ?17, ?18, ?19)"),
+        clear(db, "DELETE FROM lease_boards WHERE lease_id = ?1"),
+        member(db, "INSERT INTO lease_boards(lease_id, position, board, lost_ms) VALUES(?1, ?2, ?3, ?4)"),
+        board(db, "INSERT OR REPLACE INTO boards(name, state, since_ms, last_used_ms, reason) "
+                  "VALUES(?1, ?2, ?3, ?4, ?5)"),
+        event(db, "INSERT INTO events(at_ms, kind, lease_id, board, detail) VALUES(?1, ?2, ?3, ?4, ?5)") {}
+  Statement lease, clear, member, board, event;
+};
+
+void Store::apply(const Batch& batch) {
+  if (!statements_) statements_ = std::make_unique<Statements>(db_);
+  Statement& lease = statements_->lease;
+  Statement& clear = statements_->clear;
+  Statement& member = statements_->member;
+  for (const auto& l : batch.leases) {
+    lease.bind(1, l.id).bind(2, std::string(lease::toString(l.state))).bind(3, l.holder.principal);
+    lease.bind(4, l.holder.job).bind(5, l.holder.build).bind(6, l.holder.stage).bind(7, l.holder.url);
+    lease.bind(8, std::string(lease::toString(l.context))).bind(9, l.selector.type);
+    lease.bind(10, joinLabels(l.selector.labels)).bind(11, l.selector.worker);
+    lease.bind(12, static_cast<int64_t>(l.priority)).bind(13, l.idempotency_key).bind(14, l.ttl_ms);
+    lease.bind(15, l.granted_ms).bind(16, l.expires_ms).bind(17, l.ended_ms).bind(18, l.end_reason);
+    lease.bind(19, l.waited_ms).run();
+    clear.bind(1, l.id).run();
+    for (size_t i = 0; i < l.boards.size(); ++i)
+      member.bind(1, l.id).bind(2, static_cast<int64_t>(i)).bind(3, l.boards[i].name)
+          .bind(4, l.boards[i].lost ? std::max<int64_t>(1, l.boards[i].lost_ms) : 0).run();
+  }
+  Statement& board = statements_->board;
+  for (const auto& b : batch.boards)
+    board.bind(1, b.spec.name).bind(2, std::string(lease::toString(b.state))).bind(3, b.since_ms)
+        .bind(4, b.last_used_ms).bind(5, b.reason).run();
+  Statement& event = statements_->event;
+  for (const auto& e : batch.events)
+    event.bind(1, e.at_ms).bind(2, e.kind).bind(3, e.lease_id).bind(4, e.board).bind(5, e.detail).run();
+}
+
+void Store::commitNow(const Batch& batch) {
+  exec("BEGIN IMMEDIATE");
+  try {
+    apply(batch);
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+void Store::start(Post post) {
+  post_ = std::move(post);
+  // The writer must not take the signals the event loop handles.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);
+  writer_ = std::thread([this] { writerLoop(); });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
+void Store::commit(Batch batch, Done done) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back({std::move(batch), std::move(done)});
+  }
+  wake_.notify_one();
+}
+
+void Store::writerLoop() {
+  while (true) {
+    std::deque<Pending> work;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty() && stopping_) return;
+      work.swap(queue_);
+    }
+    bool ok = true;
+    std::string error;
+    try {
+      exec("BEGIN IMMEDIATE");
+      for (const auto& p : work) apply(p.batch);
+      exec("COMMIT");
+    } catch (const std::exception& e) {
+      ok = false;
+      error = e.what();
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+    auto completions = std::make_shared<std::deque<Pending>>(std::move(work));
+    post_([completions, ok, error] {
+      for (auto& p : *completions)
+        if (p.done) p.done(ok, error);
+    });
+  }
+}
+
+} // namespace hwfarm::store

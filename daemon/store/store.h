@@ -1,0 +1,97 @@
+// Durable state: boards, leases and the event log in SQLite (WAL) under the
+// state directory.
+//
+// Writes go through one writer thread that commits whatever is queued in a
+// single transaction (group commit) and then posts each batch's completion
+// back to the event loop, in order. The daemon answers a request only from
+// that completion, so every acknowledged change is on disk. Reads happen
+// once, at start-up, before the writer starts.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/lease/scheduler.h"
+
+struct sqlite3;
+
+namespace hwfarm::store {
+
+struct StoredBoard {
+  std::string name;
+  lease::BoardState state = lease::BoardState::offline;
+  int64_t since_ms = 0;
+  int64_t last_used_ms = 0;
+  std::string reason;
+};
+
+// Everything one scheduler operation made durable.
+struct Batch {
+  std::vector<lease::Lease> leases; // inserted or replaced whole
+  std::vector<lease::Board> boards;
+  std::vector<lease::Event> events;
+  bool empty() const { return leases.empty() && boards.empty() && events.empty(); }
+};
+
+struct StoreOptions {
+  bool synchronous_full = true; // fsync every commit (power-loss safe); else only crash safe
+};
+
+class Store {
+ public:
+  // Opens or creates `path`. Throws std::runtime_error naming the file and
+  // SQLite's message on failure (start-up only).
+  Store(const std::string& path, StoreOptions options);
+  ~Store(); // commits what is queued, then stops the writer
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Start-up reads; REQUIRES: start() not called yet.
+  std::vector<StoredBoard> loadBoards();
+  // Active leases and those that ended at or after `ended_since_ms`.
+  std::vector<lease::Lease> loadLeases(int64_t ended_since_ms);
+  // Deletes ended leases and events older than `cutoff_ms`.
+  void prune(int64_t cutoff_ms);
+  // Commits on the calling thread; REQUIRES: start() not called yet.
+  void commitNow(const Batch& batch);
+
+  using Post = std::function<void(std::function<void()>)>;
+  using Done = std::function<void(bool ok, const std::string& error)>;
+  // Starts the writer thread. `post` must run a function on the event loop.
+  void start(Post post);
+  // Queues `batch`; `done` runs on the event loop after the commit (or its
+  // failure). Batches are committed and completed in submission order.
+  void commit(Batch batch, Done done);
+
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Pending {
+    Batch batch;
+    Done done;
+  };
+  void writerLoop();
+  void apply(const Batch& batch);
+  void exec(const char* sql);
+
+  struct Statements; // prepared once, used by whichever thread writes
+
+  std::string path_;
+  sqlite3* db_ = nullptr;
+  std::unique_ptr<Statements> statements_;
+  Post post_;
+  std::thread writer_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Pending> queue_;
+  bool stopping_ = false;
+};
+
+} // namespace hwfarm::store
