@@ -13,6 +13,7 @@
 
 #include <boost/json.hpp>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "tests/support/daemon_harness.h"
@@ -243,7 +244,12 @@ TEST_CASE("under journald every log line starts with its syslog priority") {
   REQUIRE(d.process().wait(15s));
   // info lines get <6>, the anonymous-access warning <4>, and no timestamps.
   std::string text = d.log();
-  REQUIRE(text.find("<6>listening on http://127.0.0.1:") == 0);
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    INFO(line);
+    REQUIRE(std::regex_search(line, std::regex("^<[2-7]>[^<\\s]")));
+  }
+  REQUIRE(text.find("\n<6>listening on http://127.0.0.1:") != std::string::npos);
   REQUIRE(text.find("\n<4>anonymous access is allowed") != std::string::npos);
   REQUIRE(text.find("\n<6>hwfarmd stopped") != std::string::npos);
 }

@@ -1,6 +1,12 @@
 #include "tests/support/daemon_harness.h"
 
+#include "daemon/state_dir.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+
 #include <regex>
+#include <thread>
 #include <stdexcept>
 
 namespace hwfarm::test {
@@ -15,28 +21,61 @@ std::string qemuFleet(const std::string& state_dir, int boards, const std::strin
   return text;
 }
 
+std::string writeTokens(const TempDir& dir) {
+  std::string text;
+  for (const char* role : {"viewer", "pipeline", "operator"})
+    text += std::string("[[token]]\nname = \"") + role + "\"\nrole = \"" + role + "\"\nsha256 = \"" +
+            sha256Hex(std::string("secret-") + role) + "\"\n";
+  text += "[[token]]\nname = \"pipeline2\"\nrole = \"pipeline\"\nsha256 = \"" + sha256Hex("secret-pipeline2") +
+          "\"\n";
+  std::string path = dir.write("tokens.toml", text);
+  ::chmod(path.c_str(), 0600);
+  return path;
+}
+
 RunningDaemon::RunningDaemon(const TempDir& dir, const std::string& config_text,
-                             const std::map<std::string, std::string>& env) {
+                             const std::map<std::string, std::string>& env)
+    : env_(env), dir_(dir) {
   config_path_ = dir.write("fleet.toml", config_text);
   log_path_ = dir.file("hwfarmd.log");
+  start();
+}
+
+void RunningDaemon::start() {
   std::map<std::string, std::string> environment{{"NOTIFY_SOCKET", ""}, {"JOURNAL_STREAM", ""},
                                                  {"WATCHDOG_USEC", ""}};
-  for (const auto& [k, v] : env) environment[k] = v;
+  for (const auto& [k, v] : env_) environment[k] = v;
+  size_t log_start = readFile(log_path_).size();
   process_ = std::make_unique<Process>(std::vector<std::string>{HWFARMD_PATH, "--config", config_path_},
-                                       dir.file("hwfarmd.out"), log_path_, environment, dir.path());
-  auto text = waitForText(log_path_, " ready: ", std::chrono::seconds(20));
-  if (!text) throw std::runtime_error("hwfarmd did not become ready; log:\n" + log());
+                                       dir_.file("hwfarmd.out"), log_path_, environment, dir_.path());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::string text;
+  while (true) {
+    text = readFile(log_path_).substr(log_start);
+    if (text.find(" ready: ") != std::string::npos) break;
+    if (std::chrono::steady_clock::now() > deadline || !process_->running())
+      throw std::runtime_error("hwfarmd did not become ready; log:\n" + text);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   std::smatch m;
-  if (!std::regex_search(*text, m, std::regex("listening on (http://[^\\s]+|unix:[^\\s]+)")))
-    throw std::runtime_error("hwfarmd logged no listen address; log:\n" + *text);
+  if (!std::regex_search(text, m, std::regex("listening on (http://[^\\s]+|unix:[^\\s]+)")))
+    throw std::runtime_error("hwfarmd logged no listen address; log:\n" + text);
   url_ = m[1];
 }
 
-cli::HttpResult RunningDaemon::get(const std::string& target) const { return request("GET", target, ""); }
+void RunningDaemon::killAndRestart() {
+  process_->signal(SIGKILL);
+  process_->wait(std::chrono::seconds(10));
+  start();
+}
+
+cli::HttpResult RunningDaemon::get(const std::string& target, const std::string& token) const {
+  return request("GET", target, "", token);
+}
 
 cli::HttpResult RunningDaemon::request(const std::string& method, const std::string& target,
-                                       const std::string& body) const {
-  return cli::HttpClient(url_, 10).request(method, target, body, "");
+                                       const std::string& body, const std::string& token, double timeout_s) const {
+  return cli::HttpClient(url_, timeout_s).request(method, target, body, token);
 }
 
 } // namespace hwfarm::test

@@ -13,6 +13,10 @@ namespace hwfarm::test {
 // free loopback port, state under `state_dir`.
 std::string qemuFleet(const std::string& state_dir, int boards, const std::string& agent_extra = "");
 
+// Writes a tokens file (mode 0600) with one token per role, named after the
+// role, whose secret is "secret-<role>"; returns its path.
+std::string writeTokens(const TempDir& dir);
+
 class RunningDaemon {
  public:
   // Writes `config_text` to <dir>/fleet.toml and starts hwfarmd on it; waits
@@ -26,10 +30,18 @@ class RunningDaemon {
   std::string log() const { return readFile(log_path_); }
   Process& process() { return *process_; }
 
-  cli::HttpResult get(const std::string& target) const;
-  cli::HttpResult request(const std::string& method, const std::string& target, const std::string& body) const;
+  cli::HttpResult get(const std::string& target, const std::string& token = "") const;
+  cli::HttpResult request(const std::string& method, const std::string& target, const std::string& body,
+                          const std::string& token = "", double timeout_s = 30) const;
+
+  // SIGKILLs the daemon and starts it again on the same config and state.
+  void killAndRestart();
 
  private:
+  void start();
+
+  std::map<std::string, std::string> env_;
+  const TempDir& dir_;
   std::string config_path_;
   std::string log_path_;
   std::string url_;
