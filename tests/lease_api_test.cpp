@@ -364,3 +364,28 @@ TEST_CASE("a tokens file readable by others stops the daemon from starting") {
                                                                    "run: chmod o-rwx " + dir.file("tokens.toml")) !=
           std::string::npos);
 }
+
+TEST_CASE("after kill -9 a lease keeps holder and expiry and one that ran out meanwhile is expired at start-up") {
+  TempDir dir;
+  RunningDaemon d(dir, tokenFleet(dir, 2));
+  auto keep = parse(d.request("POST", "/v1/leases", acquireBody(1, 600), kPipeline));
+  auto lapse = parse(d.request("POST", "/v1/leases", acquireBody(1, 0.5), kPipeline2));
+  d.process().signal(SIGKILL);
+  d.process().wait(10s);
+  std::this_thread::sleep_for(800ms); // the short lease runs out while the daemon is down
+  d.killAndRestart();
+  REQUIRE(d.log().find("lease state restored from " + dir.file("state/hwfarm.db") +
+                       ": 1 active lease(s), 1 expired while hwfarmd was down") != std::string::npos);
+  auto kept = parse(d.get("/v1/leases/" + std::string(keep.at("id").as_string()), kViewer));
+  REQUIRE(kept.at("state").as_string() == "active");
+  REQUIRE(kept.at("holder") == keep.at("holder"));
+  REQUIRE(kept.at("expires_at") == keep.at("expires_at"));
+  REQUIRE(kept.at("boards").at(0).at("name") == keep.at("boards").at(0).at("name"));
+  auto lapsed = parse(d.get("/v1/leases/" + std::string(lapse.at("id").as_string()), kViewer));
+  REQUIRE(lapsed.at("state").as_string() == "expired");
+  // Its holder cannot renew it; the kept one renews.
+  REQUIRE(d.request("POST", "/v1/leases/" + std::string(lapse.at("id").as_string()) + "/renew", "", kPipeline2)
+              .status == 409);
+  REQUIRE(d.request("POST", "/v1/leases/" + std::string(keep.at("id").as_string()) + "/renew", "", kPipeline)
+              .status == 200);
+}
