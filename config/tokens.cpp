@@ -1,5 +1,6 @@
 #include "config/tokens.h"
 
+#include <openssl/evp.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -19,6 +20,19 @@ const char* toString(Role role) {
     case Role::operator_: return "operator";
   }
   return "viewer";
+}
+
+std::string sha256Hex(const std::string& data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < length; ++i) {
+    out += hex[digest[i] >> 4];
+    out += hex[digest[i] & 15];
+  }
+  return out;
 }
 
 TokensResult parseTokens(std::string_view text, const std::string& file) {

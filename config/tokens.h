@@ -31,6 +31,10 @@ struct TokensResult {
 
 TokensResult parseTokens(std::string_view text, const std::string& file);
 
+// Lower-case hex SHA-256 of `data` (how tokens are stored, and the config
+// fingerprint /v1/healthz reports).
+std::string sha256Hex(const std::string& data);
+
 // Reads `path`; refuses (an error) a file that others may read, or that is
 // not a regular file.
 TokensResult loadTokensFile(const std::string& path);

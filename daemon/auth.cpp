@@ -1,6 +1,6 @@
 #include "daemon/auth.h"
 
-#include "daemon/state_dir.h"
+#include "config/tokens.h"
 
 namespace hwfarm {
 
@@ -17,7 +17,7 @@ std::optional<Principal> Authenticator::authenticate(const std::string& authoriz
   static const std::string kBearer = "Bearer ";
   if (authorization.size() <= kBearer.size() || authorization.compare(0, kBearer.size(), kBearer) != 0)
     return std::nullopt;
-  auto it = by_hash_.find(sha256Hex(authorization.substr(kBearer.size())));
+  auto it = by_hash_.find(config::sha256Hex(authorization.substr(kBearer.size())));
   if (it == by_hash_.end()) return std::nullopt;
   return it->second;
 }

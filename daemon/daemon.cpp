@@ -118,7 +118,7 @@ int Daemon::Impl::run() {
   state.started_at = unixNow();
   state.config_status.generation = 1;
   state.config_status.source = config->source;
-  state.config_status.sha256 = sha256Hex(loaded.text);
+  state.config_status.sha256 = config::sha256Hex(loaded.text);
   state.config_status.loaded_at = state.started_at;
   state.effective_tier = effectiveTier(*config);
   state.tier_since_ms = unixNowMs();
@@ -264,7 +264,7 @@ void Daemon::Impl::reload() {
   leases->reconfigure(*next);
   status.generation += 1;
   status.source = next->source;
-  status.sha256 = sha256Hex(loaded.text);
+  status.sha256 = config::sha256Hex(loaded.text);
   status.loaded_at = status.last_reload_at;
   spdlog::info("configuration generation {} loaded: {}", status.generation, summary(*next));
   systemd::ready("serving " + summary(*next));

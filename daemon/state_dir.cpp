@@ -1,7 +1,6 @@
 #include "daemon/state_dir.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -41,19 +40,6 @@ StateDirLock::StateDirLock(const std::string& path) : path_(path) {
 
 StateDirLock::~StateDirLock() {
   if (fd_ >= 0) ::close(fd_);
-}
-
-std::string sha256Hex(const std::string& data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < length; ++i) {
-    out += hex[digest[i] >> 4];
-    out += hex[digest[i] & 15];
-  }
-  return out;
 }
 
 } // namespace hwfarm

@@ -23,7 +23,4 @@ class StateDirLock {
   int fd_ = -1;
 };
 
-// Hex SHA-256 of `data`.
-std::string sha256Hex(const std::string& data);
-
 } // namespace hwfarm

@@ -311,9 +311,9 @@ TEST_CASE("hwfarmctl talks to hwfarmd over a unix socket with tables and JSON an
 
   auto r = runCommand({HWFARMCTL_PATH, "--url", "unix:" + sock, "boards"});
   REQUIRE(r.status.code == 0);
-  REQUIRE(r.out == "NAME   TYPE        WORKER  DRIVER  LABELS  CONSOLE\n"
-                   "sim-0  mps2-an385  w0      qemu    -       qemu\n"
-                   "sim-1  mps2-an385  w0      qemu    -       qemu\n");
+  REQUIRE(r.out == "NAME   TYPE        WORKER  STATE      LEASE  LABELS  CONSOLE\n"
+                   "sim-0  mps2-an385  w0      available  -      -       qemu\n"
+                   "sim-1  mps2-an385  w0      available  -      -       qemu\n");
 
   r = runCommand({HWFARMCTL_PATH, "--json", "boards"}, {{"HWFARM_URL", d.url()}});
   REQUIRE(r.status.code == 0);
@@ -330,5 +330,5 @@ TEST_CASE("hwfarmctl talks to hwfarmd over a unix socket with tables and JSON an
 
   r = runCommand({HWFARMCTL_PATH, "--url", d.url(), "frobnicate"});
   REQUIRE(r.status.code == 2);
-  REQUIRE(r.err.find("hwfarmctl: expected one command") == 0);
+  REQUIRE(r.err.find("hwfarmctl: unknown command \"frobnicate\"") == 0);
 }

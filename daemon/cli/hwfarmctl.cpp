@@ -1,11 +1,17 @@
 #include "daemon/cli/hwfarmctl.h"
 
+#include <openssl/rand.h>
+
 #include <cstdlib>
+#include <iostream>
 #include <sstream>
+#include <thread>
 
 #include <boost/json.hpp>
 
-#include "daemon/cli/http_client.h"
+#include "daemon/cli/args.h"
+#include "daemon/cli/session.h"
+#include "config/tokens.h"
 
 namespace hwfarm::cli {
 namespace json = boost::json;
@@ -13,38 +19,41 @@ namespace json = boost::json;
 namespace {
 
 constexpr const char* kUsageText =
-    "usage: hwfarmctl [--url URL] [--token TOKEN] [--json] COMMAND\n"
+    "usage: hwfarmctl [--url URL] [--token TOKEN] [--json] [-q] COMMAND ...\n"
     "\n"
     "commands:\n"
-    "  status     the daemon's health, tier and loaded configuration\n"
-    "  boards     the configured boards\n"
+    "  status                         health, tiers and loaded configuration\n"
+    "  boards                         boards with their state and lease\n"
+    "  queue                          lease requests waiting for boards\n"
+    "  lease acquire SELECTOR [OPTS]  lease boards (prints the lease)\n"
+    "  lease renew ID [--ttl S]       extend a lease\n"
+    "  lease release ID               give a lease back\n"
+    "  lease show ID                  one lease\n"
+    "  lease list [--all]             active leases (--all: with ended ones)\n"
+    "  lease run SELECTOR [OPTS] -- CMD ARGS...\n"
+    "                                 lease, run CMD with the boards in its\n"
+    "                                 environment, renew meanwhile, release\n"
+    "  board maintenance NAME [--reason TEXT] | board resume NAME   (operator)\n"
+    "  token new NAME --role viewer|pipeline|operator\n"
+    "                                 make a token and its tokens-file entry\n"
+    "\n"
+    "SELECTOR: --type T and/or --label L (repeatable); OPTS: --count N,\n"
+    "  --worker W (default $HWFARM_WORKER), --ttl S (default 1800), --wait S\n"
+    "  (default 1800), --priority P, --context pr|pr-tagged|nightly|manual\n"
+    "  (default $HWFARM_CONTEXT, else pr when $CHANGE_ID is set, else manual),\n"
+    "  --key K (idempotency key; default: a fresh one per invocation)\n"
     "\n"
     "options:\n"
     "  --url URL      http://HOST:PORT or unix:/PATH (default $HWFARM_URL or\n"
     "                 http://127.0.0.1:7420)\n"
     "  --token TOKEN  bearer token (default $HWFARM_TOKEN)\n"
     "  --json         print the daemon's JSON instead of a table\n"
+    "  -q, --quiet    lease acquire: print only the lease id\n"
     "\n"
-    "exit codes: 0 ok, 1 the daemon answered with an error, 2 bad usage,\n"
-    "            3 the daemon is unreachable\n";
-
-struct Options {
-  std::string url;
-  std::string token;
-  bool json = false;
-  std::vector<std::string> words;
-};
-
-std::string env(const char* name, const char* fallback) {
-  const char* value = std::getenv(name);
-  return value && *value ? value : fallback;
-}
-
-std::string text(const json::value& v) {
-  if (v.is_string()) return std::string(v.as_string());
-  if (v.is_null()) return "-";
-  return json::serialize(v);
-}
+    "exit codes: 0 ok, 1 other daemon error, 2 bad usage, 3 daemon unreachable,\n"
+    "  4 no board within --wait, 5 refused by the agent's tier, 6 no configured\n"
+    "  board matches, 7 authentication or role, 8 lease lost during lease run;\n"
+    "  lease run otherwise exits with CMD's exit code\n";
 
 std::string joined(const json::value& v) {
   std::string out;
@@ -54,12 +63,32 @@ std::string joined(const json::value& v) {
 }
 
 int printBoards(const json::value& body, std::ostream& out) {
-  std::vector<std::vector<std::string>> rows{{"NAME", "TYPE", "WORKER", "DRIVER", "LABELS", "CONSOLE"}};
+  std::vector<std::vector<std::string>> rows{{"NAME", "TYPE", "WORKER", "STATE", "LEASE", "LABELS", "CONSOLE"}};
   for (const auto& b : body.at("boards").as_array()) {
     const auto& o = b.as_object();
     std::string console = o.contains("serial_port") ? text(o.at("serial_port")) : "qemu";
-    rows.push_back({text(o.at("name")), text(o.at("type")), text(o.at("worker")), text(o.at("driver")),
-                    joined(o.at("labels")), console});
+    std::string state = o.contains("state") ? text(o.at("state")) : "-";
+    std::string lease = o.contains("lease") ? text(o.at("lease")) : "-";
+    if (lease.size() > 12) lease = lease.substr(0, 12);
+    rows.push_back({text(o.at("name")), text(o.at("type")), text(o.at("worker")), state, lease, joined(o.at("labels")),
+                    console});
+  }
+  out << formatTable(rows);
+  return kOk;
+}
+
+int printQueue(const json::value& body, std::ostream& out) {
+  std::vector<std::vector<std::string>> rows{{"POS", "SELECTOR", "COUNT", "PRIORITY", "CONTEXT", "HOLDER", "WAITING"}};
+  for (const auto& q : body.at("queue").as_array()) {
+    const auto& sel = q.at("selector");
+    std::string selector = text(sel.at("type"));
+    if (!sel.at("labels").as_array().empty()) selector += " labels=" + joined(sel.at("labels"));
+    if (!sel.at("worker").is_null()) selector += " worker=" + text(sel.at("worker"));
+    std::ostringstream waiting;
+    waiting << q.at("waiting_ms").to_number<int64_t>() / 1000 << "s";
+    rows.push_back({text(q.at("position")), selector, text(q.at("count")), text(q.at("priority")),
+                    text(q.at("context")), text(q.at("holder").at("principal")) + " " + text(q.at("holder").at("job")),
+                    waiting.str()});
   }
   out << formatTable(rows);
   return kOk;
@@ -69,7 +98,8 @@ int printStatus(const json::value& body, std::ostream& out) {
   const auto& o = body.as_object();
   const auto& c = o.at("config").as_object();
   out << "agent:      " << text(o.at("agent")) << " (hwfarmd " << text(o.at("version")) << ")\n"
-      << "tier:       " << text(o.at("registered_tier")) << " (registered)\n"
+      << "tier:       " << text(o.at("effective_tier")) << " (registered " << text(o.at("registered_tier"))
+      << ", since " << text(o.at("tier_since")) << ")\n"
       << "config:     generation " << text(c.at("generation")) << " from " << text(c.at("source")) << "\n"
       << "            " << text(c.at("workers")) << " workers, " << text(c.at("boards")) << " boards, sha256 "
       << text(c.at("sha256")).substr(0, 12) << "\n";
@@ -81,7 +111,120 @@ int printStatus(const json::value& body, std::ostream& out) {
   return kOk;
 }
 
+int simpleGet(Session& s, const std::string& path, int (*print)(const json::value&, std::ostream&)) {
+  int code = kOk;
+  auto body = s.call("GET", path, "", &code);
+  if (!body) return code;
+  if (s.json) {
+    s.out << json::serialize(*body) << "\n";
+    return kOk;
+  }
+  return print(*body, s.out);
+}
+
+int boardCommand(Session& s, const std::vector<std::string>& argv) {
+  Args a(argv, {"--reason"}, {});
+  if (!a.error().empty()) {
+    s.err << "hwfarmctl board: " << a.error() << "\n";
+    return kUsage;
+  }
+  const auto& p = a.positional();
+  if (p.size() != 2 || (p[0] != "maintenance" && p[0] != "resume")) {
+    s.err << "hwfarmctl: usage: board maintenance NAME [--reason TEXT] | board resume NAME\n";
+    return kUsage;
+  }
+  std::string body;
+  if (auto reason = a.value("--reason")) body = json::serialize(json::object{{"reason", *reason}});
+  int code = kOk;
+  auto r = s.call("POST", "/v1/boards/" + p[1] + "/" + p[0], body, &code);
+  if (!r) return code;
+  if (s.json) s.out << json::serialize(*r) << "\n";
+  else s.out << text(r->at("name")) << ": " << text(r->at("state")) << "\n";
+  return kOk;
+}
+
+int tokenCommand(Session& s, const std::vector<std::string>& argv) {
+  Args a(argv, {"--role"}, {});
+  const auto& p = a.positional();
+  auto role = a.value("--role");
+  if (!a.error().empty() || p.size() != 2 || p[0] != "new" || !role ||
+      (*role != "viewer" && *role != "pipeline" && *role != "operator")) {
+    s.err << "hwfarmctl: usage: token new NAME --role viewer|pipeline|operator\n";
+    return kUsage;
+  }
+  unsigned char bytes[24];
+  RAND_bytes(bytes, sizeof bytes);
+  static const char* hex = "0123456789abcdef";
+  std::string token = "hwf_";
+  for (unsigned char b : bytes) {
+    token += hex[b >> 4];
+    token += hex[b & 15];
+  }
+  s.out << "# token (give it to the client; it is not stored anywhere):\n"
+        << "# " << token << "\n"
+        << "# tokens-file entry (append it, then: systemctl reload hwfarmd):\n"
+        << "[[token]]\nname = \"" << p[1] << "\"\nrole = \"" << *role << "\"\nsha256 = \"" << config::sha256Hex(token)
+        << "\"\n";
+  return kOk;
+}
+
 } // namespace
+
+std::string text(const json::value& v) {
+  if (v.is_string()) return std::string(v.as_string());
+  if (v.is_null()) return "-";
+  return json::serialize(v);
+}
+
+std::string env(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : fallback;
+}
+
+std::optional<json::value> Session::call(const std::string& method, const std::string& target,
+                                         const std::string& body, int* code, double timeout_s, int retries,
+                                         int* status) {
+  double backoff = 0.5;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      HttpResult result = HttpClient(url, timeout_s).request(method, target, body, token);
+      if (status) *status = result.status;
+      boost::system::error_code ec;
+      json::value parsed = json::parse(result.body, ec);
+      if (ec) {
+        err << "hwfarmctl: the daemon sent an invalid JSON answer (HTTP " << result.status << ")\n";
+        *code = kApiError;
+        return std::nullopt;
+      }
+      if (result.status < 300) return parsed;
+      const json::object* o = parsed.if_object();
+      std::string error = o && o->contains("error") ? text(o->at("error")) : "error";
+      std::string detail = o && o->contains("detail") ? text(o->at("detail")) : "";
+      err << "hwfarmctl: HTTP " << result.status << ": " << error << ": " << detail << "\n";
+      switch (result.status) {
+        case 408: *code = kWaitTimeout; break;
+        case 409: *code = error == "tier_refused" ? kRefused : kApiError; break;
+        case 422: *code = kNoSuchBoard; break;
+        case 401:
+        case 403: *code = kAuth; break;
+        default: *code = kApiError;
+      }
+      return std::nullopt;
+    } catch (const std::invalid_argument& e) {
+      err << "hwfarmctl: --url: " << e.what() << "\n";
+      *code = kUsage;
+      return std::nullopt;
+    } catch (const Unreachable& e) {
+      if (attempt >= retries) {
+        err << "hwfarmctl: " << e.what() << "\n";
+        *code = kUnreachable;
+        return std::nullopt;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(backoff * 1000)));
+      backoff *= 2;
+    }
+  }
+}
 
 std::string formatTable(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> widths;
@@ -103,61 +246,50 @@ std::string formatTable(const std::vector<std::vector<std::string>>& rows) {
 }
 
 int runHwfarmctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  Options o;
-  o.url = env("HWFARM_URL", "http://127.0.0.1:7420");
-  o.token = env("HWFARM_TOKEN", "");
+  Session s{env("HWFARM_URL", "http://127.0.0.1:7420"), env("HWFARM_TOKEN"), false, false, out, err};
+  // Global options may stand anywhere before "--"; the rest is the command's.
+  std::vector<std::string> words;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if ((a == "--url" || a == "--token") && i + 1 >= args.size()) {
-      err << "hwfarmctl: " << a << " needs a value\n" << kUsageText;
-      return kUsage;
+    if (a == "--") {
+      words.insert(words.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
     }
-    if (a == "--url") o.url = args[++i];
-    else if (a == "--token") o.token = args[++i];
-    else if (a == "--json") o.json = true;
-    else if (a == "--help" || a == "-h") {
+    if (a == "--url" || a == "--token") {
+      if (i + 1 >= args.size()) {
+        err << "hwfarmctl: " << a << " needs a value\n" << kUsageText;
+        return kUsage;
+      }
+      (a == "--url" ? s.url : s.token) = args[++i];
+    } else if (a == "--json") {
+      s.json = true;
+    } else if (a == "-q" || a == "--quiet") {
+      s.quiet = true;
+    } else if (a == "--help" || a == "-h") {
       out << kUsageText;
       return kOk;
-    } else if (a.rfind("--", 0) == 0) {
-      err << "hwfarmctl: unknown option " << a << "\n" << kUsageText;
-      return kUsage;
-    } else o.words.push_back(a);
+    } else {
+      words.push_back(a);
+    }
   }
-  if (o.words.size() != 1 || (o.words[0] != "status" && o.words[0] != "boards")) {
-    err << "hwfarmctl: expected one command: status or boards\n" << kUsageText;
+  if (words.empty()) {
+    err << "hwfarmctl: expected a command\n" << kUsageText;
     return kUsage;
   }
-  std::string path = o.words[0] == "status" ? "/v1/healthz" : "/v1/boards";
-  try {
-    HttpClient client(o.url);
-    HttpResult result = client.request("GET", path, "", o.token);
-    json::value body;
-    boost::system::error_code ec;
-    body = json::parse(result.body, ec);
-    if (ec) {
-      err << "hwfarmctl: the daemon sent an invalid JSON answer (HTTP " << result.status << ")\n";
-      return kApiError;
-    }
-    if (result.status >= 400) {
-      err << "hwfarmctl: HTTP " << result.status << ": " << text(body.at("error")) << ": "
-          << text(body.at("detail")) << "\n";
-      return kApiError;
-    }
-    if (o.json) {
-      out << json::serialize(body) << "\n";
-      return kOk;
-    }
-    return o.words[0] == "status" ? printStatus(body, out) : printBoards(body, out);
-  } catch (const std::invalid_argument& e) {
-    err << "hwfarmctl: --url: " << e.what() << "\n";
+  std::string command = words[0];
+  std::vector<std::string> rest(words.begin() + 1, words.end());
+  if ((command == "status" || command == "boards" || command == "queue") && !rest.empty()) {
+    err << "hwfarmctl: " << command << " takes no arguments\n";
     return kUsage;
-  } catch (const Unreachable& e) {
-    err << "hwfarmctl: " << e.what() << "\n";
-    return kUnreachable;
-  } catch (const std::exception& e) {
-    err << "hwfarmctl: unexpected answer from the daemon: " << e.what() << "\n";
-    return kApiError;
   }
+  if (command == "status") return simpleGet(s, "/v1/healthz", printStatus);
+  if (command == "boards") return simpleGet(s, "/v1/boards", printBoards);
+  if (command == "queue") return simpleGet(s, "/v1/queue", printQueue);
+  if (command == "lease") return leaseCommand(s, rest);
+  if (command == "board") return boardCommand(s, rest);
+  if (command == "token") return tokenCommand(s, rest);
+  err << "hwfarmctl: unknown command \"" << command << "\"\n" << kUsageText;
+  return kUsage;
 }
 
 } // namespace hwfarm::cli

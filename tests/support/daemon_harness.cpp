@@ -1,6 +1,6 @@
 #include "tests/support/daemon_harness.h"
 
-#include "daemon/state_dir.h"
+#include "config/tokens.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -25,8 +25,8 @@ std::string writeTokens(const TempDir& dir) {
   std::string text;
   for (const char* role : {"viewer", "pipeline", "operator"})
     text += std::string("[[token]]\nname = \"") + role + "\"\nrole = \"" + role + "\"\nsha256 = \"" +
-            sha256Hex(std::string("secret-") + role) + "\"\n";
-  text += "[[token]]\nname = \"pipeline2\"\nrole = \"pipeline\"\nsha256 = \"" + sha256Hex("secret-pipeline2") +
+            hwfarm::config::sha256Hex(std::string("secret-") + role) + "\"\n";
+  text += "[[token]]\nname = \"pipeline2\"\nrole = \"pipeline\"\nsha256 = \"" + hwfarm::config::sha256Hex("secret-pipeline2") +
           "\"\n";
   std::string path = dir.write("tokens.toml", text);
   ::chmod(path.c_str(), 0600);

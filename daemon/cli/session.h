@@ -1,0 +1,39 @@
+// What every hwfarmctl command shares: the daemon connection, output
+// settings, and the mapping of HTTP answers to exit codes.
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include <boost/json/value.hpp>
+
+#include "daemon/cli/http_client.h"
+#include "daemon/cli/hwfarmctl.h"
+
+namespace hwfarm::cli {
+
+struct Session {
+  std::string url;
+  std::string token;
+  bool json = false;
+  bool quiet = false;
+  std::ostream& out;
+  std::ostream& err;
+
+  // One request. On success (2xx) returns the parsed body; otherwise prints
+  // the error and sets `code` to the matching exit code. Transport failures
+  // are retried `retries` times (with the same body, so an idempotency key
+  // makes a retried acquire safe), after `backoff_s`, doubling.
+  std::optional<boost::json::value> call(const std::string& method, const std::string& target,
+                                         const std::string& body, int* code, double timeout_s = 30,
+                                         int retries = 0, int* status = nullptr);
+};
+
+std::string text(const boost::json::value& v);
+std::string env(const char* name, const std::string& fallback = "");
+
+// Lease commands (lease_commands.cpp).
+int leaseCommand(Session& s, const std::vector<std::string>& args);
+
+} // namespace hwfarm::cli
