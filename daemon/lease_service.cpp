@@ -103,7 +103,7 @@ store::Batch LeaseService::Impl::batchOf(const Changes& c) const {
   store::Batch batch;
   for (const auto* group : {&c.granted, &c.updated, &c.ended})
     for (const auto& l : *group) batch.leases.push_back(*scheduler.lease(l.id));
-  for (const auto& name : c.boards)
+  for (const auto& name : c.sticky)
     if (const lease::Board* b = scheduler.board(name)) batch.boards.push_back(*b);
   batch.events = c.events;
   return batch;
@@ -115,7 +115,7 @@ void LeaseService::Impl::restore() {
   Changes changes;
   scheduler.configure(specsOf(config), initialState, t, changes);
   for (const auto& b : store.loadBoards())
-    scheduler.restoreBoard(b.name, b.state, b.since_ms, b.last_used_ms, b.reason);
+    scheduler.restoreBoard(b.name, b.state, b.since_ms, b.reason);
   size_t active = 0;
   for (const auto& l : store.loadLeases(t - history_ms)) {
     scheduler.restoreLease(l);
@@ -132,8 +132,6 @@ void LeaseService::Impl::restore() {
   }
   size_t before = changes.ended.size();
   scheduler.expireDue(t, changes);
-  // Boards whose state was never written (a new database) get a row now.
-  for (const auto& b : scheduler.boards()) changes.boards.insert(b.spec.name);
   store.commitNow(batchOf(changes));
   store.prune(t - history_ms);
   spdlog::info("lease state restored from {}: {} active lease(s), {} expired while hwfarmd was down", store.path(),

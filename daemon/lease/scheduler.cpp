@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <unordered_set>
 
 namespace hwfarm::lease {
 
@@ -26,16 +27,33 @@ const Lease* Scheduler::lease(const std::string& id) const {
 void Scheduler::setState(size_t index, BoardState state, const std::string& reason, int64_t now, Changes& changes) {
   Board& b = boards_[index];
   if (b.state == state && b.reason == reason) return;
-  changes.events.push_back({now, "board_state", b.lease_id, b.spec.name,
-                            std::string(toString(b.state)) + " -> " + toString(state) +
-                                (reason.empty() ? "" : ": " + reason)});
+  auto operator_state = [](BoardState s) { return s == BoardState::maintenance || s == BoardState::quarantined; };
+  if (operator_state(b.state) || operator_state(state)) changes.sticky.insert(b.spec.name);
+  // Leasing and clean release are told by the lease's own event.
+  bool lease_move = (b.state == BoardState::available && state == BoardState::leased) ||
+                    (b.state == BoardState::leased && state == BoardState::available);
+  if (!lease_move)
+    changes.events.push_back({now, "board_state", b.lease_id, b.spec.name,
+                              std::string(toString(b.state)) + " -> " + toString(state) +
+                                  (reason.empty() ? "" : ": " + reason)});
+  unmarkAvailable(index);
   b.state = state;
   b.since_ms = now;
   b.reason = reason;
   if (state != BoardState::leased) b.lease_id.clear();
-  if (state == BoardState::available) available_.insert(index);
-  else available_.erase(index);
+  if (state == BoardState::available) markAvailable(index);
   changes.boards.insert(b.spec.name);
+}
+
+void Scheduler::markAvailable(size_t index) {
+  LruKey key{boards_[index].last_used_ms, index};
+  available_.insert(key);
+  available_by_type_[boards_[index].spec.type].insert(key);
+}
+
+void Scheduler::unmarkAvailable(size_t index) {
+  LruKey key{boards_[index].last_used_ms, index};
+  if (available_.erase(key)) available_by_type_[boards_[index].spec.type].erase(key);
 }
 
 void Scheduler::configure(const std::vector<BoardSpec>& specs,
@@ -72,9 +90,12 @@ void Scheduler::configure(const std::vector<BoardSpec>& specs,
   boards_ = std::move(next);
   index_.clear();
   available_.clear();
+  available_by_type_.clear();
+  by_type_.clear();
   for (size_t i = 0; i < boards_.size(); ++i) {
     index_[boards_[i].spec.name] = i;
-    if (boards_[i].state == BoardState::available) available_.insert(i);
+    by_type_[boards_[i].spec.type].push_back(i);
+    if (boards_[i].state == BoardState::available) markAvailable(i);
   }
   // Waiting requests that no longer fit anything are answered now.
   for (size_t i = queue_.size(); i-- > 0;) {
@@ -86,23 +107,32 @@ void Scheduler::configure(const std::vector<BoardSpec>& specs,
   dispatch(now, changes);
 }
 
-void Scheduler::restoreBoard(const std::string& name, BoardState state, int64_t since_ms, int64_t last_used_ms,
-                             const std::string& reason) {
+void Scheduler::restoreBoard(const std::string& name, BoardState state, int64_t since_ms, const std::string& reason) {
   Board* b = findBoard(name);
   if (!b) return;
+  size_t index = index_[name];
+  unmarkAvailable(index);
   // A leased state is re-established by restoreLease; anything transient
   // before a restart is re-derived from the board's presence.
   if (state == BoardState::maintenance || state == BoardState::quarantined) {
     b->state = state;
     b->since_ms = since_ms;
     b->reason = reason;
-    available_.erase(index_[name]);
   }
-  b->last_used_ms = last_used_ms;
+  if (b->state == BoardState::available) markAvailable(index);
 }
 
 void Scheduler::restoreLease(const Lease& lease) {
   leases_[lease.id] = lease;
+  // Last use is not stored per board: the leases tell it.
+  for (const auto& lb : lease.boards) {
+    auto it = index_.find(lb.name);
+    if (it == index_.end() || boards_[it->second].last_used_ms >= lease.granted_ms) continue;
+    bool available = boards_[it->second].state == BoardState::available;
+    if (available) unmarkAvailable(it->second);
+    boards_[it->second].last_used_ms = lease.granted_ms;
+    if (available) markAvailable(it->second);
+  }
   if (!lease.idempotency_key.empty())
     idempotent_leases_[{lease.holder.principal, lease.idempotency_key}] = lease.id;
   if (lease.state != LeaseState::active) return;
@@ -110,28 +140,37 @@ void Scheduler::restoreLease(const Lease& lease) {
   for (const auto& lb : lease.boards) {
     Board* b = findBoard(lb.name);
     if (!b || lb.lost) continue;
+    unmarkAvailable(index_[lb.name]);
     b->state = BoardState::leased;
     b->lease_id = lease.id;
     b->since_ms = lease.granted_ms;
-    available_.erase(index_[lb.name]);
   }
 }
 
-size_t Scheduler::matchingCount(const Selector& selector) const {
+size_t Scheduler::matchingCount(const Selector& selector, size_t enough) const {
   size_t n = 0;
-  for (const auto& b : boards_)
-    if (selector.matches(b.spec)) ++n;
+  auto count = [&](size_t i) { return selector.matches(boards_[i].spec) && ++n >= enough; };
+  if (!selector.type.empty()) {
+    auto it = by_type_.find(selector.type);
+    if (it == by_type_.end()) return 0;
+    for (size_t i : it->second)
+      if (count(i)) break;
+    return n;
+  }
+  for (size_t i = 0; i < boards_.size(); ++i)
+    if (count(i)) break;
   return n;
 }
 
 std::string Scheduler::unsatisfiableReason(const LeaseRequest& r) const {
+  if (matchingCount(r.selector, static_cast<size_t>(r.count)) >= static_cast<size_t>(r.count)) return "";
   if (!r.selector.worker.empty()) {
     bool known = std::any_of(boards_.begin(), boards_.end(), [&](const Board& b) {
       return b.spec.worker == r.selector.worker || b.spec.node == r.selector.worker;
     });
     if (!known) return "no configured worker or Jenkins node is named \"" + r.selector.worker + "\"";
   }
-  size_t n = matchingCount(r.selector);
+  size_t n = matchingCount(r.selector, SIZE_MAX);
   if (n >= static_cast<size_t>(r.count)) return "";
   return "selector " + r.selector.describe() + " matches " + std::to_string(n) + " configured board(s), " +
          std::to_string(r.count) + " requested";
@@ -170,33 +209,36 @@ size_t Scheduler::position(uint64_t ticket, int64_t now) const {
 
 void Scheduler::dispatch(int64_t now, Changes& changes) {
   if (queue_.empty() || available_.empty()) return;
-  std::set<size_t> free = available_;
-  std::vector<uint64_t> granted;
+  std::unordered_set<size_t> held; // available boards held back for an earlier request
+  std::vector<std::pair<uint64_t, std::vector<size_t>>> grants;
   for (size_t qi : order(now)) {
     const LeaseRequest& r = queue_[qi];
-    std::vector<size_t> candidates;
-    for (size_t bi : free)
-      if (r.selector.matches(boards_[bi].spec)) candidates.push_back(bi);
-    if (candidates.size() >= static_cast<size_t>(r.count)) {
-      std::sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
-        if (boards_[a].last_used_ms != boards_[b].last_used_ms)
-          return boards_[a].last_used_ms < boards_[b].last_used_ms;
-        return boards_[a].spec.name < boards_[b].spec.name;
-      });
-      candidates.resize(static_cast<size_t>(r.count));
-      grant(r, candidates, now, changes);
-      granted.push_back(r.ticket);
+    const std::set<LruKey>* pool = &available_;
+    if (!r.selector.type.empty()) {
+      auto it = available_by_type_.find(r.selector.type);
+      if (it == available_by_type_.end()) continue;
+      pool = &it->second;
     }
-    // Granted: the boards are taken. Not granted: they are held back for r.
-    for (size_t bi : candidates) free.erase(bi);
-    if (free.empty()) break;
+    std::vector<size_t> picked;
+    for (const auto& [last_used, bi] : *pool) {
+      if (held.count(bi) || !r.selector.matches(boards_[bi].spec)) continue;
+      picked.push_back(bi);
+      if (picked.size() == static_cast<size_t>(r.count)) break;
+    }
+    // Granted or not, these boards are spoken for in this pass: taken by r,
+    // or held back for it until enough of them are free.
+    held.insert(picked.begin(), picked.end());
+    if (picked.size() == static_cast<size_t>(r.count)) grants.emplace_back(r.ticket, std::move(picked));
+    if (held.size() == available_.size()) break;
   }
-  for (uint64_t ticket : granted) {
-    for (size_t i = 0; i < queue_.size(); ++i)
-      if (queue_[i].ticket == ticket) {
-        dropQueued(i);
-        break;
-      }
+  for (auto& [ticket, picked] : grants) {
+    for (size_t i = 0; i < queue_.size(); ++i) {
+      if (queue_[i].ticket != ticket) continue;
+      LeaseRequest request = queue_[i];
+      dropQueued(i);
+      grant(request, picked, now, changes);
+      break;
+    }
   }
 }
 

@@ -13,7 +13,7 @@
 //     it. So a large request is never starved by a stream of small ones:
 //     later requests may only use boards it cannot use.
 //   * Among eligible boards, the least recently granted ones are chosen
-//     (ties by name), spreading wear.
+//     (ties by configuration order), spreading wear.
 //
 // Thread safety: none; the daemon calls it from its event loop only.
 #pragma once
@@ -50,6 +50,7 @@ struct Changes {
   std::vector<Lease> updated;           // renewed, or a board lost
   std::vector<Lease> ended;             // released, expired, revoked
   std::set<std::string> boards;         // boards whose state or last use changed
+  std::set<std::string> sticky;         // boards entering or leaving maintenance/quarantine
   std::vector<DroppedRequest> dropped;  // waiting requests that can never be granted
   std::vector<Event> events;
 
@@ -98,8 +99,7 @@ class Scheduler {
                  int64_t now, Changes& changes);
 
   // Restores state from the store at start-up (before any request).
-  void restoreBoard(const std::string& name, BoardState state, int64_t since_ms, int64_t last_used_ms,
-                    const std::string& reason);
+  void restoreBoard(const std::string& name, BoardState state, int64_t since_ms, const std::string& reason);
   void restoreLease(const Lease& lease);
 
   SubmitResult submit(LeaseRequest request, int64_t now, Changes& changes);
@@ -142,7 +142,8 @@ class Scheduler {
   void endLease(Lease& lease, LeaseState state, const std::string& reason, BoardState boards_to, int64_t now,
                 Changes& changes);
   void setState(size_t index, BoardState state, const std::string& reason, int64_t now, Changes& changes);
-  size_t matchingCount(const Selector& selector) const;
+  // Configured boards matching `selector`, counting no further than `enough`.
+  size_t matchingCount(const Selector& selector, size_t enough) const;
   std::string unsatisfiableReason(const LeaseRequest& request) const;
   std::vector<size_t> order(int64_t now) const;
   Board* findBoard(const std::string& name);
@@ -152,7 +153,14 @@ class Scheduler {
   IdGenerator new_id_;
   std::vector<Board> boards_;
   std::unordered_map<std::string, size_t> index_;
-  std::set<size_t> available_; // indices of available boards
+  std::unordered_map<std::string, std::vector<size_t>> by_type_; // configured boards per type
+  // Available boards in grant order (least recently used first, then config
+  // order), overall and per type, so a request scans only boards it may get.
+  using LruKey = std::pair<int64_t, size_t>; // (last_used_ms, index)
+  void markAvailable(size_t index);
+  void unmarkAvailable(size_t index);
+  std::set<LruKey> available_;
+  std::unordered_map<std::string, std::set<LruKey>> available_by_type_;
   std::map<std::string, Lease> leases_;
   std::set<std::pair<int64_t, std::string>> expiry_; // active leases by expiry
   std::vector<LeaseRequest> queue_;

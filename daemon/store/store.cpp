@@ -12,11 +12,12 @@ constexpr int kSchemaVersion = 1;
 
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- Only operator states (maintenance, quarantined) are stored per board; the
+-- rest is re-derived at start-up from presence and the active leases.
 CREATE TABLE IF NOT EXISTS boards(
   name TEXT PRIMARY KEY,
   state TEXT NOT NULL,
   since_ms INTEGER NOT NULL,
-  last_used_ms INTEGER NOT NULL,
   reason TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS leases(
   id TEXT PRIMARY KEY,
@@ -32,14 +33,9 @@ CREATE TABLE IF NOT EXISTS leases(
   expires_ms INTEGER NOT NULL,
   ended_ms INTEGER NOT NULL,
   end_reason TEXT NOT NULL,
-  waited_ms INTEGER NOT NULL);
+  waited_ms INTEGER NOT NULL,
+  boards TEXT NOT NULL); -- "name:lost_ms,..." in grant order; lost_ms 0 = present
 CREATE INDEX IF NOT EXISTS leases_by_state ON leases(state, ended_ms);
-CREATE TABLE IF NOT EXISTS lease_boards(
-  lease_id TEXT NOT NULL,
-  position INTEGER NOT NULL,
-  board TEXT NOT NULL,
-  lost_ms INTEGER NOT NULL,
-  PRIMARY KEY(lease_id, position));
 CREATE TABLE IF NOT EXISTS events(
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   at_ms INTEGER NOT NULL,
@@ -96,6 +92,25 @@ class Statement {
 std::string joinLabels(const std::vector<std::string>& labels) {
   std::string out;
   for (const auto& l : labels) out += (out.empty() ? "" : ",") + l;
+  return out;
+}
+
+std::string encodeBoards(const std::vector<lease::LeasedBoard>& boards) {
+  std::string out;
+  for (const auto& b : boards)
+    out += (out.empty() ? "" : ",") + b.name + ":" + std::to_string(b.lost ? std::max<int64_t>(1, b.lost_ms) : 0);
+  return out;
+}
+
+std::vector<std::string> splitLabels(const std::string& text);
+
+std::vector<lease::LeasedBoard> decodeBoards(const std::string& text) {
+  std::vector<lease::LeasedBoard> out;
+  for (const auto& item : splitLabels(text)) {
+    size_t colon = item.rfind(':');
+    int64_t lost_ms = std::stoll(item.substr(colon + 1));
+    out.push_back({item.substr(0, colon), lost_ms != 0, lost_ms});
+  }
   return out;
 }
 
@@ -160,14 +175,13 @@ void Store::exec(const char* sql) {
 
 std::vector<StoredBoard> Store::loadBoards() {
   std::vector<StoredBoard> out;
-  Statement s(db_, "SELECT name, state, since_ms, last_used_ms, reason FROM boards");
+  Statement s(db_, "SELECT name, state, since_ms, reason FROM boards");
   while (s.step()) {
     StoredBoard b;
     b.name = s.text(0);
     b.state = lease::boardStateFromString(s.text(1)).value_or(lease::BoardState::offline);
     b.since_ms = s.integer(2);
-    b.last_used_ms = s.integer(3);
-    b.reason = s.text(4);
+    b.reason = s.text(3);
     out.push_back(std::move(b));
   }
   return out;
@@ -177,10 +191,9 @@ std::vector<lease::Lease> Store::loadLeases(int64_t ended_since_ms) {
   std::vector<lease::Lease> out;
   Statement s(db_,
               "SELECT id, state, principal, job, build, stage, url, context, sel_type, sel_labels, sel_worker, "
-              "priority, idempotency_key, ttl_ms, granted_ms, expires_ms, ended_ms, end_reason, waited_ms "
+              "priority, idempotency_key, ttl_ms, granted_ms, expires_ms, ended_ms, end_reason, waited_ms, boards "
               "FROM leases WHERE state = 'active' OR ended_ms >= ?1 ORDER BY granted_ms");
   s.bind(1, ended_since_ms);
-  Statement boards(db_, "SELECT board, lost_ms FROM lease_boards WHERE lease_id = ?1 ORDER BY position");
   while (s.step()) {
     lease::Lease l;
     l.id = s.text(0);
@@ -198,9 +211,7 @@ std::vector<lease::Lease> Store::loadLeases(int64_t ended_since_ms) {
     l.ended_ms = s.integer(16);
     l.end_reason = s.text(17);
     l.waited_ms = s.integer(18);
-    boards.bind(1, l.id);
-    while (boards.step()) l.boards.push_back({boards.text(0), boards.integer(1) != 0, boards.integer(1)});
-    boards.run();
+    l.boards = decodeBoards(s.text(19));
     out.push_back(std::move(l));
   }
   return out;
@@ -208,9 +219,6 @@ std::vector<lease::Lease> Store::loadLeases(int64_t ended_since_ms) {
 
 void Store::prune(int64_t cutoff_ms) {
   exec("BEGIN IMMEDIATE");
-  Statement boards(db_, "DELETE FROM lease_boards WHERE lease_id IN "
-                        "(SELECT id FROM leases WHERE state != 'active' AND ended_ms < ?1)");
-  boards.bind(1, cutoff_ms).run();
   Statement leases(db_, "DELETE FROM leases WHERE state != 'active' AND ended_ms < ?1");
   leases.bind(1, cutoff_ms).run();
   Statement events(db_, "DELETE FROM events WHERE at_ms < ?1");
@@ -223,21 +231,17 @@ struct Store::Statements {
       : lease(db,
               "INSERT OR REPLACE INTO leases(id, state, principal, job, build, stage, url, context, sel_type, "
               "sel_labels, sel_worker, priority, idempotency_key, ttl_ms, granted_ms, expires_ms, ended_ms, "
-              "end_reason, waited_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
-              "?16, ?17, ?18, ?19)"),
-        clear(db, "DELETE FROM lease_boards WHERE lease_id = ?1"),
-        member(db, "INSERT INTO lease_boards(lease_id, position, board, lost_ms) VALUES(?1, ?2, ?3, ?4)"),
-        board(db, "INSERT OR REPLACE INTO boards(name, state, since_ms, last_used_ms, reason) "
-                  "VALUES(?1, ?2, ?3, ?4, ?5)"),
+              "end_reason, waited_ms, boards) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+              "?15, ?16, ?17, ?18, ?19, ?20)"),
+        board(db, "INSERT OR REPLACE INTO boards(name, state, since_ms, reason) VALUES(?1, ?2, ?3, ?4)"),
+        unboard(db, "DELETE FROM boards WHERE name = ?1"),
         event(db, "INSERT INTO events(at_ms, kind, lease_id, board, detail) VALUES(?1, ?2, ?3, ?4, ?5)") {}
-  Statement lease, clear, member, board, event;
+  Statement lease, board, unboard, event;
 };
 
 void Store::apply(const Batch& batch) {
   if (!statements_) statements_ = std::make_unique<Statements>(db_);
   Statement& lease = statements_->lease;
-  Statement& clear = statements_->clear;
-  Statement& member = statements_->member;
   for (const auto& l : batch.leases) {
     lease.bind(1, l.id).bind(2, std::string(lease::toString(l.state))).bind(3, l.holder.principal);
     lease.bind(4, l.holder.job).bind(5, l.holder.build).bind(6, l.holder.stage).bind(7, l.holder.url);
@@ -245,16 +249,15 @@ void Store::apply(const Batch& batch) {
     lease.bind(10, joinLabels(l.selector.labels)).bind(11, l.selector.worker);
     lease.bind(12, static_cast<int64_t>(l.priority)).bind(13, l.idempotency_key).bind(14, l.ttl_ms);
     lease.bind(15, l.granted_ms).bind(16, l.expires_ms).bind(17, l.ended_ms).bind(18, l.end_reason);
-    lease.bind(19, l.waited_ms).run();
-    clear.bind(1, l.id).run();
-    for (size_t i = 0; i < l.boards.size(); ++i)
-      member.bind(1, l.id).bind(2, static_cast<int64_t>(i)).bind(3, l.boards[i].name)
-          .bind(4, l.boards[i].lost ? std::max<int64_t>(1, l.boards[i].lost_ms) : 0).run();
+    lease.bind(19, l.waited_ms).bind(20, encodeBoards(l.boards)).run();
   }
-  Statement& board = statements_->board;
-  for (const auto& b : batch.boards)
-    board.bind(1, b.spec.name).bind(2, std::string(lease::toString(b.state))).bind(3, b.since_ms)
-        .bind(4, b.last_used_ms).bind(5, b.reason).run();
+  for (const auto& b : batch.boards) {
+    if (b.state == lease::BoardState::maintenance || b.state == lease::BoardState::quarantined)
+      statements_->board.bind(1, b.spec.name).bind(2, std::string(lease::toString(b.state))).bind(3, b.since_ms)
+          .bind(4, b.reason).run();
+    else
+      statements_->unboard.bind(1, b.spec.name).run();
+  }
   Statement& event = statements_->event;
   for (const auto& e : batch.events)
     event.bind(1, e.at_ms).bind(2, e.kind).bind(3, e.lease_id).bind(4, e.board).bind(5, e.detail).run();

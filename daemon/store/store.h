@@ -24,18 +24,18 @@ struct sqlite3;
 
 namespace hwfarm::store {
 
+// A board in an operator state (maintenance, quarantined).
 struct StoredBoard {
   std::string name;
   lease::BoardState state = lease::BoardState::offline;
   int64_t since_ms = 0;
-  int64_t last_used_ms = 0;
   std::string reason;
 };
 
 // Everything one scheduler operation made durable.
 struct Batch {
   std::vector<lease::Lease> leases; // inserted or replaced whole
-  std::vector<lease::Board> boards;
+  std::vector<lease::Board> boards; // stored if in an operator state, else deleted
   std::vector<lease::Event> events;
   bool empty() const { return leases.empty() && boards.empty() && events.empty(); }
 };
