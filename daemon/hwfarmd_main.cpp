@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "config/tokens.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/version.h"
@@ -28,8 +29,21 @@ int checkConfig(const std::string& path) {
     std::fprintf(stderr, "hwfarmd: %s: %zu error(s)\n", name.c_str(), result.errors.size());
     return 1;
   }
-  std::printf("hwfarmd: %s: configuration ok (%zu workers, %zu boards)\n", name.c_str(),
+  const std::string& tokens_file = result.config->agent.tokens_file;
+  size_t tokens = 0;
+  if (!tokens_file.empty()) {
+    auto t = hwfarm::config::loadTokensFile(tokens_file);
+    if (!t.ok()) {
+      for (const auto& e : t.errors) std::fprintf(stderr, "%s\n", e.format().c_str());
+      std::fprintf(stderr, "hwfarmd: %s: %zu error(s)\n", tokens_file.c_str(), t.errors.size());
+      return 1;
+    }
+    tokens = t.tokens.size();
+  }
+  std::printf("hwfarmd: %s: configuration ok (%zu workers, %zu boards", name.c_str(),
               result.config->workers.size(), result.config->boardCount());
+  if (!tokens_file.empty()) std::printf(", %zu tokens", tokens);
+  std::printf(")\n");
   return 0;
 }
 

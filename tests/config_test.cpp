@@ -9,6 +9,7 @@
 
 #include "config/driver_specs.h"
 #include "config/loader.h"
+#include "config/tokens.h"
 
 using hwfarm::config::LoadResult;
 using hwfarm::config::parseFleetConfig;
@@ -393,4 +394,38 @@ TEST_CASE("pin_tier is judged only against a valid agent.tier") {
   auto errors = errorsOf("[agent]\nname = \"lab\"\ntier = 9\n[[worker]]\nname = \"w\"\n[sla]\npin_tier = 1\n");
   REQUIRE(errors == std::vector<std::string>{
                         "fleet.toml:3:8: agent.tier: expected an integer from 1 to 3, got 9"});
+}
+
+TEST_CASE("the example tokens file parses and token errors name their position") {
+  std::string path = std::string(HWFARM_SOURCE_DIR) + "/config/examples/tokens.toml";
+  std::string text = readFile(path);
+  auto example = hwfarm::config::parseTokens(text, path);
+  REQUIRE(example.ok());
+  REQUIRE(example.tokens.size() == 2);
+  REQUIRE(example.tokens[0].sha256 == hwfarm::config::sha256Hex("example-token-change-me"));
+  REQUIRE(example.tokens[0].role == hwfarm::config::Role::pipeline);
+
+  auto bad = hwfarm::config::parseTokens("[[token]]\nname = \"a\"\nrole = \"admin\"\nsha256 = \"12\"\n"
+                                         "[[token]]\nname = \"a\"\nrole = \"viewer\"\nsha256 = \"" +
+                                             std::string(64, 'A') + "\"\nexpires = 1\n",
+                                         "tokens.toml");
+  std::vector<std::string> errors;
+  for (const auto& e : bad.errors) errors.push_back(e.format());
+  REQUIRE(errors == std::vector<std::string>{
+                        "tokens.toml:3:8: token #1: role: expected \"viewer\", \"pipeline\" or \"operator\", got \"admin\"",
+                        "tokens.toml:4:10: token #1: sha256: expected the 64 hex digits of the token's SHA-256 "
+                        "(hwfarmctl token new prints it)",
+                        "tokens.toml:6:8: token #2: name: token name \"a\" is already used (first defined at "
+                        "tokens.toml:2:8)",
+                        "tokens.toml:9:1: token #2: expires: unknown key"});
+  REQUIRE(bad.tokens.empty());
+}
+
+TEST_CASE("leases settings are bounded and the default TTL fits limits.max_ttl_s") {
+  auto errors = errorsOf(kAgent + "[limits]\nmax_ttl_s = 600\n[leases]\ndefault_ttl_s = 1800\nrecovery_s = -1\n"
+                                  "fsync = \"yes\"\n[[worker]]\nname = \"w\"\n");
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:7:17: leases.default_ttl_s: must not exceed limits.max_ttl_s (600)",
+                        "fleet.toml:8:14: leases.recovery_s: expected a number from 0 to 3600, got -1",
+                        "fleet.toml:9:9: leases.fsync: expected true or false, got \"yes\""});
 }
