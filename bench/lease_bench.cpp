@@ -265,7 +265,21 @@ long rssWithWaiters(const Server& s, int n, bool send_requests) {
     streams.push_back(std::move(stream));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  return rssKiB(s.pid);
+  long rss = rssKiB(s.pid);
+  streams.clear(); // the waiters hang up and leave the queue
+  if (send_requests) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    beast::tcp_stream last(io);
+    last.connect(endpoints);
+    http::request<http::string_body> req{http::verb::delete_, "/v1/leases/" + held, 11};
+    req.set(http::field::host, "localhost");
+    req.prepare_payload();
+    http::write(last, req);
+    beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    http::read(last, buffer, res);
+  }
+  return rss;
 }
 
 std::string fleet(const std::string& state, int boards, bool fsync) {
@@ -319,6 +333,9 @@ int main(int argc, char** argv) {
   Server daemon = start({HWFARMD_PATH, "--config", dir + "/fleet.toml"}, dir + "/hwfarmd.log");
   Server baseline = start({BASELINE_PATH}, dir + "/baseline.log");
   long daemon_idle = rssKiB(daemon.pid), baseline_idle = rssKiB(baseline.pid);
+  // Memory first, before the load rows leave ended leases behind.
+  long daemon_waiting = rssWithWaiters(daemon, waiters, true);
+  long baseline_open = rssWithWaiters(baseline, waiters, false);
 
   std::printf("hwfarmd lease benchmark: 1024 boards, leases.fsync = %s, %.1f s per row, %u cores\n",
               fsync ? "true (fsync per group commit)" : "false (commit in the WAL, no fsync)", seconds,
@@ -342,8 +359,6 @@ int main(int argc, char** argv) {
   std::printf("%-34s %16s %16s\n", "grant latency p50 / p99 ms", (fmt(grant.first, 2) + " / " + fmt(grant.second, 2)).c_str(),
               (fmt(rtt.first, 2) + " / " + fmt(rtt.second, 2)).c_str());
   std::printf("%-34s %16s %16s\n", "  (baseline column: one request's round trip)", "", "");
-  long daemon_waiting = rssWithWaiters(daemon, waiters, true);
-  long baseline_open = rssWithWaiters(baseline, waiters, false);
   std::printf("%-34s %13.1f MiB %12.1f MiB\n", "RSS, idle", daemon_idle / 1024.0, baseline_idle / 1024.0);
   std::printf("%-34s %13.1f MiB %12.1f MiB\n",
               ("RSS, " + std::to_string(waiters) + " waiting requests").c_str(), daemon_waiting / 1024.0,

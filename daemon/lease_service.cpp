@@ -52,6 +52,10 @@ BoardState initialState(const lease::BoardSpec& spec) {
   return spec.driver == "qemu" ? BoardState::available : BoardState::offline;
 }
 
+// Ended leases stay in memory this long (for GET and idempotent retries);
+// the database keeps them for leases.history_days.
+constexpr int64_t kMemoryHistoryMs = 3600 * 1000;
+
 lease::SchedulerOptions schedulerOptions(const config::FleetConfig& c) {
   return {static_cast<int64_t>(c.leases.aging_s * 1000), static_cast<size_t>(c.limits.max_queue),
           static_cast<int>(c.limits.max_count)};
@@ -71,9 +75,11 @@ struct LeaseService::Impl {
         config(config),
         scheduler(schedulerOptions(config), randomId),
         store(config.agent.state_dir + "/hwfarm.db", store::StoreOptions{config.leases.fsync}),
-        expiry_timer(io_context) {}
+        expiry_timer(io_context),
+        forget_timer(io_context) {}
 
   void restore();
+  void forgetOldLeases();
   void persist(Changes changes, std::function<void()> then);
   void delivered(const Changes& changes);
   void armExpiry();
@@ -90,6 +96,7 @@ struct LeaseService::Impl {
   lease::Scheduler scheduler;
   store::Store store;
   asio::steady_timer expiry_timer;
+  asio::steady_timer forget_timer;
   int64_t armed_for = INT64_MAX;
   std::unordered_map<std::string, std::shared_ptr<asio::steady_timer>> recovery_timers;
   std::unordered_map<uint64_t, std::vector<Waiter>> waiting;
@@ -117,7 +124,7 @@ void LeaseService::Impl::restore() {
   for (const auto& b : store.loadBoards())
     scheduler.restoreBoard(b.name, b.state, b.since_ms, b.reason);
   size_t active = 0;
-  for (const auto& l : store.loadLeases(t - history_ms)) {
+  for (const auto& l : store.loadLeases(t - std::min(history_ms, kMemoryHistoryMs))) {
     scheduler.restoreLease(l);
     if (l.state == lease::LeaseState::active) ++active;
   }
@@ -138,6 +145,15 @@ void LeaseService::Impl::restore() {
                active - (changes.ended.size() - before), changes.ended.size() - before);
   for (const auto& b : scheduler.boards())
     if (b.state == BoardState::recovering) scheduleRecovery(b.spec.name);
+}
+
+void LeaseService::Impl::forgetOldLeases() {
+  forget_timer.expires_after(std::chrono::minutes(1));
+  forget_timer.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    scheduler.forgetEndedBefore(now() - kMemoryHistoryMs);
+    forgetOldLeases();
+  });
 }
 
 void LeaseService::Impl::countGrant(const lease::Lease& l) {
@@ -298,6 +314,7 @@ LeaseService::LeaseService(asio::io_context& io, const config::FleetConfig& conf
   Impl* impl = impl_.get();
   impl_->store.start([impl](std::function<void()> fn) { asio::post(impl->io, std::move(fn)); });
   impl_->armExpiry();
+  impl_->forgetOldLeases();
 }
 
 LeaseService::~LeaseService() = default;
@@ -319,6 +336,7 @@ void LeaseService::stop() {
   for (const auto& [ticket, list] : impl_->waiting) tickets.push_back(ticket);
   for (uint64_t t : tickets) impl_->answerWaiters(t, outcome);
   impl_->expiry_timer.cancel();
+  impl_->forget_timer.cancel();
   for (auto& [name, timer] : impl_->recovery_timers) timer->cancel();
 }
 

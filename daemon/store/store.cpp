@@ -10,6 +10,9 @@ namespace {
 
 constexpr int kSchemaVersion = 1;
 
+// Each commit touches as few pages as possible: leases are keyed by id
+// without a rowid, and there are no secondary indexes (the tables are read
+// and pruned only at start-up, by full scans).
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 -- Only operator states (maintenance, quarantined) are stored per board; the
@@ -34,16 +37,15 @@ CREATE TABLE IF NOT EXISTS leases(
   ended_ms INTEGER NOT NULL,
   end_reason TEXT NOT NULL,
   waited_ms INTEGER NOT NULL,
-  boards TEXT NOT NULL); -- "name:lost_ms,..." in grant order; lost_ms 0 = present
-CREATE INDEX IF NOT EXISTS leases_by_state ON leases(state, ended_ms);
+  boards TEXT NOT NULL -- "name:lost_ms,..." in grant order; lost_ms 0 = present
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS events(
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  id INTEGER PRIMARY KEY,
   at_ms INTEGER NOT NULL,
   kind TEXT NOT NULL,
   lease_id TEXT NOT NULL,
   board TEXT NOT NULL,
   detail TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS events_by_time ON events(at_ms);
 )sql";
 
 // A prepared statement, reset after each use.
@@ -136,6 +138,9 @@ Store::Store(const std::string& path, StoreOptions options) : path_(path) {
     throw std::runtime_error("cannot open database " + path + ": " + message);
   }
   try {
+    // hwfarmd is the database's only user (the state-dir lock sees to that):
+    // take the file lock once instead of per transaction.
+    exec("PRAGMA locking_mode=EXCLUSIVE");
     exec("PRAGMA journal_mode=WAL");
     exec(options.synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     exec("PRAGMA busy_timeout=5000");
