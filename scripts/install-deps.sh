@@ -12,8 +12,11 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libboost-filesystem1.81-dev
   libusb-1.0-0-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
   libsqlite3-dev libsystemd-dev libssl-dev
-  # tests
+  # tests: simulated boards (QEMU + test firmware), USB faked at the kernel
+  # interface (umockdev)
   catch2 systemd procps util-linux python3 curl
+  qemu-system-arm gcc-arm-none-eabi libnewlib-arm-none-eabi
+  umockdev libumockdev-dev libudev-dev
 )
 
 missing=()

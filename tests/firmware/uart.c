@@ -1,0 +1,25 @@
+/* CMSDK APB UART0 of the MPS2 boards, transmit only. */
+#include "hw.h"
+
+#define UART0_BASE 0x40004000u
+#define UART_DATA (*(volatile uint32_t*)(UART0_BASE + 0x00))
+#define UART_STATE (*(volatile uint32_t*)(UART0_BASE + 0x04))
+#define UART_CTRL (*(volatile uint32_t*)(UART0_BASE + 0x08))
+#define UART_BAUDDIV (*(volatile uint32_t*)(UART0_BASE + 0x10))
+#define STATE_TX_FULL 1u
+#define CTRL_TX_EN 1u
+
+void uart_init(void) {
+  UART_BAUDDIV = 16; /* the smallest valid divider */
+  UART_CTRL = CTRL_TX_EN;
+}
+
+void uart_putc(char c) {
+  while (UART_STATE & STATE_TX_FULL) {
+  }
+  UART_DATA = (uint32_t)(unsigned char)c;
+}
+
+void uart_puts(const char* s) {
+  while (*s) uart_putc(*s++);
+}
