@@ -1,0 +1,39 @@
+// Runs an external tool (flasher, power switch) as an argv vector, never
+// through a shell, in its own process group, with a deadline that kills the
+// whole group, so no grandchild outlives it. Output (stdout and stderr) goes
+// to a log file; the result carries its tail.
+//
+// Blocking: call it off the event loop (DESIGN.md: work that blocks runs
+// off-loop and posts its result back).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace hwfarm::drivers {
+
+struct ToolResult {
+  bool started = false;  // false: the tool could not be run at all
+  int exit_code = -1;    // when it exited
+  int signal = 0;        // when a signal ended it
+  bool timed_out = false;
+  double seconds = 0;
+  std::string output_tail; // the last few lines of its output
+  std::string error;       // why it could not be started
+
+  bool ok() const { return started && !timed_out && signal == 0 && exit_code == 0; }
+  // "exited with status 2", "killed after the 60 s timeout", "not found: ..."
+  std::string describe() const;
+};
+
+struct ToolOptions {
+  std::chrono::milliseconds timeout{120000};
+  std::chrono::milliseconds kill_grace{2000}; // SIGTERM to SIGKILL
+  std::string log_path;                        // appended to; empty: discarded
+  size_t tail_bytes = 2048;
+};
+
+ToolResult runTool(const std::vector<std::string>& argv, const ToolOptions& options);
+
+} // namespace hwfarm::drivers
