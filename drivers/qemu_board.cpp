@@ -1,0 +1,112 @@
+#include "drivers/qemu_board.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+namespace hwfarm::drivers {
+
+QemuBoard::QemuBoard(std::string name, config::QemuConfig config, std::string work_dir)
+    : name_(std::move(name)), config_(std::move(config)), work_dir_(std::move(work_dir)) {}
+
+QemuBoard::~QemuBoard() { powerOff(); }
+
+Status QemuBoard::flash(const std::string& image) {
+  std::error_code ec;
+  std::filesystem::create_directories(work_dir_, ec);
+  std::string staged = work_dir_ + "/" + name_ + ".elf";
+  std::filesystem::copy_file(image, staged, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) return Status::failure("cannot stage image " + image + ": " + ec.message());
+  image_ = staged;
+  return Status::success();
+}
+
+Status QemuBoard::powerOn(std::string* console) {
+  if (running()) return Status::failure("board " + name_ + " is already powered on");
+  if (image_.empty()) return Status::failure("board " + name_ + " has no image: flash it first");
+  std::string socket = work_dir_ + "/" + name_ + ".uart";
+  ::unlink(socket.c_str());
+  std::vector<std::string> argv{config_.binary, "-M", config_.machine};
+  if (!config_.cpu.empty()) argv.insert(argv.end(), {"-cpu", config_.cpu});
+  argv.insert(argv.end(), {"-display", "none", "-monitor", "none", "-chardev",
+                           "socket,id=uart0,path=" + socket + ",server=on,wait=on", "-serial", "chardev:uart0",
+                           "-semihosting-config", "enable=on,target=native", "-kernel", image_});
+  argv.insert(argv.end(), config_.extra_args.begin(), config_.extra_args.end());
+  std::string log = logPath();
+  exit_status_.reset();
+  pid_ = ::fork();
+  if (pid_ < 0) return Status::failure(std::string("fork: ") + std::strerror(errno));
+  if (pid_ == 0) {
+    ::setpgid(0, 0);
+    int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int in = ::open("/dev/null", O_RDONLY);
+    if (out >= 0) {
+      ::dup2(out, 1);
+      ::dup2(out, 2);
+    }
+    if (in >= 0) ::dup2(in, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  // QEMU creates the socket, then waits for the console to connect.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  struct stat st {};
+  while (::stat(socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) {
+    if (!running() || std::chrono::steady_clock::now() > deadline) {
+      powerOff();
+      return Status::failure("QEMU did not start for board " + name_ + " (see " + log + ")");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  *console = "unix:" + socket;
+  return Status::success();
+}
+
+void QemuBoard::reap(bool block) {
+  if (pid_ <= 0) return;
+  int raw = 0;
+  pid_t r = ::waitpid(pid_, &raw, block ? 0 : WNOHANG);
+  if (r != pid_) return;
+  exit_status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  pid_ = -1;
+}
+
+bool QemuBoard::running() {
+  reap(false);
+  return pid_ > 0;
+}
+
+std::optional<int> QemuBoard::exitStatus() {
+  reap(false);
+  return exit_status_;
+}
+
+Status QemuBoard::powerOff() {
+  if (!running()) return Status::success();
+  ::kill(-pid_, SIGTERM);
+  for (int i = 0; i < 200 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (running()) {
+    ::kill(-pid_, SIGKILL);
+    reap(true);
+  }
+  exit_status_.reset(); // stopped, not finished: the firmware has no status
+  return Status::success();
+}
+
+} // namespace hwfarm::drivers

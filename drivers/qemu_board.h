@@ -1,0 +1,51 @@
+// A simulated board (driver = "qemu"): a QEMU machine whose UART0 is a local
+// socket the serial driver connects to. Flash stages the ELF; power on starts
+// QEMU with semihosting (the firmware's exit status becomes QEMU's); power
+// off stops it. Above this interface it is a board like any other.
+//
+// Blocking calls (QEMU start-up, stop): run them off the event loop.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <sys/types.h>
+
+#include "config/fleet_config.h"
+#include "drivers/status.h"
+
+namespace hwfarm::drivers {
+
+class QemuBoard {
+ public:
+  // `work_dir` holds the staged image, QEMU's log and its UART socket.
+  QemuBoard(std::string name, config::QemuConfig config, std::string work_dir);
+  ~QemuBoard(); // powers off
+  QemuBoard(const QemuBoard&) = delete;
+  QemuBoard& operator=(const QemuBoard&) = delete;
+
+  // Copies `image` into the work dir; the next power-on boots it.
+  Status flash(const std::string& image);
+  // Starts QEMU. QEMU holds the guest until a client connects to the UART
+  // socket, so no output is lost: connect to `*console` ("unix:/...") next.
+  Status powerOn(std::string* console);
+  // Stops QEMU (SIGTERM, then SIGKILL after a grace period).
+  Status powerOff();
+  // Whether QEMU runs; once it has exited on its own, its exit status (the
+  // firmware's semihosting status, or 128+signal). Nothing after powerOff().
+  bool running();
+  std::optional<int> exitStatus();
+  pid_t pid() const { return pid_; }
+  std::string logPath() const { return work_dir_ + "/" + name_ + ".qemu.log"; }
+
+ private:
+  void reap(bool block);
+
+  std::string name_;
+  config::QemuConfig config_;
+  std::string work_dir_;
+  std::string image_;
+  pid_t pid_ = -1;
+  std::optional<int> exit_status_;
+};
+
+} // namespace hwfarm::drivers

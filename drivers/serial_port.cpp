@@ -1,0 +1,261 @@
+#include "drivers/serial_port.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <list>
+#include <map>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+
+#include "drivers/console_log.h"
+
+namespace hwfarm::drivers {
+namespace asio = boost::asio;
+
+namespace {
+
+speed_t speedOf(int64_t baud) {
+  static const std::map<int64_t, speed_t> speeds{
+      {50, B50},         {75, B75},         {110, B110},       {134, B134},       {150, B150},
+      {200, B200},       {300, B300},       {600, B600},       {1200, B1200},     {1800, B1800},
+      {2400, B2400},     {4800, B4800},     {9600, B9600},     {19200, B19200},   {38400, B38400},
+      {57600, B57600},   {115200, B115200}, {230400, B230400}, {460800, B460800}, {500000, B500000},
+      {576000, B576000}, {921600, B921600}, {1000000, B1000000}, {1152000, B1152000}, {1500000, B1500000},
+      {2000000, B2000000}, {2500000, B2500000}, {3000000, B3000000}, {3500000, B3500000}, {4000000, B4000000}};
+  auto it = speeds.find(baud);
+  return it == speeds.end() ? B0 : it->second;
+}
+
+std::string errnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// UUCP/HDB lock file: LCK..ttyACM0 holding the owner's pid, so minicom,
+// screen and other tools see the port as busy.
+std::string lockPath(const std::string& dir, const std::string& device) {
+  std::string name = device.rfind("/dev/", 0) == 0 ? device.substr(5) : device;
+  for (char& c : name)
+    if (c == '/') c = '_';
+  return dir + "/LCK.." + name;
+}
+
+bool takeLock(const std::string& path, std::string* error) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      char text[16];
+      int n = std::snprintf(text, sizeof text, "%10d\n", static_cast<int>(::getpid()));
+      bool written = ::write(fd, text, static_cast<size_t>(n)) == n;
+      ::close(fd);
+      return written || (*error = errnoText("cannot write " + path), false);
+    }
+    if (errno != EEXIST) {
+      *error = errnoText("cannot create lock " + path);
+      return false;
+    }
+    char text[32] = {};
+    int rfd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    ssize_t n = rfd >= 0 ? ::read(rfd, text, sizeof text - 1) : -1;
+    if (rfd >= 0) ::close(rfd);
+    int pid = n > 0 ? std::atoi(text) : 0;
+    if (pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM)) {
+      *error = "is locked by pid " + std::to_string(pid) + " (" + path + ")";
+      return false;
+    }
+    ::unlink(path.c_str()); // stale: its owner is gone
+  }
+  *error = "cannot take lock " + path;
+  return false;
+}
+
+} // namespace
+
+struct SerialPort::Impl : std::enable_shared_from_this<SerialPort::Impl> {
+  struct Expectation {
+    std::regex pattern;
+    std::shared_ptr<asio::steady_timer> timer;
+    std::function<void(std::optional<std::string>)> done;
+  };
+
+  Impl(asio::io_context& io, int fd) : stream(io, fd) {}
+
+  void read() {
+    stream.async_read_some(asio::buffer(buffer), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+      if (ec) return self->ended(ec == asio::error::eof ? "end of file" : ec.message());
+      self->bytes += n;
+      self->consume(std::string_view(self->buffer.data(), n));
+      if (!self->is_closed) self->read();
+    });
+  }
+
+  void consume(std::string_view data) {
+    for (char c : data) {
+      if (c == '\n') {
+        emit();
+        continue;
+      }
+      if (c != '\r') partial += c;
+      if (partial.size() >= options.max_line) emit();
+    }
+  }
+
+  void emit() {
+    std::string line = std::move(partial);
+    partial.clear();
+    if (log) log->line(line);
+    if (on_line) on_line(line);
+    for (auto it = expectations.begin(); it != expectations.end();) {
+      if (std::regex_search(line, it->pattern)) {
+        auto done = std::move(it->done);
+        it->timer->cancel();
+        it = expectations.erase(it);
+        done(line);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void ended(const std::string& reason) {
+    if (is_closed) return;
+    if (!partial.empty()) emit();
+    is_closed = true;
+    if (log) log->note("console closed: " + reason);
+    auto pending = std::move(expectations);
+    expectations.clear();
+    for (auto& e : pending) {
+      e.timer->cancel();
+      e.done(std::nullopt);
+    }
+    boost::system::error_code ignored;
+    stream.close(ignored);
+    if (on_closed) on_closed(reason);
+  }
+
+  asio::posix::stream_descriptor stream;
+  SerialOptions options;
+  std::string path;
+  std::string lock;
+  std::array<char, 8192> buffer{};
+  std::string partial;
+  uint64_t bytes = 0;
+  bool is_closed = false;
+  LineHandler on_line;
+  ClosedHandler on_closed;
+  ConsoleLog* log = nullptr;
+  std::list<Expectation> expectations;
+};
+
+std::unique_ptr<SerialPort> SerialPort::open(asio::io_context& io, const std::string& path,
+                                             const SerialOptions& options, std::string* error) {
+  int fd = -1;
+  std::string lock;
+  if (path.rfind("unix:", 0) == 0) {
+    std::string socket_path = path.substr(5);
+    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_path.c_str(), sizeof addr.sun_path - 1);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      *error = errnoText("cannot connect to " + socket_path);
+      if (fd >= 0) ::close(fd);
+      return nullptr;
+    }
+  } else {
+    speed_t speed = speedOf(options.baud);
+    if (speed == B0) {
+      *error = "baud rate " + std::to_string(options.baud) + " is not supported";
+      return nullptr;
+    }
+    if (!options.lock_dir.empty()) {
+      lock = lockPath(options.lock_dir, path);
+      std::string why;
+      if (!takeLock(lock, &why)) {
+        *error = path + " " + why;
+        return nullptr;
+      }
+    }
+    fd = ::open(path.c_str(), O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    termios tio{};
+    if (fd < 0 || ::ioctl(fd, TIOCEXCL) != 0 || ::tcgetattr(fd, &tio) != 0) {
+      *error = errnoText("cannot open " + path);
+      if (fd >= 0) ::close(fd);
+      if (!lock.empty()) ::unlink(lock.c_str());
+      return nullptr;
+    }
+    ::cfmakeraw(&tio);
+    tio.c_cflag |= CLOCAL | CREAD;
+    tio.c_cc[VMIN] = 1;
+    tio.c_cc[VTIME] = 0;
+    ::cfsetspeed(&tio, speed);
+    if (::tcsetattr(fd, TCSANOW, &tio) != 0) {
+      *error = errnoText("cannot configure " + path);
+      ::close(fd);
+      if (!lock.empty()) ::unlink(lock.c_str());
+      return nullptr;
+    }
+  }
+  auto impl = std::make_shared<Impl>(io, fd);
+  impl->options = options;
+  impl->path = path;
+  impl->lock = lock;
+  impl->stream.non_blocking(true);
+  return std::unique_ptr<SerialPort>(new SerialPort(impl));
+}
+
+SerialPort::SerialPort(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+SerialPort::~SerialPort() {
+  impl_->log = nullptr; // the log may be gone before us
+  close();
+  if (!impl_->lock.empty()) ::unlink(impl_->lock.c_str());
+}
+
+void SerialPort::start(LineHandler on_line, ClosedHandler on_closed, ConsoleLog* log) {
+  impl_->on_line = std::move(on_line);
+  impl_->on_closed = std::move(on_closed);
+  impl_->log = log;
+  impl_->read();
+}
+
+void SerialPort::expect(const std::regex& pattern, std::chrono::milliseconds timeout,
+                        std::function<void(std::optional<std::string>)> done) {
+  if (impl_->is_closed) return done(std::nullopt);
+  auto timer = std::make_shared<asio::steady_timer>(impl_->stream.get_executor());
+  impl_->expectations.push_back({pattern, timer, std::move(done)});
+  auto it = std::prev(impl_->expectations.end());
+  timer->expires_after(timeout);
+  timer->async_wait([weak = std::weak_ptr<Impl>(impl_), it](boost::system::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self) return;
+    auto done = std::move(it->done);
+    self->expectations.erase(it);
+    done(std::nullopt);
+  });
+}
+
+void SerialPort::write(const std::string& data) {
+  boost::system::error_code ec;
+  asio::write(impl_->stream, asio::buffer(data), ec);
+}
+
+void SerialPort::close() {
+  if (impl_->is_closed) return;
+  impl_->on_closed = nullptr; // closing on purpose is not news
+  impl_->ended("closed by hwfarmd");
+}
+
+uint64_t SerialPort::bytesRead() const { return impl_->bytes; }
+bool SerialPort::closed() const { return impl_->is_closed; }
+const std::string& SerialPort::path() const { return impl_->path; }
+
+} // namespace hwfarm::drivers

@@ -1,0 +1,64 @@
+// A board's console: a tty (raw termios, exclusive while open: TIOCEXCL
+// plus a UUCP lock file), or a local socket (QEMU's UART). Reads are event
+// driven on the daemon's io_context; complete lines are handed out, and a
+// port that disappears mid-read is reported once, not spun on.
+//
+// Thread safety: use from the io_context's thread only.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace hwfarm::drivers {
+
+class ConsoleLog;
+
+struct SerialOptions {
+  int64_t baud = 115200;
+  std::string lock_dir = "/var/lock"; // UUCP lock files (LCK..ttyACM0); empty: none
+  size_t max_line = 64 * 1024;        // longer lines are cut into pieces
+};
+
+class SerialPort {
+ public:
+  using LineHandler = std::function<void(const std::string& line)>;
+  using ClosedHandler = std::function<void(const std::string& reason)>;
+
+  // Opens a tty path or "unix:/path" (a connected socket). On failure
+  // returns nothing and sets `error` (e.g. "/dev/ttyACM0 is locked by pid 812").
+  static std::unique_ptr<SerialPort> open(boost::asio::io_context& io, const std::string& path,
+                                          const SerialOptions& options, std::string* error);
+  ~SerialPort(); // closes and removes the lock file
+
+  // Starts reading. Lines (without the newline, "\r" stripped) go to
+  // `on_line` and to `log` (may be null); `on_closed` runs once when the port
+  // ends (EOF, hang-up, EIO when a USB device leaves). `log` must outlive
+  // the reading, or this port.
+  void start(LineHandler on_line, ClosedHandler on_closed, ConsoleLog* log);
+
+  // Calls `done` with the first line matching `pattern` from now on, or with
+  // nothing when `timeout` passes or the port closes first.
+  void expect(const std::regex& pattern, std::chrono::milliseconds timeout,
+              std::function<void(std::optional<std::string>)> done);
+
+  void write(const std::string& data);
+  void close();
+  uint64_t bytesRead() const;
+  bool closed() const;
+  const std::string& path() const;
+
+ private:
+  struct Impl;
+  explicit SerialPort(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+} // namespace hwfarm::drivers

@@ -1,0 +1,17 @@
+// Driver outcomes as values (STYLE.md habit 5). Every driver failure is an
+// infrastructure failure; the message says what failed and why.
+#pragma once
+
+#include <string>
+
+namespace hwfarm::drivers {
+
+struct Status {
+  bool ok = true;
+  std::string message;
+
+  static Status success() { return {}; }
+  static Status failure(std::string message) { return {false, std::move(message)}; }
+};
+
+} // namespace hwfarm::drivers

@@ -1,0 +1,172 @@
+// Serial consoles on ptys (a pty stands in for a USB tty): raw reads on an
+// event loop, nothing lost under a fast stream, expect with deadlines,
+// exclusivity, and a port that vanishes mid-read.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <pty.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "drivers/console_log.h"
+#include "drivers/serial_port.h"
+#include "tests/support/process.h"
+
+using namespace hwfarm::drivers;
+using hwfarm::test::readFile;
+using hwfarm::test::TempDir;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The board side of a pty: what firmware would write to its UART.
+struct FakeUart {
+  int master = -1, slave = -1;
+  std::string path;
+  FakeUart() {
+    char name[256];
+    REQUIRE(openpty(&master, &slave, name, nullptr, nullptr) == 0);
+    path = name;
+    ::close(slave); // hwfarm opens the slave side by its path
+  }
+  ~FakeUart() {
+    if (master >= 0) ::close(master);
+  }
+  void send(const std::string& data) const {
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n = ::write(master, data.data() + done, data.size() - done);
+      if (n > 0) done += static_cast<size_t>(n);
+      else std::this_thread::sleep_for(1ms);
+    }
+  }
+  void vanish() {
+    ::close(master);
+    master = -1;
+  }
+};
+
+SerialOptions options(const TempDir& dir) {
+  SerialOptions o;
+  o.lock_dir = dir.path();
+  return o;
+}
+
+} // namespace
+
+TEST_CASE("no byte is lost from a fast stream and lines are logged with timestamps") {
+  TempDir dir;
+  FakeUart uart;
+  boost::asio::io_context io;
+  std::string error;
+  ConsoleLog log(dir.file("console.log"), 1 << 30);
+  auto port = SerialPort::open(io, uart.path, options(dir), &error);
+  REQUIRE(port);
+  size_t lines = 0, chars = 0;
+  port->start([&](const std::string& line) { ++lines, chars += line.size(); }, nullptr, &log);
+  // 3 Mbaud for one second is ~300 KB: write that much as fast as the pty takes it.
+  const size_t kLines = 5000;
+  std::string line(59, 'x');
+  std::thread writer([&] {
+    for (size_t i = 0; i < kLines; ++i) uart.send(line + "\n");
+  });
+  while (lines < kLines) io.run_one_for(2s);
+  writer.join();
+  REQUIRE(lines == kLines);
+  REQUIRE(chars == kLines * line.size());
+  REQUIRE(port->bytesRead() == kLines * (line.size() + 1));
+  std::string text = readFile(dir.file("console.log"));
+  REQUIRE(std::regex_search(text, std::regex("^\\[ +[0-9]+\\.[0-9]{3}\\] x{59}\n")));
+  REQUIRE(text.find("] " + line + "\n") != std::string::npos);
+}
+
+TEST_CASE("expect waits for a matching line or gives up at its deadline") {
+  TempDir dir;
+  FakeUart uart;
+  boost::asio::io_context io;
+  std::string error;
+  auto port = SerialPort::open(io, uart.path, options(dir), &error);
+  REQUIRE(port);
+  port->start(nullptr, nullptr, nullptr);
+  std::optional<std::optional<std::string>> found, missing;
+  port->expect(std::regex("^HWFARM END"), 5s, [&](auto line) { found = line; });
+  port->expect(std::regex("never printed"), 200ms, [&](auto line) { missing = line; });
+  uart.send("booting\nHWFARM BEGIN suite=x\nHWFARM END\n");
+  auto start = std::chrono::steady_clock::now();
+  while ((!found || !missing) && std::chrono::steady_clock::now() - start < 5s) io.run_one_for(100ms);
+  REQUIRE(found);
+  REQUIRE(*found == std::optional<std::string>("HWFARM END"));
+  REQUIRE(missing);
+  REQUIRE_FALSE(missing->has_value());
+}
+
+TEST_CASE("a console is exclusive while open and its lock goes with it") {
+  TempDir dir;
+  FakeUart uart;
+  boost::asio::io_context io;
+  std::string error;
+  auto first = SerialPort::open(io, uart.path, options(dir), &error);
+  REQUIRE(first);
+  std::string lock = dir.file("LCK.." + uart.path.substr(5).replace(uart.path.substr(5).find('/'), 1, "_"));
+  REQUIRE(std::stoi(readFile(lock)) == ::getpid());
+  auto second = SerialPort::open(io, uart.path, options(dir), &error);
+  REQUIRE_FALSE(second);
+  REQUIRE(error == uart.path + " is locked by pid " + std::to_string(::getpid()) + " (" + lock + ")");
+  first.reset();
+  REQUIRE(::access(lock.c_str(), F_OK) != 0);
+  // A lock left by a process that is gone is stale and taken over.
+  std::ofstream(lock) << "    999999\n";
+  REQUIRE(SerialPort::open(io, uart.path, options(dir), &error));
+}
+
+TEST_CASE("a port that vanishes mid-read is reported once and not spun on") {
+  TempDir dir;
+  FakeUart uart;
+  boost::asio::io_context io;
+  std::string error;
+  ConsoleLog log(dir.file("console.log"), 1 << 20);
+  auto port = SerialPort::open(io, uart.path, options(dir), &error);
+  REQUIRE(port);
+  int closed = 0;
+  std::string reason;
+  std::optional<std::optional<std::string>> waiting;
+  port->start(nullptr, [&](const std::string& why) { ++closed, reason = why; }, &log);
+  port->expect(std::regex("HWFARM END"), 10s, [&](auto line) { waiting = line; });
+  uart.send("HWFARM BEGIN suite=x\npartial li");
+  for (int i = 0; i < 20; ++i) io.run_one_for(10ms);
+  uart.vanish(); // the USB device left
+  auto start = std::chrono::steady_clock::now();
+  while (!closed && std::chrono::steady_clock::now() - start < 5s) io.run_one_for(100ms);
+  REQUIRE(closed == 1);
+  // A pty reports its master going away as EOF, a USB tty as EIO.
+  REQUIRE_THAT(reason, Catch::Matches("end of file|Input/output error"));
+  REQUIRE(port->closed());
+  REQUIRE(waiting);
+  REQUIRE_FALSE(waiting->has_value()); // the pending expect ended with the port
+  // Once the cancelled timer's completion has run, nothing is left: the
+  // loop does not spin on a dead descriptor.
+  io.restart();
+  io.poll();
+  REQUIRE(io.poll() == 0);
+  REQUIRE(io.stopped());
+  std::string text = readFile(dir.file("console.log"));
+  REQUIRE(text.find("] partial li\n") != std::string::npos);
+  REQUIRE(text.find("] -- console closed: " + reason + " --\n") != std::string::npos);
+}
+
+TEST_CASE("opening a console that is not there names the path") {
+  TempDir dir;
+  boost::asio::io_context io;
+  std::string error;
+  REQUIRE_FALSE(SerialPort::open(io, "/dev/ttyACM-hwfarm-none", options(dir), &error));
+  REQUIRE(error == "cannot open /dev/ttyACM-hwfarm-none: No such file or directory");
+  REQUIRE(::access(dir.file("LCK..ttyACM-hwfarm-none").c_str(), F_OK) != 0);
+  SerialOptions odd = options(dir);
+  odd.baud = 123456;
+  REQUIRE_FALSE(SerialPort::open(io, "/dev/null", odd, &error));
+  REQUIRE(error == "baud rate 123456 is not supported");
+}
