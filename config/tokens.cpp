@@ -59,6 +59,9 @@ TokensResult parseTokens(std::string_view text, const std::string& file) {
         if (!std::regex_match(*v, re)) {
           r.error("name", "expected a name of letters, digits, \".\", \"_\", \"@\" or \"-\", got \"" + *v + "\"");
           ok = false;
+        } else if (*v == "anonymous") {
+          r.error("name", "\"anonymous\" is reserved for anonymous loopback access");
+          ok = false;
         } else if (auto [it, inserted] = names.emplace(*v, errors.posText(t.get("name")->source())); !inserted) {
           r.error("name", "token name \"" + *v + "\" is already used (first defined at " + it->second + ")");
           ok = false;

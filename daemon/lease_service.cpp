@@ -43,7 +43,7 @@ std::vector<lease::BoardSpec> specsOf(const config::FleetConfig& config) {
   for (const auto& w : config.workers)
     for (const auto& b : w.boards)
       specs.push_back({b.name, b.type, w.name, w.node, b.labels, b.driver, b.usb.serial.value_or(""),
-                       b.driver == "usb" ? b.serial.port : ""});
+                       b.driver == "usb" && b.serial.port != "auto" ? b.serial.port : ""});
   return specs;
 }
 
@@ -151,7 +151,8 @@ void LeaseService::Impl::forgetOldLeases() {
   forget_timer.expires_after(std::chrono::minutes(1));
   forget_timer.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
-    scheduler.forgetEndedBefore(now() - kMemoryHistoryMs);
+    scheduler.forgetEndedBefore(
+        now() - std::min(kMemoryHistoryMs, static_cast<int64_t>(config.leases.history_days * 86400000.0)));
     forgetOldLeases();
   });
 }
@@ -321,6 +322,7 @@ LeaseService::~LeaseService() = default;
 
 void LeaseService::reconfigure(const config::FleetConfig& config) {
   impl_->config = config;
+  impl_->scheduler.setOptions(schedulerOptions(config));
   Changes changes;
   impl_->scheduler.configure(specsOf(config), initialState, impl_->now(), changes);
   for (const auto& l : changes.ended) spdlog::warn("lease {} {}", l.id, l.end_reason);

@@ -419,6 +419,11 @@ TEST_CASE("the example tokens file parses and token errors name their position")
                         "tokens.toml:2:8)",
                         "tokens.toml:9:1: token #2: expires: unknown key"});
   REQUIRE(bad.tokens.empty());
+  auto reserved = hwfarm::config::parseTokens("[[token]]\nname = \"anonymous\"\nrole = \"viewer\"\nsha256 = \"" +
+                                                  std::string(64, 'a') + "\"\n",
+                                              "tokens.toml");
+  REQUIRE(reserved.errors.at(0).format() ==
+          "tokens.toml:2:8: token #1: name: \"anonymous\" is reserved for anonymous loopback access");
 }
 
 TEST_CASE("leases settings are bounded and the default TTL fits limits.max_ttl_s") {

@@ -210,3 +210,40 @@ TEST_CASE("lease run stops the command when its lease ends under it") {
   REQUIRE(status->code == 8);
   REQUIRE(readFile(dir.file("ctl.err")).find("lease " + id + " ended while the command ran") != std::string::npos);
 }
+
+TEST_CASE("lease run aborted while waiting for boards exits at once and leaves the queue") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  REQUIRE(d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", "").status ==
+          201);
+  Process ctl({HWFARMCTL_PATH, "--url", d.url(), "lease", "run", "--type", "mps2-an385", "--wait", "600", "--",
+               "/bin/true"},
+              dir.file("ctl.out"), dir.file("ctl.err"), {{"HWFARM_WORKER", ""}});
+  size_t depth = 0;
+  for (int i = 0; i < 500 && depth == 0; ++i) {
+    depth = json::parse(d.get("/v1/queue").body).at("queue").as_array().size();
+    if (!depth) std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(depth == 1);
+  ctl.signal(SIGTERM); // a Jenkins abort while the stage waits
+  auto status = ctl.wait(5s);
+  REQUIRE(status);
+  REQUIRE(status->code == 128 + SIGTERM);
+  REQUIRE(readFile(dir.file("ctl.err")).find("Terminated while waiting for boards; giving up") != std::string::npos);
+  for (int i = 0; i < 500 && depth > 0; ++i) {
+    depth = json::parse(d.get("/v1/queue").body).at("queue").as_array().size();
+    if (depth) std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(depth == 0);
+}
+
+TEST_CASE("lease run stops what the command left running in its group") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string pidfile = dir.file("bg.pid");
+  auto r = Ctl{d, {}}({"lease", "run", "--type", "mps2-an385", "--", "/bin/sh", "-c",
+                       "sleep 60 & echo $! > " + pidfile});
+  REQUIRE(r.status.code == 0);
+  std::this_thread::sleep_for(100ms);
+  REQUIRE_FALSE(alive(std::stoi(readFile(pidfile))));
+}

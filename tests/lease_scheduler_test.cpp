@@ -299,3 +299,16 @@ TEST_CASE("random operations keep every board in at most one lease and the count
     }
   }
 }
+
+TEST_CASE("a board that is not present goes back to offline when resumed") {
+  int ids = 0;
+  Scheduler s{SchedulerOptions{}, [&] { return "L" + std::to_string(++ids); }};
+  Changes c;
+  s.configure({spec("usb-1", "t")}, [](const BoardSpec&) { return BoardState::offline; }, 0, c);
+  REQUIRE(s.enterMaintenance("usb-1", "", 1, c).status == OpStatus::ok);
+  REQUIRE(s.resume("usb-1", 2, c).status == OpStatus::ok);
+  REQUIRE(s.board("usb-1")->state == BoardState::offline);
+  // Once it appears it recovers like any other.
+  s.appeared("usb-1", 3, c);
+  REQUIRE(s.board("usb-1")->state == BoardState::recovering);
+}

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,11 +18,25 @@ struct HttpRequest {
   bool local_peer = false;   // loopback TCP or unix socket
 };
 
+// The sending end of a streamed (chunked) response body.
+struct StreamSink {
+  virtual ~StreamSink() = default;
+  // Queues a chunk; false once the client has gone.
+  virtual bool write(std::string data) = 0;
+  // Ends the body; the connection closes after it.
+  virtual void end() = 0;
+  // `on_gone` runs once if the client disconnects before end().
+  virtual void onGone(std::function<void()> on_gone) = 0;
+};
+
 struct HttpResponse {
   int status = 200;
   std::string body;
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
+  // Set: the body is streamed. After the headers are sent, `stream` gets the
+  // sink and writes the body through it (`body` is sent as the first chunk).
+  std::function<void(std::shared_ptr<StreamSink>)> stream;
 };
 
 // Handlers answer through `respond`, now or later (long-poll); exactly once.

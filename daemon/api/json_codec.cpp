@@ -190,7 +190,7 @@ std::optional<AcquireRequest> parseAcquire(const std::string& body, const config
   if (auto v = f.integer("count", 1, limits.max_count, " (limits.max_count)")) r.count = static_cast<int>(*v);
   r.ttl_ms = static_cast<int64_t>(leases.default_ttl_s * 1000);
   if (auto v = f.number("ttl_s", 0, limits.max_ttl_s, true, " (limits.max_ttl_s)"))
-    r.ttl_ms = static_cast<int64_t>(*v * 1000);
+    r.ttl_ms = std::max<int64_t>(1, static_cast<int64_t>(*v * 1000));
   if (auto v = f.number("wait_s", 0, limits.max_wait_s, false, " (limits.max_wait_s)"))
     out.wait_ms = static_cast<int64_t>(*v * 1000);
   if (auto v = f.integer("priority", -100, 100, "")) r.priority = static_cast<int>(*v);
@@ -222,7 +222,7 @@ std::optional<int64_t> parseRenew(const std::string& body, const config::Limits&
   Fields f(*object, "", error);
   int64_t ttl = current_ttl_ms;
   if (auto v = f.number("ttl_s", 0, limits.max_ttl_s, true, " (limits.max_ttl_s)"))
-    ttl = static_cast<int64_t>(*v * 1000);
+    ttl = std::max<int64_t>(1, static_cast<int64_t>(*v * 1000));
   f.finish();
   if (f.failed()) return std::nullopt;
   return ttl;

@@ -31,7 +31,7 @@ std::string renderMetrics(const AgentState& state, const LeaseService& leases,
 
   family(out, "hwfarm_lease_grants_total", "counter", "Leases granted.");
   out << "hwfarm_lease_grants_total{" << agent << "} " << m.grants << '\n';
-  family(out, "hwfarm_lease_releases_total", "counter", "Leases released by their holder.");
+  family(out, "hwfarm_lease_releases_total", "counter", "Leases released by their holder (or because their client left before the grant reached it).");
   out << "hwfarm_lease_releases_total{" << agent << "} " << m.releases << '\n';
   family(out, "hwfarm_lease_expiries_total", "counter", "Leases that expired without renewal.");
   out << "hwfarm_lease_expiries_total{" << agent << "} " << m.expiries << '\n';

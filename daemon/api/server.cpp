@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <deque>
 #include <list>
 #include <optional>
 #include <stdexcept>
@@ -200,7 +201,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     stream_.socket().async_wait(Protocol::socket::wait_read,
                                 [self = this->shared_from_this()](beast::error_code ec) {
                                   self->watching_ = false;
-                                  if (ec || self->responded_) return;
+                                  if (ec || (self->responded_ && !self->streaming_)) return;
                                   char byte;
                                   ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1,
                                                      MSG_PEEK | MSG_DONTWAIT);
@@ -213,7 +214,76 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
                                 });
   }
 
+  // A chunked body fed by the handler through a StreamSink.
+  class Sink : public StreamSink {
+   public:
+    explicit Sink(std::shared_ptr<Session> session) : session_(std::move(session)) {}
+    bool write(std::string data) override {
+      if (session_->gone_ || ended_ || data.empty()) return !session_->gone_;
+      char size[20];
+      std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+      session_->queueRaw(size + data + "\r\n");
+      return true;
+    }
+    void end() override {
+      if (ended_) return;
+      ended_ = true;
+      session_->queueRaw("0\r\n\r\n");
+      session_->close_after_queue_ = true;
+      session_->flushQueue();
+    }
+    void onGone(std::function<void()> on_gone) override { session_->gone_hook_ = std::move(on_gone); }
+
+   private:
+    std::shared_ptr<Session> session_;
+    bool ended_ = false;
+  };
+
+  void startStream(HttpResponse response) {
+    std::string head = "HTTP/1.1 " + std::to_string(response.status) + " OK\r\nServer: hwfarmd\r\nContent-Type: " +
+                       response.content_type + "\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n";
+    for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
+    queueRaw(head + "\r\n");
+    auto sink = std::make_shared<Sink>(this->shared_from_this());
+    if (!response.body.empty()) sink->write(std::move(response.body));
+    streaming_ = true;
+    watchForClose();
+    response.stream(sink);
+  }
+
+  void queueRaw(std::string data) {
+    queue_.push_back(std::move(data));
+    flushQueue();
+  }
+
+  void flushQueue() {
+    if (writing_ || gone_) return;
+    if (queue_.empty()) {
+      if (close_after_queue_) {
+        boost::system::error_code ignored;
+        stream_.socket().shutdown(Protocol::socket::shutdown_send, ignored);
+        stream_.close();
+      }
+      return;
+    }
+    writing_ = true;
+    auto data = std::make_shared<std::string>(std::move(queue_.front()));
+    queue_.pop_front();
+    stream_.expires_never();
+    asio::async_write(stream_, asio::buffer(*data),
+                      [self = this->shared_from_this(), data](beast::error_code ec, size_t) {
+                        self->writing_ = false;
+                        if (ec) {
+                          self->gone_ = true;
+                          if (auto hook = std::exchange(self->gone_hook_, {})) hook();
+                          return self->stream_.close();
+                        }
+                        self->flushQueue();
+                      });
+  }
+
   void write(HttpResponse response) {
+    if (response.stream) return startStream(std::move(response));
     busy_ = true;
     auto message = std::make_shared<http::response<http::string_body>>();
     message->version(11);
@@ -244,6 +314,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::optional<http::request_parser<http::string_body>> parser_;
   asio::steady_timer request_timer_;
   std::function<void()> gone_hook_;
+  std::deque<std::string> queue_; // raw bytes of a streamed response
+  bool writing_ = false;
+  bool streaming_ = false;
+  bool close_after_queue_ = false;
   bool responded_ = false;
   bool watching_ = false;
   bool gone_ = false;

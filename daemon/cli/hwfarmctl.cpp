@@ -38,7 +38,8 @@ constexpr const char* kUsageText =
     "                                 make a token and its tokens-file entry\n"
     "\n"
     "SELECTOR: --type T and/or --label L (repeatable); OPTS: --count N,\n"
-    "  --worker W (default $HWFARM_WORKER), --ttl S (default 1800), --wait S\n"
+    "  --worker W (default $HWFARM_WORKER), --ttl S (default: the daemon's\n"
+    "  leases.default_ttl_s), --wait S\n"
     "  (default 1800), --priority P, --context pr|pr-tagged|nightly|manual\n"
     "  (default $HWFARM_CONTEXT, else pr when $CHANGE_ID is set, else manual),\n"
     "  --key K (idempotency key; default: a fresh one per invocation)\n"
@@ -48,7 +49,7 @@ constexpr const char* kUsageText =
     "                 http://127.0.0.1:7420)\n"
     "  --token TOKEN  bearer token (default $HWFARM_TOKEN)\n"
     "  --json         print the daemon's JSON instead of a table\n"
-    "  -q, --quiet    lease acquire: print only the lease id\n"
+    "  -q, --quiet    lease commands: print only the lease id\n"
     "\n"
     "exit codes: 0 ok, 1 other daemon error, 2 bad usage, 3 daemon unreachable,\n"
     "  4 no board within --wait, 5 refused by the agent's tier, 6 no configured\n"
@@ -200,9 +201,12 @@ std::optional<json::value> Session::call(const std::string& method, const std::s
       const json::object* o = parsed.if_object();
       std::string error = o && o->contains("error") ? text(o->at("error")) : "error";
       std::string detail = o && o->contains("detail") ? text(o->at("detail")) : "";
+      // A daemon restarting (systemd brings it back) is retried like a
+      // connection failure: the idempotency key makes that safe.
+      if (result.status == 503 && error == "shutting_down" && attempt < retries) throw Unreachable(detail);
       err << "hwfarmctl: HTTP " << result.status << ": " << error << ": " << detail << "\n";
       switch (result.status) {
-        case 408: *code = kWaitTimeout; break;
+        case 408: *code = error == "wait_timeout" ? kWaitTimeout : kApiError; break;
         case 409: *code = error == "tier_refused" ? kRefused : kApiError; break;
         case 422: *code = kNoSuchBoard; break;
         case 401:
@@ -254,6 +258,11 @@ int runHwfarmctl(const std::vector<std::string>& args, std::ostream& out, std::o
     if (a == "--") {
       words.insert(words.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
       break;
+    }
+    if (a.rfind("--url=", 0) == 0 || a.rfind("--token=", 0) == 0) {
+      size_t eq = a.find('=');
+      (a[2] == 'u' ? s.url : s.token) = a.substr(eq + 1);
+      continue;
     }
     if (a == "--url" || a == "--token") {
       if (i + 1 >= args.size()) {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 #include <boost/json.hpp>
 
@@ -74,7 +75,7 @@ std::string acquireBody(const Args& a, std::ostream& err, double* wait_s, double
     return "";
   }
   body["count"] = static_cast<int64_t>(count);
-  body["ttl_s"] = *ttl_s;
+  if (a.value("--ttl")) body["ttl_s"] = *ttl_s; // else the daemon's leases.default_ttl_s
   body["wait_s"] = *wait_s;
   body["priority"] = static_cast<int64_t>(priority);
   std::string context = a.value("--context").value_or(env("HWFARM_CONTEXT", env("CHANGE_ID").empty() ? "manual" : "pr"));
@@ -112,6 +113,14 @@ void printLease(Session& s, const json::value& lease) {
   s.out << formatTable(rows);
 }
 
+// A retried key whose lease has already ended: say so instead of using it.
+bool endedReplay(Session& s, const json::value& lease) {
+  if (text(lease.at("state")) == "active") return true;
+  s.err << "hwfarmctl: lease " << text(lease.at("id")) << " for this idempotency key has already ended ("
+        << text(lease.at("end_reason")) << "); use a new --key\n";
+  return false;
+}
+
 int acquire(Session& s, const Args& a) {
   double wait_s = 0, ttl_s = 0;
   std::string body = acquireBody(a, s.err, &wait_s, &ttl_s);
@@ -119,6 +128,7 @@ int acquire(Session& s, const Args& a) {
   int code = kOk;
   auto lease = s.call("POST", "/v1/leases", body, &code, wait_s + 30, 3);
   if (!lease) return code;
+  if (!endedReplay(s, *lease)) return kApiError;
   printLease(s, *lease);
   return kOk;
 }
@@ -192,10 +202,33 @@ int run(Session& s, const Args& a) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&handled, sig);
   sigprocmask(SIG_BLOCK, &handled, &original);
 
+  // The acquire may wait long for boards: run it on a thread and stay
+  // responsive to signals. An abort meanwhile exits at once; the daemon sees
+  // the connection close and drops the request (or releases a grant that
+  // arrives too late).
+  sigaddset(&handled, SIGUSR1);
+  sigprocmask(SIG_BLOCK, &handled, nullptr);
   int code = kOk;
-  auto lease = s.call("POST", "/v1/leases", body, &code, wait_s + 30, 3);
+  std::optional<json::value> lease;
+  std::ostringstream acquire_err;
+  Session quiet{s.url, s.token, s.json, s.quiet, s.out, acquire_err};
+  std::thread acquirer([&] {
+    lease = quiet.call("POST", "/v1/leases", body, &code, wait_s + 30, 3);
+    ::kill(::getpid(), SIGUSR1);
+  });
+  int sig = 0;
+  while ((sig = sigwaitinfo(&handled, nullptr)) != SIGUSR1) {
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+      s.err << "hwfarmctl: " << strsignal(sig) << " while waiting for boards; giving up\n";
+      std::_Exit(128 + sig);
+    }
+  }
+  acquirer.join();
+  s.err << acquire_err.str();
   if (!lease) return code;
+  if (!endedReplay(s, *lease)) return kApiError;
   std::string id = text(lease->at("id"));
+  ttl_s = lease->at("ttl_s").to_number<double>();
   s.err << "hwfarmctl: lease " << id << " granted:";
   for (const auto& b : lease->at("boards").as_array()) s.err << " " << text(b.at("name"));
   s.err << "\n";
@@ -217,7 +250,11 @@ int run(Session& s, const Args& a) {
   auto kill_deadline = std::chrono::steady_clock::time_point::max();
   auto next_renew = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(renew_every * 1000));
   while (true) {
-    if (waitpid(child, &status, WNOHANG) == child) break;
+    if (waitpid(child, &status, WNOHANG) == child) {
+      // Whatever CMD left running in its group must not outlive the lease.
+      kill(-child, SIGTERM);
+      break;
+    }
     auto now = std::chrono::steady_clock::now();
     if (now >= kill_deadline) {
       kill(-child, SIGKILL);

@@ -78,6 +78,7 @@ void Scheduler::configure(const std::vector<BoardSpec>& specs,
       b = *old;
     } else {
       b.state = initial(spec);
+      b.present = b.state != BoardState::offline;
       b.since_ms = now;
       changes.boards.insert(spec.name);
       changes.events.push_back({now, "board_added", "", spec.name, toString(b.state)});
@@ -412,7 +413,8 @@ OpResult Scheduler::resume(const std::string& name, int64_t now, Changes& change
   Board& b = boards_[it->second];
   if (b.state != BoardState::maintenance && b.state != BoardState::quarantined)
     return {OpStatus::conflict, "board " + name + " is " + toString(b.state) + ", not in maintenance or quarantine", {}};
-  setState(it->second, BoardState::recovering, "resumed by operator", now, changes);
+  // A board that is not there goes back to waiting for it.
+  setState(it->second, b.present ? BoardState::recovering : BoardState::offline, "resumed by operator", now, changes);
   return {};
 }
 
@@ -430,6 +432,7 @@ OpResult Scheduler::vanished(const std::string& name, int64_t now, Changes& chan
   auto it = index_.find(name);
   if (it == index_.end()) return {OpStatus::not_found, "no board " + name, {}};
   Board& b = boards_[it->second];
+  b.present = false;
   if (b.state == BoardState::leased) {
     Lease& lease = leases_.at(b.lease_id);
     for (auto& lb : lease.boards)
@@ -447,6 +450,7 @@ OpResult Scheduler::vanished(const std::string& name, int64_t now, Changes& chan
 OpResult Scheduler::appeared(const std::string& name, int64_t now, Changes& changes) {
   auto it = index_.find(name);
   if (it == index_.end()) return {OpStatus::not_found, "no board " + name, {}};
+  boards_[it->second].present = true;
   if (boards_[it->second].state != BoardState::offline) return {};
   setState(it->second, BoardState::recovering, "present", now, changes);
   return {};

@@ -95,6 +95,7 @@ class Scheduler {
   // Replaces the configured boards. New boards start in `initial(spec)`;
   // boards that stay keep their state; removed boards revoke their lease;
   // waiting requests that can no longer be satisfied are dropped.
+  void setOptions(const SchedulerOptions& options) { options_ = options; }
   void configure(const std::vector<BoardSpec>& specs, const std::function<BoardState(const BoardSpec&)>& initial,
                  int64_t now, Changes& changes);
 

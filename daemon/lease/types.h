@@ -32,6 +32,7 @@ struct Board {
   BoardState state = BoardState::offline;
   int64_t since_ms = 0;     // when state last changed
   int64_t last_used_ms = 0; // last grant, for least-recently-used picks
+  bool present = false;     // seen (USB) or simulated; only present boards recover
   std::string lease_id;     // set while leased
   std::string reason;       // why it is in this state (maintenance note, ...)
 };

@@ -1,0 +1,86 @@
+#include "drivers/board.h"
+
+#include <filesystem>
+#include <mutex>
+
+#include "drivers/flasher.h"
+#include "drivers/qemu_board.h"
+
+namespace hwfarm::drivers {
+namespace {
+
+// A board on USB: flashed by its preset or command, powered by its switch,
+// its console a tty.
+class UsbBoard : public Board {
+ public:
+  UsbBoard(config::BoardConfig c, std::string work_dir) : c_(std::move(c)), work_dir_(std::move(work_dir)) {}
+
+  Status flash(const std::string& image, const std::string& log_path) override {
+    if (c_.flash.driver.empty()) return Status::failure("board " + c_.name + " has no flasher configured");
+    std::filesystem::create_directories(work_dir_);
+    ToolResult r = drivers::flash(c_.flash, image, target(), log_path, work_dir_);
+    if (r.ok()) return Status::success();
+    return Status::failure("flashing board " + c_.name + ": " + r.describe() +
+                           (r.output_tail.empty() ? "" : "; output: " + r.output_tail));
+  }
+  Status power(PowerAction action, const std::string& log_path) override {
+    return drivers::power(c_.power, action, target(), log_path);
+  }
+  std::string console(std::string* why) override {
+    if (c_.serial.port == "auto") {
+      *why = "board " + c_.name + ": serial.port = \"auto\" is resolved by USB discovery, which this build lacks; "
+             "set the /dev/serial/by-id/... path";
+      return "";
+    }
+    return c_.serial.port;
+  }
+  void reset() override {}
+
+ private:
+  FlashTarget target() const {
+    return {c_.name, c_.usb.serial.value_or(""), c_.serial.port == "auto" ? "" : c_.serial.port};
+  }
+  config::BoardConfig c_;
+  std::string work_dir_;
+};
+
+class SimulatedBoard : public Board {
+ public:
+  SimulatedBoard(const config::BoardConfig& c, const std::string& work_dir) : qemu_(c.name, c.qemu, work_dir) {}
+
+  Status flash(const std::string& image, const std::string&) override {
+    std::lock_guard lock(mutex_);
+    return qemu_.flash(image);
+  }
+  Status power(PowerAction action, const std::string&) override {
+    std::lock_guard lock(mutex_);
+    if (action != PowerAction::on) qemu_.powerOff();
+    console_.clear();
+    if (action == PowerAction::off) return Status::success();
+    return qemu_.powerOn(&console_);
+  }
+  std::string console(std::string* why) override {
+    std::lock_guard lock(mutex_);
+    if (console_.empty()) *why = "the simulated board is off: power it on first";
+    return console_;
+  }
+  void reset() override {
+    std::lock_guard lock(mutex_);
+    qemu_.powerOff();
+    console_.clear();
+  }
+
+ private:
+  std::mutex mutex_; // flash/power run on worker threads, console() on the loop
+  QemuBoard qemu_;
+  std::string console_;
+};
+
+} // namespace
+
+std::unique_ptr<Board> makeBoard(const config::BoardConfig& config, const std::string& work_dir) {
+  if (config.driver == "qemu") return std::make_unique<SimulatedBoard>(config, work_dir);
+  return std::make_unique<UsbBoard>(config, work_dir);
+}
+
+} // namespace hwfarm::drivers

@@ -1,0 +1,34 @@
+// One board as the daemon drives it, whatever its driver. Backends are
+// chosen by the config's `driver =` key through makeBoard() (STYLE.md
+// habit 4); tests swap the environment (ptys, QEMU), not this code.
+//
+// flash() and power() block (external tools, QEMU start-up): the daemon calls
+// them off its event loop.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "config/fleet_config.h"
+#include "drivers/power.h"
+#include "drivers/status.h"
+
+namespace hwfarm::drivers {
+
+class Board {
+ public:
+  virtual ~Board() = default;
+  // Writes `image`; the tool's output goes to `log_path`.
+  virtual Status flash(const std::string& image, const std::string& log_path) = 0;
+  virtual Status power(PowerAction action, const std::string& log_path) = 0;
+  // Where its console is now ("/dev/ttyACM0", "unix:/..."), or "" with
+  // `why` set when there is none (e.g. a simulated board that is off).
+  virtual std::string console(std::string* why) = 0;
+  // Leaves the board safe after a lease: simulated boards stop.
+  virtual void reset() = 0;
+};
+
+// `work_dir`: scratch space for this board (staged images, QEMU sockets).
+std::unique_ptr<Board> makeBoard(const config::BoardConfig& config, const std::string& work_dir);
+
+} // namespace hwfarm::drivers
