@@ -12,6 +12,7 @@
 #include "config/tokens.h"
 #include "daemon/agent_state.h"
 #include "daemon/auth.h"
+#include "daemon/board_service.h"
 #include "daemon/lease_service.h"
 #include "daemon/api/router.h"
 #include "daemon/api/server.h"
@@ -99,6 +100,7 @@ struct Daemon::Impl {
   Authenticator auth;
   std::unique_ptr<StateDirLock> state_lock;
   std::unique_ptr<LeaseService> leases;
+  std::unique_ptr<BoardService> boards;
   std::unique_ptr<api::Router> router;
   std::unique_ptr<api::HttpServer> server;
   bool stopping = false;
@@ -136,7 +138,9 @@ int Daemon::Impl::run() {
   try {
     state_lock = std::make_unique<StateDirLock>(config->agent.state_dir);
     leases = std::make_unique<LeaseService>(io, *config);
-    router = std::make_unique<api::Router>(state, *leases, auth);
+    boards = std::make_unique<BoardService>(io, *config);
+    leases->onLeaseEnded([this](const lease::Lease& l) { boards->leaseEnded(l); });
+    router = std::make_unique<api::Router>(state, *leases, *boards, auth);
     server = std::make_unique<api::HttpServer>(
         io, config->limits, [this](api::HttpRequest request, api::Respond respond, api::OnClientGone gone) {
           router->handle(request, respond, gone);
@@ -261,6 +265,7 @@ void Daemon::Impl::reload() {
     state.tier_since_ms = unixNowMs();
   }
   state.config = next;
+  boards->reconfigure(*next);
   leases->reconfigure(*next);
   status.generation += 1;
   status.source = next->source;

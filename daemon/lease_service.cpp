@@ -103,6 +103,7 @@ struct LeaseService::Impl {
   std::set<uint64_t> abandoned; // tickets whose clients left after the grant decision
   uint64_t next_waiter = 1;
   LeaseMetrics metrics;
+  std::function<void(const lease::Lease&)> on_ended;
   bool stopped = false;
 };
 
@@ -198,6 +199,8 @@ void LeaseService::Impl::persist(Changes changes, std::function<void()> then) {
 }
 
 void LeaseService::Impl::delivered(const Changes& changes) {
+  if (on_ended)
+    for (const auto& l : changes.ended) on_ended(l);
   for (const auto& l : changes.granted) {
     if (abandoned.erase(l.ticket)) {
       spdlog::info("lease {} granted to a client that left while waiting: releasing it", l.id);
@@ -418,6 +421,8 @@ void LeaseService::resume(const std::string& board, OpDone done) {
   if (r.status != lease::OpStatus::ok) return done(r);
   impl_->persist(std::move(changes), [done, r] { done(r); });
 }
+
+void LeaseService::onLeaseEnded(std::function<void(const lease::Lease&)> hook) { impl_->on_ended = std::move(hook); }
 
 const lease::Scheduler& LeaseService::scheduler() const { return impl_->scheduler; }
 const LeaseMetrics& LeaseService::metrics() const { return impl_->metrics; }

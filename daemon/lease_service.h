@@ -62,6 +62,10 @@ class LeaseService {
   void maintenance(const std::string& board, const std::string& reason, OpDone done);
   void resume(const std::string& board, OpDone done);
 
+  // Runs for every lease that ends (released, expired, revoked), after the
+  // end is durable.
+  void onLeaseEnded(std::function<void(const lease::Lease&)> hook);
+
   const lease::Scheduler& scheduler() const;
   const LeaseMetrics& metrics() const;
   int64_t nowMs() const;

@@ -27,12 +27,14 @@ void ConsoleLog::write(const std::string& text) {
   written_ += text.size();
 }
 
-void ConsoleLog::line(const std::string& text) {
+std::string ConsoleLog::stamped(const std::string& text) const {
   double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   char stamp[32];
   std::snprintf(stamp, sizeof stamp, "[%9.3f] ", t);
-  write(stamp + text + "\n");
+  return stamp + text + "\n";
 }
+
+void ConsoleLog::line(const std::string& text) { write(stamped(text)); }
 
 void ConsoleLog::note(const std::string& text) { line("-- " + text + " --"); }
 

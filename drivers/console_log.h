@@ -19,6 +19,7 @@ class ConsoleLog {
   ConsoleLog& operator=(const ConsoleLog&) = delete;
 
   void line(const std::string& text); // "[   1.234] text\n"
+  std::string stamped(const std::string& text) const; // the same line, not written
   void note(const std::string& text); // "[   1.234] -- text --\n" (hwfarm's own remarks)
   bool ok() const { return file_ != nullptr; }
   const std::string& path() const { return path_; }

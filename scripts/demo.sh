@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# `make demo`: runs hwfarmd on the built-in simulated fleet in the foreground
-# and shows what it serves. Ctrl-C stops it (gracefully, via SIGINT).
+# `make demo`: runs hwfarmd on the built-in simulated fleet in the foreground,
+# shows what it serves, then leases a simulated board, flashes the test
+# firmware, powers it on and streams its console. Ctrl-C stops hwfarmd
+# (gracefully, via SIGINT).
 #
 # DEMO_ONESHOT=1 stops the daemon after the walkthrough (used by ctest).
 set -euo pipefail
@@ -29,6 +31,23 @@ say "hwfarmctl boards"
 "$hwfarmctl" --url "$url" boards
 say "the same over HTTP: curl $url/v1/boards"
 command -v curl >/dev/null && curl -s "$url/v1/boards" | head -c 400 && echo " ..."
+
+firmware="$build/firmware/hwfarm-pass.elf"
+if [ -f "$firmware" ]; then
+  say "lease a simulated board: hwfarmctl lease acquire --type mps2-an385 -q"
+  lease=$("$hwfarmctl" --url "$url" lease acquire --type mps2-an385 --ttl 300 -q)
+  board=$("$hwfarmctl" --url "$url" --json lease show "$lease" | python3 -c 'import json,sys; print(json.load(sys.stdin)["boards"][0]["name"])')
+  echo "lease $lease holds $board"
+  say "flash it: hwfarmctl flash $lease $board $firmware"
+  "$hwfarmctl" --url "$url" flash "$lease" "$board" "$firmware"
+  say "power it on and show its console: hwfarmctl power ... on; hwfarmctl console ..."
+  "$hwfarmctl" --url "$url" power "$lease" "$board" on
+  "$hwfarmctl" --url "$url" console "$lease" "$board"
+  say "release the lease: hwfarmctl lease release $lease"
+  "$hwfarmctl" --url "$url" lease release "$lease" >/dev/null && echo "released; console kept in .hwfarm-state/consoles/$lease/"
+else
+  echo "(no test firmware at $firmware: install gcc-arm-none-eabi to see a board run)"
+fi
 
 if [ "${DEMO_ONESHOT:-0}" = 1 ]; then
   kill -TERM $daemon

@@ -1,5 +1,6 @@
 #include "daemon/api/router.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include <boost/json.hpp>
@@ -157,6 +158,11 @@ void Router::route(Call& c) {
         c.respond(withAllow(jsonError(405, "method_not_allowed", m + " is not allowed on " + c.target.path),
                             "GET, DELETE"));
       }
+      return;
+    }
+    if (s.size() == 6 && s[1] == "leases" && s[3] == "boards" &&
+        (s[5] == "flash" || s[5] == "power" || s[5] == "console")) {
+      if (method(s[5] == "console" ? "GET" : "POST") && c.allowed(Role::pipeline)) boardOperation(c, s[2], s[4], s[5]);
       return;
     }
     if (s.size() == 4 && s[1] == "leases" && s[3] == "renew") {
@@ -324,6 +330,72 @@ void Router::release(Call& c, const std::string& id) {
   auto done = [this, respond](lease::OpResult r) { respond(ok(leaseJson(r.lease, leases_.scheduler()))); };
   if (own) leases_.release(id, done);
   else leases_.revoke(id, "force-released by operator \"" + c.principal->name + "\"", done);
+}
+
+void Router::boardOperation(Call& c, const std::string& id, const std::string& board, const std::string& what) {
+  const lease::Lease* l = leases_.scheduler().lease(id);
+  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + id));
+  if (!hasRole(*c.principal, Role::operator_) && l->holder.principal != c.principal->name)
+    return c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
+  if (l->state != lease::LeaseState::active)
+    return c.respond(jsonError(409, "not_active", "lease " + id + " is " + lease::toString(l->state)));
+  auto member = std::find_if(l->boards.begin(), l->boards.end(), [&](const auto& b) { return b.name == board; });
+  if (member == l->boards.end())
+    return c.respond(jsonError(404, "not_found", "board " + board + " is not in lease " + id));
+  if (member->lost) return c.respond(jsonError(409, "board_lost", "board " + board + " left while leased"));
+  lease::Lease lease = *l;
+  auto respond = c.respond;
+  auto answer = [respond, board, what](drivers::Status status, double seconds, const std::string& log) {
+    if (!status.ok) {
+      json::object body{{"error", "infrastructure_failure"}, {"detail", status.message}, {"board", board}};
+      if (!log.empty()) body["log"] = log;
+      return respond(ok(body, 502));
+    }
+    json::object body{{"board", board}, {"ok", true}, {"ms", static_cast<int64_t>(seconds * 1000)}};
+    if (!log.empty()) body["log"] = log;
+    respond(ok(body));
+  };
+  std::string error;
+  auto object = c.request.body.empty() ? std::optional<json::object>(json::object{}) : parseObject(c.request.body, &error);
+  if (!object) return c.respond(jsonError(400, "invalid_request", error));
+  if (what == "flash") {
+    const json::value* image = object->if_contains("image");
+    if (!image || !image->is_string() || image->as_string().empty() || image->as_string()[0] != '/' ||
+        object->size() != 1)
+      return c.respond(jsonError(400, "invalid_request",
+                                 "expected {\"image\": \"/absolute/path/on/this/server\"}"));
+    std::string log = boards_.flashLogPath(id, board);
+    boards_.flash(lease, board, std::string(image->as_string()),
+                  [answer, log](drivers::Status s, double seconds) { answer(s, seconds, log); });
+  } else if (what == "power") {
+    const json::value* action = object->if_contains("action");
+    std::string a = action && action->is_string() ? std::string(action->as_string()) : "";
+    if ((a != "on" && a != "off" && a != "cycle") || object->size() != 1)
+      return c.respond(jsonError(400, "invalid_request", "expected {\"action\": \"on\" | \"off\" | \"cycle\"}"));
+    drivers::PowerAction pa = a == "on" ? drivers::PowerAction::on
+                              : a == "off" ? drivers::PowerAction::off
+                                           : drivers::PowerAction::cycle;
+    boards_.power(lease, board, pa, [answer](drivers::Status s, double seconds) { answer(s, seconds, ""); });
+  } else {
+    HttpResponse r;
+    r.content_type = "text/plain; charset=utf-8";
+    BoardService* boards = &boards_;
+    r.stream = [boards, lease, board, respond](std::shared_ptr<StreamSink> sink) {
+      std::string error;
+      auto cancel = std::make_shared<std::function<void()>>();
+      BoardService::Reader reader{[sink](const std::string& text) { return sink->write(text); },
+                                  [sink] { sink->end(); }};
+      if (!boards->readConsole(lease, board, reader, &error, cancel.get())) {
+        sink->write("-- hwfarmd: " + error + " --\n");
+        sink->end();
+        return;
+      }
+      sink->onGone([cancel] {
+        if (*cancel) (*cancel)();
+      });
+    };
+    c.respond(r);
+  }
 }
 
 } // namespace hwfarm::api

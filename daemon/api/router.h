@@ -8,6 +8,7 @@
 #include "daemon/agent_state.h"
 #include "daemon/api/http_types.h"
 #include "daemon/auth.h"
+#include "daemon/board_service.h"
 #include "daemon/lease_service.h"
 
 namespace hwfarm::api {
@@ -23,8 +24,8 @@ Target parseTarget(const std::string& target);
 
 class Router {
  public:
-  Router(const AgentState& state, LeaseService& leases, const Authenticator& auth)
-      : state_(state), leases_(leases), auth_(auth) {}
+  Router(const AgentState& state, LeaseService& leases, BoardService& boards, const Authenticator& auth)
+      : state_(state), leases_(leases), boards_(boards), auth_(auth) {}
 
   // REQUIRES: called on the event loop thread.
   void handle(const HttpRequest& request, const Respond& respond, const OnClientGone& on_gone);
@@ -45,9 +46,11 @@ class Router {
   void showLease(Call& call, const std::string& id);
   void renew(Call& call, const std::string& id);
   void release(Call& call, const std::string& id);
+  void boardOperation(Call& call, const std::string& id, const std::string& board, const std::string& what);
 
   const AgentState& state_;
   LeaseService& leases_;
+  BoardService& boards_;
   const Authenticator& auth_;
   std::map<int, uint64_t> responses_;
 };

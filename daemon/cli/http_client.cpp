@@ -5,6 +5,7 @@
 #include <boost/asio.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -86,6 +87,64 @@ HttpResult HttpClient::request(const std::string& method, const std::string& tar
     auto endpoints = resolver.resolve(host_, port_);
     beast::tcp_stream stream(io);
     return runToCompletion(io, exchange(stream, endpoints, host_, method, target, body, token, timeout));
+  } catch (const boost::system::system_error& e) {
+    std::string where = unix_path_.empty() ? host_ + ":" + port_ : "unix:" + unix_path_;
+    throw Unreachable("cannot reach hwfarmd at " + where + ": " + e.code().message());
+  }
+}
+
+namespace {
+
+template <class Stream, class Endpoint>
+asio::awaitable<HttpResult> streamExchange(Stream& stream, Endpoint endpoint, std::string host, std::string target,
+                                           std::string token, std::chrono::milliseconds connect_timeout,
+                                           const std::function<void(const std::string&)>* on_data) {
+  stream.expires_after(connect_timeout);
+  co_await stream.async_connect(endpoint, asio::use_awaitable);
+  stream.expires_never();
+  http::request<http::empty_body> request{http::verb::get, target, 11};
+  request.set(http::field::host, host.empty() ? "localhost" : host);
+  request.set(http::field::user_agent, "hwfarmctl");
+  if (!token.empty()) request.set(http::field::authorization, "Bearer " + token);
+  co_await http::async_write(stream, request, asio::use_awaitable);
+  beast::flat_buffer buffer;
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(boost::none);
+  co_await http::async_read_header(stream, buffer, parser, asio::use_awaitable);
+  std::string error_body;
+  while (!parser.is_done()) {
+    char chunk[8192];
+    parser.get().body().data = chunk;
+    parser.get().body().size = sizeof chunk;
+    auto [ec, n] = co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+    if (ec && ec != http::error::need_buffer) throw boost::system::system_error(ec);
+    std::string piece(chunk, sizeof chunk - parser.get().body().size);
+    if (parser.get().result_int() >= 300) error_body += piece;
+    else if (!piece.empty()) (*on_data)(piece);
+  }
+  co_return HttpResult{static_cast<int>(parser.get().result_int()), error_body};
+}
+
+} // namespace
+
+int HttpClient::stream(const std::string& target, const std::string& token,
+                       const std::function<void(const std::string&)>& on_data, std::string* error_body) const {
+  asio::io_context io;
+  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
+  try {
+    HttpResult r;
+    if (!unix_path_.empty()) {
+      beast::basic_stream<asio::local::stream_protocol> s(io);
+      r = runToCompletion(io, streamExchange(s, asio::local::stream_protocol::endpoint(unix_path_), "", target, token,
+                                             timeout, &on_data));
+    } else {
+      asio::ip::tcp::resolver resolver(io);
+      auto endpoints = resolver.resolve(host_, port_);
+      beast::tcp_stream s(io);
+      r = runToCompletion(io, streamExchange(s, endpoints, host_, target, token, timeout, &on_data));
+    }
+    if (r.status >= 300) *error_body = r.body;
+    return r.status;
   } catch (const boost::system::system_error& e) {
     std::string where = unix_path_.empty() ? host_ + ":" + port_ : "unix:" + unix_path_;
     throw Unreachable("cannot reach hwfarmd at " + where + ": " + e.code().message());

@@ -1,6 +1,7 @@
 // A small synchronous HTTP/1.1 client for hwfarmctl (Beast inside the .cpp).
 #pragma once
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -26,6 +27,13 @@ class HttpClient {
   // One request on a fresh connection. Throws Unreachable on transport errors.
   HttpResult request(const std::string& method, const std::string& target, const std::string& body,
                      const std::string& token) const;
+
+  // A GET whose body arrives over time (chunked): `on_data` gets each piece
+  // as it comes, until the server ends it. Returns the status; throws
+  // Unreachable on transport errors.
+  // An error answer's body goes to `error_body` instead.
+  int stream(const std::string& target, const std::string& token,
+             const std::function<void(const std::string&)>& on_data, std::string* error_body) const;
 
  private:
   std::string host_;

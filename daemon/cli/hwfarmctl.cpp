@@ -3,6 +3,7 @@
 #include <openssl/rand.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -33,6 +34,9 @@ constexpr const char* kUsageText =
     "  lease run SELECTOR [OPTS] -- CMD ARGS...\n"
     "                                 lease, run CMD with the boards in its\n"
     "                                 environment, renew meanwhile, release\n"
+    "  flash LEASE BOARD IMAGE        write IMAGE (a file on the daemon's server)\n"
+    "  power LEASE BOARD on|off|cycle switch a leased board\n"
+    "  console LEASE BOARD            stream a leased board's console\n"
     "  board maintenance NAME [--reason TEXT] | board resume NAME   (operator)\n"
     "  token new NAME --role viewer|pipeline|operator\n"
     "                                 make a token and its tokens-file entry\n"
@@ -53,7 +57,8 @@ constexpr const char* kUsageText =
     "\n"
     "exit codes: 0 ok, 1 other daemon error, 2 bad usage, 3 daemon unreachable,\n"
     "  4 no board within --wait, 5 refused by the agent's tier, 6 no configured\n"
-    "  board matches, 7 authentication or role, 8 lease lost during lease run;\n"
+    "  board matches, 7 authentication or role, 8 lease lost during lease run,\n"
+    "  9 a flash or power operation failed (infrastructure);\n"
     "  lease run otherwise exits with CMD's exit code\n";
 
 std::string joined(const json::value& v) {
@@ -142,6 +147,56 @@ int boardCommand(Session& s, const std::vector<std::string>& argv) {
   if (s.json) s.out << json::serialize(*r) << "\n";
   else s.out << text(r->at("name")) << ": " << text(r->at("state")) << "\n";
   return kOk;
+}
+
+// flash LEASE BOARD IMAGE | power LEASE BOARD on|off|cycle
+int boardAction(Session& s, const std::string& verb, const std::vector<std::string>& p) {
+  if (p.size() != 3 || (verb == "power" && p[2] != "on" && p[2] != "off" && p[2] != "cycle")) {
+    s.err << "hwfarmctl: usage: flash LEASE BOARD IMAGE | power LEASE BOARD on|off|cycle\n";
+    return kUsage;
+  }
+  json::object body;
+  if (verb == "flash") {
+    std::error_code ec;
+    auto image = std::filesystem::absolute(p[2], ec);
+    body["image"] = image.string(); // the daemon runs on this server and reads it from there
+  } else {
+    body["action"] = p[2];
+  }
+  int code = kOk, http = 0;
+  auto r = s.call("POST", "/v1/leases/" + p[0] + "/boards/" + p[1] + "/" + verb, json::serialize(body), &code, 3600,
+                  0, &http);
+  if (!r) return http == 502 ? kInfrastructure : code;
+  if (s.json) s.out << json::serialize(*r) << "\n";
+  else s.out << p[1] << ": " << verb << " " << (verb == "flash" ? "done" : p[2]) << " in " << text(r->at("ms"))
+             << " ms\n";
+  return kOk;
+}
+
+int consoleCommand(Session& s, const std::vector<std::string>& p) {
+  if (p.size() != 2) {
+    s.err << "hwfarmctl: usage: console LEASE BOARD\n";
+    return kUsage;
+  }
+  try {
+    std::string error_body;
+    int status = HttpClient(s.url, 30).stream("/v1/leases/" + p[0] + "/boards/" + p[1] + "/console", s.token,
+                                               [&](const std::string& data) { s.out << data << std::flush; },
+                                               &error_body);
+    if (status < 300) return kOk;
+    boost::system::error_code ec;
+    json::value body = json::parse(error_body, ec);
+    s.err << "hwfarmctl: HTTP " << status << ": "
+          << (!ec && body.is_object() && body.as_object().contains("detail") ? text(body.at("detail")) : error_body)
+          << "\n";
+    return status == 401 || status == 403 ? kAuth : kApiError;
+  } catch (const std::invalid_argument& e) {
+    s.err << "hwfarmctl: --url: " << e.what() << "\n";
+    return kUsage;
+  } catch (const Unreachable& e) {
+    s.err << "hwfarmctl: " << e.what() << "\n";
+    return kUnreachable;
+  }
 }
 
 int tokenCommand(Session& s, const std::vector<std::string>& argv) {
@@ -297,6 +352,8 @@ int runHwfarmctl(const std::vector<std::string>& args, std::ostream& out, std::o
   if (command == "lease") return leaseCommand(s, rest);
   if (command == "board") return boardCommand(s, rest);
   if (command == "token") return tokenCommand(s, rest);
+  if (command == "flash" || command == "power") return boardAction(s, command, rest);
+  if (command == "console") return consoleCommand(s, rest);
   err << "hwfarmctl: unknown command \"" << command << "\"\n" << kUsageText;
   return kUsage;
 }

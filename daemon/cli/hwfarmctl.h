@@ -19,6 +19,7 @@ enum ExitCode : int {
   kNoSuchBoard = 6,  // no configured board can ever match (HTTP 422)
   kAuth = 7,         // missing/invalid token or role (HTTP 401/403)
   kLeaseLost = 8,    // lease run: the lease ended while the command ran
+  kInfrastructure = 9, // flash/power: the tool or simulator failed (HTTP 502)
 };
 
 // Runs one hwfarmctl command; HWFARM_URL / HWFARM_TOKEN and the Jenkins

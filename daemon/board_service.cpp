@@ -1,0 +1,200 @@
+#include "daemon/board_service.h"
+
+#include <filesystem>
+#include <map>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <spdlog/spdlog.h>
+
+#include "config/loader.h"
+#include "drivers/board.h"
+#include "drivers/console_log.h"
+#include "drivers/serial_port.h"
+
+namespace hwfarm {
+namespace asio = boost::asio;
+
+namespace {
+constexpr uint64_t kConsoleLogBytes = 16 * 1024 * 1024; // per file, one rotation kept
+}
+
+struct BoardService::Impl {
+  struct Console {
+    std::string lease_id;
+    std::unique_ptr<drivers::ConsoleLog> log;
+    std::unique_ptr<drivers::SerialPort> port;
+    std::map<uint64_t, Reader> readers;
+  };
+
+  Impl(asio::io_context& io_context, const config::FleetConfig& c) : io(io_context), pool(2) { configure(c); }
+
+  void configure(const config::FleetConfig& c) {
+    config = c;
+    std::map<std::string, std::unique_ptr<drivers::Board>> next;
+    for (const auto& w : c.workers)
+      for (const auto& b : w.boards) {
+        auto it = boards.find(b.name);
+        // Boards keep their driver (and a running simulator) across reloads.
+        next[b.name] = it != boards.end() ? std::move(it->second)
+                                          : drivers::makeBoard(b, c.agent.state_dir + "/boards/" + b.name);
+      }
+    boards = std::move(next);
+  }
+
+  std::string leaseDir(const std::string& lease_id) const { return config.agent.state_dir + "/consoles/" + lease_id; }
+
+  // Opens the board's console for `lease` if it is not open; false with
+  // `error` when it cannot be.
+  bool attach(const std::string& lease_id, const std::string& name, std::string* error) {
+    Console& console = consoles[name];
+    if (console.port && !console.port->closed() && console.lease_id == lease_id) return true;
+    std::string why;
+    std::string path = boards.at(name)->console(&why);
+    if (path.empty()) {
+      *error = why;
+      return false;
+    }
+    if (console.lease_id != lease_id || !console.log) {
+      std::filesystem::create_directories(leaseDir(lease_id));
+      console.log = std::make_unique<drivers::ConsoleLog>(leaseDir(lease_id) + "/" + name + ".log", kConsoleLogBytes);
+      console.lease_id = lease_id;
+    }
+    drivers::SerialOptions options;
+    for (const auto& w : config.workers)
+      for (const auto& b : w.boards)
+        if (b.name == name) options.baud = b.serial.baud;
+    console.port = drivers::SerialPort::open(io, path, options, error);
+    if (!console.port) return false;
+    console.log->note("console " + path + " opened");
+    console.port->start(
+        [this, name](const std::string& line) { broadcast(name, consoles[name].log->stamped(line)); },
+        [this, name](const std::string& reason) {
+          spdlog::info("console of board {} closed: {}", name, reason);
+          endReaders(name);
+        },
+        console.log.get());
+    return true;
+  }
+
+  void broadcast(const std::string& name, const std::string& text) {
+    auto& readers = consoles[name].readers;
+    for (auto it = readers.begin(); it != readers.end();) {
+      if (it->second.write(text)) ++it;
+      else it = readers.erase(it);
+    }
+  }
+
+  void endReaders(const std::string& name) {
+    auto readers = std::move(consoles[name].readers);
+    consoles[name].readers.clear();
+    for (auto& [id, reader] : readers) reader.end();
+  }
+
+  // Runs `work` on the pool, then `done` on the loop.
+  void offLoop(std::function<drivers::Status()> work, std::function<void(drivers::Status, double)> done) {
+    asio::post(pool, [this, work = std::move(work), done = std::move(done)] {
+      auto start = std::chrono::steady_clock::now();
+      drivers::Status status = work();
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      asio::post(io, [done, status, seconds] { done(status, seconds); });
+    });
+  }
+
+  asio::io_context& io;
+  asio::thread_pool pool;
+  config::FleetConfig config;
+  std::map<std::string, std::unique_ptr<drivers::Board>> boards;
+  std::map<std::string, Console> consoles;
+  uint64_t next_reader = 1;
+};
+
+BoardService::BoardService(asio::io_context& io, const config::FleetConfig& config)
+    : impl_(std::make_unique<Impl>(io, config)) {}
+
+BoardService::~BoardService() {
+  impl_->consoles.clear();
+  impl_->pool.join();
+  for (auto& [name, board] : impl_->boards) board->reset();
+}
+
+void BoardService::reconfigure(const config::FleetConfig& config) { impl_->configure(config); }
+
+std::string BoardService::consoleLogPath(const std::string& lease_id, const std::string& board) const {
+  return impl_->leaseDir(lease_id) + "/" + board + ".log";
+}
+
+std::string BoardService::flashLogPath(const std::string& lease_id, const std::string& board) const {
+  return impl_->leaseDir(lease_id) + "/flash__" + board + ".txt";
+}
+
+void BoardService::flash(const lease::Lease& lease, const std::string& name, const std::string& image, Done done) {
+  drivers::Board* board = impl_->boards.at(name).get();
+  std::filesystem::create_directories(impl_->leaseDir(lease.id));
+  std::string log = flashLogPath(lease.id, name);
+  impl_->offLoop([board, image, log] { return board->flash(image, log); }, std::move(done));
+}
+
+void BoardService::power(const lease::Lease& lease, const std::string& name, drivers::PowerAction action,
+                         Done done) {
+  drivers::Board* board = impl_->boards.at(name).get();
+  std::string log = flashLogPath(lease.id, name);
+  Impl* impl = impl_.get();
+  std::string lease_id = lease.id;
+  if (action != drivers::PowerAction::on) {
+    // The old console session ends with the power.
+    auto& console = impl->consoles[name];
+    if (console.port) console.port->close();
+    impl->endReaders(name);
+  }
+  impl_->offLoop([board, action, log] { return board->power(action, log); },
+                 [impl, name, lease_id, action, done](drivers::Status status, double seconds) {
+                   // A simulated board starts running once its console connects:
+                   // connect right away so no output is lost.
+                   if (status.ok && action != drivers::PowerAction::off) {
+                     std::string error;
+                     if (!impl->attach(lease_id, name, &error) && error.find("is off") == std::string::npos)
+                       spdlog::warn("board {}: console not attached after power {}: {}", name,
+                                    drivers::toString(action), error);
+                   }
+                   done(status, seconds);
+                 });
+}
+
+bool BoardService::readConsole(const lease::Lease& lease, const std::string& name, Reader reader, std::string* error,
+                               std::function<void()>* cancel) {
+  std::string backlog;
+  std::string ignored;
+  bool logged = config::readTextFile(consoleLogPath(lease.id, name), &backlog, &ignored);
+  bool live = impl_->attach(lease.id, name, error);
+  if (!live && !logged) return false;
+  if (!backlog.empty() && !reader.write(backlog)) return true;
+  if (!live) {
+    // The session is over (a simulator that finished): what it said is all.
+    reader.end();
+    return true;
+  }
+  uint64_t id = impl_->next_reader++;
+  impl_->consoles[name].readers[id] = std::move(reader);
+  Impl* impl = impl_.get();
+  *cancel = [impl, name, id] { impl->consoles[name].readers.erase(id); };
+  return true;
+}
+
+void BoardService::leaseEnded(const lease::Lease& lease) {
+  for (const auto& lb : lease.boards) {
+    auto it = impl_->consoles.find(lb.name);
+    if (it != impl_->consoles.end() && it->second.lease_id == lease.id) {
+      if (it->second.port) it->second.port->close();
+      impl_->endReaders(lb.name);
+      impl_->consoles.erase(it);
+    }
+    auto board = impl_->boards.find(lb.name);
+    if (board == impl_->boards.end()) continue;
+    drivers::Board* b = board->second.get();
+    asio::post(impl_->pool, [b] { b->reset(); });
+  }
+}
+
+} // namespace hwfarm

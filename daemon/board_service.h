@@ -1,0 +1,59 @@
+// What a lease holder can do with its boards: flash, power and watch the
+// console. Driver calls that block (flashers, QEMU start/stop) run on a small
+// worker pool and post their results back to the event loop. Each leased
+// board's console is captured to <state_dir>/consoles/<lease>/<board>.log
+// while the lease lasts, and streamed to any number of readers.
+//
+// Thread safety: every public call on the event loop thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "config/fleet_config.h"
+#include "daemon/lease/types.h"
+#include "drivers/power.h"
+#include "drivers/status.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace hwfarm {
+
+class BoardService {
+ public:
+  BoardService(boost::asio::io_context& io, const config::FleetConfig& config);
+  ~BoardService();
+
+  void reconfigure(const config::FleetConfig& config);
+
+  using Done = std::function<void(drivers::Status status, double seconds)>;
+  // REQUIRES: `lease` is active and holds `board` (the router checks).
+  void flash(const lease::Lease& lease, const std::string& board, const std::string& image, Done done);
+  void power(const lease::Lease& lease, const std::string& board, drivers::PowerAction action, Done done);
+
+  // Streams the console: first what was captured during this lease, then
+  // live lines, until the console closes, the lease ends or `cancel` runs.
+  // `write` returns false when the reader is gone. Returns false with
+  // `error` set when the console cannot be opened.
+  struct Reader {
+    std::function<bool(const std::string& text)> write;
+    std::function<void()> end;
+  };
+  bool readConsole(const lease::Lease& lease, const std::string& board, Reader reader, std::string* error,
+                   std::function<void()>* cancel);
+
+  // The lease is over: consoles close, readers end, simulated boards stop.
+  void leaseEnded(const lease::Lease& lease);
+
+  std::string consoleLogPath(const std::string& lease_id, const std::string& board) const;
+  std::string flashLogPath(const std::string& lease_id, const std::string& board) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace hwfarm
