@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "drivers/flasher.h"
+#include "drivers/power.h"
 #include "drivers/tool_runner.h"
 #include "tests/support/process.h"
 
@@ -119,4 +120,36 @@ TEST_CASE("a command flasher substitutes its placeholders and runs without a she
   REQUIRE(r.ok());
   // No shell: "$HOME;true" reaches the tool verbatim, the space stays in one argument.
   REQUIRE(readFile(dir.file("log")) == "b1 sn=066D /tmp/fw image.elf on /dev/ttyACM0 $HOME;true\n");
+}
+
+TEST_CASE("power switches: uhubctl ports, operator commands and none") {
+  TempDir dir;
+  FlashTarget t{"nucleo-1", "066D", "/dev/ttyACM3"};
+  hwfarm::config::PowerConfig hub;
+  hub.driver = "uhubctl";
+  hub.hub = "1-1.4";
+  hub.port = 2;
+  hub.off_s = 1.5;
+  REQUIRE(powerArgv(hub, PowerAction::cycle, t) ==
+          std::vector<std::vector<std::string>>{{"uhubctl", "--location", "1-1.4", "--ports", "2", "--action", "cycle",
+                                                 "--delay", "1.5"}});
+  REQUIRE(powerArgv(hub, PowerAction::off, t).at(0).at(6) == "off");
+
+  hwfarm::config::PowerConfig relay;
+  relay.driver = "command";
+  relay.on = {"/bin/sh", "-c", "echo on {board} >> " + dir.file("relay.log")};
+  relay.off = {"/bin/sh", "-c", "echo off {board} >> " + dir.file("relay.log")};
+  relay.off_s = 0.05;
+  // A cycle without its own command is off, a pause, then on.
+  REQUIRE(power(relay, PowerAction::cycle, t, dir.file("power.log")).ok);
+  REQUIRE(readFile(dir.file("relay.log")) == "off nucleo-1\non nucleo-1\n");
+
+  relay.on = {"/bin/sh", "-c", "echo relay board not answering; exit 4"};
+  Status failed = power(relay, PowerAction::on, t, dir.file("power.log"));
+  REQUIRE_FALSE(failed.ok);
+  REQUIRE(failed.message == "power on of board nucleo-1: /bin/sh exited with status 4; output: relay board not answering\n");
+
+  hwfarm::config::PowerConfig none;
+  REQUIRE(powerArgv(none, PowerAction::cycle, t).empty());
+  REQUIRE(power(none, PowerAction::cycle, t, "").ok);
 }
