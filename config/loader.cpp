@@ -366,8 +366,8 @@ class FleetParser {
   void parseSerial(const toml::table& table, const std::string& context, BoardConfig& b) {
     TableReader r(table, errors_, context, "serial.");
     if (auto v = r.text("port")) {
-      if (*v != "auto" && v->rfind("/dev/", 0) != 0) {
-        r.error("port", "expected \"auto\" or a device path under /dev/, got " + quoted(*v));
+      if (*v != "auto" && (v->empty() || v->front() != '/')) {
+        r.error("port", "expected \"auto\" or an absolute device path, got " + quoted(*v));
       } else {
         b.serial.port = *v;
         if (*v != "auto") unique(serial_ports_, r, "port", *v, b.name, "serial port");

@@ -129,30 +129,40 @@ std::string BoardService::flashLogPath(const std::string& lease_id, const std::s
   return impl_->leaseDir(lease_id) + "/flash__" + board + ".txt";
 }
 
+std::string BoardService::powerLogPath(const std::string& lease_id, const std::string& board) const {
+  return impl_->leaseDir(lease_id) + "/power__" + board + ".txt";
+}
+
 void BoardService::flash(const lease::Lease& lease, const std::string& name, const std::string& image, Done done) {
   drivers::Board* board = impl_->boards.at(name).get();
   std::filesystem::create_directories(impl_->leaseDir(lease.id));
   std::string log = flashLogPath(lease.id, name);
+  std::string ignored;
+  if (!board->consoleFollowsPower()) impl_->attach(lease.id, name, &ignored); // catch what it prints after
   impl_->offLoop([board, image, log] { return board->flash(image, log); }, std::move(done));
 }
 
 void BoardService::power(const lease::Lease& lease, const std::string& name, drivers::PowerAction action,
                          Done done) {
   drivers::Board* board = impl_->boards.at(name).get();
-  std::string log = flashLogPath(lease.id, name);
+  std::filesystem::create_directories(impl_->leaseDir(lease.id));
+  std::string log = powerLogPath(lease.id, name);
   Impl* impl = impl_.get();
   std::string lease_id = lease.id;
-  if (action != drivers::PowerAction::on) {
+  if (!board->consoleFollowsPower()) {
+    std::string ignored;
+    impl->attach(lease_id, name, &ignored); // a tty: listen before the board boots
+  } else if (action != drivers::PowerAction::on) {
     // The old console session ends with the power.
     auto& console = impl->consoles[name];
     if (console.port) console.port->close();
     impl->endReaders(name);
   }
   impl_->offLoop([board, action, log] { return board->power(action, log); },
-                 [impl, name, lease_id, action, done](drivers::Status status, double seconds) {
+                 [impl, board, name, lease_id, action, done](drivers::Status status, double seconds) {
                    // A simulated board starts running once its console connects:
                    // connect right away so no output is lost.
-                   if (status.ok && action != drivers::PowerAction::off) {
+                   if (status.ok && action != drivers::PowerAction::off && board->consoleFollowsPower()) {
                      std::string error;
                      if (!impl->attach(lease_id, name, &error) && error.find("is off") == std::string::npos)
                        spdlog::warn("board {}: console not attached after power {}: {}", name,
@@ -180,6 +190,13 @@ bool BoardService::readConsole(const lease::Lease& lease, const std::string& nam
   Impl* impl = impl_.get();
   *cancel = [impl, name, id] { impl->consoles[name].readers.erase(id); };
   return true;
+}
+
+void BoardService::stop() {
+  for (auto& [name, console] : impl_->consoles) {
+    if (console.port) console.port->close();
+    impl_->endReaders(name);
+  }
 }
 
 void BoardService::leaseEnded(const lease::Lease& lease) {

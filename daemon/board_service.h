@@ -47,9 +47,12 @@ class BoardService {
 
   // The lease is over: consoles close, readers end, simulated boards stop.
   void leaseEnded(const lease::Lease& lease);
+  // Shutdown: closes every console and ends every reader.
+  void stop();
 
   std::string consoleLogPath(const std::string& lease_id, const std::string& board) const;
   std::string flashLogPath(const std::string& lease_id, const std::string& board) const;
+  std::string powerLogPath(const std::string& lease_id, const std::string& board) const;
 
  private:
   struct Impl;

@@ -14,6 +14,7 @@
 #include "daemon/auth.h"
 #include "daemon/board_service.h"
 #include "daemon/lease_service.h"
+#include "daemon/presence.h"
 #include "daemon/api/router.h"
 #include "daemon/api/server.h"
 #include "daemon/log.h"
@@ -31,6 +32,15 @@ int64_t unixNow() { return static_cast<int64_t>(std::time(nullptr)); }
 int64_t unixNowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// Boards whose presence is their console path existing.
+std::map<std::string, std::string> watchedPaths(const config::FleetConfig& c) {
+  std::map<std::string, std::string> paths;
+  for (const auto& w : c.workers)
+    for (const auto& b : w.boards)
+      if (b.driver == "usb" && b.serial.port != "auto") paths[b.name] = b.serial.port;
+  return paths;
 }
 
 // The tier served until the SLA engine (a later issue) moves it.
@@ -101,6 +111,7 @@ struct Daemon::Impl {
   std::unique_ptr<StateDirLock> state_lock;
   std::unique_ptr<LeaseService> leases;
   std::unique_ptr<BoardService> boards;
+  std::unique_ptr<PresenceWatcher> presence;
   std::unique_ptr<api::Router> router;
   std::unique_ptr<api::HttpServer> server;
   bool stopping = false;
@@ -140,6 +151,9 @@ int Daemon::Impl::run() {
     leases = std::make_unique<LeaseService>(io, *config);
     boards = std::make_unique<BoardService>(io, *config);
     leases->onLeaseEnded([this](const lease::Lease& l) { boards->leaseEnded(l); });
+    presence = std::make_unique<PresenceWatcher>(
+        io, [this](const std::string& board, bool present) { leases->presence(board, present); });
+    presence->watch(watchedPaths(*config));
     router = std::make_unique<api::Router>(state, *leases, *boards, auth);
     server = std::make_unique<api::HttpServer>(
         io, config->limits, [this](api::HttpRequest request, api::Respond respond, api::OnClientGone gone) {
@@ -198,6 +212,8 @@ void Daemon::Impl::beginStop(const char* why) {
   spdlog::info("{}: stopping (waiting up to {} s for open requests)", why, timeout);
   watchdog_timer.cancel();
   leases->stop(); // waiting lease requests get 503 now
+  boards->stop();  // console streams end
+  presence->stop();
   stop_deadline.expires_after(std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)));
   stop_deadline.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
@@ -267,6 +283,7 @@ void Daemon::Impl::reload() {
   state.config = next;
   boards->reconfigure(*next);
   leases->reconfigure(*next);
+  presence->watch(watchedPaths(*next));
   status.generation += 1;
   status.source = next->source;
   status.sha256 = config::sha256Hex(loaded.text);

@@ -415,6 +415,22 @@ void LeaseService::maintenance(const std::string& board, const std::string& reas
   impl_->persist(std::move(changes), [done, r] { done(r); });
 }
 
+void LeaseService::presence(const std::string& board, bool present) {
+  Changes changes;
+  if (present) {
+    impl_->scheduler.appeared(board, impl_->now(), changes);
+    spdlog::info("board {} is present", board);
+  } else {
+    const lease::Board* b = impl_->scheduler.board(board);
+    if (b && b->state == BoardState::leased)
+      spdlog::warn("board {} vanished while leased by lease {}: infrastructure failure", board, b->lease_id);
+    else
+      spdlog::info("board {} is gone", board);
+    impl_->scheduler.vanished(board, impl_->now(), changes);
+  }
+  impl_->persist(std::move(changes), nullptr);
+}
+
 void LeaseService::resume(const std::string& board, OpDone done) {
   Changes changes;
   auto r = impl_->scheduler.resume(board, impl_->now(), changes);

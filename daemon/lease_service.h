@@ -60,6 +60,9 @@ class LeaseService {
   void release(const std::string& id, OpDone done);
   void revoke(const std::string& id, const std::string& reason, OpDone done);
   void maintenance(const std::string& board, const std::string& reason, OpDone done);
+  // A board's device appeared (offline -> recovering) or vanished (-> offline;
+  // a lease holding it sees the board lost: an infrastructure failure).
+  void presence(const std::string& board, bool present);
   void resume(const std::string& board, OpDone done);
 
   // Runs for every lease that ends (released, expired, revoked), after the

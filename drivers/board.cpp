@@ -35,6 +35,7 @@ class UsbBoard : public Board {
     return c_.serial.port;
   }
   void reset() override {}
+  bool consoleFollowsPower() const override { return false; }
 
  private:
   FlashTarget target() const {
@@ -69,6 +70,7 @@ class SimulatedBoard : public Board {
     qemu_.powerOff();
     console_.clear();
   }
+  bool consoleFollowsPower() const override { return true; }
 
  private:
   std::mutex mutex_; // flash/power run on worker threads, console() on the loop

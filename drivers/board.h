@@ -26,6 +26,10 @@ class Board {
   virtual std::string console(std::string* why) = 0;
   // Leaves the board safe after a lease: simulated boards stop.
   virtual void reset() = 0;
+  // True when the console exists only while powered (a simulator's socket);
+  // false for a tty, which is opened before power or flash so that nothing
+  // the board prints right after is lost.
+  virtual bool consoleFollowsPower() const = 0;
 };
 
 // `work_dir`: scratch space for this board (staged images, QEMU sockets).

@@ -29,15 +29,17 @@ bool waitExit(int pidfd, std::chrono::milliseconds timeout) {
   return rc > 0;
 }
 
-std::string tailOf(const std::string& path, size_t bytes) {
+// The last `bytes` of what was written to `path` after `from`.
+std::string tailOf(const std::string& path, size_t bytes, std::streamoff from) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return "";
   std::streamoff size = in.tellg();
   std::streamoff start = size > static_cast<std::streamoff>(bytes) ? size - static_cast<std::streamoff>(bytes) : 0;
+  start = std::max(start, std::min(from, size));
   in.seekg(start);
   std::string out(static_cast<size_t>(size - start), '\0');
   in.read(out.data(), static_cast<std::streamsize>(out.size()));
-  if (start > 0) {
+  if (start > from) {
     size_t newline = out.find('\n');
     if (newline != std::string::npos) out = out.substr(newline + 1);
   }
@@ -74,6 +76,8 @@ ToolResult runTool(const std::vector<std::string>& argv, const ToolOptions& opti
     return result;
   }
   std::vector<std::string> args(argv.begin() + 1, argv.end());
+  std::fseek(log, 0, SEEK_END);
+  std::streamoff log_start = std::ftell(log); // the tail covers this run only
   auto start = std::chrono::steady_clock::now();
   std::error_code ec;
   bp::child child(program, bp::args(args), (bp::std_out & bp::std_err) > log, bp::std_in < bp::null,
@@ -107,7 +111,7 @@ ToolResult runTool(const std::vector<std::string>& argv, const ToolOptions& opti
   if (WIFEXITED(native)) result.exit_code = WEXITSTATUS(native);
   else if (WIFSIGNALED(native)) result.signal = WTERMSIG(native);
   if (result.timed_out) result.seconds = std::chrono::duration<double>(options.timeout).count();
-  if (!options.log_path.empty()) result.output_tail = tailOf(options.log_path, options.tail_bytes);
+  if (!options.log_path.empty()) result.output_tail = tailOf(options.log_path, options.tail_bytes, log_start);
   return result;
 }
 

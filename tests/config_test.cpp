@@ -354,8 +354,8 @@ TEST_CASE("all errors of a file are reported and not just the first") {
                         "fleet.toml:3:8: agent.tier: expected an integer from 1 to 3, got 9",
                         "fleet.toml:4:13: agent.log_level: expected one of trace, debug, info, warn, "
                         "error, got \"loud\"",
-                        "fleet.toml:11:21: worker \"w\" board \"a\": serial.port: expected \"auto\" or a "
-                        "device path under /dev/, got \"ttyACM0\""});
+                        "fleet.toml:11:21: worker \"w\" board \"a\": serial.port: expected \"auto\" or an "
+                        "absolute device path, got \"ttyACM0\""});
 }
 
 TEST_CASE("an unreadable file is one error naming the file and the reason") {

@@ -1,0 +1,105 @@
+// A board that is not QEMU: the fault-injection fake board behind a pty,
+// leased, flashed and powered through hwfarmd's real USB-board path
+// (command flasher and power switch, tty console, presence by its
+// /dev/serial/by-id-style link), and made to fail on command.
+#include <catch2/catch.hpp>
+
+#include <boost/json.hpp>
+#include <thread>
+
+#include "tests/support/daemon_harness.h"
+
+using namespace hwfarm::test;
+namespace json = boost::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string fleet(const TempDir& dir) {
+  std::string sock = dir.file("fake.sock"), link = dir.file("ttyFAKE0");
+  return qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") +
+         "  [[worker.board]]\n  name = \"fake-1\"\n  type = \"fake\"\n"
+         "  usb = { vendor = \"1209\", product = \"0001\", serial = \"FAKE0001\" }\n"
+         "  serial = { port = \"" + link + "\" }\n"
+         "  flash = { driver = \"command\", argv = [\"" FAKE_BOARD_PATH "\", \"flash\", \"" + sock +
+         "\", \"{image}\"], timeout_s = 1 }\n"
+         "  power = { driver = \"command\", on = [\"" FAKE_BOARD_PATH "\", \"power\", \"" + sock +
+         "\", \"on\"], off = [\"" FAKE_BOARD_PATH "\", \"power\", \"" + sock + "\", \"off\"] }\n";
+}
+
+std::string boardState(const RunningDaemon& d) {
+  json::value boards = json::parse(d.get("/v1/boards").body);
+  return std::string(boards.at("boards").at(0).at("state").as_string());
+}
+
+bool waitState(const RunningDaemon& d, const std::string& state) {
+  for (int i = 0; i < 300; ++i) {
+    if (boardState(d) == state) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("a fake board comes and goes with its device link and fails on command") {
+  TempDir dir;
+  RunningDaemon d(dir, fleet(dir));
+  const std::string acquire = R"({"selector":{"type":"fake"},"context":"manual","ttl_s":60})";
+  // Not plugged in: offline, and nothing to lease.
+  REQUIRE(boardState(d) == "offline");
+  REQUIRE(d.request("POST", "/v1/leases", acquire, "").status == 408);
+
+  // Plugged in: present, recovered, available.
+  Process board({FAKE_BOARD_PATH, "serve", "--link", dir.file("ttyFAKE0"), "--control", dir.file("fake.sock")},
+                dir.file("board.out"), dir.file("board.err"));
+  REQUIRE(waitState(d, "available"));
+  auto granted = d.request("POST", "/v1/leases", acquire, "");
+  REQUIRE(granted.status == 201);
+  json::value lease = json::parse(granted.body);
+  std::string id(lease.at("id").as_string());
+  REQUIRE(lease.at("boards").at(0).at("usb_serial").as_string() == "FAKE0001");
+  REQUIRE(lease.at("boards").at(0).at("serial_port").as_string() == dir.file("ttyFAKE0"));
+  std::string base = "/v1/leases/" + id + "/boards/fake-1/";
+
+  // Flash an "image" and power on: the console shows it.
+  std::string image = dir.write("image.txt", "HWFARM BEGIN suite=fake\nHWFARM TEST t PASS\nHWFARM END\n");
+  REQUIRE(d.request("POST", base + "flash", "{\"image\":\"" + image + "\"}", "").status == 200);
+  REQUIRE(d.request("POST", base + "power", R"({"action":"on"})", "").status == 200);
+  std::string console = dir.file("state/consoles/" + id + "/fake-1.log");
+  REQUIRE(waitForText(console, "] HWFARM END\n", 10s));
+
+  SECTION("a flasher that fails reports its status and output") {
+    REQUIRE(d.request("POST", base + "../../../../../v1/healthz", "", "").status == 404); // no path tricks
+    runCommand({FAKE_BOARD_PATH, "mode", dir.file("fake.sock"), "flash-fail"});
+    auto r = d.request("POST", base + "flash", "{\"image\":\"" + image + "\"}", "");
+    REQUIRE(r.status == 502);
+    std::string detail(json::parse(r.body).at("detail").as_string());
+    REQUIRE(detail.find("flashing board fake-1: exited with status 1; output: error: verify failed at 0x08000000") == 0);
+  }
+  SECTION("a flasher that hangs is killed at its timeout") {
+    runCommand({FAKE_BOARD_PATH, "mode", dir.file("fake.sock"), "flash-hang"});
+    auto r = d.request("POST", base + "flash", "{\"image\":\"" + image + "\"}", "");
+    REQUIRE(r.status == 502);
+    REQUIRE(json::parse(r.body).at("detail").as_string() == "flashing board fake-1: killed after its 1 s timeout");
+  }
+  SECTION("garbage on the console is kept in the trace") {
+    runCommand({FAKE_BOARD_PATH, "mode", dir.file("fake.sock"), "garbage"});
+    REQUIRE(d.request("POST", base + "power", R"({"action":"cycle"})", "").status == 200);
+    REQUIRE(waitForText(console, "garbage", 10s));
+  }
+  SECTION("a board that vanishes while leased is lost to its lease") {
+    runCommand({FAKE_BOARD_PATH, "mode", dir.file("fake.sock"), "vanish"});
+    REQUIRE(waitState(d, "offline"));
+    json::value after = json::parse(d.get("/v1/leases/" + id).body);
+    REQUIRE(after.at("state").as_string() == "active");
+    REQUIRE(after.at("boards").at(0).at("status").as_string() == "lost");
+    REQUIRE(after.at("boards").at(0).as_object().contains("lost_at"));
+    REQUIRE(d.log().find("board fake-1 vanished while leased by lease " + id + ": infrastructure failure") !=
+            std::string::npos);
+    REQUIRE(waitForText(console, "-- console closed: ", 5s));
+    auto r = d.request("POST", base + "power", R"({"action":"on"})", "");
+    REQUIRE(r.status == 409);
+    REQUIRE(json::parse(r.body).at("error").as_string() == "board_lost");
+  }
+}
