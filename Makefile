@@ -22,6 +22,7 @@ test: build
 
 bench: build
 	$(BUILD_DIR)/bench/hwfarm_lease_bench
+	$(BUILD_DIR)/bench/hwfarm_serial_bench
 
 demo: build
 	@./scripts/demo.sh $(BUILD_DIR)
