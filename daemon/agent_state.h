@@ -22,6 +22,12 @@ struct ConfigStatus {
   std::vector<std::string> last_reload_errors;
 };
 
+// A USB device of a configured vendor:product that no board claims.
+struct UnclaimedDevice {
+  std::string vendor, product, serial, port, tty;
+  std::string snippet; // a [[worker.board]] entry to paste into the config
+};
+
 struct AgentState {
   std::shared_ptr<const config::FleetConfig> config;
   ConfigStatus config_status;
@@ -31,6 +37,8 @@ struct AgentState {
   // is sla.pin_tier or agent.tier) and since when (unix ms).
   int effective_tier = 3;
   int64_t tier_since_ms = 0;
+  bool usb_discovery = false; // libusb discovery is running
+  std::vector<UnclaimedDevice> unclaimed;
 };
 
 } // namespace hwfarm

@@ -28,7 +28,10 @@ struct BoardService::Impl {
     std::map<uint64_t, Reader> readers;
   };
 
-  Impl(asio::io_context& io_context, const config::FleetConfig& c) : io(io_context), pool(2) { configure(c); }
+  Impl(asio::io_context& io_context, const config::FleetConfig& c, drivers::TtyResolver resolve)
+      : io(io_context), pool(2), resolve_tty(std::move(resolve)) {
+    configure(c);
+  }
 
   void configure(const config::FleetConfig& c) {
     config = c;
@@ -38,7 +41,7 @@ struct BoardService::Impl {
         auto it = boards.find(b.name);
         // Boards keep their driver (and a running simulator) across reloads.
         next[b.name] = it != boards.end() ? std::move(it->second)
-                                          : drivers::makeBoard(b, c.agent.state_dir + "/boards/" + b.name);
+                                          : drivers::makeBoard(b, c.agent.state_dir + "/boards/" + b.name, resolve_tty);
       }
     boards = std::move(next);
   }
@@ -104,14 +107,16 @@ struct BoardService::Impl {
 
   asio::io_context& io;
   asio::thread_pool pool;
+  drivers::TtyResolver resolve_tty;
   config::FleetConfig config;
   std::map<std::string, std::unique_ptr<drivers::Board>> boards;
   std::map<std::string, Console> consoles;
   uint64_t next_reader = 1;
 };
 
-BoardService::BoardService(asio::io_context& io, const config::FleetConfig& config)
-    : impl_(std::make_unique<Impl>(io, config)) {}
+BoardService::BoardService(asio::io_context& io, const config::FleetConfig& config,
+                           std::function<std::string(const std::string& board)> resolve_tty)
+    : impl_(std::make_unique<Impl>(io, config, std::move(resolve_tty))) {}
 
 BoardService::~BoardService() {
   impl_->consoles.clear();

@@ -24,7 +24,9 @@ namespace hwfarm {
 
 class BoardService {
  public:
-  BoardService(boost::asio::io_context& io, const config::FleetConfig& config);
+  // `resolve_tty` finds the console of USB boards with serial.port = "auto".
+  BoardService(boost::asio::io_context& io, const config::FleetConfig& config,
+               std::function<std::string(const std::string& board)> resolve_tty);
   ~BoardService();
 
   void reconfigure(const config::FleetConfig& config);

@@ -1,6 +1,7 @@
 #include "daemon/daemon.h"
 
 #include <csignal>
+#include <mutex>
 #include <ctime>
 #include <optional>
 
@@ -15,6 +16,7 @@
 #include "daemon/board_service.h"
 #include "daemon/lease_service.h"
 #include "daemon/presence.h"
+#include "drivers/usb_discovery.h"
 #include "daemon/api/router.h"
 #include "daemon/api/server.h"
 #include "daemon/log.h"
@@ -112,6 +114,11 @@ struct Daemon::Impl {
   std::unique_ptr<LeaseService> leases;
   std::unique_ptr<BoardService> boards;
   std::unique_ptr<PresenceWatcher> presence;
+  std::unique_ptr<drivers::UsbDiscovery> usb;
+  std::map<std::string, bool> usb_present;  // boards found by USB discovery
+  std::mutex tty_mutex;                      // guards ttys: read by driver threads
+  std::map<std::string, std::string> ttys;   // board -> console tty from discovery
+  void usbChanged();
   std::unique_ptr<api::Router> router;
   std::unique_ptr<api::HttpServer> server;
   bool stopping = false;
@@ -149,11 +156,22 @@ int Daemon::Impl::run() {
   try {
     state_lock = std::make_unique<StateDirLock>(config->agent.state_dir);
     leases = std::make_unique<LeaseService>(io, *config);
-    boards = std::make_unique<BoardService>(io, *config);
+    boards = std::make_unique<BoardService>(io, *config, [this](const std::string& board) {
+      std::lock_guard lock(tty_mutex);
+      auto it = ttys.find(board);
+      return it == ttys.end() ? std::string() : it->second;
+    });
     leases->onLeaseEnded([this](const lease::Lease& l) { boards->leaseEnded(l); });
     presence = std::make_unique<PresenceWatcher>(
         io, [this](const std::string& board, bool present) { leases->presence(board, present); });
     presence->watch(watchedPaths(*config));
+    try {
+      usb = std::make_unique<drivers::UsbDiscovery>(io, [this] { usbChanged(); });
+      state.usb_discovery = true;
+      usbChanged();
+    } catch (const std::exception& e) {
+      spdlog::warn("USB discovery unavailable ({}): boards with serial.port = \"auto\" stay offline", e.what());
+    }
     router = std::make_unique<api::Router>(state, *leases, *boards, auth);
     server = std::make_unique<api::HttpServer>(
         io, config->limits, [this](api::HttpRequest request, api::Respond respond, api::OnClientGone gone) {
@@ -214,6 +232,7 @@ void Daemon::Impl::beginStop(const char* why) {
   leases->stop(); // waiting lease requests get 503 now
   boards->stop();  // console streams end
   presence->stop();
+  usb.reset();
   stop_deadline.expires_after(std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)));
   stop_deadline.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
@@ -284,12 +303,42 @@ void Daemon::Impl::reload() {
   boards->reconfigure(*next);
   leases->reconfigure(*next);
   presence->watch(watchedPaths(*next));
+  if (usb) usbChanged();
   status.generation += 1;
   status.source = next->source;
   status.sha256 = config::sha256Hex(loaded.text);
   status.loaded_at = status.last_reload_at;
   spdlog::info("configuration generation {} loaded: {}", status.generation, summary(*next));
   systemd::ready("serving " + summary(*next));
+}
+
+// Boards without an explicit console path are present while USB discovery
+// finds a device matching their usb table.
+void Daemon::Impl::usbChanged() {
+  auto devices = usb->devices();
+  drivers::BoardMatch match = drivers::matchBoards(*state.config, devices);
+  {
+    std::lock_guard lock(tty_mutex);
+    ttys.clear();
+    for (const auto& [board, device] : match.boards) ttys[board] = device.tty.empty() ? usb->ttyOf(device.port) : device.tty;
+  }
+  state.unclaimed.clear();
+  for (const auto& d : match.unclaimed) {
+    char v[5], p[5];
+    std::snprintf(v, sizeof v, "%04x", d.vendor);
+    std::snprintf(p, sizeof p, "%04x", d.product);
+    state.unclaimed.push_back({v, p, d.serial, d.port, d.tty, drivers::boardSnippet(d)});
+  }
+  for (const auto& w : state.config->workers)
+    for (const auto& b : w.boards) {
+      if (b.driver != "usb" || b.serial.port != "auto") continue;
+      bool now = match.boards.count(b.name) > 0;
+      auto it = usb_present.find(b.name);
+      if (it != usb_present.end() && it->second == now) continue;
+      bool first = it == usb_present.end();
+      usb_present[b.name] = now;
+      if (!first || now) leases->presence(b.name, now);
+    }
 }
 
 void Daemon::Impl::pingWatchdog() {

@@ -13,7 +13,8 @@ namespace {
 // its console a tty.
 class UsbBoard : public Board {
  public:
-  UsbBoard(config::BoardConfig c, std::string work_dir) : c_(std::move(c)), work_dir_(std::move(work_dir)) {}
+  UsbBoard(config::BoardConfig c, std::string work_dir, TtyResolver resolve)
+      : c_(std::move(c)), work_dir_(std::move(work_dir)), resolve_(std::move(resolve)) {}
 
   Status flash(const std::string& image, const std::string& log_path) override {
     if (c_.flash.driver.empty()) return Status::failure("board " + c_.name + " has no flasher configured");
@@ -27,22 +28,23 @@ class UsbBoard : public Board {
     return drivers::power(c_.power, action, target(), log_path);
   }
   std::string console(std::string* why) override {
-    if (c_.serial.port == "auto") {
-      *why = "board " + c_.name + ": serial.port = \"auto\" is resolved by USB discovery, which this build lacks; "
-             "set the /dev/serial/by-id/... path";
-      return "";
-    }
-    return c_.serial.port;
+    if (c_.serial.port != "auto") return c_.serial.port;
+    std::string tty = resolve_ ? resolve_(c_.name) : "";
+    if (tty.empty()) *why = "board " + c_.name + ": no console tty found under its USB device";
+    return tty;
   }
   void reset() override {}
   bool consoleFollowsPower() const override { return false; }
 
  private:
   FlashTarget target() const {
-    return {c_.name, c_.usb.serial.value_or(""), c_.serial.port == "auto" ? "" : c_.serial.port};
+    std::string port = c_.serial.port;
+    if (port == "auto") port = resolve_ ? resolve_(c_.name) : "";
+    return {c_.name, c_.usb.serial.value_or(""), port};
   }
   config::BoardConfig c_;
   std::string work_dir_;
+  TtyResolver resolve_;
 };
 
 class SimulatedBoard : public Board {
@@ -80,9 +82,10 @@ class SimulatedBoard : public Board {
 
 } // namespace
 
-std::unique_ptr<Board> makeBoard(const config::BoardConfig& config, const std::string& work_dir) {
+std::unique_ptr<Board> makeBoard(const config::BoardConfig& config, const std::string& work_dir,
+                                 TtyResolver resolve_tty) {
   if (config.driver == "qemu") return std::make_unique<SimulatedBoard>(config, work_dir);
-  return std::make_unique<UsbBoard>(config, work_dir);
+  return std::make_unique<UsbBoard>(config, work_dir, std::move(resolve_tty));
 }
 
 } // namespace hwfarm::drivers

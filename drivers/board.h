@@ -6,6 +6,7 @@
 // them off its event loop.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -32,7 +33,12 @@ class Board {
   virtual bool consoleFollowsPower() const = 0;
 };
 
+// Finds the console tty of a USB board whose serial.port is "auto" ("" when
+// it is not plugged in).
+using TtyResolver = std::function<std::string(const std::string& board)>;
+
 // `work_dir`: scratch space for this board (staged images, QEMU sockets).
-std::unique_ptr<Board> makeBoard(const config::BoardConfig& config, const std::string& work_dir);
+std::unique_ptr<Board> makeBoard(const config::BoardConfig& config, const std::string& work_dir,
+                                 TtyResolver resolve_tty = nullptr);
 
 } // namespace hwfarm::drivers

@@ -210,7 +210,17 @@ void Router::boards(Call& c) {
   const auto& scheduler = leases_.scheduler();
   for (const auto& worker : state_.config->workers)
     for (const auto& board : worker.boards) list.push_back(boardJson(worker, board, scheduler.board(board.name)));
-  c.respond(ok(json::object{{"boards", std::move(list)}}));
+  json::object body{{"boards", std::move(list)}};
+  if (c.target.has("all")) {
+    // Devices of a configured vendor:product that no board claims.
+    json::array unclaimed;
+    for (const auto& d : state_.unclaimed)
+      unclaimed.push_back(json::object{{"vendor", d.vendor}, {"product", d.product}, {"serial", d.serial},
+                                       {"port", d.port}, {"tty", d.tty}, {"snippet", d.snippet}});
+    body["unclaimed"] = std::move(unclaimed);
+    body["usb_discovery"] = state_.usb_discovery;
+  }
+  c.respond(ok(body));
 }
 
 void Router::boardAction(Call& c, const std::string& name, const std::string& action) {

@@ -24,7 +24,8 @@ constexpr const char* kUsageText =
     "\n"
     "commands:\n"
     "  status                         health, tiers and loaded configuration\n"
-    "  boards                         boards with their state and lease\n"
+    "  boards [--unclaimed]           boards with their state and lease; --unclaimed:\n"
+    "                                 attached devices no board claims, as config\n"
     "  queue                          lease requests waiting for boards\n"
     "  lease acquire SELECTOR [OPTS]  lease boards (prints the lease)\n"
     "  lease renew ID [--ttl S]       extend a lease\n"
@@ -114,6 +115,29 @@ int printStatus(const json::value& body, std::ostream& out) {
     out << "last reload FAILED; still serving generation " << text(c.at("generation")) << ":\n";
     for (const auto& e : last.at("errors").as_array()) out << "  " << text(e) << "\n";
   }
+  return kOk;
+}
+
+// Attached devices of a configured vendor:product that no board claims, as
+// ready-to-paste config entries.
+int unclaimed(Session& s) {
+  int code = kOk;
+  auto body = s.call("GET", "/v1/boards?all=1", "", &code);
+  if (!body) return code;
+  if (s.json) {
+    s.out << json::serialize(body->at("unclaimed")) << "\n";
+    return kOk;
+  }
+  if (!body->at("usb_discovery").as_bool()) {
+    s.err << "hwfarmctl: USB discovery is not running on this agent\n";
+    return kApiError;
+  }
+  const auto& list = body->at("unclaimed").as_array();
+  if (list.empty()) s.out << "# no unclaimed devices\n";
+  for (const auto& d : list)
+    s.out << "# " << text(d.at("vendor")) << ":" << text(d.at("product")) << " on port " << text(d.at("port"))
+          << (text(d.at("tty")).empty() ? "" : ", console " + text(d.at("tty"))) << "\n"
+          << text(d.at("snippet")) << "\n";
   return kOk;
 }
 
@@ -342,6 +366,7 @@ int runHwfarmctl(const std::vector<std::string>& args, std::ostream& out, std::o
   }
   std::string command = words[0];
   std::vector<std::string> rest(words.begin() + 1, words.end());
+  if (command == "boards" && rest == std::vector<std::string>{"--unclaimed"}) return unclaimed(s);
   if ((command == "status" || command == "boards" || command == "queue") && !rest.empty()) {
     err << "hwfarmctl: " << command << " takes no arguments\n";
     return kUsage;

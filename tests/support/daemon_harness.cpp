@@ -34,8 +34,8 @@ std::string writeTokens(const TempDir& dir) {
 }
 
 RunningDaemon::RunningDaemon(const TempDir& dir, const std::string& config_text,
-                             const std::map<std::string, std::string>& env)
-    : env_(env), dir_(dir) {
+                             const std::map<std::string, std::string>& env, std::vector<std::string> launcher)
+    : env_(env), launcher_(std::move(launcher)), dir_(dir) {
   config_path_ = dir.write("fleet.toml", config_text);
   log_path_ = dir.file("hwfarmd.log");
   start();
@@ -46,8 +46,9 @@ void RunningDaemon::start() {
                                                  {"WATCHDOG_USEC", ""}};
   for (const auto& [k, v] : env_) environment[k] = v;
   size_t log_start = readFile(log_path_).size();
-  process_ = std::make_unique<Process>(std::vector<std::string>{HWFARMD_PATH, "--config", config_path_},
-                                       dir_.file("hwfarmd.out"), log_path_, environment, dir_.path());
+  std::vector<std::string> argv = launcher_;
+  argv.insert(argv.end(), {HWFARMD_PATH, "--config", config_path_});
+  process_ = std::make_unique<Process>(argv, dir_.file("hwfarmd.out"), log_path_, environment, dir_.path());
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   std::string text;
   while (true) {

@@ -21,8 +21,9 @@ class RunningDaemon {
  public:
   // Writes `config_text` to <dir>/fleet.toml and starts hwfarmd on it; waits
   // until it logs that it is ready. Throws with the log on failure.
+  // `launcher` runs in front of hwfarmd (e.g. umockdev-run -d FILE --).
   RunningDaemon(const TempDir& dir, const std::string& config_text,
-                const std::map<std::string, std::string>& env = {});
+                const std::map<std::string, std::string>& env = {}, std::vector<std::string> launcher = {});
 
   const std::string& url() const { return url_; }
   const std::string& configPath() const { return config_path_; }
@@ -41,6 +42,7 @@ class RunningDaemon {
   void start();
 
   std::map<std::string, std::string> env_;
+  std::vector<std::string> launcher_;
   const TempDir& dir_;
   std::string config_path_;
   std::string log_path_;
