@@ -377,27 +377,6 @@ class FleetParser {
     r.finish();
   }
 
-  // Argv templates: non-empty arrays of strings whose placeholders are known.
-  std::optional<std::vector<std::string>> argvTemplate(TableReader& r, std::string_view key, Need need,
-                                                       const std::vector<std::string>& allowed) {
-    auto argv = r.texts(key, need);
-    if (!argv) return std::nullopt;
-    if (argv->empty() || argv->front().empty()) {
-      r.error(key, "expected a non-empty argv array whose first element is the program");
-      return std::nullopt;
-    }
-    bool ok = true;
-    for (size_t i = 0; i < argv->size(); ++i) {
-      std::string problem = checkTemplate((*argv)[i], allowed);
-      if (problem.empty()) continue;
-      r.errorAt(r.raw().get(key)->as_array()->get(i)->source(),
-                std::string(key) + "[" + std::to_string(i) + "]", problem);
-      ok = false;
-    }
-    if (!ok) return std::nullopt;
-    return argv;
-  }
-
   // An array of strings, each a template with `allowed` placeholders; may be empty.
   std::optional<std::vector<std::string>> templates(TableReader& r, std::string_view key,
                                                     const std::vector<std::string>& allowed) {
@@ -413,6 +392,23 @@ class FleetParser {
     }
     if (!ok) return std::nullopt;
     return args;
+  }
+
+  // Argv templates: non-empty arrays of strings whose placeholders are known.
+  std::optional<std::vector<std::string>> argvTemplate(TableReader& r, std::string_view key, Need need,
+                                                       const std::vector<std::string>& allowed) {
+    if (need == Need::required && !r.raw().get(key)) {
+      r.text(key, need); // reports the missing key
+      return std::nullopt;
+    }
+    const toml::node* node = r.raw().get(key);
+    if (node && node->is_array() && (node->as_array()->empty() || (node->as_array()->get(0)->is_string() &&
+                                                                   node->as_array()->get(0)->as_string()->get().empty()))) {
+      r.node(key);
+      r.error(key, "expected a non-empty argv array whose first element is the program");
+      return std::nullopt;
+    }
+    return templates(r, key, allowed);
   }
 
   void parseFlash(const toml::table& table, const std::string& context, BoardConfig& b) {

@@ -1,6 +1,7 @@
 #include "config/tokens.h"
 
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <regex>
+#include <stdexcept>
 
 #include "config/toml_reader.h"
 
@@ -22,17 +24,31 @@ const char* toString(Role role) {
   return "viewer";
 }
 
+namespace {
+
+std::string hexOf(const unsigned char* data, size_t size) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < size; ++i) {
+    out += hex[data[i] >> 4];
+    out += hex[data[i] & 15];
+  }
+  return out;
+}
+
+} // namespace
+
 std::string sha256Hex(const std::string& data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < length; ++i) {
-    out += hex[digest[i] >> 4];
-    out += hex[digest[i] & 15];
-  }
-  return out;
+  return hexOf(digest, length);
+}
+
+std::string randomHex(size_t bytes) {
+  std::vector<unsigned char> buffer(bytes);
+  if (RAND_bytes(buffer.data(), static_cast<int>(bytes)) != 1) throw std::runtime_error("RAND_bytes failed");
+  return hexOf(buffer.data(), bytes);
 }
 
 TokensResult parseTokens(std::string_view text, const std::string& file) {

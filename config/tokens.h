@@ -35,6 +35,10 @@ TokensResult parseTokens(std::string_view text, const std::string& file);
 // fingerprint /v1/healthz reports).
 std::string sha256Hex(const std::string& data);
 
+// `bytes` random bytes from OpenSSL's CSPRNG, as lower-case hex (tokens,
+// lease ids, idempotency keys). Throws std::runtime_error if it fails.
+std::string randomHex(size_t bytes);
+
 // Reads `path`; refuses (an error) a file that others may read, or that is
 // not a regular file.
 TokensResult loadTokensFile(const std::string& path);

@@ -1,7 +1,5 @@
 #include "daemon/lease_service.h"
 
-#include <openssl/rand.h>
-
 #include <chrono>
 #include <set>
 #include <unordered_map>
@@ -11,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include "config/tokens.h"
 #include "daemon/store/store.h"
 
 namespace hwfarm {
@@ -26,17 +25,7 @@ int64_t wallMs() {
 }
 
 // 128 random bits, hex: lease ids stay unique across restarts and hosts.
-std::string randomId() {
-  unsigned char bytes[16];
-  if (RAND_bytes(bytes, sizeof bytes) != 1) throw std::runtime_error("RAND_bytes failed");
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) {
-    out += hex[b >> 4];
-    out += hex[b & 15];
-  }
-  return out;
-}
+std::string randomId() { return config::randomHex(16); }
 
 std::vector<lease::BoardSpec> specsOf(const config::FleetConfig& config) {
   std::vector<lease::BoardSpec> specs;
@@ -80,6 +69,7 @@ struct LeaseService::Impl {
 
   void restore();
   void forgetOldLeases();
+  void operation(const std::function<lease::OpResult(Changes&)>& op, const OpDone& done);
   void persist(Changes changes, std::function<void()> then);
   void delivered(const Changes& changes);
   void armExpiry();
@@ -387,32 +377,30 @@ void LeaseService::acquire(lease::LeaseRequest request, int64_t wait_ms, Acquire
   d.persist(std::move(changes), nullptr);
 }
 
-void LeaseService::renew(const std::string& id, int64_t ttl_ms, OpDone done) {
+// One scheduler operation: refused ones answer at once, the others once
+// their changes are durable.
+void LeaseService::Impl::operation(const std::function<lease::OpResult(Changes&)>& op, const OpDone& done) {
   Changes changes;
-  auto r = impl_->scheduler.renew(id, ttl_ms, impl_->now(), changes);
+  lease::OpResult r = op(changes);
   if (r.status != lease::OpStatus::ok) return done(r);
-  impl_->persist(std::move(changes), [done, r] { done(r); });
+  persist(std::move(changes), [done, r] { done(r); });
+}
+
+void LeaseService::renew(const std::string& id, int64_t ttl_ms, OpDone done) {
+  impl_->operation([&](Changes& c) { return impl_->scheduler.renew(id, ttl_ms, impl_->now(), c); }, done);
 }
 
 void LeaseService::release(const std::string& id, OpDone done) {
-  Changes changes;
-  auto r = impl_->scheduler.release(id, impl_->now(), changes);
-  if (r.status != lease::OpStatus::ok) return done(r);
-  impl_->persist(std::move(changes), [done, r] { done(r); });
+  impl_->operation([&](Changes& c) { return impl_->scheduler.release(id, impl_->now(), c); }, done);
 }
 
 void LeaseService::revoke(const std::string& id, const std::string& reason, OpDone done) {
-  Changes changes;
-  auto r = impl_->scheduler.revoke(id, reason, impl_->now(), changes);
-  if (r.status != lease::OpStatus::ok) return done(r);
-  impl_->persist(std::move(changes), [done, r] { done(r); });
+  impl_->operation([&](Changes& c) { return impl_->scheduler.revoke(id, reason, impl_->now(), c); }, done);
 }
 
 void LeaseService::maintenance(const std::string& board, const std::string& reason, OpDone done) {
-  Changes changes;
-  auto r = impl_->scheduler.enterMaintenance(board, reason, impl_->now(), changes);
-  if (r.status != lease::OpStatus::ok) return done(r);
-  impl_->persist(std::move(changes), [done, r] { done(r); });
+  impl_->operation([&](Changes& c) { return impl_->scheduler.enterMaintenance(board, reason, impl_->now(), c); },
+                   done);
 }
 
 void LeaseService::presence(const std::string& board, bool present) {
@@ -432,10 +420,7 @@ void LeaseService::presence(const std::string& board, bool present) {
 }
 
 void LeaseService::resume(const std::string& board, OpDone done) {
-  Changes changes;
-  auto r = impl_->scheduler.resume(board, impl_->now(), changes);
-  if (r.status != lease::OpStatus::ok) return done(r);
-  impl_->persist(std::move(changes), [done, r] { done(r); });
+  impl_->operation([&](Changes& c) { return impl_->scheduler.resume(board, impl_->now(), c); }, done);
 }
 
 void LeaseService::onLeaseEnded(std::function<void(const lease::Lease&)> hook) { impl_->on_ended = std::move(hook); }

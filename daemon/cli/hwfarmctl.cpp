@@ -1,7 +1,5 @@
 #include "daemon/cli/hwfarmctl.h"
 
-#include <openssl/rand.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -232,14 +230,7 @@ int tokenCommand(Session& s, const std::vector<std::string>& argv) {
     s.err << "hwfarmctl: usage: token new NAME --role viewer|pipeline|operator\n";
     return kUsage;
   }
-  unsigned char bytes[24];
-  RAND_bytes(bytes, sizeof bytes);
-  static const char* hex = "0123456789abcdef";
-  std::string token = "hwf_";
-  for (unsigned char b : bytes) {
-    token += hex[b >> 4];
-    token += hex[b & 15];
-  }
+  std::string token = "hwf_" + config::randomHex(24);
   s.out << "# token (give it to the client; it is not stored anywhere):\n"
         << "# " << token << "\n"
         << "# tokens-file entry (append it, then: systemctl reload hwfarmd):\n"

@@ -1,5 +1,4 @@
 // hwfarmctl lease acquire|renew|release|show|list|run.
-#include <openssl/rand.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +10,7 @@
 
 #include <boost/json.hpp>
 
+#include "config/tokens.h"
 #include "daemon/cli/args.h"
 #include "daemon/cli/session.h"
 
@@ -22,17 +22,7 @@ namespace {
 const std::set<std::string> kSelectorOptions{"--type",  "--label",    "--count",   "--worker", "--ttl",
                                              "--wait",  "--priority", "--context", "--key"};
 
-std::string randomKey() {
-  unsigned char bytes[12];
-  RAND_bytes(bytes, sizeof bytes);
-  static const char* hex = "0123456789abcdef";
-  std::string out = "hwfarmctl-";
-  for (unsigned char b : bytes) {
-    out += hex[b >> 4];
-    out += hex[b & 15];
-  }
-  return out;
-}
+std::string randomKey() { return "hwfarmctl-" + config::randomHex(12); }
 
 bool number(const std::string& text, double* out) {
   char* end = nullptr;
