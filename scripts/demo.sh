@@ -19,11 +19,14 @@ echo "state in $(pwd)/.hwfarm-state; logs below"
 daemon=$!
 trap 'kill -INT $daemon 2>/dev/null || true; wait $daemon' INT TERM
 
+# Ready when the daemon answering on $url is ours (another hwfarmd may hold the port).
 for _ in $(seq 1 100); do
-  "$hwfarmctl" --url "$url" status >/dev/null 2>&1 && break
   kill -0 $daemon 2>/dev/null || { wait $daemon; exit 1; }
+  pid=$("$hwfarmctl" --url "$url" --json status 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])' 2>/dev/null || true)
+  [ "$pid" = "$daemon" ] && break
   sleep 0.1
 done
+[ "${pid:-}" = "$daemon" ] || { echo "demo: hwfarmd did not start on $url" >&2; kill $daemon 2>/dev/null; exit 1; }
 
 say "hwfarmctl status"
 "$hwfarmctl" --url "$url" status

@@ -1,5 +1,7 @@
 #include "daemon/api/router.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <sstream>
 
@@ -181,6 +183,7 @@ void Router::healthz(Call& c) {
       {"status", "ok"},
       {"agent", state_.config->agent.name},
       {"version", state_.version},
+      {"pid", static_cast<int64_t>(::getpid())},
       {"registered_tier", state_.config->agent.tier},
       {"effective_tier", state_.effective_tier},
       {"tier_since", rfc3339(state_.tier_since_ms)},
