@@ -170,3 +170,34 @@ TEST_CASE("opening a console that is not there names the path") {
   REQUIRE_FALSE(SerialPort::open(io, "/dev/null", odd, &error));
   REQUIRE(error == "baud rate 123456 is not supported");
 }
+
+TEST_CASE("the fake board's line drop and stall end in an expect deadline, not a hang") {
+  for (const char* mode : {"drop", "stall"}) {
+    INFO(mode);
+    TempDir dir;
+    std::string link = dir.file("ttyFAKE0"), sock = dir.file("fake.sock");
+    hwfarm::test::Process board({FAKE_BOARD_PATH, "serve", "--link", link, "--control", sock}, dir.file("out"),
+                                dir.file("err"));
+    REQUIRE(hwfarm::test::waitForText(dir.file("out"), "control", 5s));
+    std::string image = dir.write("image.txt", "HWFARM BEGIN suite=x\nHWFARM TEST a PASS\nHWFARM TEST b PASS\n"
+                                               "HWFARM END\n");
+    REQUIRE(hwfarm::test::runCommand({FAKE_BOARD_PATH, "flash", sock, image}).status.code == 0);
+    REQUIRE(hwfarm::test::runCommand({FAKE_BOARD_PATH, "mode", sock, mode}).status.code == 0);
+    boost::asio::io_context io;
+    std::string error;
+    auto port = SerialPort::open(io, link, options(dir), &error);
+    REQUIRE(port);
+    std::vector<std::string> lines;
+    port->start([&](const std::string& l) { lines.push_back(l); }, nullptr, nullptr);
+    std::optional<std::optional<std::string>> end;
+    port->expect(std::regex("^HWFARM END"), 800ms, [&](auto line) { end = line; });
+    REQUIRE(hwfarm::test::runCommand({FAKE_BOARD_PATH, "power", sock, "on"}).status.code == 0);
+    auto start = std::chrono::steady_clock::now();
+    while (!end && std::chrono::steady_clock::now() - start < 5s) io.run_one_for(50ms);
+    REQUIRE(end);
+    REQUIRE_FALSE(end->has_value()); // the deadline, not the END line
+    REQUIRE(lines.size() == (std::string(mode) == "drop" ? 2u : 1u));
+    REQUIRE(lines.at(0) == "HWFARM BEGIN suite=x");
+    REQUIRE_FALSE(port->closed()); // the line is still up: only the data stopped
+  }
+}
