@@ -53,6 +53,7 @@ struct AgentConfig {
   std::string log_level = "info"; // trace, debug, info, warn, error
   bool anonymous_loopback = false;
   std::string tokens_file; // empty: no tokens (only anonymous loopback access)
+  std::string lock_dir = "/var/lock"; // UUCP serial lock files; empty: none
   double shutdown_timeout_s = 10;
 };
 
@@ -70,11 +71,13 @@ struct UsbMatch {
   std::optional<uint16_t> product;
   std::optional<std::string> serial; // iSerialNumber
   std::optional<std::string> port;   // bus-port path, e.g. "1-1.4"
+  bool operator==(const UsbMatch&) const = default;
 };
 
 struct SerialConfig {
   std::string port = "auto"; // "auto": resolve from the USB match
   int64_t baud = 115200;
+  bool operator==(const SerialConfig&) const = default;
 };
 
 // A flasher preset or an operator-defined command.
@@ -85,6 +88,7 @@ struct FlashConfig {
   std::vector<std::string> extra_args;        // appended to the preset's argv
   std::vector<std::string> argv;              // driver "command" only
   double timeout_s = 120;
+  bool operator==(const FlashConfig&) const = default;
 };
 
 struct PowerConfig {
@@ -94,6 +98,7 @@ struct PowerConfig {
   std::vector<std::string> on, off, cycle; // command
   double off_s = 2;            // off time of a power cycle
   double timeout_s = 30;
+  bool operator==(const PowerConfig&) const = default;
 };
 
 struct HealthConfig {
@@ -108,6 +113,7 @@ struct QemuConfig {
   std::string machine = "mps2-an385";
   std::string cpu; // empty: the machine's default
   std::vector<std::string> extra_args;
+  bool operator==(const QemuConfig&) const = default;
 };
 
 struct BoardConfig {
@@ -122,6 +128,12 @@ struct BoardConfig {
   HealthConfig health;
   QemuConfig qemu;
   SourcePos pos;
+
+  // Same driver settings (what a reload must rebuild the driver for).
+  bool sameDriver(const BoardConfig& o) const {
+    return driver == o.driver && usb == o.usb && serial == o.serial && flash == o.flash && power == o.power &&
+           qemu == o.qemu;
+  }
 };
 
 struct WorkerConfig {

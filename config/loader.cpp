@@ -113,6 +113,7 @@ class FleetParser {
       else if (*v != "off") r.error("anonymous", "expected \"off\" or \"loopback\", got " + quoted(*v));
     }
     if (auto v = r.number("shutdown_timeout_s", 0, 300, true)) a.shutdown_timeout_s = *v;
+    if (auto v = r.text("lock_dir")) a.lock_dir = *v; // "" turns serial lock files off
     if (auto v = r.text("tokens_file")) {
       if (v->empty()) r.error("tokens_file", "expected the path of a tokens file, got \"\"");
       else a.tokens_file = *v;

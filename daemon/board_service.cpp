@@ -36,14 +36,19 @@ struct BoardService::Impl {
   void configure(const config::FleetConfig& c) {
     config = c;
     std::map<std::string, std::unique_ptr<drivers::Board>> next;
+    std::map<std::string, config::BoardConfig> next_configs;
     for (const auto& w : c.workers)
       for (const auto& b : w.boards) {
         auto it = boards.find(b.name);
-        // Boards keep their driver (and a running simulator) across reloads.
-        next[b.name] = it != boards.end() ? std::move(it->second)
-                                          : drivers::makeBoard(b, c.agent.state_dir + "/boards/" + b.name, resolve_tty);
+        // Boards keep their driver (and a running simulator) across reloads
+        // unless their driver settings changed.
+        bool keep = it != boards.end() && board_configs.at(b.name).sameDriver(b);
+        next[b.name] = keep ? std::move(it->second)
+                            : drivers::makeBoard(b, c.agent.state_dir + "/boards/" + b.name, resolve_tty);
+        next_configs[b.name] = b;
       }
     boards = std::move(next);
+    board_configs = std::move(next_configs);
   }
 
   std::string leaseDir(const std::string& lease_id) const { return config.agent.state_dir + "/consoles/" + lease_id; }
@@ -59,17 +64,16 @@ struct BoardService::Impl {
       *error = why;
       return false;
     }
+    drivers::SerialOptions options;
+    options.baud = board_configs.at(name).serial.baud;
+    options.lock_dir = config.agent.lock_dir;
+    console.port = drivers::SerialPort::open(io, path, options, error);
+    if (!console.port) return false;
     if (console.lease_id != lease_id || !console.log) {
       std::filesystem::create_directories(leaseDir(lease_id));
       console.log = std::make_unique<drivers::ConsoleLog>(leaseDir(lease_id) + "/" + name + ".log", kConsoleLogBytes);
       console.lease_id = lease_id;
     }
-    drivers::SerialOptions options;
-    for (const auto& w : config.workers)
-      for (const auto& b : w.boards)
-        if (b.name == name) options.baud = b.serial.baud;
-    console.port = drivers::SerialPort::open(io, path, options, error);
-    if (!console.port) return false;
     console.log->note("console " + path + " opened");
     console.port->start(
         [this, name](const std::string& line) { broadcast(name, consoles[name].log->stamped(line)); },
@@ -110,6 +114,7 @@ struct BoardService::Impl {
   drivers::TtyResolver resolve_tty;
   config::FleetConfig config;
   std::map<std::string, std::unique_ptr<drivers::Board>> boards;
+  std::map<std::string, config::BoardConfig> board_configs; // what each driver was built from
   std::map<std::string, Console> consoles;
   uint64_t next_reader = 1;
 };

@@ -335,9 +335,8 @@ void Daemon::Impl::usbChanged() {
       bool now = match.boards.count(b.name) > 0;
       auto it = usb_present.find(b.name);
       if (it != usb_present.end() && it->second == now) continue;
-      bool first = it == usb_present.end();
       usb_present[b.name] = now;
-      if (!first || now) leases->presence(b.name, now);
+      leases->presence(b.name, now);
     }
 }
 

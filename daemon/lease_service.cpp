@@ -410,7 +410,8 @@ void LeaseService::presence(const std::string& board, bool present) {
     spdlog::info("board {} is present", board);
   } else {
     const lease::Board* b = impl_->scheduler.board(board);
-    if (b && b->state == BoardState::leased)
+    if (!b || (b->state == BoardState::offline && !b->present)) return; // nothing new
+    if (b->state == BoardState::leased)
       spdlog::warn("board {} vanished while leased by lease {}: infrastructure failure", board, b->lease_id);
     else
       spdlog::info("board {} is gone", board);

@@ -57,9 +57,8 @@ struct PresenceWatcher::Impl : std::enable_shared_from_this<PresenceWatcher::Imp
       bool now = exists(path);
       auto it = state.find(board);
       if (it != state.end() && it->second == now) continue;
-      bool first = it == state.end();
       state[board] = now;
-      if (!first || now) changed(board, now);
+      changed(board, now); // the first look counts too: a restored lease's board may be gone
     }
   }
 

@@ -1,5 +1,6 @@
 #include "drivers/board.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
 
@@ -51,9 +52,14 @@ class SimulatedBoard : public Board {
  public:
   SimulatedBoard(const config::BoardConfig& c, const std::string& work_dir) : qemu_(c.name, c.qemu, work_dir) {}
 
-  Status flash(const std::string& image, const std::string&) override {
+  Status flash(const std::string& image, const std::string& log_path) override {
     std::lock_guard lock(mutex_);
-    return qemu_.flash(image);
+    Status s = qemu_.flash(image);
+    if (std::FILE* log = std::fopen(log_path.c_str(), "a")) {
+      std::fprintf(log, "%s\n", s.ok ? ("staged " + image + " for the simulator").c_str() : s.message.c_str());
+      std::fclose(log);
+    }
+    return s;
   }
   Status power(PowerAction action, const std::string&) override {
     std::lock_guard lock(mutex_);
@@ -70,6 +76,7 @@ class SimulatedBoard : public Board {
   void reset() override {
     std::lock_guard lock(mutex_);
     qemu_.powerOff();
+    qemu_.clearImage();
     console_.clear();
   }
   bool consoleFollowsPower() const override { return true; }

@@ -6,7 +6,12 @@ namespace hwfarm::drivers {
 
 ConsoleLog::ConsoleLog(std::string path, uint64_t max_bytes)
     : path_(std::move(path)), max_bytes_(max_bytes), start_(std::chrono::steady_clock::now()) {
-  file_ = std::fopen(path_.c_str(), "we");
+  // Appends: a lease restored after a restart keeps what it captured before.
+  file_ = std::fopen(path_.c_str(), "ae");
+  if (file_) {
+    std::fseek(file_, 0, SEEK_END);
+    written_ = static_cast<uint64_t>(std::ftell(file_));
+  }
 }
 
 ConsoleLog::~ConsoleLog() {

@@ -12,7 +12,7 @@ namespace hwfarm::drivers {
 
 class ConsoleLog {
  public:
-  // Opens (truncates) `path`; `max_bytes` caps each of FILE and FILE.1.
+  // Opens `path` for appending; `max_bytes` caps each of FILE and FILE.1.
   ConsoleLog(std::string path, uint64_t max_bytes);
   ~ConsoleLog();
   ConsoleLog(const ConsoleLog&) = delete;

@@ -30,6 +30,11 @@ Status QemuBoard::flash(const std::string& image) {
   return Status::success();
 }
 
+void QemuBoard::clearImage() {
+  if (!image_.empty()) ::unlink(image_.c_str());
+  image_.clear();
+}
+
 Status QemuBoard::powerOn(std::string* console) {
   if (running()) return Status::failure("board " + name_ + " is already powered on");
   if (image_.empty()) return Status::failure("board " + name_ + " has no image: flash it first");

@@ -30,6 +30,8 @@ class QemuBoard {
   Status powerOn(std::string* console);
   // Stops QEMU (SIGTERM, then SIGKILL after a grace period).
   Status powerOff();
+  // Forgets the staged image (a new lease starts from nothing).
+  void clearImage();
   // Whether QEMU runs; once it has exited on its own, its exit status (the
   // firmware's semihosting status, or 128+signal). Nothing after powerOff().
   bool running();

@@ -8,6 +8,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cerrno>
 #include <cstring>
 #include <list>
@@ -138,6 +139,8 @@ struct SerialPort::Impl : std::enable_shared_from_this<SerialPort::Impl> {
     }
     boost::system::error_code ignored;
     stream.close(ignored);
+    if (!lock.empty()) ::unlink(lock.c_str()); // free for the next opener at once
+    lock.clear();
     if (on_closed) on_closed(reason);
   }
 
@@ -177,7 +180,10 @@ std::unique_ptr<SerialPort> SerialPort::open(asio::io_context& io, const std::st
       return nullptr;
     }
     if (!options.lock_dir.empty()) {
-      lock = lockPath(options.lock_dir, path);
+      // Named after the device itself (LCK..ttyACM0), not the by-id link, so
+      // other tools see the same lock.
+      char real[PATH_MAX];
+      lock = lockPath(options.lock_dir, ::realpath(path.c_str(), real) ? std::string(real) : path);
       std::string why;
       if (!takeLock(lock, &why)) {
         *error = path + " " + why;
@@ -217,7 +223,6 @@ SerialPort::SerialPort(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SerialPort::~SerialPort() {
   impl_->log = nullptr; // the log may be gone before us
   close();
-  if (!impl_->lock.empty()) ::unlink(impl_->lock.c_str());
 }
 
 void SerialPort::start(LineHandler on_line, ClosedHandler on_closed, ConsoleLog* log) {

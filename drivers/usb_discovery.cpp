@@ -35,20 +35,29 @@ BoardMatch matchBoards(const config::FleetConfig& config, const std::vector<UsbD
   BoardMatch match;
   std::vector<bool> claimed(devices.size(), false);
   std::vector<std::pair<uint16_t, uint16_t>> wanted;
-  for (const auto& w : config.workers)
-    for (const auto& b : w.boards) {
-      if (b.driver != "usb" || !b.usb.vendor || !b.usb.product) continue;
-      wanted.emplace_back(*b.usb.vendor, *b.usb.product);
-      for (size_t i = 0; i < devices.size(); ++i) {
-        const UsbDevice& d = devices[i];
-        if (claimed[i] || d.vendor != *b.usb.vendor || d.product != *b.usb.product) continue;
-        if (b.usb.serial && d.serial != *b.usb.serial) continue;
-        if (b.usb.port && d.port != *b.usb.port) continue;
-        claimed[i] = true;
-        match.boards[b.name] = d;
-        break;
+  // Boards named by serial claim first, then by port, then by ids alone, so
+  // a loose match never takes the device a precise one names.
+  std::vector<const config::BoardConfig*> order;
+  for (int pass = 0; pass < 3; ++pass)
+    for (const auto& w : config.workers)
+      for (const auto& b : w.boards) {
+        int rank = b.usb.serial ? 0 : b.usb.port ? 1 : 2;
+        if (rank == pass) order.push_back(&b);
       }
+  for (const config::BoardConfig* board : order) {
+    const config::BoardConfig& b = *board;
+    if (b.driver != "usb" || !b.usb.vendor || !b.usb.product) continue;
+    wanted.emplace_back(*b.usb.vendor, *b.usb.product);
+    for (size_t i = 0; i < devices.size(); ++i) {
+      const UsbDevice& d = devices[i];
+      if (claimed[i] || d.vendor != *b.usb.vendor || d.product != *b.usb.product) continue;
+      if (b.usb.serial && d.serial != *b.usb.serial) continue;
+      if (b.usb.port && d.port != *b.usb.port) continue;
+      claimed[i] = true;
+      match.boards[b.name] = d;
+      break;
     }
+  }
   for (size_t i = 0; i < devices.size(); ++i) {
     if (claimed[i]) continue;
     for (const auto& [vendor, product] : wanted)

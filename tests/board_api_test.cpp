@@ -125,3 +125,16 @@ TEST_CASE("board operations check the lease and report driver failures as infras
   REQUIRE(d.request("DELETE", "/v1/leases/" + id, "").status == 200);
   post(d, "/v1/leases/" + id + "/boards/" + mine + "/power", R"({"action":"on"})", 409);
 }
+
+TEST_CASE("a new lease of a simulated board does not boot the previous lease's image") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  auto first = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", 201);
+  std::string id(first.at("id").as_string());
+  post(d, "/v1/leases/" + id + "/boards/sim-0/flash", R"({"image":")" + firmware("pass") + "\"}", 200);
+  REQUIRE(d.request("DELETE", "/v1/leases/" + id, "").status == 200);
+  auto second = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual","wait_s":5})", 201);
+  std::string id2(second.at("id").as_string());
+  auto r = post(d, "/v1/leases/" + id2 + "/boards/sim-0/power", R"({"action":"on"})", 502);
+  REQUIRE(r.at("detail").as_string() == "board sim-0 has no image: flash it first");
+}

@@ -132,7 +132,7 @@ TEST_CASE("SIGHUP with a broken config keeps the old one and a good one replaces
   // the daemon logs every error with its position and keeps generation 1.
   auto log = waitForText(d.logPath(), "reload failed", 10s);
   REQUIRE(log);
-  REQUIRE(log->find(d.configPath() + ":5:8: agent.tier: expected an integer from 1 to 3, got 7") != std::string::npos);
+  REQUIRE(log->find(d.configPath() + ":6:8: agent.tier: expected an integer from 1 to 3, got 7") != std::string::npos);
   REQUIRE(log->find("sla.pin_tierr: unknown key (did you mean \"pin_tier\"?)") != std::string::npos);
   REQUIRE(log->find("reload failed with 2 error(s); keeping configuration generation 1") != std::string::npos);
   auto health = parse(d.get("/v1/healthz").body);

@@ -3,7 +3,9 @@
 // exclusivity, and a port that vanishes mid-read.
 #include <catch2/catch.hpp>
 
+#include <climits>
 #include <fcntl.h>
+#include <cstdlib>
 #include <pty.h>
 #include <unistd.h>
 
@@ -145,6 +147,10 @@ TEST_CASE("a port that vanishes mid-read is reported once and not spun on") {
   // A pty reports its master going away as EOF, a USB tty as EIO.
   REQUIRE_THAT(reason, Catch::Matches("end of file|Input/output error"));
   REQUIRE(port->closed());
+  // The lock goes with the port at once, so the board can be opened again.
+  std::string device = uart.path.substr(5); // "pts/N", already the real device
+  device[device.find('/')] = '_';
+  REQUIRE(::access(dir.file("LCK.." + device).c_str(), F_OK) != 0);
   REQUIRE(waiting);
   REQUIRE_FALSE(waiting->has_value()); // the pending expect ended with the port
   // Once the cancelled timer's completion has run, nothing is left: the

@@ -88,6 +88,21 @@ TEST_CASE("discovery matches boards by vendor and product and serial and lists t
   REQUIRE(mismatch.unclaimed.size() == 2);
 }
 
+TEST_CASE("a board named by serial gets its device even when a looser board comes first") {
+  auto r = hwfarm::config::parseFleetConfig(
+      "[agent]\nname = \"lab\"\ntier = 1\n[[worker]]\nname = \"w\"\n"
+      "  [[worker.board]]\n  name = \"any\"\n  type = \"n\"\n  usb = { vendor = \"0483\", product = \"374b\" }\n"
+      "  [[worker.board]]\n  name = \"exact\"\n  type = \"n\"\n"
+      "  usb = { vendor = \"0483\", product = \"374b\", serial = \"B\" }\n",
+      "fleet.toml");
+  REQUIRE(r.ok());
+  std::vector<UsbDevice> devices{{0x0483, 0x374b, "B", "1-1", ""}, {0x0483, 0x374b, "A", "1-2", ""}};
+  auto match = matchBoards(*r.config, devices);
+  REQUIRE(match.boards.at("exact").serial == "B");
+  REQUIRE(match.boards.at("any").serial == "A");
+  REQUIRE(match.unclaimed.empty());
+}
+
 TEST_CASE("hotplug: a board that is unplugged and plugged back is followed without polling") {
   INFO("run under umockdev-wrapper (LD_PRELOAD=" << (getenv("LD_PRELOAD") ? getenv("LD_PRELOAD") : "") << ")");
   Testbed bed;

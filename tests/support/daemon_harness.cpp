@@ -13,7 +13,7 @@ namespace hwfarm::test {
 
 std::string qemuFleet(const std::string& state_dir, int boards, const std::string& agent_extra) {
   std::string text = "[agent]\nname = \"test-lab\"\nlisten = \"127.0.0.1:0\"\nstate_dir = \"" + state_dir +
-                     "\"\ntier = 1\nanonymous = \"loopback\"\n" + agent_extra +
+                     "\"\nlock_dir = \"" + state_dir + "\"\ntier = 1\nanonymous = \"loopback\"\n" + agent_extra +
                      "\n[[worker]]\nname = \"w0\"\n";
   for (int i = 0; i < boards; ++i)
     text += "  [[worker.board]]\n  name = \"sim-" + std::to_string(i) +
