@@ -16,11 +16,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool alive(pid_t pid) {
-  std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
-  size_t close = stat.rfind(')');
-  return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
-}
+bool alive(pid_t pid) { return hwfarm::test::processAlive(pid); }
 
 hwfarm::config::FlashConfig preset(const std::string& driver, std::map<std::string, std::string> options) {
   hwfarm::config::FlashConfig c;

@@ -34,13 +34,7 @@ std::string leaseState(const RunningDaemon& d, const std::string& id) {
   return std::string(json::parse(d.get("/v1/leases/" + id).body).at("state").as_string());
 }
 
-// Running, not merely a zombie waiting for a reaper that may never come.
-bool alive(pid_t pid) {
-  std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
-  if (stat.empty()) return false;
-  size_t close = stat.rfind(')');
-  return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
-}
+bool alive(pid_t pid) { return processAlive(pid); }
 
 size_t activeLeases(const RunningDaemon& d) {
   return json::parse(d.get("/v1/leases").body).at("leases").as_array().size();

@@ -44,6 +44,12 @@ std::string readFile(const std::string& path) {
   return s.str();
 }
 
+bool processAlive(pid_t pid) {
+  std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  size_t close = stat.rfind(')');
+  return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
+}
+
 Process::Process(std::vector<std::string> argv, const std::string& stdout_path, const std::string& stderr_path,
                  const std::map<std::string, std::string>& env, const std::string& cwd) {
   pid_ = fork();

@@ -32,6 +32,9 @@ class TempDir {
 
 std::string readFile(const std::string& path);
 
+// Running, not merely a zombie waiting for a reaper that may never come.
+bool processAlive(pid_t pid);
+
 struct ExitStatus {
   bool exited = false; // false: killed by a signal
   int code = 0;        // exit code, or the signal number
