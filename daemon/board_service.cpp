@@ -99,13 +99,23 @@ struct BoardService::Impl {
     for (auto& [id, reader] : readers) reader.end();
   }
 
-  // Runs `work` on the pool, then `done` on the loop.
-  void offLoop(std::function<drivers::Status()> work, std::function<void(drivers::Status, double)> done) {
-    asio::post(pool, [this, work = std::move(work), done = std::move(done)] {
+  // Runs `work` for `board` on the pool, then `done` on the loop. One
+  // operation per board at a time: a second one is refused at once.
+  void offLoop(const std::string& board, const char* what, std::function<drivers::Status()> work,
+               std::function<void(drivers::Status, double)> done) {
+    auto [it, idle] = busy.emplace(board, what);
+    if (!idle) {
+      done(drivers::Status::refusedBusy("board " + board + " is busy (" + it->second + " in progress)"), 0);
+      return;
+    }
+    asio::post(pool, [this, board, work = std::move(work), done = std::move(done)] {
       auto start = std::chrono::steady_clock::now();
       drivers::Status status = work();
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      asio::post(io, [done, status, seconds] { done(status, seconds); });
+      asio::post(io, [this, board, done, status, seconds] {
+        busy.erase(board);
+        done(status, seconds);
+      });
     });
   }
 
@@ -116,6 +126,7 @@ struct BoardService::Impl {
   std::map<std::string, std::unique_ptr<drivers::Board>> boards;
   std::map<std::string, config::BoardConfig> board_configs; // what each driver was built from
   std::map<std::string, Console> consoles;
+  std::map<std::string, std::string> busy; // board -> operation running on the pool
   uint64_t next_reader = 1;
 };
 
@@ -149,7 +160,7 @@ void BoardService::flash(const lease::Lease& lease, const std::string& name, con
   std::string log = flashLogPath(lease.id, name);
   std::string ignored;
   if (!board->consoleFollowsPower()) impl_->attach(lease.id, name, &ignored); // catch what it prints after
-  impl_->offLoop([board, image, log] { return board->flash(image, log); }, std::move(done));
+  impl_->offLoop(name, "flash", [board, image, log] { return board->flash(image, log); }, std::move(done));
 }
 
 void BoardService::power(const lease::Lease& lease, const std::string& name, drivers::PowerAction action,
@@ -168,7 +179,7 @@ void BoardService::power(const lease::Lease& lease, const std::string& name, dri
     if (console.port) console.port->close();
     impl->endReaders(name);
   }
-  impl_->offLoop([board, action, log] { return board->power(action, log); },
+  impl_->offLoop(name, "power", [board, action, log] { return board->power(action, log); },
                  [impl, board, name, lease_id, action, done](drivers::Status status, double seconds) {
                    // A simulated board starts running once its console connects:
                    // connect right away so no output is lost.

@@ -46,8 +46,16 @@ Status QemuBoard::powerOn(std::string* console) {
                            "socket,id=uart0,path=" + socket + ",server=on,wait=on", "-serial", "chardev:uart0",
                            "-semihosting-config", "enable=on,target=native", "-kernel", image_});
   argv.insert(argv.end(), config_.extra_args.begin(), config_.extra_args.end());
+  if (socket.size() > 107)
+    return Status::failure("the UART socket path " + socket + " is longer than 107 bytes: use a shorter state_dir");
   std::string log = logPath();
   exit_status_.reset();
+  // Everything the child needs is prepared before fork(): a multithreaded
+  // parent's child may only call async-signal-safe functions.
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  std::string cannot_run = "cannot run " + argv[0] + "\n";
   pid_ = ::fork();
   if (pid_ < 0) return Status::failure(std::string("fork: ") + std::strerror(errno));
   if (pid_ == 0) {
@@ -62,11 +70,10 @@ Status QemuBoard::powerOn(std::string* console) {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
     ::execvp(args[0], args.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
+    if (::write(2, cannot_run.data(), cannot_run.size()) < 0) {
+      // Nothing more to do in a failed child.
+    }
     ::_exit(127);
   }
   // QEMU creates the socket, then waits for the console to connect.

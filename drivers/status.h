@@ -9,9 +9,11 @@ namespace hwfarm::drivers {
 struct Status {
   bool ok = true;
   std::string message;
+  bool busy = false; // refused because another operation runs: not a failure of the board
 
   static Status success() { return {}; }
   static Status failure(std::string message) { return {false, std::move(message)}; }
+  static Status refusedBusy(std::string message) { return {false, std::move(message), true}; }
 };
 
 } // namespace hwfarm::drivers

@@ -82,15 +82,20 @@ struct UsbDiscovery::Impl {
     if (libusb_init(&usb) != 0) throw std::runtime_error("libusb_init failed");
     udev_ = udev_new();
     if (!udev_) throw std::runtime_error("udev_new failed");
-    libusb_device** list = nullptr;
-    ssize_t n = libusb_get_device_list(usb, &list);
-    for (ssize_t i = 0; i < n; ++i) arrived(list[i]);
-    libusb_free_device_list(list, 1);
     if (libusb_has_capability(LIBUSB_CAP_HAS_HOTPLUG)) {
+      // ENUMERATE reports the devices already there through the same
+      // callback, so none plugged in meanwhile is missed.
+      enumerating = true;
       libusb_hotplug_register_callback(
           usb, static_cast<libusb_hotplug_event>(LIBUSB_HOTPLUG_EVENT_DEVICE_ARRIVED | LIBUSB_HOTPLUG_EVENT_DEVICE_LEFT),
-          LIBUSB_HOTPLUG_NO_FLAGS, LIBUSB_HOTPLUG_MATCH_ANY, LIBUSB_HOTPLUG_MATCH_ANY, LIBUSB_HOTPLUG_MATCH_ANY,
+          LIBUSB_HOTPLUG_ENUMERATE, LIBUSB_HOTPLUG_MATCH_ANY, LIBUSB_HOTPLUG_MATCH_ANY, LIBUSB_HOTPLUG_MATCH_ANY,
           &Impl::hotplug, this, &callback);
+      enumerating = false;
+    } else {
+      libusb_device** list = nullptr;
+      ssize_t n = libusb_get_device_list(usb, &list);
+      for (ssize_t i = 0; i < n; ++i) arrived(list[i]);
+      libusb_free_device_list(list, 1);
     }
     // libusb signals its events (hotplug included) on these descriptors.
     const libusb_pollfd** fds = libusb_get_pollfds(usb);
@@ -125,7 +130,7 @@ struct UsbDiscovery::Impl {
     auto* impl = static_cast<Impl*>(self);
     if (event == LIBUSB_HOTPLUG_EVENT_DEVICE_ARRIVED) impl->arrived(device);
     else impl->devices.erase(portPath(device));
-    if (impl->changed) impl->changed();
+    if (impl->changed && !impl->enumerating) impl->changed();
     return 0;
   }
 
@@ -169,6 +174,7 @@ struct UsbDiscovery::Impl {
   libusb_context* usb = nullptr;
   struct udev* udev_ = nullptr;
   libusb_hotplug_callback_handle callback = 0;
+  bool enumerating = false; // the start-up pass of LIBUSB_HOTPLUG_ENUMERATE
   std::vector<std::unique_ptr<asio::posix::stream_descriptor>> streams;
   std::map<std::string, UsbDevice> devices; // by port path
 };

@@ -77,11 +77,18 @@ TEST_CASE("a fake board comes and goes with its device link and fails on command
     std::string detail(json::parse(r.body).at("detail").as_string());
     REQUIRE(detail.find("flashing board fake-1: exited with status 1; output: error: verify failed at 0x08000000") == 0);
   }
-  SECTION("a flasher that hangs is killed at its timeout") {
+  SECTION("a flasher that hangs is killed at its timeout and the board is busy meanwhile") {
     runCommand({FAKE_BOARD_PATH, "mode", dir.file("fake.sock"), "flash-hang"});
-    auto r = d.request("POST", base + "flash", "{\"image\":\"" + image + "\"}", "");
-    REQUIRE(r.status == 502);
-    REQUIRE(json::parse(r.body).at("detail").as_string() == "flashing board fake-1: killed after its 1 s timeout");
+    std::thread slow([&] {
+      auto r = d.request("POST", base + "flash", "{\"image\":\"" + image + "\"}", "");
+      CHECK(r.status == 502);
+      CHECK(json::parse(r.body).at("detail").as_string() == "flashing board fake-1: killed after its 1 s timeout");
+    });
+    std::this_thread::sleep_for(300ms);
+    auto busy = d.request("POST", base + "power", R"({"action":"cycle"})", "");
+    slow.join();
+    REQUIRE(busy.status == 409);
+    REQUIRE(json::parse(busy.body).at("detail").as_string() == "board fake-1 is busy (flash in progress)");
   }
   SECTION("garbage on the console is kept in the trace") {
     runCommand({FAKE_BOARD_PATH, "mode", dir.file("fake.sock"), "garbage"});

@@ -25,6 +25,7 @@ using local = asio::local::stream_protocol;
 namespace {
 
 constexpr size_t kHeaderLimit = 16 * 1024;
+constexpr size_t kMaxQueuedStreamBytes = 4 * 1024 * 1024; // per streamed response
 
 std::chrono::milliseconds toMs(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
@@ -220,6 +221,13 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     explicit Sink(std::shared_ptr<Session> session) : session_(std::move(session)) {}
     bool write(std::string data) override {
       if (session_->gone_ || ended_ || data.empty()) return !session_->gone_;
+      // A reader that does not keep up is cut off rather than buffered for.
+      if (session_->queued_bytes_ > kMaxQueuedStreamBytes) {
+        session_->gone_ = true;
+        boost::system::error_code ignored;
+        session_->stream_.socket().shutdown(Protocol::socket::shutdown_both, ignored);
+        return false;
+      }
       char size[20];
       std::snprintf(size, sizeof size, "%zx\r\n", data.size());
       session_->queueRaw(size + data + "\r\n");
@@ -252,6 +260,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   }
 
   void queueRaw(std::string data) {
+    queued_bytes_ += data.size();
     queue_.push_back(std::move(data));
     flushQueue();
   }
@@ -269,6 +278,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     writing_ = true;
     auto data = std::make_shared<std::string>(std::move(queue_.front()));
     queue_.pop_front();
+    queued_bytes_ -= data->size();
     stream_.expires_never();
     asio::async_write(stream_, asio::buffer(*data),
                       [self = this->shared_from_this(), data](beast::error_code ec, size_t) {
@@ -317,6 +327,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::deque<std::string> queue_; // raw bytes of a streamed response
   bool writing_ = false;
   bool streaming_ = false;
+  size_t queued_bytes_ = 0;
   bool close_after_queue_ = false;
   bool responded_ = false;
   bool watching_ = false;
