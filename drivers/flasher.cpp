@@ -25,7 +25,8 @@ std::vector<std::string> flashArgv(const config::FlashConfig& c, const std::stri
     argv.insert(argv.end(), {"-f", opt("interface")});
     if (!t.usb_serial.empty()) argv.insert(argv.end(), {"-c", "adapter serial " + t.usb_serial});
     if (!opt("adapter_speed_khz").empty()) argv.insert(argv.end(), {"-c", "adapter speed " + opt("adapter_speed_khz")});
-    argv.insert(argv.end(), {"-f", opt("target"), "-c", "program " + image + " verify reset exit"});
+    // Braces: the image path stays one Tcl word even with spaces in it.
+    argv.insert(argv.end(), {"-f", opt("target"), "-c", "program {" + image + "} verify reset exit"});
   } else if (c.driver == "pyocd") {
     argv.insert(argv.end(), {"flash", "--target", opt("target")});
     if (!t.usb_serial.empty()) argv.insert(argv.end(), {"--uid", t.usb_serial});

@@ -76,7 +76,7 @@ TEST_CASE("flasher presets pass the board's USB serial to pick the right probe")
   REQUIRE(flashArgv(preset("openocd", {{"interface", "interface/stlink.cfg"}, {"target", "target/stm32f4x.cfg"}}),
                     "fw.elf", t, dir.path()) ==
           std::vector<std::string>{"openocd", "-f", "interface/stlink.cfg", "-c", "adapter serial 066DFF535155", "-f",
-                                   "target/stm32f4x.cfg", "-c", "program fw.elf verify reset exit"});
+                                   "target/stm32f4x.cfg", "-c", "program {fw.elf} verify reset exit"});
   REQUIRE(flashArgv(preset("pyocd", {{"target", "stm32f429zi"}}), "fw.elf", t, dir.path()) ==
           std::vector<std::string>{"pyocd", "flash", "--target", "stm32f429zi", "--uid", "066DFF535155", "fw.elf"});
   REQUIRE(flashArgv(preset("st-flash", {{"address", "0x08000000"}}), "fw.bin", t, dir.path()) ==
