@@ -60,6 +60,10 @@ struct BoardService::Impl {
     if (console.port && !console.port->closed() && console.lease_id == lease_id) return true;
     std::string why;
     std::string path = boards.at(name)->console(&why);
+    if (path.empty() && refresh_consoles) {
+      refresh_consoles();
+      path = boards.at(name)->console(&why);
+    }
     if (path.empty()) {
       *error = why;
       return false;
@@ -127,6 +131,7 @@ struct BoardService::Impl {
   std::map<std::string, config::BoardConfig> board_configs; // what each driver was built from
   std::map<std::string, Console> consoles;
   std::map<std::string, std::string> busy; // board -> operation running on the pool
+  std::function<void()> refresh_consoles;
   uint64_t next_reader = 1;
 };
 
@@ -212,6 +217,8 @@ bool BoardService::readConsole(const lease::Lease& lease, const std::string& nam
   *cancel = [impl, name, id] { impl->consoles[name].readers.erase(id); };
   return true;
 }
+
+void BoardService::onConsoleLookup(std::function<void()> refresh) { impl_->refresh_consoles = std::move(refresh); }
 
 void BoardService::stop() {
   for (auto& [name, console] : impl_->consoles) {

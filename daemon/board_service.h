@@ -51,6 +51,9 @@ class BoardService {
   void leaseEnded(const lease::Lease& lease);
   // Shutdown: closes every console and ends every reader.
   void stop();
+  // Runs (on the loop) before a console path is looked up again, so USB
+  // discovery can find a tty that bound after its device arrived.
+  void onConsoleLookup(std::function<void()> refresh);
 
   std::string consoleLogPath(const std::string& lease_id, const std::string& board) const;
   std::string flashLogPath(const std::string& lease_id, const std::string& board) const;

@@ -119,6 +119,7 @@ struct Daemon::Impl {
   std::mutex tty_mutex;                      // guards ttys: read by driver threads
   std::map<std::string, std::string> ttys;   // board -> console tty from discovery
   void usbChanged();
+  void refreshTtys(const drivers::BoardMatch& match);
   std::unique_ptr<api::Router> router;
   std::unique_ptr<api::HttpServer> server;
   bool stopping = false;
@@ -169,6 +170,9 @@ int Daemon::Impl::run() {
       usb = std::make_unique<drivers::UsbDiscovery>(io, [this] { usbChanged(); });
       state.usb_discovery = true;
       usbChanged();
+      boards->onConsoleLookup([this] {
+        if (usb) refreshTtys(drivers::matchBoards(*state.config, usb->devices()));
+      });
     } catch (const std::exception& e) {
       spdlog::warn("USB discovery unavailable ({}): boards with serial.port = \"auto\" stay offline", e.what());
     }
@@ -317,11 +321,7 @@ void Daemon::Impl::reload() {
 void Daemon::Impl::usbChanged() {
   auto devices = usb->devices();
   drivers::BoardMatch match = drivers::matchBoards(*state.config, devices);
-  {
-    std::lock_guard lock(tty_mutex);
-    ttys.clear();
-    for (const auto& [board, device] : match.boards) ttys[board] = device.tty.empty() ? usb->ttyOf(device.port) : device.tty;
-  }
+  refreshTtys(match);
   state.unclaimed.clear();
   for (const auto& d : match.unclaimed) {
     char v[5], p[5];
@@ -338,6 +338,14 @@ void Daemon::Impl::usbChanged() {
       usb_present[b.name] = now;
       leases->presence(b.name, now);
     }
+}
+
+// Console ttys of matched USB boards, looked up again through udev (a tty can
+// bind after its USB device arrived).
+void Daemon::Impl::refreshTtys(const drivers::BoardMatch& match) {
+  std::lock_guard lock(tty_mutex);
+  ttys.clear();
+  for (const auto& [board, device] : match.boards) ttys[board] = device.tty.empty() ? usb->ttyOf(device.port) : device.tty;
 }
 
 void Daemon::Impl::pingWatchdog() {
