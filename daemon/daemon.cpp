@@ -258,28 +258,18 @@ void Daemon::Impl::reload() {
   Loaded loaded = loadWithText(options.config_path);
   ConfigStatus& status = state.config_status;
   status.last_reload_at = unixNow();
-  status.last_reload_ok = loaded.result.ok();
   status.last_reload_errors.clear();
-  if (!loaded.result.ok()) {
-    for (const auto& e : loaded.result.errors) {
-      spdlog::error("{}", e.format());
-      status.last_reload_errors.push_back(e.format());
-    }
-    spdlog::error("reload failed with {} error(s); keeping configuration generation {}",
-                  loaded.result.errors.size(), status.generation);
-    systemd::ready("reload failed; serving configuration generation " + std::to_string(status.generation));
-    return;
-  }
+  // The tokens file is part of the configuration: its errors fail the reload too.
   std::vector<config::Token> tokens;
-  for (const auto& e : loadTokens(*loaded.result.config, &tokens)) {
-    loaded.result.errors.push_back(config::ConfigError{"", 0, 0, "", "", e});
-  }
+  if (loaded.result.ok())
+    for (const auto& e : loadTokens(*loaded.result.config, &tokens))
+      loaded.result.errors.push_back(config::ConfigError{"", 0, 0, "", "", e});
+  status.last_reload_ok = loaded.result.ok();
   if (!loaded.result.ok()) {
     for (const auto& e : loaded.result.errors) {
       spdlog::error("{}", e.format());
       status.last_reload_errors.push_back(e.format());
     }
-    status.last_reload_ok = false;
     spdlog::error("reload failed with {} error(s); keeping configuration generation {}",
                   loaded.result.errors.size(), status.generation);
     systemd::ready("reload failed; serving configuration generation " + std::to_string(status.generation));
@@ -291,7 +281,7 @@ void Daemon::Impl::reload() {
     spdlog::warn("agent.listen changed: takes effect at the next restart");
   if (previous.agent.state_dir != next->agent.state_dir)
     spdlog::warn("agent.state_dir changed: takes effect at the next restart");
-  if (previous.agent.tokens_file != next->agent.tokens_file || !next->agent.tokens_file.empty())
+  if (!next->agent.tokens_file.empty())
     spdlog::info("{} token(s) loaded from {}", tokens.size(), next->agent.tokens_file);
   setLogLevel(next->agent.log_level);
   server->setLimits(next->limits);

@@ -172,7 +172,6 @@ std::string Scheduler::unsatisfiableReason(const LeaseRequest& r) const {
     if (!known) return "no configured worker or Jenkins node is named \"" + r.selector.worker + "\"";
   }
   size_t n = matchingCount(r.selector, SIZE_MAX);
-  if (n >= static_cast<size_t>(r.count)) return "";
   return "selector " + r.selector.describe() + " matches " + std::to_string(n) + " configured board(s), " +
          std::to_string(r.count) + " requested";
 }
