@@ -83,6 +83,18 @@ void stop(Server& s) {
   waitpid(s.pid, nullptr, 0);
 }
 
+// User + system CPU time of the whole process (all threads), in ms.
+double cpuMs(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i)
+    if (i == 14 || i == 15) ticks += std::stod(field);
+  return ticks * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 long rssKiB(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);)
@@ -121,6 +133,7 @@ std::string acquireBody(const std::string& type, double wait_s) {
 
 struct LoadResult {
   double cycles_per_s = 0;
+  double cpu_us_per_cycle = 0; // the server's CPU time (all threads) per cycle
   double p50_ms = 0, p99_ms = 0;
   uint64_t errors = 0;
 };
@@ -155,6 +168,7 @@ LoadResult load(const Server& s, int clients, double seconds) {
     }
   };
   auto t0 = Clock::now();
+  double cpu0 = cpuMs(s.pid);
   for (int i = 0; i < clients; ++i)
     asio::co_spawn(io, client(), [&](std::exception_ptr e) {
       if (e) ++errors;
@@ -166,6 +180,7 @@ LoadResult load(const Server& s, int clients, double seconds) {
   r.p50_ms = percentile(latencies, 0.50);
   r.p99_ms = percentile(latencies, 0.99);
   r.errors = errors;
+  if (!latencies.empty()) r.cpu_us_per_cycle = (cpuMs(s.pid) - cpu0) * 1000.0 / static_cast<double>(latencies.size());
   return r;
 }
 
@@ -350,6 +365,8 @@ int main(int argc, char** argv) {
     std::printf("%-34s %16s %16s\n", (label + ": p50 / p99 ms").c_str(),
                 (fmt(h.p50_ms, 2) + " / " + fmt(h.p99_ms, 2)).c_str(),
                 (fmt(b.p50_ms, 2) + " / " + fmt(b.p99_ms, 2)).c_str());
+    std::printf("%-34s %16s %16s\n", (label + ": server CPU us/cycle").c_str(), fmt(h.cpu_us_per_cycle, 0).c_str(),
+                fmt(b.cpu_us_per_cycle, 0).c_str());
     if (h.errors || b.errors)
       std::printf("%-34s %16llu %16llu\n", "  errors", static_cast<unsigned long long>(h.errors),
                   static_cast<unsigned long long>(b.errors));

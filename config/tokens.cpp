@@ -46,9 +46,25 @@ std::string sha256Hex(const std::string& data) {
 }
 
 std::string randomHex(size_t bytes) {
-  std::vector<unsigned char> buffer(bytes);
-  if (RAND_bytes(buffer.data(), static_cast<int>(bytes)) != 1) throw std::runtime_error("RAND_bytes failed");
-  return hexOf(buffer.data(), bytes);
+  // The kernel's CSPRNG, fetched 4 KiB at a time: a lease id costs no
+  // system call and no OpenSSL DRBG lookup on the request path. (Children
+  // forked by hwfarm exec at once and never draw from a copy of the pool.)
+  thread_local unsigned char pool[4096];
+  thread_local size_t left = 0;
+  std::string out;
+  out.reserve(bytes * 2);
+  while (bytes > 0) {
+    if (left == 0) {
+      if (RAND_bytes(pool, sizeof pool) != 1) throw std::runtime_error("RAND_bytes failed");
+      left = sizeof pool;
+    }
+    size_t take = std::min(bytes, left);
+    out += hexOf(pool + sizeof pool - left, take);
+    std::memset(pool + sizeof pool - left, 0, take); // never handed out twice
+    left -= take;
+    bytes -= take;
+  }
+  return out;
 }
 
 TokensResult parseTokens(std::string_view text, const std::string& file) {

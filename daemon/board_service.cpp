@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -56,6 +57,7 @@ struct BoardService::Impl {
   // Opens the board's console for `lease` if it is not open; false with
   // `error` when it cannot be.
   bool attach(const std::string& lease_id, const std::string& name, std::string* error) {
+    touched.insert(name);
     Console& console = consoles[name];
     if (console.port && !console.port->closed() && console.lease_id == lease_id) return true;
     std::string why;
@@ -112,6 +114,7 @@ struct BoardService::Impl {
       done(drivers::Status::refusedBusy("board " + board + " is busy (" + it->second + " in progress)"), 0);
       return;
     }
+    touched.insert(board);
     asio::post(pool, [this, board, work = std::move(work), done = std::move(done)] {
       auto start = std::chrono::steady_clock::now();
       drivers::Status status = work();
@@ -131,6 +134,9 @@ struct BoardService::Impl {
   std::map<std::string, config::BoardConfig> board_configs; // what each driver was built from
   std::map<std::string, Console> consoles;
   std::map<std::string, std::string> busy; // board -> operation running on the pool
+  // Boards a lease flashed, powered or opened the console of: only these
+  // need a reset when the lease ends (most leases never touch the driver).
+  std::set<std::string> touched;
   std::function<void()> refresh_consoles;
   uint64_t next_reader = 1;
 };
@@ -236,7 +242,7 @@ void BoardService::leaseEnded(const lease::Lease& lease) {
       impl_->consoles.erase(it);
     }
     auto board = impl_->boards.find(lb.name);
-    if (board == impl_->boards.end()) continue;
+    if (board == impl_->boards.end() || !impl_->touched.erase(lb.name)) continue;
     drivers::Board* b = board->second.get();
     asio::post(impl_->pool, [b] { b->reset(); });
   }

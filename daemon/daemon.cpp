@@ -179,7 +179,7 @@ int Daemon::Impl::run() {
     router = std::make_unique<api::Router>(state, *leases, *boards, auth);
     server = std::make_unique<api::HttpServer>(
         io, config->limits, [this](api::HttpRequest request, api::Respond respond, api::OnClientGone gone) {
-          router->handle(request, respond, gone);
+          router->handle(std::move(request), std::move(respond), std::move(gone));
         });
     for (const auto& address : config->agent.listen)
       spdlog::info("listening on {}", server->listen(address));

@@ -50,12 +50,12 @@ class LeaseService {
   // Answers every waiting request with shutting_down.
   void stop();
 
-  using AcquireDone = std::function<void(AcquireOutcome)>;
+  using AcquireDone = std::function<void(const AcquireOutcome&)>;
   // Grants now, or waits up to wait_ms. `cancel` receives a function the
   // caller runs if its client goes away while waiting.
   void acquire(lease::LeaseRequest request, int64_t wait_ms, AcquireDone done,
                const std::function<void(std::function<void()>)>& on_cancel);
-  using OpDone = std::function<void(lease::OpResult)>;
+  using OpDone = std::function<void(const lease::OpResult&)>;
   void renew(const std::string& id, int64_t ttl_ms, OpDone done);
   void release(const std::string& id, OpDone done);
   void revoke(const std::string& id, const std::string& reason, OpDone done);

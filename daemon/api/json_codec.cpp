@@ -1,23 +1,36 @@
 #include "daemon/api/json_codec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
-#include <set>
 #include <sstream>
 
 #include <boost/json.hpp>
+
+#include "daemon/api/json_writer.h"
 
 namespace hwfarm::api {
 namespace json = boost::json;
 
 std::string rfc3339(int64_t unix_ms) {
-  std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  int64_t ms = ((unix_ms % 1000) + 1000) % 1000;
+  std::time_t seconds = static_cast<std::time_t>((unix_ms - ms) / 1000);
   std::tm tm{};
   gmtime_r(&seconds, &tm);
-  char buffer[80];
-  std::snprintf(buffer, sizeof buffer, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(unix_ms % 1000));
-  return buffer;
+  int year = tm.tm_year + 1900;
+  if (year < 0 || year > 9999) return "0000-01-01T00:00:00.000Z";
+  char b[] = "YYYY-MM-DDTHH:MM:SS.mmmZ";
+  auto put = [&b](size_t at, int value, int digits) {
+    for (int i = digits - 1; i >= 0; --i, value /= 10) b[at + static_cast<size_t>(i)] = static_cast<char>('0' + value % 10);
+  };
+  put(0, year, 4);
+  put(5, tm.tm_mon + 1, 2);
+  put(8, tm.tm_mday, 2);
+  put(11, tm.tm_hour, 2);
+  put(14, tm.tm_min, 2);
+  put(17, tm.tm_sec, 2);
+  put(20, static_cast<int>(ms), 3);
+  return std::string(b, sizeof b - 1);
 }
 
 std::optional<json::object> parseObject(const std::string& body, std::string* error) {
@@ -57,13 +70,13 @@ class Fields {
       : o_(o), prefix_(std::move(prefix)), error_(error) {}
 
   bool failed() const { return failed_; }
-  void fail(const std::string& key, const std::string& message) {
+  void fail(std::string_view key, const std::string& message) {
     if (failed_) return;
     failed_ = true;
-    *error_ = prefix_ + key + ": " + message;
+    *error_ = prefix_ + std::string(key) + ": " + message;
   }
-  const json::value* get(const std::string& key, bool required = false) {
-    known_.insert(key);
+  const json::value* get(std::string_view key, bool required = false) {
+    known_.push_back(key);
     auto it = o_.find(key);
     if (it == o_.end()) {
       if (required) fail(key, "required field is missing");
@@ -71,7 +84,7 @@ class Fields {
     }
     return &it->value();
   }
-  std::optional<std::string> text(const std::string& key, size_t max, bool required = false) {
+  std::optional<std::string> text(std::string_view key, size_t max, bool required = false) {
     const json::value* v = get(key, required);
     if (!v) return std::nullopt;
     if (!v->is_string()) {
@@ -84,44 +97,48 @@ class Fields {
     }
     return std::string(v->as_string());
   }
-  std::optional<double> number(const std::string& key, double lo, double hi, bool lo_open, const std::string& limit) {
+  std::optional<double> number(std::string_view key, double lo, double hi, bool lo_open, const char* limit) {
     const json::value* v = get(key);
     if (!v) return std::nullopt;
-    std::ostringstream expected;
-    expected << "expected a number " << (lo_open ? "above " : "from ") << lo << (lo_open ? " and up to " : " to ")
-             << hi << limit;
+    auto expected = [&] {
+      std::ostringstream text;
+      text << "expected a number " << (lo_open ? "above " : "from ") << lo << (lo_open ? " and up to " : " to ")
+           << hi << limit;
+      return text.str();
+    };
     if (!v->is_number()) {
-      fail(key, expected.str() + ", got " + kindOf(*v));
+      fail(key, expected() + ", got " + kindOf(*v));
       return std::nullopt;
     }
     double d = v->to_number<double>();
     if (!std::isfinite(d) || d > hi || d < lo || (lo_open && d == lo)) {
-      fail(key, expected.str() + ", got " + json::serialize(*v));
+      fail(key, expected() + ", got " + json::serialize(*v));
       return std::nullopt;
     }
     return d;
   }
-  std::optional<int64_t> integer(const std::string& key, int64_t lo, int64_t hi, const std::string& limit) {
+  std::optional<int64_t> integer(std::string_view key, int64_t lo, int64_t hi, const char* limit) {
     const json::value* v = get(key);
     if (!v) return std::nullopt;
-    std::string expected =
-        "expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + limit;
+    auto expected = [&] {
+      return "expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + limit;
+    };
     if (!v->is_int64() && !v->is_uint64()) {
-      fail(key, expected + ", got " + (v->is_double() ? json::serialize(*v) : kindOf(*v)));
+      fail(key, expected() + ", got " + (v->is_double() ? json::serialize(*v) : kindOf(*v)));
       return std::nullopt;
     }
     if (v->is_uint64() && v->as_uint64() > static_cast<uint64_t>(hi)) {
-      fail(key, expected + ", got " + json::serialize(*v));
+      fail(key, expected() + ", got " + json::serialize(*v));
       return std::nullopt;
     }
     int64_t i = v->is_int64() ? v->as_int64() : static_cast<int64_t>(v->as_uint64());
     if (i < lo || i > hi) {
-      fail(key, expected + ", got " + std::to_string(i));
+      fail(key, expected() + ", got " + std::to_string(i));
       return std::nullopt;
     }
     return i;
   }
-  std::optional<std::vector<std::string>> texts(const std::string& key, size_t max_items) {
+  std::optional<std::vector<std::string>> texts(std::string_view key, size_t max_items) {
     const json::value* v = get(key);
     if (!v) return std::nullopt;
     if (!v->is_array()) {
@@ -142,7 +159,7 @@ class Fields {
     }
     return out;
   }
-  const json::object* object(const std::string& key, bool required = false) {
+  const json::object* object(std::string_view key, bool required = false) {
     const json::value* v = get(key, required);
     if (!v) return nullptr;
     if (!v->is_object()) {
@@ -154,8 +171,9 @@ class Fields {
   // Unknown fields are errors: a typo must not silently fall back to a default.
   void finish() {
     for (const auto& kv : o_) {
-      if (known_.count(std::string(kv.key()))) continue;
-      fail(std::string(kv.key()), "unknown field");
+      std::string_view k(kv.key().data(), kv.key().size());
+      if (std::find(known_.begin(), known_.end(), k) != known_.end()) continue;
+      fail(k, "unknown field");
       return;
     }
   }
@@ -164,7 +182,7 @@ class Fields {
   const json::object& o_;
   std::string prefix_;
   std::string* error_;
-  std::set<std::string> known_;
+  std::vector<std::string_view> known_; // the fields asked about (a handful)
   bool failed_ = false;
 };
 
@@ -240,59 +258,60 @@ std::optional<std::string> parseReason(const std::string& body, std::string* err
   return reason;
 }
 
+namespace {
+
 // Whole seconds as an integer (the common case), fractions as a number.
-json::value seconds(int64_t ms) {
-  if (ms % 1000 == 0) return json::value(ms / 1000);
-  return json::value(static_cast<double>(ms) / 1000.0);
+void writeSeconds(JsonWriter& w, int64_t ms) {
+  if (ms % 1000 == 0) w.value(ms / 1000);
+  else w.raw(json::serialize(json::value(static_cast<double>(ms) / 1000.0)));
 }
 
-json::object selectorJson(const lease::Selector& s) {
-  json::array labels;
-  for (const auto& l : s.labels) labels.emplace_back(l);
-  json::object out{{"type", s.type}, {"labels", std::move(labels)}};
-  out["worker"] = s.worker.empty() ? json::value(nullptr) : json::value(s.worker);
-  return out;
+} // namespace
+
+void writeSelector(JsonWriter& w, const lease::Selector& s) {
+  w.beginObject().member("type", s.type).key("labels").beginArray();
+  for (const auto& l : s.labels) w.value(l);
+  w.endArray().stringOrNull("worker", s.worker).endObject();
 }
 
-json::object leaseJson(const lease::Lease& l, const lease::Scheduler& scheduler) {
-  json::array boards;
+void writeLease(JsonWriter& w, const lease::Lease& l, const lease::Scheduler& scheduler) {
+  w.beginObject();
+  w.member("id", l.id).member("state", lease::toString(l.state));
+  w.key("holder").beginObject();
+  w.member("principal", l.holder.principal).member("job", l.holder.job).member("build", l.holder.build);
+  w.member("stage", l.holder.stage).member("url", l.holder.url).endObject();
+  w.member("context", lease::toString(l.context));
+  w.key("selector");
+  writeSelector(w, l.selector);
+  w.member("priority", l.priority).member("idempotency_key", l.idempotency_key);
+  w.key("ttl_s");
+  writeSeconds(w, l.ttl_ms);
+  w.member("granted_at", rfc3339(l.granted_ms)).member("expires_at", rfc3339(l.expires_ms));
+  w.member("waited_ms", l.waited_ms);
+  w.key("boards").beginArray();
   for (const auto& lb : l.boards) {
-    json::object b{{"name", lb.name}, {"status", lb.lost ? "lost" : "ok"}};
-    if (lb.lost) b["lost_at"] = rfc3339(lb.lost_ms);
+    w.beginObject().member("name", lb.name).member("status", lb.lost ? "lost" : "ok");
+    if (lb.lost) w.member("lost_at", rfc3339(lb.lost_ms));
     if (const lease::Board* board = scheduler.board(lb.name)) {
-      json::array labels;
-      for (const auto& label : board->spec.labels) labels.emplace_back(label);
-      b["type"] = board->spec.type;
-      b["worker"] = board->spec.worker;
-      b["node"] = board->spec.node;
-      b["labels"] = std::move(labels);
-      b["usb_serial"] = board->spec.usb_serial;
-      b["serial_port"] = board->spec.serial_port;
+      w.member("type", board->spec.type).member("worker", board->spec.worker).member("node", board->spec.node);
+      w.key("labels").beginArray();
+      for (const auto& label : board->spec.labels) w.value(label);
+      w.endArray();
+      w.member("usb_serial", board->spec.usb_serial).member("serial_port", board->spec.serial_port);
     }
-    boards.push_back(std::move(b));
+    w.endObject();
   }
-  json::object out{
-      {"id", l.id},
-      {"state", lease::toString(l.state)},
-      {"holder",
-       json::object{{"principal", l.holder.principal},
-                    {"job", l.holder.job},
-                    {"build", l.holder.build},
-                    {"stage", l.holder.stage},
-                    {"url", l.holder.url}}},
-      {"context", lease::toString(l.context)},
-      {"selector", selectorJson(l.selector)},
-      {"priority", l.priority},
-      {"idempotency_key", l.idempotency_key},
-      {"ttl_s", seconds(l.ttl_ms)},
-      {"granted_at", rfc3339(l.granted_ms)},
-      {"expires_at", rfc3339(l.expires_ms)},
-      {"waited_ms", l.waited_ms},
-      {"boards", std::move(boards)},
-  };
-  out["ended_at"] = l.ended_ms ? json::value(rfc3339(l.ended_ms)) : json::value(nullptr);
-  out["end_reason"] = l.end_reason;
-  return out;
+  w.endArray();
+  w.key("ended_at");
+  if (l.ended_ms) w.value(rfc3339(l.ended_ms));
+  else w.null();
+  w.member("end_reason", l.end_reason).endObject();
+}
+
+std::string leaseJson(const lease::Lease& l, const lease::Scheduler& scheduler) {
+  JsonWriter w;
+  writeLease(w, l, scheduler);
+  return w.take();
 }
 
 json::object boardJson(const config::WorkerConfig& worker, const config::BoardConfig& board,
@@ -330,21 +349,18 @@ json::object boardJson(const config::WorkerConfig& worker, const config::BoardCo
   return out;
 }
 
-json::object queueEntryJson(const lease::LeaseRequest& r, size_t position, int64_t now_ms, int64_t aging_ms) {
+void writeQueueEntry(JsonWriter& w, const lease::LeaseRequest& r, size_t position, int64_t now_ms, int64_t aging_ms) {
   int64_t waited_ms = now_ms - r.arrived_ms;
-  return json::object{
-      {"ticket", r.ticket},
-      {"position", position},
-      {"selector", selectorJson(r.selector)},
-      {"count", r.count},
-      {"priority", r.priority},
-      {"effective_priority", r.priority + static_cast<double>(waited_ms) / static_cast<double>(aging_ms)},
-      {"context", lease::toString(r.context)},
-      {"holder",
-       json::object{{"principal", r.holder.principal}, {"job", r.holder.job}, {"build", r.holder.build},
-                    {"stage", r.holder.stage}}},
-      {"waiting_ms", waited_ms},
-  };
+  w.beginObject().member("ticket", r.ticket).member("position", static_cast<uint64_t>(position));
+  w.key("selector");
+  writeSelector(w, r.selector);
+  w.member("count", r.count).member("priority", r.priority);
+  w.key("effective_priority")
+      .raw(json::serialize(json::value(r.priority + static_cast<double>(waited_ms) / static_cast<double>(aging_ms))));
+  w.member("context", lease::toString(r.context));
+  w.key("holder").beginObject().member("principal", r.holder.principal).member("job", r.holder.job);
+  w.member("build", r.holder.build).member("stage", r.holder.stage).endObject();
+  w.member("waiting_ms", waited_ms).endObject();
 }
 
 } // namespace hwfarm::api

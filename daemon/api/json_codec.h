@@ -35,11 +35,16 @@ std::optional<int64_t> parseRenew(const std::string& body, const config::Limits&
 // A maintenance body: {"reason": "..."} or empty.
 std::optional<std::string> parseReason(const std::string& body, std::string* error);
 
-boost::json::object leaseJson(const lease::Lease& lease, const lease::Scheduler& scheduler);
+class JsonWriter;
+
+// A lease as the API shows it (JSON text; rendered on every acquire, renew
+// and release, so written directly rather than through a DOM).
+std::string leaseJson(const lease::Lease& lease, const lease::Scheduler& scheduler);
+void writeLease(JsonWriter& w, const lease::Lease& lease, const lease::Scheduler& scheduler);
+void writeSelector(JsonWriter& w, const lease::Selector& selector);
+void writeQueueEntry(JsonWriter& w, const lease::LeaseRequest& request, size_t position, int64_t now_ms,
+                     int64_t aging_ms);
 boost::json::object boardJson(const config::WorkerConfig& worker, const config::BoardConfig& board,
                               const lease::Board* runtime);
-boost::json::object queueEntryJson(const lease::LeaseRequest& request, size_t position, int64_t now_ms,
-                                   int64_t aging_ms);
-boost::json::object selectorJson(const lease::Selector& selector);
 
 } // namespace hwfarm::api

@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 
 #include "daemon/api/json_codec.h"
+#include "daemon/api/json_writer.h"
 #include "daemon/api/metrics.h"
 
 namespace hwfarm::api {
@@ -62,6 +63,13 @@ HttpResponse ok(const json::value& body, int status = 200) {
   return r;
 }
 
+HttpResponse okText(std::string body, int status = 200) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
 HttpResponse withAllow(HttpResponse r, const std::string& allow) {
   r.headers.emplace_back("Allow", allow);
   return r;
@@ -98,16 +106,16 @@ struct Router::Call {
   }
 };
 
-void Router::handle(const HttpRequest& request, const Respond& respond, const OnClientGone& on_gone) {
+void Router::handle(HttpRequest request, Respond respond, OnClientGone on_gone) {
   auto call = std::make_shared<Call>();
-  call->request = request;
+  call->principal = auth_.authenticate(request.authorization, request.local_peer);
   call->target = parseTarget(request.target);
-  call->respond = [this, respond](HttpResponse r) {
+  call->request = std::move(request);
+  call->respond = [this, respond = std::move(respond)](HttpResponse r) {
     ++responses_[r.status];
     respond(std::move(r));
   };
-  call->on_gone = on_gone;
-  call->principal = auth_.authenticate(request.authorization, request.local_peer);
+  call->on_gone = std::move(on_gone);
   route(*call);
 }
 
@@ -246,26 +254,36 @@ void Router::boardAction(Call& c, const std::string& name, const std::string& ac
 }
 
 void Router::queue(Call& c) {
-  json::array list;
+  JsonWriter w;
+  w.beginObject().key("queue").beginArray();
   int64_t now = leases_.nowMs();
   size_t position = 0;
   for (const lease::LeaseRequest* r : leases_.scheduler().queue(now))
-    list.push_back(queueEntryJson(*r, ++position, now, static_cast<int64_t>(state_.config->leases.aging_s * 1000)));
-  c.respond(ok(json::object{{"queue", std::move(list)}}));
+    writeQueueEntry(w, *r, ++position, now, static_cast<int64_t>(state_.config->leases.aging_s * 1000));
+  w.endArray().endObject();
+  c.respond(okText(w.take()));
 }
 
 void Router::listLeases(Call& c) {
   bool all = c.target.has("all");
-  json::array list;
+  // Oldest grant first.
+  std::vector<const lease::Lease*> list;
   for (const auto& [id, l] : leases_.scheduler().leases())
-    if (all || l.state == lease::LeaseState::active) list.push_back(leaseJson(l, leases_.scheduler()));
-  c.respond(ok(json::object{{"leases", std::move(list)}}));
+    if (all || l.state == lease::LeaseState::active) list.push_back(&l);
+  std::sort(list.begin(), list.end(), [](const lease::Lease* a, const lease::Lease* b) {
+    return a->granted_ms != b->granted_ms ? a->granted_ms < b->granted_ms : a->id < b->id;
+  });
+  JsonWriter w;
+  w.beginObject().key("leases").beginArray();
+  for (const lease::Lease* l : list) writeLease(w, *l, leases_.scheduler());
+  w.endArray().endObject();
+  c.respond(okText(w.take()));
 }
 
 void Router::showLease(Call& c, const std::string& id) {
   const lease::Lease* l = leases_.scheduler().lease(id);
   if (!l) return c.respond(jsonError(404, "not_found", "no lease " + id));
-  c.respond(ok(leaseJson(*l, leases_.scheduler())));
+  c.respond(okText(leaseJson(*l, leases_.scheduler())));
 }
 
 void Router::acquire(Call& c) {
@@ -288,14 +306,14 @@ void Router::acquire(Call& c) {
   }
   auto respond = c.respond;
   double wait_s = static_cast<double>(parsed->wait_ms) / 1000.0;
-  json::object selector = selectorJson(r.selector);
+  lease::Selector selector = r.selector;
   leases_.acquire(
       std::move(r), parsed->wait_ms,
-      [this, respond, wait_s, selector](AcquireOutcome o) {
+      [this, respond, wait_s, selector](const AcquireOutcome& o) {
         using K = AcquireOutcome::Kind;
         switch (o.kind) {
-          case K::granted: return respond(ok(leaseJson(o.lease, leases_.scheduler()), 201));
-          case K::existing: return respond(ok(leaseJson(o.lease, leases_.scheduler()), 200));
+          case K::granted: return respond(okText(leaseJson(o.lease, leases_.scheduler()), 201));
+          case K::existing: return respond(okText(leaseJson(o.lease, leases_.scheduler()), 200));
           case K::timeout: {
             std::ostringstream detail;
             detail << "no matching board was free within wait_s = " << wait_s;
@@ -303,8 +321,11 @@ void Router::acquire(Call& c) {
             return respond(ok(body, 408));
           }
           case K::unsatisfiable: {
-            json::object body{{"error", "unsatisfiable"}, {"detail", o.detail}, {"selector", selector}};
-            return respond(ok(body, 422));
+            JsonWriter w;
+            w.beginObject().member("error", "unsatisfiable").member("detail", o.detail).key("selector");
+            writeSelector(w, selector);
+            w.endObject();
+            return respond(okText(w.take(), 422));
           }
           case K::queue_full: return respond(jsonError(503, "queue_full", o.detail));
           case K::shutting_down: return respond(jsonError(503, "shutting_down", o.detail));
@@ -324,10 +345,13 @@ void Router::renew(Call& c, const std::string& id) {
   auto respond = c.respond;
   leases_.renew(id, *ttl, [this, respond](lease::OpResult r) {
     if (r.status == lease::OpStatus::not_active) {
-      json::object body{{"error", "not_active"}, {"detail", r.detail}, {"lease", leaseJson(r.lease, leases_.scheduler())}};
-      return respond(ok(body, 409));
+      JsonWriter w;
+      w.beginObject().member("error", "not_active").member("detail", r.detail).key("lease");
+      writeLease(w, r.lease, leases_.scheduler());
+      w.endObject();
+      return respond(okText(w.take(), 409));
     }
-    respond(ok(leaseJson(r.lease, leases_.scheduler())));
+    respond(okText(leaseJson(r.lease, leases_.scheduler())));
   });
 }
 
@@ -338,9 +362,9 @@ void Router::release(Call& c, const std::string& id) {
   if (!own && !hasRole(*c.principal, Role::operator_))
     return c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
   // Releasing an ended lease is a no-op answer: a retried DELETE succeeds.
-  if (l->state != lease::LeaseState::active) return c.respond(ok(leaseJson(*l, leases_.scheduler())));
+  if (l->state != lease::LeaseState::active) return c.respond(okText(leaseJson(*l, leases_.scheduler())));
   auto respond = c.respond;
-  auto done = [this, respond](lease::OpResult r) { respond(ok(leaseJson(r.lease, leases_.scheduler()))); };
+  auto done = [this, respond](const lease::OpResult& r) { respond(okText(leaseJson(r.lease, leases_.scheduler()))); };
   if (own) leases_.release(id, done);
   else leases_.revoke(id, "force-released by operator \"" + c.principal->name + "\"", done);
 }

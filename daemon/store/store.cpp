@@ -8,11 +8,13 @@
 namespace hwfarm::store {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
-// Each commit touches as few pages as possible: leases are keyed by id
-// without a rowid, and there are no secondary indexes (the tables are read
-// and pruned only at start-up, by full scans).
+// Each commit touches as few pages as possible: leases are keyed by a
+// sequence number in grant order, so new rows land on the last page of the
+// table and a release updates a row on a page the cache still holds. There
+// are no secondary indexes: the tables are read and pruned only at start-up,
+// by full scans, and lease ids are looked up in memory.
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 -- Only operator states (maintenance, quarantined) are stored per board; the
@@ -23,7 +25,8 @@ CREATE TABLE IF NOT EXISTS boards(
   since_ms INTEGER NOT NULL,
   reason TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS leases(
-  id TEXT PRIMARY KEY,
+  seq INTEGER PRIMARY KEY, -- grant order (storage only)
+  id TEXT NOT NULL,
   state TEXT NOT NULL,
   principal TEXT NOT NULL,
   job TEXT NOT NULL, build TEXT NOT NULL, stage TEXT NOT NULL, url TEXT NOT NULL,
@@ -38,7 +41,7 @@ CREATE TABLE IF NOT EXISTS leases(
   end_reason TEXT NOT NULL,
   waited_ms INTEGER NOT NULL,
   boards TEXT NOT NULL -- "name:lost_ms,..." in grant order; lost_ms 0 = present
-) WITHOUT ROWID;
+);
 CREATE TABLE IF NOT EXISTS events(
   id INTEGER PRIMARY KEY,
   at_ms INTEGER NOT NULL,
@@ -46,6 +49,36 @@ CREATE TABLE IF NOT EXISTS events(
   lease_id TEXT NOT NULL,
   board TEXT NOT NULL,
   detail TEXT NOT NULL);
+)sql";
+
+// Schema 1 (hwfarm 0.1 development builds) keyed leases by their random id;
+// its rows move to schema 2 in grant order.
+const char* kMigrateFrom1 = R"sql(
+ALTER TABLE leases RENAME TO leases_v1;
+CREATE TABLE leases(
+  seq INTEGER PRIMARY KEY,
+  id TEXT NOT NULL,
+  state TEXT NOT NULL,
+  principal TEXT NOT NULL,
+  job TEXT NOT NULL, build TEXT NOT NULL, stage TEXT NOT NULL, url TEXT NOT NULL,
+  context TEXT NOT NULL,
+  sel_type TEXT NOT NULL, sel_labels TEXT NOT NULL, sel_worker TEXT NOT NULL,
+  priority INTEGER NOT NULL,
+  idempotency_key TEXT NOT NULL,
+  ttl_ms INTEGER NOT NULL,
+  granted_ms INTEGER NOT NULL,
+  expires_ms INTEGER NOT NULL,
+  ended_ms INTEGER NOT NULL,
+  end_reason TEXT NOT NULL,
+  waited_ms INTEGER NOT NULL,
+  boards TEXT NOT NULL);
+INSERT INTO leases(id, state, principal, job, build, stage, url, context, sel_type, sel_labels, sel_worker,
+                   priority, idempotency_key, ttl_ms, granted_ms, expires_ms, ended_ms, end_reason, waited_ms, boards)
+  SELECT id, state, principal, job, build, stage, url, context, sel_type, sel_labels, sel_worker, priority,
+         idempotency_key, ttl_ms, granted_ms, expires_ms, ended_ms, end_reason, waited_ms, boards
+  FROM leases_v1 ORDER BY granted_ms, id;
+DROP TABLE leases_v1;
+UPDATE meta SET value = '2' WHERE key = 'schema_version';
 )sql";
 
 // A prepared statement, reset after each use.
@@ -56,8 +89,13 @@ class Statement {
       throw std::runtime_error(std::string("sqlite prepare: ") + sqlite3_errmsg(db));
   }
   ~Statement() { sqlite3_finalize(stmt_); }
+  // Binds text without copying it: `v` must outlive the next run()/step().
   Statement& bind(int i, const std::string& v) {
-    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+    return *this;
+  }
+  Statement& bind(int i, const char* v) {
+    sqlite3_bind_text(stmt_, i, v, -1, SQLITE_STATIC);
     return *this;
   }
   Statement& bind(int i, int64_t v) {
@@ -75,6 +113,7 @@ class Statement {
     }
     return false;
   }
+  sqlite3_stmt* handle() const { return stmt_; }
   void run() {
     step();
     sqlite3_reset(stmt_);
@@ -144,15 +183,31 @@ Store::Store(const std::string& path, StoreOptions options) : path_(path) {
     exec("PRAGMA journal_mode=WAL");
     exec(options.synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     exec("PRAGMA busy_timeout=5000");
+    // After a checkpoint the WAL is rewritten from its start instead of
+    // truncated: commits overwrite blocks the file already has, which
+    // fdatasync flushes without a metadata update.
+    exec("PRAGMA journal_size_limit=67108864");
     exec(kSchema);
     Statement version(db_, "SELECT value FROM meta WHERE key='schema_version'");
     if (version.step()) {
-      if (std::stoi(version.text(0)) != kSchemaVersion)
-        throw std::runtime_error("schema version " + version.text(0) + " is not " + std::to_string(kSchemaVersion));
+      int found = std::stoi(version.text(0));
+      sqlite3_reset(version.handle());
+      if (found == 1) {
+        exec("BEGIN IMMEDIATE");
+        exec(kMigrateFrom1);
+        exec("COMMIT");
+      } else if (found != kSchemaVersion) {
+        throw std::runtime_error("schema version " + std::to_string(found) + " is not " +
+                                 std::to_string(kSchemaVersion) + " (written by a newer hwfarmd?)");
+      }
     } else {
       exec(("INSERT INTO meta(key, value) VALUES('schema_version', '" + std::to_string(kSchemaVersion) + "')").c_str());
     }
+    Statement last(db_, "SELECT coalesce(max(seq), 0) FROM leases");
+    last.step();
+    last_seq_ = last.integer(0);
   } catch (const std::exception& e) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     sqlite3_close(db_);
     throw std::runtime_error("database " + path + ": " + e.what());
   }
@@ -196,8 +251,8 @@ std::vector<lease::Lease> Store::loadLeases(int64_t ended_since_ms) {
   std::vector<lease::Lease> out;
   Statement s(db_,
               "SELECT id, state, principal, job, build, stage, url, context, sel_type, sel_labels, sel_worker, "
-              "priority, idempotency_key, ttl_ms, granted_ms, expires_ms, ended_ms, end_reason, waited_ms, boards "
-              "FROM leases WHERE state = 'active' OR ended_ms >= ?1 ORDER BY granted_ms");
+              "priority, idempotency_key, ttl_ms, granted_ms, expires_ms, ended_ms, end_reason, waited_ms, boards, "
+              "seq FROM leases WHERE state = 'active' OR ended_ms >= ?1 ORDER BY seq");
   s.bind(1, ended_since_ms);
   while (s.step()) {
     lease::Lease l;
@@ -217,6 +272,8 @@ std::vector<lease::Lease> Store::loadLeases(int64_t ended_since_ms) {
     l.end_reason = s.text(17);
     l.waited_ms = s.integer(18);
     l.boards = decodeBoards(s.text(19));
+    // Active leases are written again (renewed, released): keep their rows.
+    if (l.state == lease::LeaseState::active) seq_by_id_[l.id] = s.integer(20);
     out.push_back(std::move(l));
   }
   return out;
@@ -233,32 +290,38 @@ void Store::prune(int64_t cutoff_ms) {
 
 struct Store::Statements {
   explicit Statements(sqlite3* db)
-      : lease(db,
-              "INSERT OR REPLACE INTO leases(id, state, principal, job, build, stage, url, context, sel_type, "
+      : begin(db, "BEGIN IMMEDIATE"),
+        commit(db, "COMMIT"),
+        lease(db,
+              "INSERT OR REPLACE INTO leases(seq, id, state, principal, job, build, stage, url, context, sel_type, "
               "sel_labels, sel_worker, priority, idempotency_key, ttl_ms, granted_ms, expires_ms, ended_ms, "
               "end_reason, waited_ms, boards) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-              "?15, ?16, ?17, ?18, ?19, ?20)"),
+              "?15, ?16, ?17, ?18, ?19, ?20, ?21)"),
         board(db, "INSERT OR REPLACE INTO boards(name, state, since_ms, reason) VALUES(?1, ?2, ?3, ?4)"),
         unboard(db, "DELETE FROM boards WHERE name = ?1"),
         event(db, "INSERT INTO events(at_ms, kind, lease_id, board, detail) VALUES(?1, ?2, ?3, ?4, ?5)") {}
-  Statement lease, board, unboard, event;
+  Statement begin, commit, lease, board, unboard, event;
 };
 
-void Store::apply(const Batch& batch) {
-  if (!statements_) statements_ = std::make_unique<Statements>(db_);
+void Store::apply(const Batch& batch, std::vector<std::string>& ended) {
   Statement& lease = statements_->lease;
   for (const auto& l : batch.leases) {
-    lease.bind(1, l.id).bind(2, std::string(lease::toString(l.state))).bind(3, l.holder.principal);
-    lease.bind(4, l.holder.job).bind(5, l.holder.build).bind(6, l.holder.stage).bind(7, l.holder.url);
-    lease.bind(8, std::string(lease::toString(l.context))).bind(9, l.selector.type);
-    lease.bind(10, joinLabels(l.selector.labels)).bind(11, l.selector.worker);
-    lease.bind(12, static_cast<int64_t>(l.priority)).bind(13, l.idempotency_key).bind(14, l.ttl_ms);
-    lease.bind(15, l.granted_ms).bind(16, l.expires_ms).bind(17, l.ended_ms).bind(18, l.end_reason);
-    lease.bind(19, l.waited_ms).bind(20, encodeBoards(l.boards)).run();
+    auto [it, inserted] = seq_by_id_.try_emplace(l.id, 0);
+    if (inserted) it->second = ++last_seq_;
+    if (l.state != lease::LeaseState::active) ended.push_back(l.id);
+    std::string labels = joinLabels(l.selector.labels);
+    std::string boards = encodeBoards(l.boards);
+    lease.bind(1, it->second).bind(2, l.id).bind(3, lease::toString(l.state)).bind(4, l.holder.principal);
+    lease.bind(5, l.holder.job).bind(6, l.holder.build).bind(7, l.holder.stage).bind(8, l.holder.url);
+    lease.bind(9, lease::toString(l.context)).bind(10, l.selector.type);
+    lease.bind(11, labels).bind(12, l.selector.worker);
+    lease.bind(13, static_cast<int64_t>(l.priority)).bind(14, l.idempotency_key).bind(15, l.ttl_ms);
+    lease.bind(16, l.granted_ms).bind(17, l.expires_ms).bind(18, l.ended_ms).bind(19, l.end_reason);
+    lease.bind(20, l.waited_ms).bind(21, boards).run();
   }
   for (const auto& b : batch.boards) {
     if (b.state == lease::BoardState::maintenance || b.state == lease::BoardState::quarantined)
-      statements_->board.bind(1, b.spec.name).bind(2, std::string(lease::toString(b.state))).bind(3, b.since_ms)
+      statements_->board.bind(1, b.spec.name).bind(2, lease::toString(b.state)).bind(3, b.since_ms)
           .bind(4, b.reason).run();
     else
       statements_->unboard.bind(1, b.spec.name).run();
@@ -268,16 +331,27 @@ void Store::apply(const Batch& batch) {
     event.bind(1, e.at_ms).bind(2, e.kind).bind(3, e.lease_id).bind(4, e.board).bind(5, e.detail).run();
 }
 
-void Store::commitNow(const Batch& batch) {
-  exec("BEGIN IMMEDIATE");
+void Store::commitGroup(const std::vector<const Batch*>& batches) {
+  if (!statements_) statements_ = std::make_unique<Statements>(db_);
+  std::vector<std::string> ended;
+  int64_t last_seq = last_seq_;
   try {
-    apply(batch);
-    exec("COMMIT");
+    statements_->begin.run();
+    for (const Batch* b : batches) apply(*b, ended);
+    statements_->commit.run();
   } catch (...) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    // Rows of leases first seen in this group were not written.
+    for (auto it = seq_by_id_.begin(); it != seq_by_id_.end();)
+      it = it->second > last_seq ? seq_by_id_.erase(it) : std::next(it);
+    last_seq_ = last_seq;
     throw;
   }
+  // An ended lease is never written again.
+  for (const auto& id : ended) seq_by_id_.erase(id);
 }
+
+void Store::commitNow(const Batch& batch) { commitGroup({&batch}); }
 
 void Store::start(Post post) {
   post_ = std::move(post);
@@ -290,32 +364,41 @@ void Store::start(Post post) {
 }
 
 void Store::commit(Batch batch, Done done) {
+  bool wake;
   {
     std::lock_guard lock(mutex_);
     queue_.push_back({std::move(batch), std::move(done)});
+    // A busy writer takes the queue when its commit ends: waking it costs a
+    // futex call per request and buys nothing.
+    wake = writer_idle_;
+    writer_idle_ = false;
   }
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 void Store::writerLoop() {
+  std::vector<const Batch*> batches;
   while (true) {
     std::deque<Pending> work;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty() && !stopping_) {
+        writer_idle_ = true;
+        wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      }
+      writer_idle_ = false;
       if (queue_.empty() && stopping_) return;
       work.swap(queue_);
     }
     bool ok = true;
     std::string error;
+    batches.clear();
+    for (const auto& p : work) batches.push_back(&p.batch);
     try {
-      exec("BEGIN IMMEDIATE");
-      for (const auto& p : work) apply(p.batch);
-      exec("COMMIT");
+      commitGroup(batches);
     } catch (const std::exception& e) {
       ok = false;
       error = e.what();
-      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     }
     auto completions = std::make_shared<std::deque<Pending>>(std::move(work));
     post_([completions, ok, error] {

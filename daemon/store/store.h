@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "daemon/lease/scheduler.h"
@@ -78,7 +79,9 @@ class Store {
     Done done;
   };
   void writerLoop();
-  void apply(const Batch& batch);
+  // One transaction for all of `batches`; throws (after rolling back) on error.
+  void commitGroup(const std::vector<const Batch*>& batches);
+  void apply(const Batch& batch, std::vector<std::string>& ended);
   void exec(const char* sql);
 
   struct Statements; // prepared once, used by whichever thread writes
@@ -91,7 +94,12 @@ class Store {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Pending> queue_;
+  bool writer_idle_ = false; // waiting on wake_: commit() must notify
   bool stopping_ = false;
+  // The row of each active lease (and of leases in the group being written);
+  // touched by one thread at a time: start-up, then the writer.
+  std::unordered_map<std::string, int64_t> seq_by_id_;
+  int64_t last_seq_ = 0;
 };
 
 } // namespace hwfarm::store

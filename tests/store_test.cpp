@@ -1,0 +1,221 @@
+// The SQLite store on a real database file: rows survive reopening, a lease
+// written again keeps its row, a schema-1 database is migrated, and the
+// writer thread commits queued batches in order.
+#include <catch2/catch.hpp>
+#include <sqlite3.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include <boost/json.hpp>
+
+#include "daemon/api/json_writer.h"
+#include "daemon/store/store.h"
+#include "tests/support/process.h"
+
+using namespace hwfarm;
+
+namespace {
+
+lease::Lease makeLease(const std::string& id, int64_t granted_ms, const std::string& board) {
+  lease::Lease l;
+  l.id = id;
+  l.holder = {"ci", "job", "7", "stage", "http://jenkins/job/7"};
+  l.context = lease::Context::pr;
+  l.selector.type = "nucleo";
+  l.selector.labels = {"a", "b"};
+  l.priority = 3;
+  l.idempotency_key = "key-" + id;
+  l.ttl_ms = 60000;
+  l.granted_ms = granted_ms;
+  l.expires_ms = granted_ms + 60000;
+  l.boards = {{board, false, 0}};
+  return l;
+}
+
+store::Batch batchOf(const lease::Lease& l) {
+  store::Batch b;
+  b.leases.push_back(l);
+  b.events.push_back({l.granted_ms, "grant", l.id, "", l.boards[0].name});
+  return b;
+}
+
+int64_t count(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
+  int64_t n = sqlite3_column_int64(stmt, 0);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("store keeps one row per lease across writes and reopening") {
+  test::TempDir dir;
+  std::string path = dir.file("hwfarm.db");
+  {
+    store::Store s(path, {false});
+    REQUIRE(s.loadLeases(0).empty());
+    s.commitNow(batchOf(makeLease("L1", 1000, "b0")));
+    s.commitNow(batchOf(makeLease("L2", 2000, "b1")));
+  }
+  {
+    store::Store s(path, {false});
+    auto leases = s.loadLeases(0);
+    REQUIRE(leases.size() == 2);
+    CHECK(leases[0].id == "L1"); // grant order
+    CHECK(leases[1].id == "L2");
+    CHECK(leases[0].holder.url == "http://jenkins/job/7");
+    CHECK(leases[0].selector.labels == std::vector<std::string>{"a", "b"});
+    CHECK(leases[0].idempotency_key == "key-L1");
+    // Renewed after the restart: the same row, not a second one.
+    lease::Lease renewed = leases[0];
+    renewed.expires_ms = 99000;
+    store::Batch b;
+    b.leases.push_back(renewed);
+    s.commitNow(b);
+    // Released: still that row.
+    renewed.state = lease::LeaseState::released;
+    renewed.ended_ms = 5000;
+    renewed.end_reason = "released";
+    b.leases = {renewed};
+    s.commitNow(b);
+  }
+  CHECK(count(path, "SELECT count(*) FROM leases") == 2);
+  CHECK(count(path, "SELECT count(*) FROM leases WHERE id = 'L1'") == 1);
+  CHECK(count(path, "SELECT expires_ms FROM leases WHERE id = 'L1'") == 99000);
+  CHECK(count(path, "SELECT count(*) FROM events") == 2);
+  store::Store s(path, {false});
+  auto leases = s.loadLeases(0);
+  REQUIRE(leases.size() == 2);
+  CHECK(leases[0].state == lease::LeaseState::released);
+  CHECK(leases[0].ended_ms == 5000);
+  // Ended before the cut-off: not loaded; the active one always is.
+  CHECK(s.loadLeases(6000).size() == 1);
+}
+
+TEST_CASE("store migrates a schema 1 database and keeps its leases") {
+  test::TempDir dir;
+  std::string path = dir.file("hwfarm.db");
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  const char* v1 = R"sql(
+    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    INSERT INTO meta VALUES('schema_version', '1');
+    CREATE TABLE boards(name TEXT PRIMARY KEY, state TEXT NOT NULL, since_ms INTEGER NOT NULL,
+                        reason TEXT NOT NULL DEFAULT '');
+    INSERT INTO boards VALUES('b9', 'maintenance', 5, 'bad cable');
+    CREATE TABLE leases(id TEXT PRIMARY KEY, state TEXT NOT NULL, principal TEXT NOT NULL, job TEXT NOT NULL,
+      build TEXT NOT NULL, stage TEXT NOT NULL, url TEXT NOT NULL, context TEXT NOT NULL, sel_type TEXT NOT NULL,
+      sel_labels TEXT NOT NULL, sel_worker TEXT NOT NULL, priority INTEGER NOT NULL,
+      idempotency_key TEXT NOT NULL, ttl_ms INTEGER NOT NULL, granted_ms INTEGER NOT NULL,
+      expires_ms INTEGER NOT NULL, ended_ms INTEGER NOT NULL, end_reason TEXT NOT NULL,
+      waited_ms INTEGER NOT NULL, boards TEXT NOT NULL) WITHOUT ROWID;
+    INSERT INTO leases VALUES('zz', 'active', 'ci', 'j', '1', 's', 'u', 'pr', 'nucleo', '', '', 0, '', 60000,
+                              100, 60100, 0, '', 0, 'b0:0');
+    INSERT INTO leases VALUES('aa', 'released', 'ci', 'j', '2', 's', 'u', 'nightly', 'nucleo', 'x,y', 'w0', 0,
+                              'k', 60000, 200, 60200, 300, 'released', 4, 'b1:0,b2:250');
+    CREATE TABLE events(id INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, kind TEXT NOT NULL,
+                        lease_id TEXT NOT NULL, board TEXT NOT NULL, detail TEXT NOT NULL);
+  )sql";
+  REQUIRE(sqlite3_exec(db, v1, nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+
+  {
+    store::Store s(path, {true});
+    auto leases = s.loadLeases(0);
+    REQUIRE(leases.size() == 2);
+    CHECK(leases[0].id == "zz"); // grant order, not id order
+    CHECK(leases[1].id == "aa");
+    CHECK(leases[1].selector.labels == std::vector<std::string>{"x", "y"});
+    REQUIRE(leases[1].boards.size() == 2);
+    CHECK(leases[1].boards[1].lost);
+    CHECK(leases[1].boards[1].lost_ms == 250);
+    auto boards = s.loadBoards();
+    REQUIRE(boards.size() == 1);
+    CHECK(boards[0].reason == "bad cable");
+    // The migrated active lease is written again in place.
+    lease::Lease released = leases[0];
+    released.state = lease::LeaseState::released;
+    released.ended_ms = 400;
+    store::Batch b;
+    b.leases.push_back(released);
+    s.commitNow(b);
+    // A new lease gets a row after the migrated ones.
+    s.commitNow(batchOf(makeLease("new", 500, "b3")));
+  }
+  CHECK(count(path, "SELECT value FROM meta WHERE key = 'schema_version'") == 2);
+  CHECK(count(path, "SELECT count(*) FROM leases") == 3);
+  CHECK(count(path, "SELECT count(*) FROM leases WHERE id = 'zz' AND state = 'released'") == 1);
+  CHECK(count(path, "SELECT seq FROM leases WHERE id = 'new'") == 3);
+}
+
+TEST_CASE("store refuses a database from a newer schema and says which") {
+  test::TempDir dir;
+  std::string path = dir.file("hwfarm.db");
+  { store::Store s(path, {false}); }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "UPDATE meta SET value = '7' WHERE key = 'schema_version'", nullptr, nullptr, nullptr) ==
+          SQLITE_OK);
+  sqlite3_close(db);
+  try {
+    store::Store s(path, {false});
+    FAIL("opened a schema 7 database");
+  } catch (const std::runtime_error& e) {
+    std::string what = e.what();
+    CHECK(what.find(path) != std::string::npos);
+    CHECK(what.find("schema version 7") != std::string::npos);
+  }
+}
+
+TEST_CASE("store writer commits queued batches in order and completes each") {
+  test::TempDir dir;
+  std::string path = dir.file("hwfarm.db");
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  std::vector<std::string> completed;
+  int failures = 0;
+  {
+    store::Store s(path, {true});
+    // The completions' "event loop" is the writer itself here.
+    s.start([](std::function<void()> fn) { fn(); });
+    for (int i = 0; i < 200; ++i) {
+      std::string id = "L" + std::to_string(i);
+      lease::Lease l = makeLease(id, 1000 + i, "b" + std::to_string(i % 4));
+      s.commit(batchOf(l), [&, id](bool ok, const std::string& error) {
+        std::lock_guard lock(mutex); // runs on the writer thread: no Catch2 macros here
+        if (!ok || !error.empty()) ++failures;
+        completed.push_back(id);
+        done_cv.notify_all();
+      });
+    }
+    std::unique_lock lock(mutex);
+    REQUIRE(done_cv.wait_for(lock, std::chrono::seconds(20), [&] { return completed.size() == 200; }));
+  }
+  CHECK(failures == 0);
+  for (int i = 0; i < 200; ++i) CHECK(completed[static_cast<size_t>(i)] == "L" + std::to_string(i));
+  CHECK(count(path, "SELECT count(*) FROM leases") == 200);
+  CHECK(count(path, "SELECT count(DISTINCT seq) FROM leases") == 200);
+}
+
+TEST_CASE("JSON writer escapes what RFC 8259 requires and nothing else") {
+  api::JsonWriter w;
+  std::string nasty = std::string("q\"b\\n\nt\tc") + '\x01' + '\x1f' + "é✓/";
+  w.beginObject().member("s", nasty).member("n", static_cast<int64_t>(-5)).member("u", static_cast<uint64_t>(7));
+  w.key("a").beginArray().value(true).null().beginObject().endObject().beginArray().endArray().endArray();
+  w.stringOrNull("e", "").stringOrNull("f", "x").endObject();
+  auto parsed = boost::json::parse(w.text()).as_object();
+  CHECK(parsed.at("s").as_string() == nasty);
+  CHECK(parsed.at("n").as_int64() == -5);
+  CHECK(parsed.at("u").to_number<int64_t>() == 7);
+  CHECK(parsed.at("a").as_array().size() == 4);
+  CHECK(parsed.at("e").is_null());
+  CHECK(parsed.at("f").as_string() == "x");
+  CHECK(w.text().find("\\u0001") != std::string::npos);
+  CHECK(w.text().find("é✓/") != std::string::npos); // UTF-8 and "/" pass through
+}
