@@ -60,7 +60,7 @@ Server start(const std::vector<std::string>& argv, const std::string& log) {
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
-    execv(args[0], args.data());
+    execvp(args[0], args.data());
     _exit(127);
   }
   std::regex re("listening on http://([0-9.]+):([0-9]+)");
@@ -345,7 +345,16 @@ int main(int argc, char** argv) {
   char dir_template[] = "/tmp/hwfarm-bench-XXXXXX";
   std::string dir = mkdtemp(dir_template);
   std::ofstream(dir + "/fleet.toml") << fleet(dir + "/state", 1024, fsync);
-  Server daemon = start({HWFARMD_PATH, "--config", dir + "/fleet.toml"}, dir + "/hwfarmd.log");
+  // HWFARM_BENCH_WRAP="valgrind --tool=callgrind ..." runs hwfarmd under a
+  // profiler (the table is then about the profiler, not hwfarmd).
+  std::vector<std::string> daemon_argv;
+  if (const char* wrap = std::getenv("HWFARM_BENCH_WRAP")) {
+    std::istringstream words(wrap);
+    for (std::string w; words >> w;) daemon_argv.push_back(w);
+  }
+  for (std::string a : {std::string(HWFARMD_PATH), std::string("--config"), dir + "/fleet.toml"})
+    daemon_argv.push_back(a);
+  Server daemon = start(daemon_argv, dir + "/hwfarmd.log");
   Server baseline = start({BASELINE_PATH}, dir + "/baseline.log");
   long daemon_idle = rssKiB(daemon.pid), baseline_idle = rssKiB(baseline.pid);
   // Memory first, before the load rows leave ended leases behind.

@@ -346,8 +346,8 @@ void LeaseService::acquire(lease::LeaseRequest request, int64_t wait_ms, Acquire
   lease::SubmitResult r = d.scheduler.submit(std::move(request), d.now(), changes);
   switch (r.status) {
     case lease::SubmitStatus::granted: {
-      AcquireOutcome outcome{AcquireOutcome::Kind::granted, r.lease, 0, ""};
-      d.persist(std::move(changes), [done, outcome] { done(outcome); });
+      AcquireOutcome outcome{AcquireOutcome::Kind::granted, std::move(r.lease), 0, ""};
+      d.persist(std::move(changes), [done = std::move(done), outcome = std::move(outcome)] { done(outcome); });
       return;
     }
     case lease::SubmitStatus::existing:
@@ -383,7 +383,7 @@ void LeaseService::Impl::operation(const std::function<lease::OpResult(Changes&)
   Changes changes;
   lease::OpResult r = op(changes);
   if (r.status != lease::OpStatus::ok) return done(r);
-  persist(std::move(changes), [done, r] { done(r); });
+  persist(std::move(changes), [done, r = std::move(r)] { done(r); });
 }
 
 void LeaseService::renew(const std::string& id, int64_t ttl_ms, OpDone done) {

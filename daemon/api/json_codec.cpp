@@ -1,7 +1,9 @@
 #include "daemon/api/json_codec.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <sstream>
 
@@ -12,16 +14,17 @@
 namespace hwfarm::api {
 namespace json = boost::json;
 
-std::string rfc3339(int64_t unix_ms) {
+Rfc3339::Rfc3339(int64_t unix_ms) {
   int64_t ms = ((unix_ms % 1000) + 1000) % 1000;
   std::time_t seconds = static_cast<std::time_t>((unix_ms - ms) / 1000);
   std::tm tm{};
   gmtime_r(&seconds, &tm);
   int year = tm.tm_year + 1900;
-  if (year < 0 || year > 9999) return "0000-01-01T00:00:00.000Z";
-  char b[] = "YYYY-MM-DDTHH:MM:SS.mmmZ";
-  auto put = [&b](size_t at, int value, int digits) {
-    for (int i = digits - 1; i >= 0; --i, value /= 10) b[at + static_cast<size_t>(i)] = static_cast<char>('0' + value % 10);
+  std::memcpy(text_, "0000-01-01T00:00:00.000Z", sizeof text_);
+  if (year < 0 || year > 9999) return;
+  auto put = [this](size_t at, int value, int digits) {
+    for (int i = digits - 1; i >= 0; --i, value /= 10)
+      text_[at + static_cast<size_t>(i)] = static_cast<char>('0' + value % 10);
   };
   put(0, year, 4);
   put(5, tm.tm_mon + 1, 2);
@@ -30,8 +33,9 @@ std::string rfc3339(int64_t unix_ms) {
   put(14, tm.tm_min, 2);
   put(17, tm.tm_sec, 2);
   put(20, static_cast<int>(ms), 3);
-  return std::string(b, sizeof b - 1);
 }
+
+std::string rfc3339(int64_t unix_ms) { return std::string(Rfc3339(unix_ms).view()); }
 
 std::optional<json::object> parseObject(const std::string& body, std::string* error) {
   boost::system::error_code ec;
@@ -76,7 +80,7 @@ class Fields {
     *error_ = prefix_ + std::string(key) + ": " + message;
   }
   const json::value* get(std::string_view key, bool required = false) {
-    known_.push_back(key);
+    if (known_count_ < known_.size()) known_[known_count_++] = key;
     auto it = o_.find(key);
     if (it == o_.end()) {
       if (required) fail(key, "required field is missing");
@@ -172,7 +176,9 @@ class Fields {
   void finish() {
     for (const auto& kv : o_) {
       std::string_view k(kv.key().data(), kv.key().size());
-      if (std::find(known_.begin(), known_.end(), k) != known_.end()) continue;
+      if (std::find(known_.begin(), known_.begin() + static_cast<std::ptrdiff_t>(known_count_), k) !=
+          known_.begin() + static_cast<std::ptrdiff_t>(known_count_))
+        continue;
       fail(k, "unknown field");
       return;
     }
@@ -182,7 +188,8 @@ class Fields {
   const json::object& o_;
   std::string prefix_;
   std::string* error_;
-  std::vector<std::string_view> known_; // the fields asked about (a handful)
+  std::array<std::string_view, 16> known_; // the fields asked about (a handful per object)
+  size_t known_count_ = 0;
   bool failed_ = false;
 };
 
@@ -286,12 +293,12 @@ void writeLease(JsonWriter& w, const lease::Lease& l, const lease::Scheduler& sc
   w.member("priority", l.priority).member("idempotency_key", l.idempotency_key);
   w.key("ttl_s");
   writeSeconds(w, l.ttl_ms);
-  w.member("granted_at", rfc3339(l.granted_ms)).member("expires_at", rfc3339(l.expires_ms));
+  w.member("granted_at", Rfc3339(l.granted_ms).view()).member("expires_at", Rfc3339(l.expires_ms).view());
   w.member("waited_ms", l.waited_ms);
   w.key("boards").beginArray();
   for (const auto& lb : l.boards) {
     w.beginObject().member("name", lb.name).member("status", lb.lost ? "lost" : "ok");
-    if (lb.lost) w.member("lost_at", rfc3339(lb.lost_ms));
+    if (lb.lost) w.member("lost_at", Rfc3339(lb.lost_ms).view());
     if (const lease::Board* board = scheduler.board(lb.name)) {
       w.member("type", board->spec.type).member("worker", board->spec.worker).member("node", board->spec.node);
       w.key("labels").beginArray();
@@ -303,7 +310,7 @@ void writeLease(JsonWriter& w, const lease::Lease& l, const lease::Scheduler& sc
   }
   w.endArray();
   w.key("ended_at");
-  if (l.ended_ms) w.value(rfc3339(l.ended_ms));
+  if (l.ended_ms) w.value(Rfc3339(l.ended_ms).view());
   else w.null();
   w.member("end_reason", l.end_reason).endObject();
 }

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <boost/json/fwd.hpp>
 
@@ -14,6 +15,15 @@ namespace hwfarm::api {
 
 // "2026-11-30T16:02:24.123Z"
 std::string rfc3339(int64_t unix_ms);
+// The same text in place (no allocation), for the hot renderers.
+class Rfc3339 {
+ public:
+  explicit Rfc3339(int64_t unix_ms);
+  std::string_view view() const { return {text_, sizeof text_}; }
+
+ private:
+  char text_[24];
+};
 
 // A JSON body parsed into an object, or the 400 detail saying why not.
 std::optional<boost::json::object> parseObject(const std::string& body, std::string* error);

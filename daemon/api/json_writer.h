@@ -19,10 +19,12 @@ class JsonWriter {
   JsonWriter& beginArray() { return open('['); }
   JsonWriter& endArray() { return close(']'); }
 
+  // `k` is one of our own names: never escaped.
   JsonWriter& key(std::string_view k) {
-    separate();
-    quoted(k);
-    out_ += ':';
+    if (need_comma_) out_ += ',';
+    out_ += '"';
+    out_ += k;
+    out_ += "\":";
     need_comma_ = false;
     return *this;
   }
@@ -83,15 +85,23 @@ class JsonWriter {
     if (need_comma_) out_ += ',';
     need_comma_ = true;
   }
+  static bool plain(unsigned char c) { return c >= 0x20 && c != '"' && c != '\\'; }
   void quoted(std::string_view s) {
-    static constexpr char kHex[] = "0123456789abcdef";
+    size_t clean = 0; // leading characters that need no escape (usually all)
+    while (clean < s.size() && plain(static_cast<unsigned char>(s[clean]))) ++clean;
     out_ += '"';
-    size_t plain = 0; // start of the run not yet copied
-    for (size_t i = 0; i < s.size(); ++i) {
+    out_.append(s.data(), clean);
+    if (clean == s.size()) {
+      out_ += '"';
+      return;
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
+    for (size_t i = clean; i < s.size(); ++i) {
       auto c = static_cast<unsigned char>(s[i]);
-      if (c >= 0x20 && c != '"' && c != '\\') continue;
-      out_.append(s.data() + plain, i - plain);
-      plain = i + 1;
+      if (plain(c)) {
+        out_ += static_cast<char>(c);
+        continue;
+      }
       switch (c) {
         case '"': out_ += "\\\""; break;
         case '\\': out_ += "\\\\"; break;
@@ -106,7 +116,6 @@ class JsonWriter {
           out_ += kHex[c & 15];
       }
     }
-    out_.append(s.data() + plain, s.size() - plain);
     out_ += '"';
   }
 

@@ -32,6 +32,7 @@ Target parseTarget(const std::string& target) {
   Target t;
   size_t q = target.find('?');
   t.path = target.substr(0, q);
+  t.segments.reserve(6);
   for (size_t start = 1; start <= t.path.size();) {
     size_t slash = t.path.find('/', start);
     if (slash == std::string::npos) slash = t.path.size();
@@ -77,10 +78,26 @@ HttpResponse withAllow(HttpResponse r, const std::string& allow) {
 
 } // namespace
 
+namespace {
+
+// The answer channel of one call. Handlers that answer later capture it;
+// copies share one function (no allocation per copy).
+class Reply {
+ public:
+  Reply() = default;
+  explicit Reply(Respond fn) : fn_(std::make_shared<const Respond>(std::move(fn))) {}
+  void operator()(HttpResponse r) const { (*fn_)(std::move(r)); }
+
+ private:
+  std::shared_ptr<const Respond> fn_;
+};
+
+} // namespace
+
 struct Router::Call {
   HttpRequest request;
   Target target;
-  Respond respond;
+  Reply respond;
   OnClientGone on_gone;
   std::optional<Principal> principal;
 
@@ -111,10 +128,10 @@ void Router::handle(HttpRequest request, Respond respond, OnClientGone on_gone) 
   call->principal = auth_.authenticate(request.authorization, request.local_peer);
   call->target = parseTarget(request.target);
   call->request = std::move(request);
-  call->respond = [this, respond = std::move(respond)](HttpResponse r) {
+  call->respond = Reply([this, respond = std::move(respond)](HttpResponse r) {
     ++responses_[r.status];
     respond(std::move(r));
-  };
+  });
   call->on_gone = std::move(on_gone);
   route(*call);
 }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <deque>
 #include <list>
@@ -192,8 +193,13 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
           }
           self->write(std::move(response));
         },
-        [self](std::function<void()> hook) { self->gone_hook_ = std::move(hook); });
-    if (!responded_) watchForClose();
+        [self](std::function<void()> hook) {
+          // The answer will wait (a queued lease request): notice the client
+          // hanging up meanwhile. Answers that only wait for a commit do not
+          // pay for the watch.
+          self->gone_hook_ = std::move(hook);
+          if (!self->responded_ && !self->watching_ && !self->gone_) self->watchForClose();
+        });
   }
 
   // While a long-poll answer is pending, notice the client hanging up.
@@ -292,29 +298,48 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
                       });
   }
 
+  // The head is written by hand and sent with the body in one gather write:
+  // Beast's serializer costs more than the rest of a lease request.
   void write(HttpResponse response) {
     if (response.stream) return startStream(std::move(response));
     busy_ = true;
-    auto message = std::make_shared<http::response<http::string_body>>();
-    message->version(11);
-    message->result(static_cast<unsigned>(response.status));
-    message->set(http::field::server, "hwfarmd");
-    message->set(http::field::content_type, response.content_type);
-    for (const auto& [name, value] : response.headers) message->set(name, value);
-    message->body() = std::move(response.body);
-    message->keep_alive(keep_alive_ && !closing_);
-    message->prepare_payload();
+    bool keep_alive = keep_alive_ && !closing_;
+    struct Out {
+      std::string head;
+      std::string body;
+    };
+    auto out = std::make_shared<Out>();
+    out->body = std::move(response.body);
+    std::string& head = out->head;
+    head.reserve(160);
+    head += "HTTP/1.1 ";
+    head += std::to_string(response.status);
+    head += ' ';
+    head += http::obsolete_reason(static_cast<http::status>(response.status));
+    head += "\r\nServer: hwfarmd\r\nContent-Type: ";
+    head += response.content_type;
+    head += "\r\nContent-Length: ";
+    head += std::to_string(out->body.size());
+    head += "\r\n";
+    if (!keep_alive) head += "Connection: close\r\n";
+    for (const auto& [name, value] : response.headers) {
+      head += name;
+      head += ": ";
+      head += value;
+      head += "\r\n";
+    }
+    head += "\r\n";
     stream_.expires_after(toMs(server_->limits.idle_timeout_s));
-    http::async_write(stream_, *message,
-                      [self = this->shared_from_this(), message](beast::error_code ec, size_t) {
-                        self->busy_ = false;
-                        if (ec || !message->keep_alive()) {
-                          boost::system::error_code ignored;
-                          self->stream_.socket().shutdown(Protocol::socket::shutdown_send, ignored);
-                          return self->stream_.close();
-                        }
-                        self->waitForRequest();
-                      });
+    std::array<asio::const_buffer, 2> buffers{asio::buffer(out->head), asio::buffer(out->body)};
+    asio::async_write(stream_, buffers, [self = this->shared_from_this(), out, keep_alive](beast::error_code ec, size_t) {
+      self->busy_ = false;
+      if (ec || !keep_alive) {
+        boost::system::error_code ignored;
+        self->stream_.socket().shutdown(Protocol::socket::shutdown_send, ignored);
+        return self->stream_.close();
+      }
+      self->waitForRequest();
+    });
   }
 
   bool local_;

@@ -130,7 +130,8 @@ class Scheduler {
   const Board* board(const std::string& name) const;
   const std::vector<Board>& boards() const { return boards_; }
   const Lease* lease(const std::string& id) const;
-  const std::map<std::string, Lease>& leases() const { return leases_; }
+  // Unordered: callers that show leases sort them.
+  const std::unordered_map<std::string, Lease>& leases() const { return leases_; }
   size_t activeLeaseCount() const { return expiry_.size(); }
   // Waiting requests in grant order with their 1-based positions.
   std::vector<const LeaseRequest*> queue(int64_t now) const;
@@ -162,7 +163,7 @@ class Scheduler {
   void unmarkAvailable(size_t index);
   std::set<LruKey> available_;
   std::unordered_map<std::string, std::set<LruKey>> available_by_type_;
-  std::map<std::string, Lease> leases_;
+  std::unordered_map<std::string, Lease> leases_;
   std::set<std::pair<int64_t, std::string>> expiry_; // active leases by expiry
   std::vector<LeaseRequest> queue_;
   uint64_t next_ticket_ = 1;

@@ -297,20 +297,29 @@ struct Store::Statements {
               "sel_labels, sel_worker, priority, idempotency_key, ttl_ms, granted_ms, expires_ms, ended_ms, "
               "end_reason, waited_ms, boards) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
               "?15, ?16, ?17, ?18, ?19, ?20, ?21)"),
+        update(db,
+               "UPDATE leases SET state = ?2, ttl_ms = ?3, expires_ms = ?4, ended_ms = ?5, end_reason = ?6, "
+               "boards = ?7 WHERE seq = ?1"),
         board(db, "INSERT OR REPLACE INTO boards(name, state, since_ms, reason) VALUES(?1, ?2, ?3, ?4)"),
         unboard(db, "DELETE FROM boards WHERE name = ?1"),
         event(db, "INSERT INTO events(at_ms, kind, lease_id, board, detail) VALUES(?1, ?2, ?3, ?4, ?5)") {}
-  Statement begin, commit, lease, board, unboard, event;
+  Statement begin, commit, lease, update, board, unboard, event;
 };
 
 void Store::apply(const Batch& batch, std::vector<std::string>& ended) {
   Statement& lease = statements_->lease;
   for (const auto& l : batch.leases) {
     auto [it, inserted] = seq_by_id_.try_emplace(l.id, 0);
-    if (inserted) it->second = ++last_seq_;
     if (l.state != lease::LeaseState::active) ended.push_back(l.id);
-    std::string labels = joinLabels(l.selector.labels);
     std::string boards = encodeBoards(l.boards);
+    if (!inserted) {
+      // Renewed, ended or a board lost: only these columns ever change.
+      statements_->update.bind(1, it->second).bind(2, lease::toString(l.state)).bind(3, l.ttl_ms);
+      statements_->update.bind(4, l.expires_ms).bind(5, l.ended_ms).bind(6, l.end_reason).bind(7, boards).run();
+      continue;
+    }
+    it->second = ++last_seq_;
+    std::string labels = joinLabels(l.selector.labels);
     lease.bind(1, it->second).bind(2, l.id).bind(3, lease::toString(l.state)).bind(4, l.holder.principal);
     lease.bind(5, l.holder.job).bind(6, l.holder.build).bind(7, l.holder.stage).bind(8, l.holder.url);
     lease.bind(9, lease::toString(l.context)).bind(10, l.selector.type);
