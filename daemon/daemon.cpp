@@ -178,8 +178,8 @@ int Daemon::Impl::run() {
     }
     router = std::make_unique<api::Router>(state, *leases, *boards, auth);
     server = std::make_unique<api::HttpServer>(
-        io, config->limits, [this](api::HttpRequest request, api::Respond respond, api::OnClientGone gone) {
-          router->handle(std::move(request), std::move(respond), std::move(gone));
+        io, config->limits, [this](api::HttpRequest request, std::shared_ptr<api::Exchange> exchange) {
+          router->handle(std::move(request), std::move(exchange));
         });
     for (const auto& address : config->agent.listen)
       spdlog::info("listening on {}", server->listen(address));

@@ -95,6 +95,8 @@ struct LeaseService::Impl {
   LeaseMetrics metrics;
   std::function<void(const lease::Lease&)> on_ended;
   bool stopped = false;
+  std::vector<store::Store::Pending> group; // changes waiting for this turn's commit
+  bool flush_posted = false;
 };
 
 store::Batch LeaseService::Impl::batchOf(const Changes& c) const {
@@ -175,17 +177,27 @@ void LeaseService::Impl::persist(Changes changes, std::function<void()> then) {
     return;
   }
   auto shared = std::make_shared<Changes>(std::move(changes));
-  store.commit(batchOf(*shared), [this, shared, then = std::move(then)](bool ok, const std::string& error) {
-    if (!ok) {
-      // Memory and disk disagree now; the durable state is the truth. Exit
-      // without answering anyone, and let systemd restart us from it.
-      spdlog::critical("cannot commit to {}: {}; exiting so that nothing unsaved is acknowledged", store.path(),
-                       error);
-      std::_Exit(70);
-    }
-    if (then) then();
-    delivered(*shared);
-  });
+  group.push_back({batchOf(*shared), [this, shared, then = std::move(then)](bool ok, const std::string& error) {
+                     if (!ok) {
+                       // Memory and disk disagree now; the durable state is the
+                       // truth. Exit without answering anyone, and let systemd
+                       // restart us from it.
+                       spdlog::critical("cannot commit to {}: {}; exiting so that nothing unsaved is acknowledged",
+                                        store.path(), error);
+                       std::_Exit(70);
+                     }
+                     if (then) then();
+                     delivered(*shared);
+                   }});
+  // Everything changed while handling the ready events of this loop turn
+  // goes to the store as one group.
+  if (!flush_posted) {
+    flush_posted = true;
+    asio::post(io, [this] {
+      flush_posted = false;
+      store.commit(std::exchange(group, {}));
+    });
+  }
 }
 
 void LeaseService::Impl::delivered(const Changes& changes) {

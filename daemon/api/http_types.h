@@ -39,12 +39,17 @@ struct HttpResponse {
   std::function<void(std::shared_ptr<StreamSink>)> stream;
 };
 
-// Handlers answer through `respond`, now or later (long-poll); exactly once.
-using Respond = std::function<void(HttpResponse)>;
-// A handler that answers later registers here what to do if the client
-// disconnects first (the server then drops the eventual answer).
-using OnClientGone = std::function<void(std::function<void()>)>;
-using Handler = std::function<void(HttpRequest, Respond, OnClientGone)>;
+// One request's answer channel. Handlers answer through respond(), now or
+// later (long-poll), exactly once; answers after the client left are dropped.
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  virtual void respond(HttpResponse response) = 0;
+  // A handler that answers later registers here what to do if the client
+  // disconnects first.
+  virtual void onClientGone(std::function<void()> hook) = 0;
+};
+using Handler = std::function<void(HttpRequest, std::shared_ptr<Exchange>)>;
 
 HttpResponse jsonError(int status, const std::string& error, const std::string& detail);
 

@@ -197,8 +197,20 @@ class Fields {
 
 std::optional<AcquireRequest> parseAcquire(const std::string& body, const config::Limits& limits,
                                            const config::LeaseConfig& leases, std::string* error) {
-  auto object = parseObject(body, error);
-  if (!object) return std::nullopt;
+  // The parsed tree lives in this buffer (every lease request is parsed).
+  unsigned char buffer[4096];
+  json::monotonic_resource memory(buffer, sizeof buffer);
+  boost::system::error_code ec;
+  json::value parsed = json::parse(body, ec, &memory);
+  if (ec) {
+    *error = "malformed JSON: " + ec.message();
+    return std::nullopt;
+  }
+  if (!parsed.is_object()) {
+    *error = "expected a JSON object";
+    return std::nullopt;
+  }
+  const json::object* object = &parsed.as_object();
   Fields f(*object, "", error);
   AcquireRequest out;
   lease::LeaseRequest& r = out.request;

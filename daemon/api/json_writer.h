@@ -4,7 +4,10 @@
 // RFC 8259 requires (quote, backslash, control characters).
 #pragma once
 
+#include <algorithm>
+#include <charconv>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -12,7 +15,7 @@ namespace hwfarm::api {
 
 class JsonWriter {
  public:
-  JsonWriter() { out_.reserve(512); }
+  JsonWriter() { buf_.resize(1024); }
 
   JsonWriter& beginObject() { return open('{'); }
   JsonWriter& endObject() { return close('}'); }
@@ -21,10 +24,14 @@ class JsonWriter {
 
   // `k` is one of our own names: never escaped.
   JsonWriter& key(std::string_view k) {
-    if (need_comma_) out_ += ',';
-    out_ += '"';
-    out_ += k;
-    out_ += "\":";
+    char* p = room(k.size() + 4);
+    if (need_comma_) *p++ = ',';
+    *p++ = '"';
+    std::memcpy(p, k.data(), k.size());
+    p += k.size();
+    *p++ = '"';
+    *p++ = ':';
+    size_ = static_cast<size_t>(p - buf_.data());
     need_comma_ = false;
     return *this;
   }
@@ -36,22 +43,22 @@ class JsonWriter {
   JsonWriter& value(const char* s) { return value(std::string_view(s)); }
   JsonWriter& value(const std::string& s) { return value(std::string_view(s)); }
   JsonWriter& value(int64_t n) {
-    separate();
-    out_ += std::to_string(n);
-    return *this;
+    char digits[24];
+    auto [end, ec] = std::to_chars(digits, digits + sizeof digits, n);
+    return raw(std::string_view(digits, static_cast<size_t>(end - digits)));
   }
   JsonWriter& value(int n) { return value(static_cast<int64_t>(n)); }
   JsonWriter& value(uint64_t n) {
-    separate();
-    out_ += std::to_string(n);
-    return *this;
+    char digits[24];
+    auto [end, ec] = std::to_chars(digits, digits + sizeof digits, n);
+    return raw(std::string_view(digits, static_cast<size_t>(end - digits)));
   }
   JsonWriter& value(bool b) { return raw(b ? "true" : "false"); }
   JsonWriter& null() { return raw("null"); }
   // A value that is already JSON text.
   JsonWriter& raw(std::string_view json) {
     separate();
-    out_ += json;
+    put(json);
     return *this;
   }
   // Shorthands for one member.
@@ -66,60 +73,77 @@ class JsonWriter {
     return v.empty() ? null() : value(v);
   }
 
-  const std::string& text() const { return out_; }
-  std::string take() { return std::move(out_); }
+  std::string_view text() const { return {buf_.data(), size_}; }
+  std::string take() {
+    buf_.resize(size_);
+    size_ = 0;
+    return std::move(buf_);
+  }
 
  private:
+  // Space for `n` more characters; returns where they go.
+  char* room(size_t n) {
+    if (size_ + n > buf_.size()) buf_.resize(std::max(buf_.size() * 2, size_ + n));
+    return buf_.data() + size_;
+  }
+  void put(std::string_view s) {
+    std::memcpy(room(s.size()), s.data(), s.size());
+    size_ += s.size();
+  }
+  void put(char c) {
+    *room(1) = c;
+    ++size_;
+  }
   JsonWriter& open(char c) {
     separate();
-    out_ += c;
+    put(c);
     need_comma_ = false;
     return *this;
   }
   JsonWriter& close(char c) {
-    out_ += c;
+    put(c);
     need_comma_ = true;
     return *this;
   }
   void separate() {
-    if (need_comma_) out_ += ',';
+    if (need_comma_) put(',');
     need_comma_ = true;
   }
   static bool plain(unsigned char c) { return c >= 0x20 && c != '"' && c != '\\'; }
   void quoted(std::string_view s) {
-    size_t clean = 0; // leading characters that need no escape (usually all)
-    while (clean < s.size() && plain(static_cast<unsigned char>(s[clean]))) ++clean;
-    out_ += '"';
-    out_.append(s.data(), clean);
-    if (clean == s.size()) {
-      out_ += '"';
-      return;
-    }
+    // Worst case: every character becomes \u00XX.
+    char* p = room(s.size() * 6 + 2);
+    *p++ = '"';
     static constexpr char kHex[] = "0123456789abcdef";
-    for (size_t i = clean; i < s.size(); ++i) {
-      auto c = static_cast<unsigned char>(s[i]);
+    for (char ch : s) {
+      auto c = static_cast<unsigned char>(ch);
       if (plain(c)) {
-        out_ += static_cast<char>(c);
+        *p++ = ch;
         continue;
       }
+      *p++ = '\\';
       switch (c) {
-        case '"': out_ += "\\\""; break;
-        case '\\': out_ += "\\\\"; break;
-        case '\n': out_ += "\\n"; break;
-        case '\r': out_ += "\\r"; break;
-        case '\t': out_ += "\\t"; break;
-        case '\b': out_ += "\\b"; break;
-        case '\f': out_ += "\\f"; break;
+        case '"': *p++ = '"'; break;
+        case '\\': *p++ = '\\'; break;
+        case '\n': *p++ = 'n'; break;
+        case '\r': *p++ = 'r'; break;
+        case '\t': *p++ = 't'; break;
+        case '\b': *p++ = 'b'; break;
+        case '\f': *p++ = 'f'; break;
         default:
-          out_ += "\\u00";
-          out_ += kHex[c >> 4];
-          out_ += kHex[c & 15];
+          *p++ = 'u';
+          *p++ = '0';
+          *p++ = '0';
+          *p++ = kHex[c >> 4];
+          *p++ = kHex[c & 15];
       }
     }
-    out_ += '"';
+    *p++ = '"';
+    size_ = static_cast<size_t>(p - buf_.data());
   }
 
-  std::string out_;
+  std::string buf_; // [0, size_) is written; the rest is room
+  size_t size_ = 0;
   bool need_comma_ = false;
 };
 

@@ -80,16 +80,22 @@ HttpResponse withAllow(HttpResponse r, const std::string& allow) {
 
 namespace {
 
-// The answer channel of one call. Handlers that answer later capture it;
-// copies share one function (no allocation per copy).
+// The answer channel of one call, counting answers by status. Handlers that
+// answer later capture a copy (no allocation per copy).
 class Reply {
  public:
   Reply() = default;
-  explicit Reply(Respond fn) : fn_(std::make_shared<const Respond>(std::move(fn))) {}
-  void operator()(HttpResponse r) const { (*fn_)(std::move(r)); }
+  Reply(std::shared_ptr<Exchange> exchange, std::map<int, uint64_t>* counts)
+      : exchange_(std::move(exchange)), counts_(counts) {}
+  void operator()(HttpResponse r) const {
+    ++(*counts_)[r.status];
+    exchange_->respond(std::move(r));
+  }
+  const std::shared_ptr<Exchange>& exchange() const { return exchange_; }
 
  private:
-  std::shared_ptr<const Respond> fn_;
+  std::shared_ptr<Exchange> exchange_;
+  std::map<int, uint64_t>* counts_ = nullptr;
 };
 
 } // namespace
@@ -98,7 +104,6 @@ struct Router::Call {
   HttpRequest request;
   Target target;
   Reply respond;
-  OnClientGone on_gone;
   std::optional<Principal> principal;
 
   // Answers 401/403 unless the caller has at least `role`.
@@ -123,17 +128,13 @@ struct Router::Call {
   }
 };
 
-void Router::handle(HttpRequest request, Respond respond, OnClientGone on_gone) {
-  auto call = std::make_shared<Call>();
-  call->principal = auth_.authenticate(request.authorization, request.local_peer);
-  call->target = parseTarget(request.target);
-  call->request = std::move(request);
-  call->respond = Reply([this, respond = std::move(respond)](HttpResponse r) {
-    ++responses_[r.status];
-    respond(std::move(r));
-  });
-  call->on_gone = std::move(on_gone);
-  route(*call);
+void Router::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
+  Call call;
+  call.principal = auth_.authenticate(request.authorization, request.local_peer);
+  call.target = parseTarget(request.target);
+  call.request = std::move(request);
+  call.respond = Reply(std::move(exchange), &responses_);
+  route(call);
 }
 
 void Router::route(Call& c) {
@@ -348,7 +349,7 @@ void Router::acquire(Call& c) {
           case K::shutting_down: return respond(jsonError(503, "shutting_down", o.detail));
         }
       },
-      c.on_gone);
+      [exchange = c.respond.exchange()](std::function<void()> hook) { exchange->onClientGone(std::move(hook)); });
 }
 
 void Router::renew(Call& c, const std::string& id) {

@@ -28,7 +28,7 @@ class Router {
       : state_(state), leases_(leases), boards_(boards), auth_(auth) {}
 
   // REQUIRES: called on the event loop thread.
-  void handle(HttpRequest request, Respond respond, OnClientGone on_gone);
+  void handle(HttpRequest request, std::shared_ptr<Exchange> exchange);
 
   // HTTP responses sent, by status code (for /metrics).
   const std::map<int, uint64_t>& responseCounts() const { return responses_; }

@@ -181,26 +181,37 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     busy_ = true;
     responded_ = false;
     stream_.expires_never();
-    auto self = this->shared_from_this();
-    server_->handler(
-        std::move(request),
-        [self](HttpResponse response) {
-          if (self->gone_ || self->responded_) return;
-          self->responded_ = true;
-          if (self->watching_) {
-            beast::error_code ignored;
-            self->stream_.socket().cancel(ignored); // the close watch
-          }
-          self->write(std::move(response));
-        },
-        [self](std::function<void()> hook) {
-          // The answer will wait (a queued lease request): notice the client
-          // hanging up meanwhile. Answers that only wait for a commit do not
-          // pay for the watch.
-          self->gone_hook_ = std::move(hook);
-          if (!self->responded_ && !self->watching_ && !self->gone_) self->watchForClose();
-        });
+    server_->handler(std::move(request), std::make_shared<Answer>(this->shared_from_this(), ++exchange_));
   }
+
+  // The answer channel of one request; stale once the session moved on.
+  class Answer : public Exchange {
+   public:
+    Answer(std::shared_ptr<Session> session, uint64_t exchange) : session_(std::move(session)), exchange_(exchange) {}
+    void respond(HttpResponse response) override {
+      Session& s = *session_;
+      if (s.gone_ || s.responded_ || s.exchange_ != exchange_) return;
+      s.responded_ = true;
+      if (s.watching_) {
+        beast::error_code ignored;
+        s.stream_.socket().cancel(ignored); // the close watch
+      }
+      s.write(std::move(response));
+    }
+    void onClientGone(std::function<void()> hook) override {
+      // The answer will wait (a queued lease request): notice the client
+      // hanging up meanwhile. Answers that only wait for a commit do not pay
+      // for the watch.
+      Session& s = *session_;
+      if (s.exchange_ != exchange_) return;
+      s.gone_hook_ = std::move(hook);
+      if (!s.responded_ && !s.watching_ && !s.gone_) s.watchForClose();
+    }
+
+   private:
+    std::shared_ptr<Session> session_;
+    uint64_t exchange_;
+  };
 
   // While a long-poll answer is pending, notice the client hanging up.
   void watchForClose() {
@@ -355,6 +366,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   size_t queued_bytes_ = 0;
   bool close_after_queue_ = false;
   bool responded_ = false;
+  uint64_t exchange_ = 0; // numbers the requests of this connection
   bool watching_ = false;
   bool gone_ = false;
   bool timed_out_ = false;

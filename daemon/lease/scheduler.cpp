@@ -267,9 +267,6 @@ void Scheduler::grant(const LeaseRequest& r, const std::vector<size_t>& picked, 
     boards_[bi].lease_id = lease.id;
     boards_[bi].last_used_ms = now;
   }
-  std::string names;
-  for (const auto& b : lease.boards) names += (names.empty() ? "" : ",") + b.name;
-  changes.events.push_back({now, "grant", lease.id, "", names});
   expiry_.insert({lease.expires_ms, lease.id});
   if (!lease.idempotency_key.empty())
     idempotent_leases_[{lease.holder.principal, lease.idempotency_key}] = lease.id;
@@ -344,7 +341,6 @@ OpResult Scheduler::renew(const std::string& id, int64_t ttl_ms, int64_t now, Ch
   lease.expires_ms = now + ttl_ms;
   expiry_.insert({lease.expires_ms, lease.id});
   changes.updated.push_back(lease);
-  changes.events.push_back({now, "renew", id, "", std::to_string(ttl_ms) + " ms"});
   return {OpStatus::ok, "", lease};
 }
 
@@ -359,7 +355,7 @@ void Scheduler::endLease(Lease& lease, LeaseState state, const std::string& reas
     if (it == index_.end() || lb.lost || boards_[it->second].lease_id != lease.id) continue;
     setState(it->second, boards_to, "", now, changes);
   }
-  changes.events.push_back({now, toString(state), lease.id, "", reason});
+  if (state != LeaseState::released) changes.events.push_back({now, toString(state), lease.id, "", reason});
   changes.ended.push_back(lease);
 }
 

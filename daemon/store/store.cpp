@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 
+#include <cstdio>
 #include <stdexcept>
 
 namespace hwfarm::store {
@@ -169,7 +170,8 @@ std::vector<std::string> splitLabels(const std::string& text) {
 
 } // namespace
 
-Store::Store(const std::string& path, StoreOptions options) : path_(path) {
+Store::Store(const std::string& path, StoreOptions options)
+    : path_(path), synchronous_full_(options.synchronous_full) {
   if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       nullptr) != SQLITE_OK) {
     std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
@@ -187,6 +189,9 @@ Store::Store(const std::string& path, StoreOptions options) : path_(path) {
     // truncated: commits overwrite blocks the file already has, which
     // fdatasync flushes without a metadata update.
     exec("PRAGMA journal_size_limit=67108864");
+    // Checkpoints run on the writer thread, never inside a commit on the
+    // event loop (see walHook).
+    sqlite3_wal_hook(db_, &Store::walHook, this);
     exec(kSchema);
     Statement version(db_, "SELECT value FROM meta WHERE key='schema_version'");
     if (version.step()) {
@@ -362,6 +367,27 @@ void Store::commitGroup(const std::vector<const Batch*>& batches) {
 
 void Store::commitNow(const Batch& batch) { commitGroup({&batch}); }
 
+// Runs in the committing thread, inside COMMIT, with the connection held.
+int Store::walHook(void* self, sqlite3*, const char*, int pages) {
+  auto* store = static_cast<Store*>(self);
+  if (pages >= kCheckpointPages && !store->checkpoint_wanted_.exchange(true)) {
+    std::lock_guard lock(store->mutex_);
+    if (store->writer_idle_) {
+      store->writer_idle_ = false;
+      store->wake_.notify_one();
+    }
+  }
+  return SQLITE_OK;
+}
+
+void Store::checkpoint() {
+  std::lock_guard db(db_mutex_);
+  int log = 0, done = 0;
+  if (sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done) != SQLITE_OK)
+    std::fprintf(stderr, "<4>hwfarmd: checkpoint of %s failed: %s\n", path_.c_str(), sqlite3_errmsg(db_));
+  checkpoint_wanted_ = false;
+}
+
 void Store::start(Post post) {
   post_ = std::move(post);
   // The writer must not take the signals the event loop handles.
@@ -373,10 +399,41 @@ void Store::start(Post post) {
 }
 
 void Store::commit(Batch batch, Done done) {
+  std::vector<Pending> group;
+  group.push_back({std::move(batch), std::move(done)});
+  commit(std::move(group));
+}
+
+void Store::commit(std::vector<Pending> group) {
+  if (group.empty()) return;
   bool wake;
   {
-    std::lock_guard lock(mutex_);
-    queue_.push_back({std::move(batch), std::move(done)});
+    std::unique_lock lock(mutex_);
+    // Without fsync a commit is a few writes into the page cache: done here,
+    // it saves two thread hand-offs per group. Only when nothing is queued
+    // (order) and the writer is not checkpointing (it holds the connection).
+    if (!synchronous_full_ && queue_.empty() && !checkpoint_wanted_) {
+      std::unique_lock db(db_mutex_, std::try_to_lock);
+      if (db.owns_lock()) {
+        lock.unlock();
+        std::vector<const Batch*> batches;
+        batches.reserve(group.size());
+        for (const auto& p : group) batches.push_back(&p.batch);
+        bool ok = true;
+        std::string error;
+        try {
+          commitGroup(batches);
+        } catch (const std::exception& e) {
+          ok = false;
+          error = e.what();
+        }
+        db.unlock();
+        for (auto& p : group)
+          if (p.done) p.done(ok, error);
+        return;
+      }
+    }
+    for (auto& p : group) queue_.push_back(std::move(p));
     // A busy writer takes the queue when its commit ends: waking it costs a
     // futex call per request and buys nothing.
     wake = writer_idle_;
@@ -391,29 +448,33 @@ void Store::writerLoop() {
     std::deque<Pending> work;
     {
       std::unique_lock lock(mutex_);
-      if (queue_.empty() && !stopping_) {
+      if (queue_.empty() && !stopping_ && !checkpoint_wanted_) {
         writer_idle_ = true;
-        wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        wake_.wait(lock, [this] { return stopping_ || !queue_.empty() || checkpoint_wanted_; });
       }
       writer_idle_ = false;
       if (queue_.empty() && stopping_) return;
       work.swap(queue_);
     }
-    bool ok = true;
-    std::string error;
-    batches.clear();
-    for (const auto& p : work) batches.push_back(&p.batch);
-    try {
-      commitGroup(batches);
-    } catch (const std::exception& e) {
-      ok = false;
-      error = e.what();
+    if (!work.empty()) {
+      bool ok = true;
+      std::string error;
+      batches.clear();
+      for (const auto& p : work) batches.push_back(&p.batch);
+      try {
+        std::lock_guard db(db_mutex_);
+        commitGroup(batches);
+      } catch (const std::exception& e) {
+        ok = false;
+        error = e.what();
+      }
+      auto completions = std::make_shared<std::deque<Pending>>(std::move(work));
+      post_([completions, ok, error] {
+        for (auto& p : *completions)
+          if (p.done) p.done(ok, error);
+      });
     }
-    auto completions = std::make_shared<std::deque<Pending>>(std::move(work));
-    post_([completions, ok, error] {
-      for (auto& p : *completions)
-        if (p.done) p.done(ok, error);
-    });
+    if (checkpoint_wanted_) checkpoint();
   }
 }
 

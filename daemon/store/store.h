@@ -1,13 +1,18 @@
 // Durable state: boards, leases and the event log in SQLite (WAL) under the
 // state directory.
 //
-// Writes go through one writer thread that commits whatever is queued in a
-// single transaction (group commit) and then posts each batch's completion
-// back to the event loop, in order. The daemon answers a request only from
-// that completion, so every acknowledged change is on disk. Reads happen
-// once, at start-up, before the writer starts.
+// Writes are committed in groups (one transaction for many batches) and
+// each batch's completion runs on the event loop after its commit, in
+// order. The daemon answers a request only from that completion, so every
+// acknowledged change is committed. With fsync (the default) a writer
+// thread commits, so the event loop never waits for the disk. Without
+// fsync a commit only writes into the page cache: it is done on the calling
+// thread when the writer is idle, and handed to the writer otherwise.
+// Checkpoints always run on the writer thread. Reads happen once, at
+// start-up, before the writer starts.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -67,17 +72,24 @@ class Store {
   using Done = std::function<void(bool ok, const std::string& error)>;
   // Starts the writer thread. `post` must run a function on the event loop.
   void start(Post post);
-  // Queues `batch`; `done` runs on the event loop after the commit (or its
-  // failure). Batches are committed and completed in submission order.
-  void commit(Batch batch, Done done);
-
-  const std::string& path() const { return path_; }
-
- private:
   struct Pending {
     Batch batch;
     Done done;
   };
+  // Commits `group` in one transaction; each `done` runs on the event loop
+  // after the commit (or its failure): before commit() returns when the
+  // commit happened on the calling thread, else posted by the writer.
+  // Groups are committed and completed in submission order. Called from the
+  // event loop only.
+  void commit(std::vector<Pending> group);
+  void commit(Batch batch, Done done); // a group of one
+
+  const std::string& path() const { return path_; }
+
+ private:
+  static constexpr int kCheckpointPages = 1000; // SQLite's default auto-checkpoint
+  static int walHook(void* self, sqlite3* db, const char* name, int pages);
+  void checkpoint();
   void writerLoop();
   // One transaction for all of `batches`; throws (after rolling back) on error.
   void commitGroup(const std::vector<const Batch*>& batches);
@@ -87,7 +99,9 @@ class Store {
   struct Statements; // prepared once, used by whichever thread writes
 
   std::string path_;
+  bool synchronous_full_;
   sqlite3* db_ = nullptr;
+  std::mutex db_mutex_; // the connection: the writer, or the loop committing in place
   std::unique_ptr<Statements> statements_;
   Post post_;
   std::thread writer_;
@@ -95,6 +109,7 @@ class Store {
   std::condition_variable wake_;
   std::deque<Pending> queue_;
   bool writer_idle_ = false; // waiting on wake_: commit() must notify
+  std::atomic<bool> checkpoint_wanted_{false};
   bool stopping_ = false;
   // The row of each active lease (and of leases in the group being written);
   // touched by one thread at a time: start-up, then the writer.
