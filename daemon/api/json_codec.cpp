@@ -15,24 +15,33 @@ namespace hwfarm::api {
 namespace json = boost::json;
 
 Rfc3339::Rfc3339(int64_t unix_ms) {
-  int64_t ms = ((unix_ms % 1000) + 1000) % 1000;
-  std::time_t seconds = static_cast<std::time_t>((unix_ms - ms) / 1000);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  int year = tm.tm_year + 1900;
   std::memcpy(text_, "0000-01-01T00:00:00.000Z", sizeof text_);
+  int64_t ms = ((unix_ms % 1000) + 1000) % 1000;
+  int64_t seconds = (unix_ms - ms) / 1000;
+  int64_t days = seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400;
+  int64_t in_day = seconds - days * 86400;
+  // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+  int64_t z = days + 719468;
+  int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  int64_t doe = z - era * 146097;
+  int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  int64_t mp = (5 * doy + 2) / 153;
+  int64_t day = doy - (153 * mp + 2) / 5 + 1;
+  int64_t month = mp < 10 ? mp + 3 : mp - 9;
+  int64_t year = yoe + era * 400 + (month <= 2 ? 1 : 0);
   if (year < 0 || year > 9999) return;
-  auto put = [this](size_t at, int value, int digits) {
+  auto put = [this](size_t at, int64_t value, int digits) {
     for (int i = digits - 1; i >= 0; --i, value /= 10)
       text_[at + static_cast<size_t>(i)] = static_cast<char>('0' + value % 10);
   };
   put(0, year, 4);
-  put(5, tm.tm_mon + 1, 2);
-  put(8, tm.tm_mday, 2);
-  put(11, tm.tm_hour, 2);
-  put(14, tm.tm_min, 2);
-  put(17, tm.tm_sec, 2);
-  put(20, static_cast<int>(ms), 3);
+  put(5, month, 2);
+  put(8, day, 2);
+  put(11, in_day / 3600, 2);
+  put(14, in_day / 60 % 60, 2);
+  put(17, in_day % 60, 2);
+  put(20, ms, 3);
 }
 
 std::string rfc3339(int64_t unix_ms) { return std::string(Rfc3339(unix_ms).view()); }

@@ -28,21 +28,24 @@ namespace {
 constexpr size_t kHeaderLimit = 16 * 1024;
 constexpr size_t kMaxQueuedStreamBytes = 4 * 1024 * 1024; // per streamed response
 
-std::chrono::milliseconds toMs(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
 } // namespace
+
+using Clock = std::chrono::steady_clock;
 
 class SessionBase {
  public:
   virtual ~SessionBase() = default;
   virtual void closeIfIdle() = 0;
+  // Acts on a deadline that has passed.
+  virtual void sweep(Clock::time_point now) = 0;
 };
+
+// How often deadlines are checked: timeouts fire up to this much late.
+constexpr auto kSweepInterval = std::chrono::milliseconds(100);
 
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   Impl(asio::io_context& io_context, config::Limits l, Handler h)
-      : io(io_context), limits(l), handler(std::move(h)) {}
+      : io(io_context), limits(l), handler(std::move(h)), sweeper(io_context) {}
 
   asio::io_context& io;
   config::Limits limits;
@@ -55,11 +58,40 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   std::vector<std::unique_ptr<local::acceptor>> unix_acceptors;
   std::vector<std::string> unix_paths;
 
+  asio::steady_timer sweeper;
+  bool sweeping = false;
+
   template <class Protocol>
   void accept(typename Protocol::acceptor& acceptor);
+  // Runs the sweeper while any session has a deadline.
+  void armSweeper() {
+    if (sweeping) return;
+    sweeping = true;
+    sweeper.expires_after(kSweepInterval);
+    sweeper.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      self->sweeping = false;
+      if (ec) return;
+      auto now = Clock::now();
+      bool any = false;
+      for (auto& weak : self->sessions)
+        if (auto session = weak.lock()) {
+          session->sweep(now);
+          any = true;
+        }
+      for (auto& weak : self->rejected)
+        if (auto session = weak.lock()) {
+          session->sweep(now);
+          any = true;
+        }
+      self->reap();
+      if (any) self->armSweeper();
+    });
+  }
   void reap() {
     sessions.remove_if([](const std::weak_ptr<SessionBase>& s) { return s.expired(); });
+    rejected.remove_if([](const std::weak_ptr<SessionBase>& s) { return s.expired(); });
   }
+  std::list<std::weak_ptr<SessionBase>> rejected; // over limits.max_connections, answered 503
 };
 
 namespace {
@@ -82,11 +114,12 @@ bool isLocal(const typename Protocol::socket& socket) {
 template <class Protocol>
 class Session : public SessionBase, public std::enable_shared_from_this<Session<Protocol>> {
  public:
+  enum class Wait { none, idle, request, write }; // what the deadline is for
+
   Session(typename Protocol::socket socket, std::shared_ptr<HttpServer::Impl> server)
       : local_(isLocal<Protocol>(socket)),
-        stream_(std::move(socket)),
-        server_(std::move(server)),
-        request_timer_(stream_.get_executor()) {
+        socket_(std::move(socket)),
+        server_(std::move(server)) {
     ++server_->live;
   }
 
@@ -104,25 +137,48 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     waitForRequest();
   }
 
+  void sweep(Clock::time_point now) override {
+    if (waiting_ == Wait::none || now < deadline_) return;
+    Wait what = std::exchange(waiting_, Wait::none);
+    if (what == Wait::request) {
+      // A slow client deserves a 408 it can read: the read fails, onRead answers.
+      timed_out_ = true;
+      boost::system::error_code ignored;
+      socket_.cancel(ignored);
+    } else {
+      close(); // idle keep-alive connection, or a client that does not read its answer
+    }
+  }
+
   void closeIfIdle() override {
     closing_ = true;
     if (!busy_) {
       boost::system::error_code ec;
-      stream_.socket().shutdown(Protocol::socket::shutdown_both, ec);
-      stream_.close();
+      socket_.shutdown(Protocol::socket::shutdown_both, ec);
+      close();
     }
   }
 
  private:
+  void close() {
+    boost::system::error_code ignored;
+    socket_.close(ignored);
+  }
+  void expireIn(Wait what, double seconds) {
+    waiting_ = what;
+    deadline_ = Clock::now() + std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6));
+    server_->armSweeper();
+  }
+
   // Phase 1: an idle connection waits up to idle_timeout_s for the first
   // byte of the next request.
   void waitForRequest() {
-    if (closing_) return stream_.close();
+    if (closing_) return close();
     if (buffer_.size() > 0) return readRequest();
-    stream_.expires_after(toMs(server_->limits.idle_timeout_s));
-    stream_.async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](
-                                                       beast::error_code ec, size_t n) {
-      if (ec) return self->stream_.close();
+    expireIn(Wait::idle, server_->limits.idle_timeout_s);
+    socket_.async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+      self->waiting_ = Wait::none;
+      if (ec) return self->close();
       self->buffer_.commit(n);
       self->readRequest();
     });
@@ -133,28 +189,18 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     parser_.emplace();
     parser_->header_limit(kHeaderLimit);
     parser_->body_limit(static_cast<uint64_t>(server_->limits.max_body_bytes));
-    // Our own timer rather than the stream's expiry: an expired stream is
-    // closed, and a slow client deserves a 408 it can read.
-    stream_.expires_never();
     timed_out_ = false;
-    request_timer_.expires_after(toMs(server_->limits.header_timeout_s));
-    request_timer_.async_wait([weak = this->weak_from_this()](beast::error_code ec) {
-      auto self = weak.lock();
-      if (ec || !self) return;
-      self->timed_out_ = true;
-      beast::error_code ignored;
-      self->stream_.socket().cancel(ignored);
-    });
-    http::async_read(stream_, buffer_, *parser_,
+    expireIn(Wait::request, server_->limits.header_timeout_s);
+    http::async_read(socket_, buffer_, *parser_,
                      [self = this->shared_from_this()](beast::error_code ec, size_t) {
-                       self->request_timer_.cancel();
+                       self->waiting_ = Wait::none;
                        self->onRead(ec);
                      });
   }
 
   void onRead(beast::error_code ec) {
     if (ec && timed_out_) ec = beast::error::timeout;
-    if (ec == http::error::end_of_stream || ec == asio::error::eof) return stream_.close();
+    if (ec == http::error::end_of_stream || ec == asio::error::eof) return close();
     if (ec) {
       keep_alive_ = false;
       if (ec == http::error::body_limit)
@@ -167,7 +213,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
         return write(jsonError(408, "request_timeout",
                                "request not complete within limits.header_timeout_s"));
       if (ec == asio::error::operation_aborted || ec == asio::error::connection_reset)
-        return stream_.close();
+        return close();
       return write(jsonError(400, "bad_request", "malformed HTTP request: " + ec.message()));
     }
     auto& message = parser_->get();
@@ -180,7 +226,6 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     request.local_peer = local_;
     busy_ = true;
     responded_ = false;
-    stream_.expires_never();
     server_->handler(std::move(request), std::make_shared<Answer>(this->shared_from_this(), ++exchange_));
   }
 
@@ -194,7 +239,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       s.responded_ = true;
       if (s.watching_) {
         beast::error_code ignored;
-        s.stream_.socket().cancel(ignored); // the close watch
+        s.socket_.cancel(ignored); // the close watch
       }
       s.write(std::move(response));
     }
@@ -216,19 +261,19 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   // While a long-poll answer is pending, notice the client hanging up.
   void watchForClose() {
     watching_ = true;
-    stream_.socket().async_wait(Protocol::socket::wait_read,
+    socket_.async_wait(Protocol::socket::wait_read,
                                 [self = this->shared_from_this()](beast::error_code ec) {
                                   self->watching_ = false;
                                   if (ec || (self->responded_ && !self->streaming_)) return;
                                   char byte;
-                                  ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1,
+                                  ssize_t n = ::recv(self->socket_.native_handle(), &byte, 1,
                                                      MSG_PEEK | MSG_DONTWAIT);
                                   if (n > 0) return; // a pipelined request: read after the answer
                                   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return self->watchForClose();
                                   self->gone_ = true;
                                   if (auto hook = std::exchange(self->gone_hook_, {})) hook();
                                   self->busy_ = false;
-                                  self->stream_.close();
+                                  self->close();
                                 });
   }
 
@@ -242,7 +287,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       if (session_->queued_bytes_ > kMaxQueuedStreamBytes) {
         session_->gone_ = true;
         boost::system::error_code ignored;
-        session_->stream_.socket().shutdown(Protocol::socket::shutdown_both, ignored);
+        session_->socket_.shutdown(Protocol::socket::shutdown_both, ignored);
         return false;
       }
       char size[20];
@@ -287,8 +332,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (queue_.empty()) {
       if (close_after_queue_) {
         boost::system::error_code ignored;
-        stream_.socket().shutdown(Protocol::socket::shutdown_send, ignored);
-        stream_.close();
+        socket_.shutdown(Protocol::socket::shutdown_send, ignored);
+        close();
       }
       return;
     }
@@ -296,14 +341,13 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     auto data = std::make_shared<std::string>(std::move(queue_.front()));
     queue_.pop_front();
     queued_bytes_ -= data->size();
-    stream_.expires_never();
-    asio::async_write(stream_, asio::buffer(*data),
+    asio::async_write(socket_, asio::buffer(*data),
                       [self = this->shared_from_this(), data](beast::error_code ec, size_t) {
                         self->writing_ = false;
                         if (ec) {
                           self->gone_ = true;
                           if (auto hook = std::exchange(self->gone_hook_, {})) hook();
-                          return self->stream_.close();
+                          return self->close();
                         }
                         self->flushQueue();
                       });
@@ -340,25 +384,29 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       head += "\r\n";
     }
     head += "\r\n";
-    stream_.expires_after(toMs(server_->limits.idle_timeout_s));
+    expireIn(Wait::write, server_->limits.idle_timeout_s);
     std::array<asio::const_buffer, 2> buffers{asio::buffer(out->head), asio::buffer(out->body)};
-    asio::async_write(stream_, buffers, [self = this->shared_from_this(), out, keep_alive](beast::error_code ec, size_t) {
+    asio::async_write(socket_, buffers, [self = this->shared_from_this(), out, keep_alive](beast::error_code ec, size_t) {
+      self->waiting_ = Wait::none;
       self->busy_ = false;
       if (ec || !keep_alive) {
         boost::system::error_code ignored;
-        self->stream_.socket().shutdown(Protocol::socket::shutdown_send, ignored);
-        return self->stream_.close();
+        self->socket_.shutdown(Protocol::socket::shutdown_send, ignored);
+        return self->close();
       }
       self->waitForRequest();
     });
   }
 
   bool local_;
-  beast::basic_stream<Protocol> stream_;
+  typename Protocol::socket socket_;
   std::shared_ptr<HttpServer::Impl> server_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  asio::steady_timer request_timer_;
+  // Timeouts are deadlines the server's sweeper checks (HttpServer::Impl::sweep):
+  // no timer operation per request.
+  Wait waiting_ = Wait::none;
+  Clock::time_point deadline_{};
   std::function<void()> gone_hook_;
   std::deque<std::string> queue_; // raw bytes of a streamed response
   bool writing_ = false;
@@ -386,7 +434,7 @@ void HttpServer::Impl::accept(typename Protocol::acceptor& acceptor) {
       self->reap();
       bool reject = self->sessions.size() >= static_cast<size_t>(self->limits.max_connections);
       auto session = std::make_shared<Session<Protocol>>(std::move(socket), self);
-      if (!reject) self->sessions.push_back(session);
+      (reject ? self->rejected : self->sessions).push_back(session);
       session->start(reject);
     } else {
       spdlog::warn("accept failed: {}", ec.message());
