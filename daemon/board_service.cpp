@@ -6,6 +6,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <spdlog/spdlog.h>
 
@@ -115,7 +116,7 @@ struct BoardService::Impl {
       return;
     }
     touched.insert(board);
-    asio::post(pool, [this, board, work = std::move(work), done = std::move(done)] {
+    asio::post(strandOf(board), [this, board, work = std::move(work), done = std::move(done)] {
       auto start = std::chrono::steady_clock::now();
       drivers::Status status = work();
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -128,6 +129,15 @@ struct BoardService::Impl {
 
   asio::io_context& io;
   asio::thread_pool pool;
+  // Work for one board runs in order (a lease's reset before the next
+  // lease's first operation), work for different boards in parallel.
+  using Strand = asio::strand<asio::thread_pool::executor_type>;
+  std::map<std::string, Strand> strands;
+  Strand& strandOf(const std::string& board) {
+    auto it = strands.find(board);
+    if (it == strands.end()) it = strands.emplace(board, asio::make_strand(pool.get_executor())).first;
+    return it->second;
+  }
   drivers::TtyResolver resolve_tty;
   config::FleetConfig config;
   std::map<std::string, std::unique_ptr<drivers::Board>> boards;
@@ -244,7 +254,7 @@ void BoardService::leaseEnded(const lease::Lease& lease) {
     auto board = impl_->boards.find(lb.name);
     if (board == impl_->boards.end() || !impl_->touched.erase(lb.name)) continue;
     drivers::Board* b = board->second.get();
-    asio::post(impl_->pool, [b] { b->reset(); });
+    asio::post(impl_->strandOf(lb.name), [b] { b->reset(); });
   }
 }
 
