@@ -15,9 +15,9 @@ struct ConfigStatus {
   uint64_t generation = 0;  // 1 for the start-up config, +1 per good reload
   std::string source;       // file path or the embedded name
   std::string sha256;       // of the config text
-  int64_t loaded_at = 0;    // unix seconds
+  int64_t loaded_at_ms = 0; // unix ms
   // The last reload attempt, good or bad.
-  int64_t last_reload_at = 0;
+  int64_t last_reload_at_ms = 0; // unix ms; 0 = no reload yet
   bool last_reload_ok = true;
   std::vector<std::string> last_reload_errors;
 };
@@ -31,7 +31,7 @@ struct UnclaimedDevice {
 struct AgentState {
   std::shared_ptr<const config::FleetConfig> config;
   ConfigStatus config_status;
-  int64_t started_at = 0; // unix seconds
+  int64_t started_at_ms = 0; // unix ms
   std::string version;
   // The tier served now (the SLA engine of a later issue moves it; today it
   // is sla.pin_tier or agent.tier) and since when (unix ms).

@@ -29,8 +29,6 @@ namespace asio = boost::asio;
 
 namespace {
 
-int64_t unixNow() { return static_cast<int64_t>(std::time(nullptr)); }
-
 int64_t unixNowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -136,11 +134,11 @@ int Daemon::Impl::run() {
   setLogLevel(config->agent.log_level);
   state.config = config;
   state.version = kVersion;
-  state.started_at = unixNow();
+  state.started_at_ms = unixNowMs();
   state.config_status.generation = 1;
   state.config_status.source = config->source;
   state.config_status.sha256 = config::sha256Hex(loaded.text);
-  state.config_status.loaded_at = state.started_at;
+  state.config_status.loaded_at_ms = state.started_at_ms;
   state.effective_tier = effectiveTier(*config);
   state.tier_since_ms = unixNowMs();
 
@@ -257,7 +255,7 @@ void Daemon::Impl::reload() {
   spdlog::info("SIGHUP: reloading configuration from {}", source);
   Loaded loaded = loadWithText(options.config_path);
   ConfigStatus& status = state.config_status;
-  status.last_reload_at = unixNow();
+  status.last_reload_at_ms = unixNowMs();
   status.last_reload_errors.clear();
   // The tokens file is part of the configuration: its errors fail the reload too.
   std::vector<config::Token> tokens;
@@ -301,7 +299,7 @@ void Daemon::Impl::reload() {
   status.generation += 1;
   status.source = next->source;
   status.sha256 = config::sha256Hex(loaded.text);
-  status.loaded_at = status.last_reload_at;
+  status.loaded_at_ms = status.last_reload_at_ms;
   spdlog::info("configuration generation {} loaded: {}", status.generation, summary(*next));
   systemd::ready("serving " + summary(*next));
 }

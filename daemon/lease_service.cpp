@@ -78,6 +78,7 @@ struct LeaseService::Impl {
   void waitTimedOut(uint64_t ticket, uint64_t waiter_id);
   void waiterGone(uint64_t ticket, uint64_t waiter_id);
   void countGrant(const lease::Lease& lease);
+  void countEnded(const Changes& changes);
   store::Batch batchOf(const Changes& changes) const;
   int64_t now() const { return wallMs(); }
 
@@ -133,6 +134,7 @@ void LeaseService::Impl::restore() {
   size_t before = changes.ended.size();
   scheduler.expireDue(t, changes);
   store.commitNow(batchOf(changes));
+  countEnded(changes); // expiries and revocations at start-up are in /metrics too
   store.prune(t - history_ms);
   spdlog::info("lease state restored from {}: {} active lease(s), {} expired while hwfarmd was down", store.path(),
                active - (changes.ended.size() - before), changes.ended.size() - before);
@@ -161,13 +163,17 @@ void LeaseService::Impl::countGrant(const lease::Lease& l) {
 
 // Makes `changes` durable, then runs `then` and answers everyone the changes
 // concern (waiting requests granted or dropped).
-void LeaseService::Impl::persist(Changes changes, std::function<void()> then) {
-  for (const auto& l : changes.granted) countGrant(l);
+void LeaseService::Impl::countEnded(const Changes& changes) {
   for (const auto& l : changes.ended) {
     if (l.state == lease::LeaseState::released) ++metrics.releases;
     else if (l.state == lease::LeaseState::expired) ++metrics.expiries;
     else if (l.state == lease::LeaseState::revoked) ++metrics.revocations;
   }
+}
+
+void LeaseService::Impl::persist(Changes changes, std::function<void()> then) {
+  for (const auto& l : changes.granted) countGrant(l);
+  countEnded(changes);
   for (const auto& name : changes.boards)
     if (const lease::Board* b = scheduler.board(name); b && b->state == BoardState::recovering) scheduleRecovery(name);
   armExpiry();

@@ -122,7 +122,12 @@ TEST_CASE("hwfarmd serves its config and exits 0 on SIGTERM") {
 TEST_CASE("SIGHUP with a broken config keeps the old one and a good one replaces it") {
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 2));
-  std::string sha1 = parse(d.get("/v1/healthz").body).at("config").at("sha256").as_string().c_str();
+  auto before = parse(d.get("/v1/healthz").body);
+  std::string sha1 = before.at("config").at("sha256").as_string().c_str();
+  REQUIRE(before.at("config").at("last_reload").at("at").is_null());
+  std::regex rfc3339("20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z");
+  REQUIRE(std::regex_match(std::string(before.at("started_at").as_string()), rfc3339));
+  REQUIRE(before.at("config").at("loaded_at") == before.at("started_at"));
 
   // Given a config with a bad tier and a typo'd key,
   std::string text = qemuFleet(dir.file("state"), 3) + "[sla]\npin_tierr = 2\n";
@@ -151,6 +156,8 @@ TEST_CASE("SIGHUP with a broken config keeps the old one and a good one replaces
   health = parse(d.get("/v1/healthz").body);
   REQUIRE(health.at("config").at("last_reload").at("ok").as_bool());
   REQUIRE(health.at("config").at("sha256").as_string() != sha1);
+  REQUIRE(std::regex_match(std::string(health.at("config").at("last_reload").at("at").as_string()), rfc3339));
+  REQUIRE(health.at("config").at("loaded_at") == health.at("config").at("last_reload").at("at"));
 
   d.process().signal(SIGTERM);
   auto status = d.process().wait(15s);

@@ -304,6 +304,24 @@ TEST_CASE("a context the effective tier does not serve is refused with 409 at on
   REQUIRE(d.request("POST", "/v1/leases", acquireBody(1, 60, 0, "pr-tagged"), kPipeline).status == 201);
 }
 
+TEST_CASE("a retried request keeps its lease after the tier stops serving its context") {
+  TempDir dir;
+  RunningDaemon d(dir, tokenFleet(dir, 2));
+  auto first = d.request("POST", "/v1/leases", acquireBody(1, 60, 0, "pr", "stage-7"), kPipeline);
+  REQUIRE(first.status == 201);
+  dir.write("fleet.toml", tokenFleet(dir, 2) + "[sla]\npin_tier = 2\n");
+  d.process().signal(SIGHUP);
+  REQUIRE(waitForText(d.logPath(), "configuration generation 2 loaded", 10s));
+  auto retry = d.request("POST", "/v1/leases", acquireBody(1, 60, 0, "pr", "stage-7"), kPipeline);
+  REQUIRE(retry.status == 200);
+  REQUIRE(leaseIdOf(retry) == leaseIdOf(first));
+  auto fresh = d.request("POST", "/v1/leases", acquireBody(1, 60, 0, "pr", "stage-8"), kPipeline);
+  REQUIRE(fresh.status == 409);
+  REQUIRE(parse(fresh).at("error").as_string() == "tier_refused");
+  // Another principal's identical key is not a retry.
+  REQUIRE(d.request("POST", "/v1/leases", acquireBody(1, 60, 0, "pr", "stage-7"), kOperator).status == 409);
+}
+
 TEST_CASE("a reload that removes a leased board revokes its lease with a reason") {
   TempDir dir;
   RunningDaemon d(dir, tokenFleet(dir, 2));
@@ -383,6 +401,8 @@ TEST_CASE("after kill -9 a lease keeps holder and expiry and one that ran out me
   REQUIRE(kept.at("boards").at(0).at("name") == keep.at("boards").at(0).at("name"));
   auto lapsed = parse(d.get("/v1/leases/" + std::string(lapse.at("id").as_string()), kViewer));
   REQUIRE(lapsed.at("state").as_string() == "expired");
+  REQUIRE(d.get("/metrics", kViewer).body.find("hwfarm_lease_expiries_total{agent=\"test-lab\"} 1\n") !=
+          std::string::npos);
   // Its holder cannot renew it; the kept one renews.
   REQUIRE(d.request("POST", "/v1/leases/" + std::string(lapse.at("id").as_string()) + "/renew", "", kPipeline2)
               .status == 409);

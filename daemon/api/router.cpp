@@ -213,16 +213,18 @@ void Router::healthz(Call& c) {
       {"registered_tier", state_.config->agent.tier},
       {"effective_tier", state_.effective_tier},
       {"tier_since", rfc3339(state_.tier_since_ms)},
-      {"started_at", state_.started_at},
+      {"started_at", rfc3339(state_.started_at_ms)},
       {"config",
        json::object{{"generation", cs.generation},
                     {"source", cs.source},
                     {"sha256", cs.sha256},
-                    {"loaded_at", cs.loaded_at},
+                    {"loaded_at", rfc3339(cs.loaded_at_ms)},
                     {"workers", state_.config->workers.size()},
                     {"boards", state_.config->boardCount()},
                     {"last_reload",
-                     json::object{{"at", cs.last_reload_at}, {"ok", cs.last_reload_ok}, {"errors", errors}}}}},
+                     json::object{{"at", cs.last_reload_at_ms ? json::value(rfc3339(cs.last_reload_at_ms)) : json::value(nullptr)},
+                                  {"ok", cs.last_reload_ok},
+                                  {"errors", errors}}}}},
   };
   c.respond(ok(body));
 }
@@ -310,7 +312,10 @@ void Router::acquire(Call& c) {
   if (!parsed) return c.respond(jsonError(400, "invalid_request", error));
   lease::LeaseRequest& r = parsed->request;
   r.holder.principal = c.principal->name;
-  if (!lease::tierServes(state_.effective_tier, r.context)) {
+  // A retry of a request that was admitted gets its lease (or rejoins its
+  // wait) even if the tier changed since.
+  bool retry = !r.idempotency_key.empty() && leases_.scheduler().knowsKey(r.holder.principal, r.idempotency_key);
+  if (!retry && !lease::tierServes(state_.effective_tier, r.context)) {
     HttpResponse refused = jsonError(
         409, "tier_refused",
         "this agent serves tier " + std::to_string(state_.effective_tier) + " since " +

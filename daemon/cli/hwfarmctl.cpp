@@ -105,7 +105,9 @@ int printStatus(const json::value& body, std::ostream& out) {
   out << "agent:      " << text(o.at("agent")) << " (hwfarmd " << text(o.at("version")) << ")\n"
       << "tier:       " << text(o.at("effective_tier")) << " (registered " << text(o.at("registered_tier"))
       << ", since " << text(o.at("tier_since")) << ")\n"
-      << "config:     generation " << text(c.at("generation")) << " from " << text(c.at("source")) << "\n"
+      << "started:    " << text(o.at("started_at")) << "\n"
+      << "config:     generation " << text(c.at("generation")) << " from " << text(c.at("source")) << ", loaded "
+      << text(c.at("loaded_at")) << "\n"
       << "            " << text(c.at("workers")) << " workers, " << text(c.at("boards")) << " boards, sha256 "
       << text(c.at("sha256")).substr(0, 12) << "\n";
   const auto& last = c.at("last_reload").as_object();

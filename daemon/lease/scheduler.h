@@ -137,6 +137,11 @@ class Scheduler {
   std::vector<const LeaseRequest*> queue(int64_t now) const;
   size_t position(uint64_t ticket, int64_t now) const;
   size_t queueLength() const { return queue_.size(); }
+  // Whether `principal` already used `key` for a lease or a waiting request
+  // (a retry, answered by submit() as existing or joined).
+  bool knowsKey(const std::string& principal, const std::string& key) const {
+    return idempotent_leases_.count({principal, key}) || idempotent_tickets_.count({principal, key});
+  }
 
  private:
   void dispatch(int64_t now, Changes& changes);
