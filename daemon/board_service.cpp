@@ -186,6 +186,14 @@ void BoardService::flash(const lease::Lease& lease, const std::string& name, con
 
 void BoardService::power(const lease::Lease& lease, const std::string& name, drivers::PowerAction action,
                          Done done) {
+  const config::BoardConfig& config = impl_->board_configs.at(name);
+  if (config.driver == "usb" && config.power.driver == "none") {
+    // Answering "done" would let a pipeline believe its board was reset.
+    done(drivers::Status::refusedUnsupported("board " + name + " has no power switch (power.driver = \"none\"); "
+                                             "reflash it to restart its firmware"),
+         0);
+    return;
+  }
   drivers::Board* board = impl_->boards.at(name).get();
   std::filesystem::create_directories(impl_->leaseDir(lease.id));
   std::string log = powerLogPath(lease.id, name);

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <boost/json.hpp>
+#include <filesystem>
 #include <thread>
 
 #include "tests/support/daemon_harness.h"
@@ -15,16 +16,20 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string fleet(const TempDir& dir) {
+std::string fleet(const TempDir& dir, bool power_switch = true) {
   std::string sock = dir.file("fake.sock"), link = dir.file("ttyFAKE0");
-  return qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") +
-         "  [[worker.board]]\n  name = \"fake-1\"\n  type = \"fake\"\n"
-         "  usb = { vendor = \"1209\", product = \"0001\", serial = \"FAKE0001\" }\n"
-         "  serial = { port = \"" + link + "\" }\n"
-         "  flash = { driver = \"command\", argv = [\"" FAKE_BOARD_PATH "\", \"flash\", \"" + sock +
-         "\", \"{image}\"], timeout_s = 1 }\n"
-         "  power = { driver = \"command\", on = [\"" FAKE_BOARD_PATH "\", \"power\", \"" + sock +
-         "\", \"on\"], off = [\"" FAKE_BOARD_PATH "\", \"power\", \"" + sock + "\", \"off\"] }\n";
+  std::string text = qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") +
+                     "  [[worker.board]]\n  name = \"fake-1\"\n  type = \"fake\"\n"
+                     "  usb = { vendor = \"1209\", product = \"0001\", serial = \"FAKE0001\" }\n"
+                     "  serial = { port = \"" + link + "\" }\n"
+                     "  flash = { driver = \"command\", argv = [\"" FAKE_BOARD_PATH "\", \"flash\", \"" + sock +
+                     "\", \"{image}\"], timeout_s = 1 }\n";
+  if (power_switch)
+    text += "  power = { driver = \"command\", on = [\"" FAKE_BOARD_PATH "\", \"power\", \"" + sock +
+            "\", \"on\"], off = [\"" FAKE_BOARD_PATH "\", \"power\", \"" + sock + "\", \"off\"] }\n";
+  else
+    text += "  power = { driver = \"none\" }\n";
+  return text;
 }
 
 std::string boardState(const RunningDaemon& d) {
@@ -109,4 +114,30 @@ TEST_CASE("a fake board comes and goes with its device link and fails on command
     REQUIRE(r.status == 409);
     REQUIRE(json::parse(r.body).at("error").as_string() == "board_lost");
   }
+}
+
+TEST_CASE("a board without a power switch refuses power actions instead of pretending") {
+  TempDir dir;
+  RunningDaemon d(dir, fleet(dir, false));
+  Process board({FAKE_BOARD_PATH, "serve", "--link", dir.file("ttyFAKE0"), "--control", dir.file("fake.sock")},
+                dir.file("board.out"), dir.file("board.err"));
+  REQUIRE(waitState(d, "available"));
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  std::string id(json::parse(granted.body).at("id").as_string());
+  for (const char* action : {"on", "off", "cycle"}) {
+    auto r = d.request("POST", "/v1/leases/" + id + "/boards/fake-1/power", std::string(R"({"action":")") + action + "\"}",
+                       "");
+    REQUIRE(r.status == 409);
+    json::value body = json::parse(r.body);
+    REQUIRE(body.at("error").as_string() == "not_supported");
+    REQUIRE(body.at("detail").as_string() ==
+            "board fake-1 has no power switch (power.driver = \"none\"); reflash it to restart its firmware");
+  }
+  // Nothing ran: no power log, and the board is still leased and usable.
+  REQUIRE_FALSE(std::filesystem::exists(dir.file("state/consoles/" + id + "/power__fake-1.txt")));
+  REQUIRE(boardState(d) == "leased");
+  std::string image = dir.write("image.txt", "HWFARM BEGIN suite=fake\nHWFARM END\n");
+  REQUIRE(d.request("POST", "/v1/leases/" + id + "/boards/fake-1/flash", "{\"image\":\"" + image + "\"}", "")
+              .status == 200);
 }

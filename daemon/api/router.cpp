@@ -407,6 +407,7 @@ void Router::boardOperation(Call& c, const std::string& id, const std::string& b
   auto respond = c.respond;
   auto answer = [respond, board, what](drivers::Status status, double seconds, const std::string& log) {
     if (status.busy) return respond(jsonError(409, "busy", status.message));
+    if (status.unsupported) return respond(jsonError(409, "not_supported", status.message));
     if (!status.ok) {
       json::object body{{"error", "infrastructure_failure"}, {"detail", status.message}, {"board", board}};
       if (!log.empty()) body["log"] = log;
