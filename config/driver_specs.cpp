@@ -50,6 +50,14 @@ std::vector<std::string> flashDriverNames() {
   return names;
 }
 
+const std::vector<int64_t>& standardBaudRates() {
+  static const std::vector<int64_t> rates{50,     75,     110,    134,     150,     200,     300,     600,
+                                          1200,   1800,   2400,   4800,    9600,    19200,   38400,   57600,
+                                          115200, 230400, 460800, 500000,  576000,  921600,  1000000, 1152000,
+                                          1500000, 2000000, 2500000, 3000000, 3500000, 4000000};
+  return rates;
+}
+
 const std::vector<std::string>& powerDriverNames() {
   static const std::vector<std::string> names{"none", "uhubctl", "command"};
   return names;

@@ -3,6 +3,7 @@
 // drivers/ builds argv from them, so the two cannot drift apart.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -34,6 +35,8 @@ const std::vector<FlashDriverSpec>& flashDrivers();
 const FlashDriverSpec* findFlashDriver(std::string_view name);
 std::vector<std::string> flashDriverNames();
 const std::vector<std::string>& powerDriverNames(); // none, uhubctl, command
+// The serial rates Linux termios can set (B50 ... B4000000), ascending.
+const std::vector<int64_t>& standardBaudRates();
 
 // Placeholders an argv template may use.
 const std::vector<std::string>& flashPlaceholders(); // image, usb_serial, serial_port, board

@@ -374,7 +374,16 @@ class FleetParser {
         if (*v != "auto") unique(serial_ports_, r, "port", *v, b.name, "serial port");
       }
     }
-    if (auto v = r.integer("baud", 50, 20000000)) b.serial.baud = *v;
+    if (auto v = r.integer("baud", 50, 4000000)) {
+      const auto& rates = standardBaudRates();
+      if (std::find(rates.begin(), rates.end(), *v) == rates.end()) {
+        std::string list;
+        for (int64_t rate : rates) list += (list.empty() ? "" : " ") + std::to_string(rate);
+        r.error("baud", "expected a standard rate (" + list + "), got " + std::to_string(*v));
+      } else {
+        b.serial.baud = *v;
+      }
+    }
     r.finish();
   }
 

@@ -156,7 +156,17 @@ TEST_CASE("wrong types and out-of-range values say what was expected and found")
                         "fleet.toml:6:18: limits.max_body_bytes: expected an integer from 1024 to "
                         "67108864, got 10",
                         "fleet.toml:13:21: worker \"w\" board \"b\": serial.baud: expected an integer from "
-                        "50 to 20000000, got 0"});
+                        "50 to 4000000, got 0"});
+}
+
+TEST_CASE("a baud rate termios cannot set is rejected with the rates it can") {
+  auto errors = errorsOf(kAgent + "[[worker]]\nname = \"w\"\n" + usbBoard("b", "S") + "  serial = { baud = 250000 }\n");
+  REQUIRE(errors.size() == 1);
+  REQUIRE(errors[0].find("serial.baud: expected a standard rate (50 75 110 ") != std::string::npos);
+  REQUIRE(errors[0].find(" 115200 230400 460800 ") != std::string::npos);
+  REQUIRE(errors[0].find(" 3500000 4000000), got 250000") != std::string::npos);
+  REQUIRE(errorsOf(kAgent + "[[worker]]\nname = \"w\"\n" + usbBoard("b", "S") + "  serial = { baud = 921600 }\n")
+              .empty());
 }
 
 TEST_CASE("a tier outside 1-3 is rejected") {
