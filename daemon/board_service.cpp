@@ -266,4 +266,28 @@ void BoardService::leaseEnded(const lease::Lease& lease) {
   }
 }
 
+size_t BoardService::pruneLogs(int64_t cutoff_unix_ms,
+                               const std::function<bool(const std::string& lease_id)>& active) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path root = impl_->config.agent.state_dir + "/consoles";
+  if (!fs::is_directory(root, ec)) return 0;
+  auto cutoff = fs::file_time_type::clock::now() -
+                std::chrono::milliseconds(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count() -
+                                          cutoff_unix_ms);
+  size_t removed = 0;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    std::string id = entry.path().filename().string();
+    if (!entry.is_directory(ec) || active(id)) continue;
+    auto newest = fs::last_write_time(entry.path(), ec);
+    for (const auto& file : fs::directory_iterator(entry.path(), ec)) newest = std::max(newest, file.last_write_time(ec));
+    if (newest >= cutoff) continue;
+    if (fs::remove_all(entry.path(), ec) > 0 && !ec) ++removed;
+    else spdlog::warn("cannot remove old lease logs {}: {}", entry.path().string(), ec.message());
+  }
+  return removed;
+}
+
 } // namespace hwfarm

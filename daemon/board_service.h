@@ -49,6 +49,10 @@ class BoardService {
 
   // The lease is over: consoles close, readers end, simulated boards stop.
   void leaseEnded(const lease::Lease& lease);
+  // Removes the log directories (consoles/<lease>) of leases that `active`
+  // does not claim and whose newest file is older than `cutoff_unix_ms`.
+  // Returns how many it removed.
+  size_t pruneLogs(int64_t cutoff_unix_ms, const std::function<bool(const std::string& lease_id)>& active);
   // Shutdown: closes every console and ends every reader.
   void stop();
   // Runs (on the loop) before a console path is looked up again, so USB

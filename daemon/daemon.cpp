@@ -99,12 +99,14 @@ struct Daemon::Impl {
   void reload();
   void beginStop(const char* why);
   void pingWatchdog();
+  void pruneLogs(); // now, then hourly
 
   DaemonOptions options;
   asio::io_context io;
   asio::signal_set signals;
   asio::steady_timer watchdog_timer{io};
   asio::steady_timer stop_deadline{io};
+  asio::steady_timer prune_timer{io};
   std::optional<std::chrono::microseconds> watchdog_interval;
   AgentState state;
   Authenticator auth;
@@ -161,6 +163,7 @@ int Daemon::Impl::run() {
       return it == ttys.end() ? std::string() : it->second;
     });
     leases->onLeaseEnded([this](const lease::Lease& l) { boards->leaseEnded(l); });
+    pruneLogs();
     presence = std::make_unique<PresenceWatcher>(
         io, [this](const std::string& board, bool present) { leases->presence(board, present); });
     presence->watch(watchedPaths(*config));
@@ -225,12 +228,30 @@ void Daemon::Impl::onSignal(int signal) {
   beginStop(strsignal(signal));
 }
 
+// Console, flash and power logs live as long as the lease history
+// (leases.history_days) and never while their lease is active.
+void Daemon::Impl::pruneLogs() {
+  int64_t cutoff = unixNowMs() - static_cast<int64_t>(state.config->leases.history_days * 86400000.0);
+  size_t removed = boards->pruneLogs(cutoff, [this](const std::string& id) {
+    const lease::Lease* l = leases->scheduler().lease(id);
+    return l && l->state == lease::LeaseState::active;
+  });
+  if (removed > 0)
+    spdlog::info("removed the logs of {} lease(s) older than leases.history_days = {}", removed,
+                 state.config->leases.history_days);
+  prune_timer.expires_after(std::chrono::hours(1));
+  prune_timer.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec && !stopping) pruneLogs();
+  });
+}
+
 void Daemon::Impl::beginStop(const char* why) {
   stopping = true;
   systemd::stopping();
   double timeout = state.config->agent.shutdown_timeout_s;
   spdlog::info("{}: stopping (waiting up to {} s for open requests)", why, timeout);
   watchdog_timer.cancel();
+  prune_timer.cancel();
   leases->stop(); // waiting lease requests get 503 now
   boards->stop();  // console streams end
   presence->stop();

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <boost/json.hpp>
+#include <filesystem>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -338,4 +339,22 @@ TEST_CASE("hwfarmctl talks to hwfarmd over a unix socket with tables and JSON an
   r = runCommand({HWFARMCTL_PATH, "--url", d.url(), "frobnicate"});
   REQUIRE(r.status.code == 2);
   REQUIRE(r.err.find("hwfarmctl: unknown command \"frobnicate\"") == 0);
+}
+
+TEST_CASE("lease logs older than leases.history_days are removed at start-up and newer ones kept") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  std::string consoles = dir.file("state/consoles");
+  fs::create_directories(consoles + "/old-lease");
+  fs::create_directories(consoles + "/new-lease");
+  dir.write("state/consoles/old-lease/sim-0.log", "old\n");
+  dir.write("state/consoles/new-lease/sim-0.log", "new\n");
+  // Old: last written 3 days ago, past history_days = 2. New: 1 day ago.
+  auto now = fs::file_time_type::clock::now();
+  for (const char* p : {"/old-lease/sim-0.log", "/old-lease"}) fs::last_write_time(consoles + p, now - 72h);
+  for (const char* p : {"/new-lease/sim-0.log", "/new-lease"}) fs::last_write_time(consoles + p, now - 24h);
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1, "[leases]\nhistory_days = 2\n"));
+  REQUIRE_FALSE(fs::exists(consoles + "/old-lease"));
+  REQUIRE(readFile(consoles + "/new-lease/sim-0.log") == "new\n");
+  REQUIRE(d.log().find("removed the logs of 1 lease(s) older than leases.history_days = 2") != std::string::npos);
 }
