@@ -147,6 +147,9 @@ struct BoardService::Impl {
   // Boards a lease flashed, powered or opened the console of: only these
   // need a reset when the lease ends (most leases never touch the driver).
   std::set<std::string> touched;
+  // The lease each board last worked for, until that lease ends: work that
+  // finishes after its lease ended must not open the board again.
+  std::map<std::string, std::string> owner;
   std::function<void()> refresh_consoles;
   uint64_t next_reader = 1;
 };
@@ -179,6 +182,7 @@ void BoardService::flash(const lease::Lease& lease, const std::string& name, con
   drivers::Board* board = impl_->boards.at(name).get();
   std::filesystem::create_directories(impl_->leaseDir(lease.id));
   std::string log = flashLogPath(lease.id, name);
+  impl_->owner[name] = lease.id;
   std::string ignored;
   if (!board->consoleFollowsPower()) impl_->attach(lease.id, name, &ignored); // catch what it prints after
   impl_->offLoop(name, "flash", [board, image, log] { return board->flash(image, log); }, std::move(done));
@@ -199,6 +203,7 @@ void BoardService::power(const lease::Lease& lease, const std::string& name, dri
   std::string log = powerLogPath(lease.id, name);
   Impl* impl = impl_.get();
   std::string lease_id = lease.id;
+  impl->owner[name] = lease_id;
   if (!board->consoleFollowsPower()) {
     std::string ignored;
     impl->attach(lease_id, name, &ignored); // a tty: listen before the board boots
@@ -212,7 +217,9 @@ void BoardService::power(const lease::Lease& lease, const std::string& name, dri
                  [impl, board, name, lease_id, action, done](drivers::Status status, double seconds) {
                    // A simulated board starts running once its console connects:
                    // connect right away so no output is lost.
-                   if (status.ok && action != drivers::PowerAction::off && board->consoleFollowsPower()) {
+                   auto owner = impl->owner.find(name);
+                   bool current = owner != impl->owner.end() && owner->second == lease_id;
+                   if (current && status.ok && action != drivers::PowerAction::off && board->consoleFollowsPower()) {
                      std::string error;
                      if (!impl->attach(lease_id, name, &error) && error.find("is off") == std::string::npos)
                        spdlog::warn("board {}: console not attached after power {}: {}", name,
@@ -259,6 +266,8 @@ void BoardService::leaseEnded(const lease::Lease& lease) {
       impl_->endReaders(lb.name);
       impl_->consoles.erase(it);
     }
+    if (auto owner = impl_->owner.find(lb.name); owner != impl_->owner.end() && owner->second == lease.id)
+      impl_->owner.erase(owner);
     auto board = impl_->boards.find(lb.name);
     if (board == impl_->boards.end() || !impl_->touched.erase(lb.name)) continue;
     drivers::Board* b = board->second.get();
@@ -278,14 +287,21 @@ size_t BoardService::pruneLogs(int64_t cutoff_unix_ms,
                                               .count() -
                                           cutoff_unix_ms);
   size_t removed = 0;
-  for (const auto& entry : fs::directory_iterator(root, ec)) {
-    std::string id = entry.path().filename().string();
-    if (!entry.is_directory(ec) || active(id)) continue;
-    auto newest = fs::last_write_time(entry.path(), ec);
-    for (const auto& file : fs::directory_iterator(entry.path(), ec)) newest = std::max(newest, file.last_write_time(ec));
-    if (newest >= cutoff) continue;
-    if (fs::remove_all(entry.path(), ec) > 0 && !ec) ++removed;
-    else spdlog::warn("cannot remove old lease logs {}: {}", entry.path().string(), ec.message());
+  // Non-throwing iteration: a directory that cannot be read is skipped, and
+  // a time that cannot be read counts as new (kept).
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path dir = it->path();
+    std::error_code e;
+    if (!it->is_directory(e) || active(dir.filename().string())) continue;
+    auto newest = fs::last_write_time(dir, e);
+    bool old = !e && newest < cutoff;
+    for (fs::directory_iterator file(dir, e), none; old && !e && file != none; file.increment(e)) {
+      auto t = file->last_write_time(e);
+      if (e || t >= cutoff) old = false;
+    }
+    if (!old || e) continue;
+    if (fs::remove_all(dir, e) > 0 && !e) ++removed;
+    else spdlog::warn("cannot remove old lease logs {}: {}", dir.string(), e.message());
   }
   return removed;
 }

@@ -122,15 +122,19 @@ void LeaseService::Impl::restore() {
     scheduler.restoreLease(l);
     if (l.state == lease::LeaseState::active) ++active;
   }
-  // Active leases on boards that left the config while we were down.
+  // Active leases on boards that left the config while we were down
+  // (collected first: revoking may change the lease map).
+  std::vector<std::pair<std::string, std::string>> orphans; // lease id, missing board
   for (const auto& [id, l] : scheduler.leases()) {
     if (l.state != lease::LeaseState::active) continue;
     for (const auto& b : l.boards)
       if (!scheduler.board(b.name)) {
-        scheduler.revoke(id, "board " + b.name + " was removed from the configuration", t, changes);
+        orphans.emplace_back(id, b.name);
         break;
       }
   }
+  for (const auto& [id, board] : orphans)
+    scheduler.revoke(id, "board " + board + " was removed from the configuration", t, changes);
   size_t before = changes.ended.size();
   scheduler.expireDue(t, changes);
   store.commitNow(batchOf(changes));
@@ -177,11 +181,15 @@ void LeaseService::Impl::persist(Changes changes, std::function<void()> then) {
   for (const auto& name : changes.boards)
     if (const lease::Board* b = scheduler.board(name); b && b->state == BoardState::recovering) scheduleRecovery(name);
   armExpiry();
-  if (!changes.durable() && changes.events.empty()) {
+  if (!changes.durable() && changes.events.empty() && group.empty() && store.idle()) {
+    // Nothing to write and nothing earlier still on its way to the disk.
     if (then) then();
     delivered(changes);
     return;
   }
+  // Otherwise even an answer with nothing to write goes through the group
+  // (as an empty batch), so it never overtakes an earlier commit it may
+  // depend on (a retry answered with a grant still being written).
   auto shared = std::make_shared<Changes>(std::move(changes));
   group.push_back({batchOf(*shared), [this, shared, then = std::move(then)](bool ok, const std::string& error) {
                      if (!ok) {
@@ -368,9 +376,11 @@ void LeaseService::acquire(lease::LeaseRequest request, int64_t wait_ms, Acquire
       d.persist(std::move(changes), [done = std::move(done), outcome = std::move(outcome)] { done(outcome); });
       return;
     }
-    case lease::SubmitStatus::existing:
-      done({AcquireOutcome::Kind::existing, r.lease, 0, ""});
+    case lease::SubmitStatus::existing: {
+      AcquireOutcome outcome{AcquireOutcome::Kind::existing, std::move(r.lease), 0, ""};
+      d.persist(std::move(changes), [done = std::move(done), outcome = std::move(outcome)] { done(outcome); });
       return;
+    }
     case lease::SubmitStatus::unsatisfiable:
       done({AcquireOutcome::Kind::unsatisfiable, {}, 0, r.detail});
       return;
@@ -441,6 +451,8 @@ void LeaseService::presence(const std::string& board, bool present) {
 void LeaseService::resume(const std::string& board, OpDone done) {
   impl_->operation([&](Changes& c) { return impl_->scheduler.resume(board, impl_->now(), c); }, done);
 }
+
+void LeaseService::whenCommitted(std::function<void()> fn) { impl_->persist(Changes{}, std::move(fn)); }
 
 void LeaseService::onLeaseEnded(std::function<void(const lease::Lease&)> hook) { impl_->on_ended = std::move(hook); }
 

@@ -67,6 +67,9 @@ class LeaseService {
 
   // Runs for every lease that ends (released, expired, revoked), after the
   // end is durable.
+  // Runs `fn` once every change made so far is committed (at once if none
+  // is pending): for answers that report state without changing it.
+  void whenCommitted(std::function<void()> fn);
   void onLeaseEnded(std::function<void(const lease::Lease&)> hook);
 
   const lease::Scheduler& scheduler() const;

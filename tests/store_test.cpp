@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "daemon/store/store.h"
 #include "tests/support/process.h"
@@ -198,4 +199,61 @@ TEST_CASE("store writer commits queued batches in order and completes each") {
   for (int i = 0; i < 200; ++i) CHECK(completed[static_cast<size_t>(i)] == "L" + std::to_string(i));
   CHECK(count(path, "SELECT count(*) FROM leases") == 200);
   CHECK(count(path, "SELECT count(DISTINCT seq) FROM leases") == 200);
+}
+
+TEST_CASE("without fsync an idle store commits in place and a queued group keeps later ones behind it") {
+  test::TempDir dir;
+  std::string path = dir.file("hwfarm.db");
+  std::mutex mutex;
+  std::vector<std::function<void()>> posted; // the "event loop": completions the writer posted
+  std::vector<std::string> done;
+  auto record = [&](const std::string& name) {
+    return [&, name](bool ok, const std::string&) {
+      if (ok) done.push_back(name); // runs on this thread: inline, or when the test runs `posted`
+    };
+  };
+  {
+    store::Store s(path, {false});
+    s.start([&](std::function<void()> fn) {
+      std::lock_guard lock(mutex);
+      posted.push_back(std::move(fn));
+    });
+    // Idle: committed here, completed before commit() returns.
+    s.commit(batchOf(makeLease("A", 1, "b0")), record("A"));
+    REQUIRE(done == std::vector<std::string>{"A"});
+    REQUIRE(s.idle());
+
+    // A group big enough to fill the WAL past its checkpoint size makes the
+    // writer checkpoint; the next group goes to the writer ...
+    store::Batch big;
+    for (int i = 0; i < 1500; ++i) {
+      lease::Lease l = makeLease("F" + std::to_string(i), 2, "b1");
+      l.holder.url = std::string(3000, 'u');
+      big.leases.push_back(l);
+    }
+    s.commit(std::move(big), record("big"));
+    REQUIRE(done.back() == "big");
+    s.commit(batchOf(makeLease("B", 3, "b2")), record("B"));
+    // ... and, while B's completion has not run, C queues behind it even once
+    // the checkpoint is over.
+    s.commit(batchOf(makeLease("C", 4, "b3")), record("C"));
+    REQUIRE(done.back() == "big");
+    REQUIRE_FALSE(s.idle());
+    for (int i = 0; i < 2000; ++i) {
+      {
+        std::lock_guard lock(mutex);
+        for (auto& fn : posted) fn();
+        posted.clear();
+      }
+      if (s.idle()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    REQUIRE(s.idle());
+    REQUIRE(done == std::vector<std::string>{"A", "big", "B", "C"});
+    // Nothing in flight again: in place.
+    s.commit(batchOf(makeLease("D", 5, "b0")), record("D"));
+    REQUIRE(done.back() == "D");
+  }
+  REQUIRE(count(path, "SELECT seq FROM leases WHERE id = 'C'") > count(path, "SELECT seq FROM leases WHERE id = 'B'"));
+  REQUIRE(count(path, "SELECT count(*) FROM leases") == 1504);
 }

@@ -77,6 +77,7 @@ class JsonWriter {
   std::string take() {
     buf_.resize(size_);
     size_ = 0;
+    need_comma_ = false;
     return std::move(buf_);
   }
 

@@ -385,7 +385,12 @@ void Router::release(Call& c, const std::string& id) {
   if (!own && !hasRole(*c.principal, Role::operator_))
     return c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
   // Releasing an ended lease is a no-op answer: a retried DELETE succeeds.
-  if (l->state != lease::LeaseState::active) return c.respond(okText(leaseJson(*l, leases_.scheduler())));
+  if (l->state != lease::LeaseState::active) {
+    // Answered once the end it reports is committed.
+    auto respond = c.respond;
+    return leases_.whenCommitted(
+        [this, respond, ended = *l] { respond(okText(leaseJson(ended, leases_.scheduler()))); });
+  }
   auto respond = c.respond;
   auto done = [this, respond](const lease::OpResult& r) { respond(okText(leaseJson(r.lease, leases_.scheduler()))); };
   if (own) leases_.release(id, done);

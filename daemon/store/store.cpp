@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 
@@ -346,6 +347,8 @@ void Store::apply(const Batch& batch, std::vector<std::string>& ended) {
 }
 
 void Store::commitGroup(const std::vector<const Batch*>& batches) {
+  // Answers that only wait for earlier commits come as empty batches.
+  if (std::all_of(batches.begin(), batches.end(), [](const Batch* b) { return b->empty(); })) return;
   if (!statements_) statements_ = std::make_unique<Statements>(db_);
   std::vector<std::string> ended;
   int64_t last_seq = last_seq_;
@@ -412,7 +415,7 @@ void Store::commit(std::vector<Pending> group) {
     // Without fsync a commit is a few writes into the page cache: done here,
     // it saves two thread hand-offs per group. Only when nothing is queued
     // (order) and the writer is not checkpointing (it holds the connection).
-    if (!synchronous_full_ && queue_.empty() && !checkpoint_wanted_) {
+    if (!synchronous_full_ && in_flight_ == 0 && !checkpoint_wanted_) {
       std::unique_lock db(db_mutex_, std::try_to_lock);
       if (db.owns_lock()) {
         lock.unlock();
@@ -433,6 +436,9 @@ void Store::commit(std::vector<Pending> group) {
         return;
       }
     }
+    // Until these complete, later groups queue behind them too: commits and
+    // completions stay in submission order.
+    in_flight_ += group.size();
     for (auto& p : group) queue_.push_back(std::move(p));
     // A busy writer takes the queue when its commit ends: waking it costs a
     // futex call per request and buys nothing.
@@ -469,9 +475,10 @@ void Store::writerLoop() {
         error = e.what();
       }
       auto completions = std::make_shared<std::deque<Pending>>(std::move(work));
-      post_([completions, ok, error] {
+      post_([this, completions, ok, error] {
         for (auto& p : *completions)
           if (p.done) p.done(ok, error);
+        in_flight_ -= completions->size();
       });
     }
     if (checkpoint_wanted_) checkpoint();

@@ -83,6 +83,8 @@ class Store {
   // event loop only.
   void commit(std::vector<Pending> group);
   void commit(Batch batch, Done done); // a group of one
+  // No commit is queued or waiting for its completion to run.
+  bool idle() const { return in_flight_ == 0; }
 
   const std::string& path() const { return path_; }
 
@@ -109,10 +111,14 @@ class Store {
   std::condition_variable wake_;
   std::deque<Pending> queue_;
   bool writer_idle_ = false; // waiting on wake_: commit() must notify
+  // Batches handed to the writer whose completions have not run yet. While
+  // any are, commit() queues too (never commits in place): order.
+  std::atomic<size_t> in_flight_{0};
   std::atomic<bool> checkpoint_wanted_{false};
   bool stopping_ = false;
   // The row of each active lease (and of leases in the group being written);
-  // touched by one thread at a time: start-up, then the writer.
+  // touched only with db_mutex_ held (start-up, the writer, or the loop
+  // committing in place).
   std::unordered_map<std::string, int64_t> seq_by_id_;
   int64_t last_seq_ = 0;
 };
