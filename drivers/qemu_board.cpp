@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -86,8 +88,36 @@ Status QemuBoard::powerOn(std::string* console) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  // QEMU binds the socket before it listens: connecting in between would be
+  // refused. Wait until the kernel lists it as listening (without
+  // connecting: the first connection starts the guest).
+  while (!unixSocketListening(socket)) {
+    if (!running() || std::chrono::steady_clock::now() > deadline) {
+      powerOff();
+      return Status::failure("QEMU did not start for board " + name_ + " (see " + log + ")");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   *console = "unix:" + socket;
   return Status::success();
+}
+
+bool unixSocketListening(const std::string& path) {
+  std::ifstream table("/proc/net/unix");
+  if (!table) return true; // cannot tell: assume it is (the connect will say otherwise)
+  std::string line;
+  std::getline(table, line); // header: Num RefCount Protocol Flags Type St Inode Path
+  while (std::getline(table, line)) {
+    if (line.size() <= path.size() || line.compare(line.size() - path.size(), path.size(), path) != 0 ||
+        line[line.size() - path.size() - 1] != ' ')
+      continue;
+    std::istringstream fields(line);
+    std::string num, refcount, protocol, flags;
+    fields >> num >> refcount >> protocol >> flags;
+    constexpr unsigned long kAcceptCon = 0x10000; // __SO_ACCEPTCON: listen() was called
+    if (std::stoul(flags, nullptr, 16) & kAcceptCon) return true;
+  }
+  return false;
 }
 
 void QemuBoard::reap(bool block) {

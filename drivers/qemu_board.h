@@ -50,4 +50,8 @@ class QemuBoard {
   std::optional<int> exit_status_;
 };
 
+// Whether a unix socket at `path` is listening (per /proc/net/unix; true
+// when that table cannot be read).
+bool unixSocketListening(const std::string& path);
+
 } // namespace hwfarm::drivers

@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <cstdlib>
 #include <pty.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
@@ -15,6 +17,7 @@
 #include <thread>
 
 #include "drivers/console_log.h"
+#include "drivers/qemu_board.h"
 #include "drivers/serial_port.h"
 #include "tests/support/process.h"
 
@@ -206,4 +209,21 @@ TEST_CASE("the fake board's line drop and stall end in an expect deadline, not a
     REQUIRE(lines.at(0) == "HWFARM BEGIN suite=x");
     REQUIRE_FALSE(port->closed()); // the line is still up: only the data stopped
   }
+}
+
+TEST_CASE("a unix socket counts as listening only once listen() was called") {
+  hwfarm::test::TempDir dir;
+  std::string path = dir.file("uart.sock");
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  // Bound: the file exists, but a connect would be refused (QEMU's window).
+  CHECK_FALSE(hwfarm::drivers::unixSocketListening(path));
+  REQUIRE(::listen(fd, 1) == 0);
+  CHECK(hwfarm::drivers::unixSocketListening(path));
+  CHECK_FALSE(hwfarm::drivers::unixSocketListening(path + ".other"));
+  ::close(fd);
 }
