@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,10 +59,16 @@ Status QemuBoard::powerOn(std::string* console) {
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
   std::string cannot_run = "cannot run " + argv[0] + "\n";
+  pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ < 0) return Status::failure(std::string("fork: ") + std::strerror(errno));
   if (pid_ == 0) {
     ::setpgid(0, 0);
+    // A simulator must not outlive hwfarmd (kill -9 included): it would wait
+    // for its console forever. (The check closes the race with an exit
+    // that happened before prctl.)
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
     int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int in = ::open("/dev/null", O_RDONLY);
     if (out >= 0) {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
+#include <signal.h>
 
 #include <boost/json.hpp>
 #include <regex>
@@ -137,4 +138,20 @@ TEST_CASE("a new lease of a simulated board does not boot the previous lease's i
   std::string id2(second.at("id").as_string());
   auto r = post(d, "/v1/leases/" + id2 + "/boards/sim-0/power", R"({"action":"on"})", 502);
   REQUIRE(r.at("detail").as_string() == "board sim-0 has no image: flash it first");
+}
+
+TEST_CASE("a simulator does not outlive a killed hwfarmd") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  auto lease = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", 201);
+  std::string id(lease.at("id").as_string());
+  std::string base = "/v1/leases/" + id + "/boards/sim-0/";
+  post(d, base + "flash", R"({"image":")" + firmware("hang") + "\"}", 200);
+  post(d, base + "power", R"({"action":"on"})", 200);
+  REQUIRE(waitForText(dir.file("state/consoles/" + id + "/sim-0.log"), "HWFARM BEGIN", 10s));
+  REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 1);
+  d.process().signal(SIGKILL);
+  d.process().wait(10s);
+  for (int i = 0; i < 300 && qemuProcesses(dir.file("state/boards/sim-0/")) > 0; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 0);
 }
