@@ -53,8 +53,12 @@ bool processAlive(pid_t pid) {
 Process::Process(std::vector<std::string> argv, const std::string& stdout_path, const std::string& stderr_path,
                  const std::map<std::string, std::string>& env, const std::string& cwd) {
   pid_ = fork();
+  if (pid_ > 0) setpgid(pid_, pid_); // also here: no window before the child's own call
   if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid_ == 0) {
+    // Its own process group, so that the destructor also ends what it started
+    // (hwfarmd under umockdev-run, say).
+    setpgid(0, 0);
     int out = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     int err = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     int in = ::open("/dev/null", O_RDONLY);
@@ -79,10 +83,8 @@ Process::Process(std::vector<std::string> argv, const std::string& stdout_path, 
 }
 
 Process::~Process() {
-  if (running()) {
-    ::kill(pid_, SIGKILL);
-    wait(std::chrono::seconds(10));
-  }
+  ::kill(-pid_, SIGKILL); // the group: descendants of an exited child too
+  if (running()) wait(std::chrono::seconds(10));
 }
 
 void Process::signal(int sig) const { ::kill(pid_, sig); }
