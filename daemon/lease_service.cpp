@@ -79,7 +79,7 @@ struct LeaseService::Impl {
   void waiterGone(uint64_t ticket, uint64_t waiter_id);
   void countGrant(const lease::Lease& lease);
   void countEnded(const Changes& changes);
-  store::Batch batchOf(const Changes& changes) const;
+  store::Batch batchOf(std::shared_ptr<const Changes> changes) const;
   int64_t now() const { return wallMs(); }
 
   asio::io_context& io;
@@ -100,13 +100,13 @@ struct LeaseService::Impl {
   bool flush_posted = false;
 };
 
-store::Batch LeaseService::Impl::batchOf(const Changes& c) const {
+// The batch reads the leases and events in `changes` in place; the boards
+// entering or leaving an operator state are copied (they are rare).
+store::Batch LeaseService::Impl::batchOf(std::shared_ptr<const Changes> changes) const {
   store::Batch batch;
-  for (const auto* group : {&c.granted, &c.updated, &c.ended})
-    for (const auto& l : *group) batch.leases.push_back(*scheduler.lease(l.id));
-  for (const auto& name : c.sticky)
+  for (const auto& name : changes->sticky)
     if (const lease::Board* b = scheduler.board(name)) batch.boards.push_back(*b);
-  batch.events = c.events;
+  batch.changes = std::move(changes);
   return batch;
 }
 
@@ -137,7 +137,7 @@ void LeaseService::Impl::restore() {
     scheduler.revoke(id, "board " + board + " was removed from the configuration", t, changes);
   size_t before = changes.ended.size();
   scheduler.expireDue(t, changes);
-  store.commitNow(batchOf(changes));
+  store.commitNow(batchOf(std::make_shared<const Changes>(changes)));
   countEnded(changes); // expiries and revocations at start-up are in /metrics too
   store.prune(t - history_ms);
   spdlog::info("lease state restored from {}: {} active lease(s), {} expired while hwfarmd was down", store.path(),
@@ -191,7 +191,7 @@ void LeaseService::Impl::persist(Changes changes, std::function<void()> then) {
   // (as an empty batch), so it never overtakes an earlier commit it may
   // depend on (a retry answered with a grant still being written).
   auto shared = std::make_shared<Changes>(std::move(changes));
-  group.push_back({batchOf(*shared), [this, shared, then = std::move(then)](bool ok, const std::string& error) {
+  group.push_back({batchOf(shared), [this, shared, then = std::move(then)](bool ok, const std::string& error) {
                      if (!ok) {
                        // Memory and disk disagree now; the durable state is the
                        // truth. Exit without answering anyone, and let systemd

@@ -312,28 +312,38 @@ struct Store::Statements {
   Statement begin, commit, lease, update, board, unboard, event;
 };
 
-void Store::apply(const Batch& batch, std::vector<std::string>& ended) {
-  Statement& lease = statements_->lease;
-  for (const auto& l : batch.leases) {
-    auto [it, inserted] = seq_by_id_.try_emplace(l.id, 0);
-    if (l.state != lease::LeaseState::active) ended.push_back(l.id);
-    std::string boards = encodeBoards(l.boards);
-    if (!inserted) {
-      // Renewed, ended or a board lost: only these columns ever change.
-      statements_->update.bind(1, it->second).bind(2, lease::toString(l.state)).bind(3, l.ttl_ms);
-      statements_->update.bind(4, l.expires_ms).bind(5, l.ended_ms).bind(6, l.end_reason).bind(7, boards).run();
-      continue;
-    }
-    it->second = ++last_seq_;
-    std::string labels = joinLabels(l.selector.labels);
-    lease.bind(1, it->second).bind(2, l.id).bind(3, lease::toString(l.state)).bind(4, l.holder.principal);
-    lease.bind(5, l.holder.job).bind(6, l.holder.build).bind(7, l.holder.stage).bind(8, l.holder.url);
-    lease.bind(9, lease::toString(l.context)).bind(10, l.selector.type);
-    lease.bind(11, labels).bind(12, l.selector.worker);
-    lease.bind(13, static_cast<int64_t>(l.priority)).bind(14, l.idempotency_key).bind(15, l.ttl_ms);
-    lease.bind(16, l.granted_ms).bind(17, l.expires_ms).bind(18, l.ended_ms).bind(19, l.end_reason);
-    lease.bind(20, l.waited_ms).bind(21, boards).run();
+void Store::writeLease(const lease::Lease& l, std::vector<std::string>& ended) {
+  auto [it, inserted] = seq_by_id_.try_emplace(l.id, 0);
+  if (l.state != lease::LeaseState::active) ended.push_back(l.id);
+  std::string boards = encodeBoards(l.boards);
+  if (!inserted) {
+    // Renewed, ended or a board lost: only these columns ever change.
+    statements_->update.bind(1, it->second).bind(2, lease::toString(l.state)).bind(3, l.ttl_ms);
+    statements_->update.bind(4, l.expires_ms).bind(5, l.ended_ms).bind(6, l.end_reason).bind(7, boards).run();
+    return;
   }
+  it->second = ++last_seq_;
+  std::string labels = joinLabels(l.selector.labels);
+  Statement& lease = statements_->lease;
+  lease.bind(1, it->second).bind(2, l.id).bind(3, lease::toString(l.state)).bind(4, l.holder.principal);
+  lease.bind(5, l.holder.job).bind(6, l.holder.build).bind(7, l.holder.stage).bind(8, l.holder.url);
+  lease.bind(9, lease::toString(l.context)).bind(10, l.selector.type);
+  lease.bind(11, labels).bind(12, l.selector.worker);
+  lease.bind(13, static_cast<int64_t>(l.priority)).bind(14, l.idempotency_key).bind(15, l.ttl_ms);
+  lease.bind(16, l.granted_ms).bind(17, l.expires_ms).bind(18, l.ended_ms).bind(19, l.end_reason);
+  lease.bind(20, l.waited_ms).bind(21, boards).run();
+}
+
+void Store::writeEvent(const lease::Event& e) {
+  statements_->event.bind(1, e.at_ms).bind(2, e.kind).bind(3, e.lease_id).bind(4, e.board).bind(5, e.detail).run();
+}
+
+void Store::apply(const Batch& batch, std::vector<std::string>& ended) {
+  if (const lease::Changes* c = batch.changes.get()) {
+    for (const auto* group : {&c->granted, &c->updated, &c->ended})
+      for (const auto& l : *group) writeLease(l, ended);
+  }
+  for (const auto& l : batch.leases) writeLease(l, ended);
   for (const auto& b : batch.boards) {
     if (b.state == lease::BoardState::maintenance || b.state == lease::BoardState::quarantined)
       statements_->board.bind(1, b.spec.name).bind(2, lease::toString(b.state)).bind(3, b.since_ms)
@@ -341,9 +351,9 @@ void Store::apply(const Batch& batch, std::vector<std::string>& ended) {
     else
       statements_->unboard.bind(1, b.spec.name).run();
   }
-  Statement& event = statements_->event;
-  for (const auto& e : batch.events)
-    event.bind(1, e.at_ms).bind(2, e.kind).bind(3, e.lease_id).bind(4, e.board).bind(5, e.detail).run();
+  if (batch.changes)
+    for (const auto& e : batch.changes->events) writeEvent(e);
+  for (const auto& e : batch.events) writeEvent(e);
 }
 
 void Store::commitGroup(const std::vector<const Batch*>& batches) {

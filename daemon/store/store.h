@@ -40,10 +40,17 @@ struct StoredBoard {
 
 // Everything one scheduler operation made durable.
 struct Batch {
-  std::vector<lease::Lease> leases; // inserted or replaced whole
+  // One scheduler operation's changes, read in place (not copied): its
+  // granted, updated and ended leases in that order, then its events.
+  std::shared_ptr<const lease::Changes> changes;
+  std::vector<lease::Lease> leases; // more leases, written after those
   std::vector<lease::Board> boards; // stored if in an operator state, else deleted
   std::vector<lease::Event> events;
-  bool empty() const { return leases.empty() && boards.empty() && events.empty(); }
+  bool empty() const {
+    return leases.empty() && boards.empty() && events.empty() &&
+           (!changes || (changes->granted.empty() && changes->updated.empty() && changes->ended.empty() &&
+                         changes->events.empty()));
+  }
 };
 
 struct StoreOptions {
@@ -96,6 +103,8 @@ class Store {
   // One transaction for all of `batches`; throws (after rolling back) on error.
   void commitGroup(const std::vector<const Batch*>& batches);
   void apply(const Batch& batch, std::vector<std::string>& ended);
+  void writeLease(const lease::Lease& l, std::vector<std::string>& ended);
+  void writeEvent(const lease::Event& e);
   void exec(const char* sql);
 
   struct Statements; // prepared once, used by whichever thread writes
