@@ -322,8 +322,8 @@ std::string fmt(double v, int precision = 1) {
 } // namespace
 
 int main(int argc, char** argv) {
-  double seconds = 6;
-  int rounds = 5;
+  double seconds = 9;
+  int rounds = 9;
   std::vector<int> client_counts{1, 16, 256};
   int waiters = 1000;
   bool fsync = true;

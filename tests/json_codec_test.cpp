@@ -46,3 +46,20 @@ TEST_CASE("RFC 3339 times match gmtime_r to the millisecond") {
     REQUIRE(api::rfc3339(ms) == expected);
   }
 }
+
+TEST_CASE("JSON writer escapes a character wherever it falls in a long string") {
+  // The fast path scans 8 bytes at a time: put each special character at
+  // every offset of a 40-byte string of plain (ASCII and UTF-8) text.
+  const std::string plain = "abcdefgh\xc3\xa9ijklmnopqrstuvwxyz0123456789AB";
+  for (char special : {'"', '\\', '\n', '\x01', '\x1f'}) {
+    for (size_t at = 0; at < plain.size(); ++at) {
+      if (static_cast<unsigned char>(plain[at]) >= 0x80) continue; // keep the UTF-8 sequence whole
+      std::string s = plain;
+      s[at] = special;
+      api::JsonWriter w;
+      w.beginArray().value(s).endArray();
+      INFO("character " << static_cast<int>(special) << " at " << at);
+      REQUIRE(boost::json::parse(w.text()).as_array().at(0).as_string() == s);
+    }
+  }
+}

@@ -111,7 +111,31 @@ class JsonWriter {
     need_comma_ = true;
   }
   static bool plain(unsigned char c) { return c >= 0x20 && c != '"' && c != '\\'; }
+  // Length of the prefix of `s` that needs no escape, 8 bytes at a time.
+  static size_t plainPrefix(std::string_view s) {
+    constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+    auto zeroByte = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; }; // a 0x00 byte in v
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      uint64_t v;
+      std::memcpy(&v, s.data() + i, 8);
+      // Bytes below 0x20 (ASCII only: high bytes are UTF-8 and fine), '"' and '\\'.
+      uint64_t control = (v - 0x2020202020202020ULL) & ~v & kHigh;
+      if (control | zeroByte(v ^ (kOnes * '"')) | zeroByte(v ^ (kOnes * '\\'))) break;
+    }
+    while (i < s.size() && plain(static_cast<unsigned char>(s[i]))) ++i;
+    return i;
+  }
   void quoted(std::string_view s) {
+    size_t clean = plainPrefix(s);
+    if (clean == s.size()) {
+      char* p = room(s.size() + 2);
+      *p++ = '"';
+      std::memcpy(p, s.data(), s.size());
+      p[s.size()] = '"';
+      size_ += s.size() + 2;
+      return;
+    }
     // Worst case: every character becomes \u00XX.
     char* p = room(s.size() * 6 + 2);
     *p++ = '"';

@@ -234,19 +234,21 @@ void Scheduler::dispatch(int64_t now, Changes& changes) {
   for (auto& [ticket, picked] : grants) {
     for (size_t i = 0; i < queue_.size(); ++i) {
       if (queue_[i].ticket != ticket) continue;
-      LeaseRequest request = queue_[i];
-      dropQueued(i);
+      LeaseRequest request = takeQueued(i);
       grant(request, picked, now, changes);
       break;
     }
   }
 }
 
-void Scheduler::dropQueued(size_t i) {
-  const LeaseRequest& r = queue_[i];
+LeaseRequest Scheduler::takeQueued(size_t i) {
+  LeaseRequest r = std::move(queue_[i]);
   if (!r.idempotency_key.empty()) idempotent_tickets_.erase({r.holder.principal, r.idempotency_key});
   queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+  return r;
 }
+
+void Scheduler::dropQueued(size_t i) { takeQueued(i); }
 
 void Scheduler::grant(const LeaseRequest& r, const std::vector<size_t>& picked, int64_t now, Changes& changes) {
   Lease lease;

@@ -155,6 +155,7 @@ class Scheduler {
   std::vector<size_t> order(int64_t now) const;
   Board* findBoard(const std::string& name);
   void dropQueued(size_t queue_index);
+  LeaseRequest takeQueued(size_t queue_index); // removes and returns it
 
   SchedulerOptions options_;
   IdGenerator new_id_;
