@@ -312,3 +312,42 @@ TEST_CASE("a board that is not present goes back to offline when resumed") {
   s.appeared("usb-1", 3, c);
   REQUIRE(s.board("usb-1")->state == BoardState::recovering);
 }
+
+TEST_CASE("at most max_ended ended leases stay in memory and active ones always do") {
+  int next_id = 0;
+  SchedulerOptions options{60000, 100, 64, 3};
+  Scheduler s(options, [&] { return "L" + std::to_string(++next_id); });
+  Changes c;
+  s.configure({spec("a", "t"), spec("b", "t")}, [](const BoardSpec&) { return BoardState::available; }, 0, c);
+  auto submit = [&](const std::string& key, int64_t now) {
+    LeaseRequest r;
+    r.selector.type = "t";
+    r.ttl_ms = 10000;
+    r.idempotency_key = key;
+    r.holder.principal = "p";
+    return s.submit(r, now, c);
+  };
+  auto held = submit("held", 1); // stays active throughout
+  REQUIRE(held.status == SubmitStatus::granted);
+  std::vector<std::string> ended;
+  for (int i = 0; i < 5; ++i) {
+    auto r = submit("k" + std::to_string(i), 10 + i);
+    REQUIRE(r.status == SubmitStatus::granted);
+    REQUIRE(s.release(r.lease.id, 10 + i, c).status == OpStatus::ok);
+    ended.push_back(r.lease.id);
+  }
+  REQUIRE(s.endedLeaseCount() == 3);
+  CHECK(s.lease(ended[0]) == nullptr);
+  CHECK(s.lease(ended[1]) == nullptr);
+  CHECK(s.lease(ended[2]) != nullptr);
+  CHECK(s.lease(ended[4]) != nullptr);
+  CHECK(s.lease(held.lease.id) != nullptr);
+  // A forgotten lease's key no longer replays it; a remembered one does.
+  CHECK(submit("k0", 20).status == SubmitStatus::granted);
+  CHECK(submit("k4", 21).status == SubmitStatus::existing);
+  // Time-based forgetting keeps the active lease.
+  s.forgetEndedBefore(1000);
+  CHECK(s.lease(ended[4]) == nullptr);
+  CHECK(s.lease(held.lease.id) != nullptr);
+  CHECK(s.endedLeaseCount() == 0);
+}

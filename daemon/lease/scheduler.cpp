@@ -136,7 +136,10 @@ void Scheduler::restoreLease(const Lease& lease) {
   }
   if (!lease.idempotency_key.empty())
     idempotent_leases_[{lease.holder.principal, lease.idempotency_key}] = lease.id;
-  if (lease.state != LeaseState::active) return;
+  if (lease.state != LeaseState::active) {
+    rememberEnded(lease.id);
+    return;
+  }
   expiry_.insert({lease.expires_ms, lease.id});
   for (const auto& lb : lease.boards) {
     Board* b = findBoard(lb.name);
@@ -359,6 +362,7 @@ void Scheduler::endLease(Lease& lease, LeaseState state, const std::string& reas
   }
   if (state != LeaseState::released) changes.events.push_back({now, toString(state), lease.id, "", reason});
   changes.ended.push_back(lease);
+  rememberEnded(lease.id);
 }
 
 OpResult Scheduler::release(const std::string& id, int64_t now, Changes& changes) {
@@ -453,15 +457,31 @@ OpResult Scheduler::appeared(const std::string& name, int64_t now, Changes& chan
   return {};
 }
 
+void Scheduler::rememberEnded(const std::string& id) {
+  ended_order_.push_back(id);
+  while (ended_order_.size() > options_.max_ended) {
+    forget(ended_order_.front());
+    ended_order_.pop_front();
+  }
+}
+
+void Scheduler::forget(const std::string& id) {
+  auto it = leases_.find(id);
+  if (it == leases_.end() || it->second.state == LeaseState::active) return;
+  const Lease& l = it->second;
+  if (!l.idempotency_key.empty()) {
+    auto key = idempotent_leases_.find({l.holder.principal, l.idempotency_key});
+    if (key != idempotent_leases_.end() && key->second == id) idempotent_leases_.erase(key);
+  }
+  leases_.erase(it);
+}
+
 void Scheduler::forgetEndedBefore(int64_t cutoff_ms) {
-  for (auto it = leases_.begin(); it != leases_.end();) {
-    const Lease& l = it->second;
-    if (l.state != LeaseState::active && l.ended_ms < cutoff_ms) {
-      if (!l.idempotency_key.empty()) idempotent_leases_.erase({l.holder.principal, l.idempotency_key});
-      it = leases_.erase(it);
-    } else {
-      ++it;
-    }
+  while (!ended_order_.empty()) {
+    auto it = leases_.find(ended_order_.front());
+    if (it != leases_.end() && it->second.ended_ms >= cutoff_ms) break;
+    forget(ended_order_.front());
+    ended_order_.pop_front();
   }
 }
 

@@ -18,6 +18,7 @@
 // Thread safety: none; the daemon calls it from its event loop only.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -61,6 +62,9 @@ struct SchedulerOptions {
   int64_t aging_ms = 60000; // +1 effective priority per minute waited
   size_t max_queue = 10000;
   int max_count = 64;
+  // Ended leases kept in memory (for GET and idempotent retries) at most;
+  // the oldest ended are forgotten first. Bounds memory under any lease rate.
+  size_t max_ended = 10000;
 };
 
 enum class SubmitStatus {
@@ -126,6 +130,7 @@ class Scheduler {
 
   // Drops ended leases that ended before `cutoff_ms` from memory.
   void forgetEndedBefore(int64_t cutoff_ms);
+  size_t endedLeaseCount() const { return ended_order_.size(); }
 
   const Board* board(const std::string& name) const;
   const std::vector<Board>& boards() const { return boards_; }
@@ -174,6 +179,9 @@ class Scheduler {
   std::vector<LeaseRequest> queue_;
   uint64_t next_ticket_ = 1;
   std::map<std::pair<std::string, std::string>, std::string> idempotent_leases_;
+  std::deque<std::string> ended_order_; // ended leases in memory, oldest end first
+  void rememberEnded(const std::string& id);
+  void forget(const std::string& id);
   std::map<std::pair<std::string, std::string>, uint64_t> idempotent_tickets_;
 };
 
