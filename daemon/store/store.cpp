@@ -116,10 +116,11 @@ class Statement {
     return false;
   }
   sqlite3_stmt* handle() const { return stmt_; }
+  // Every use binds every parameter again, so the old bindings need no
+  // clearing (text is bound without copying: it must not be read later).
   void run() {
     step();
     sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
   }
   std::string text(int col) const {
     const unsigned char* t = sqlite3_column_text(stmt_, col);
