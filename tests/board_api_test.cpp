@@ -47,6 +47,18 @@ int qemuProcesses(const std::string& needle) {
   return n;
 }
 
+// Leases the only board (sim-0), flashes the firmware that never ends and
+// powers it on; returns once it runs. Returns the lease id.
+std::string runHangFirmware(const RunningDaemon& d, const TempDir& dir) {
+  auto lease = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", 201);
+  std::string id(lease.at("id").as_string());
+  std::string base = "/v1/leases/" + id + "/boards/sim-0/";
+  post(d, base + "flash", R"({"image":")" + firmware("hang") + "\"}", 200);
+  post(d, base + "power", R"({"action":"on"})", 200);
+  REQUIRE(waitForText(dir.file("state/consoles/" + id + "/sim-0.log"), "HWFARM BEGIN", 10s));
+  return id;
+}
+
 } // namespace
 
 TEST_CASE("two leased simulated boards of one type run firmware with separate consoles") {
@@ -78,13 +90,9 @@ TEST_CASE("two leased simulated boards of one type run firmware with separate co
 TEST_CASE("power cycling a leased simulated board restarts its firmware and release stops it") {
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
-  auto lease = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", 201);
-  std::string id(lease.at("id").as_string());
+  std::string id = runHangFirmware(d, dir);
   std::string base = "/v1/leases/" + id + "/boards/sim-0/";
-  post(d, base + "flash", R"({"image":")" + firmware("hang") + "\"}", 200);
-  post(d, base + "power", R"({"action":"on"})", 200);
   std::string log = dir.file("state/consoles/" + id + "/sim-0.log");
-  REQUIRE(waitForText(log, "HWFARM BEGIN", 10s));
   post(d, base + "power", R"({"action":"cycle"})", 200);
   std::string text;
   for (int i = 0; i < 500; ++i) {
@@ -143,12 +151,7 @@ TEST_CASE("a new lease of a simulated board does not boot the previous lease's i
 TEST_CASE("a simulator does not outlive a killed hwfarmd") {
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
-  auto lease = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", 201);
-  std::string id(lease.at("id").as_string());
-  std::string base = "/v1/leases/" + id + "/boards/sim-0/";
-  post(d, base + "flash", R"({"image":")" + firmware("hang") + "\"}", 200);
-  post(d, base + "power", R"({"action":"on"})", 200);
-  REQUIRE(waitForText(dir.file("state/consoles/" + id + "/sim-0.log"), "HWFARM BEGIN", 10s));
+  runHangFirmware(d, dir);
   REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 1);
   d.process().signal(SIGKILL);
   d.process().wait(10s);

@@ -53,27 +53,10 @@ CREATE TABLE IF NOT EXISTS events(
   detail TEXT NOT NULL);
 )sql";
 
-// Schema 1 (hwfarm 0.1 development builds) keyed leases by their random id;
-// its rows move to schema 2 in grant order.
-const char* kMigrateFrom1 = R"sql(
-ALTER TABLE leases RENAME TO leases_v1;
-CREATE TABLE leases(
-  seq INTEGER PRIMARY KEY,
-  id TEXT NOT NULL,
-  state TEXT NOT NULL,
-  principal TEXT NOT NULL,
-  job TEXT NOT NULL, build TEXT NOT NULL, stage TEXT NOT NULL, url TEXT NOT NULL,
-  context TEXT NOT NULL,
-  sel_type TEXT NOT NULL, sel_labels TEXT NOT NULL, sel_worker TEXT NOT NULL,
-  priority INTEGER NOT NULL,
-  idempotency_key TEXT NOT NULL,
-  ttl_ms INTEGER NOT NULL,
-  granted_ms INTEGER NOT NULL,
-  expires_ms INTEGER NOT NULL,
-  ended_ms INTEGER NOT NULL,
-  end_reason TEXT NOT NULL,
-  waited_ms INTEGER NOT NULL,
-  boards TEXT NOT NULL);
+// Schema 1 (hwfarm 0.1 development builds) keyed leases by their random id.
+// Migration: rename that table, create schema 2 (kSchema), copy the rows
+// over in grant order.
+const char* kCopyLeasesFrom1 = R"sql(
 INSERT INTO leases(id, state, principal, job, build, stage, url, context, sel_type, sel_labels, sel_worker,
                    priority, idempotency_key, ttl_ms, granted_ms, expires_ms, ended_ms, end_reason, waited_ms, boards)
   SELECT id, state, principal, job, build, stage, url, context, sel_type, sel_labels, sel_worker, priority,
@@ -201,7 +184,9 @@ Store::Store(const std::string& path, StoreOptions options)
       sqlite3_reset(version.handle());
       if (found == 1) {
         exec("BEGIN IMMEDIATE");
-        exec(kMigrateFrom1);
+        exec("ALTER TABLE leases RENAME TO leases_v1");
+        exec(kSchema);
+        exec(kCopyLeasesFrom1);
         exec("COMMIT");
       } else if (found != kSchemaVersion) {
         throw std::runtime_error("schema version " + std::to_string(found) + " is not " +
