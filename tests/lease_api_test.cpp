@@ -232,6 +232,23 @@ TEST_CASE("an expired lease sends its boards to recovering") {
           std::string::npos);
 }
 
+TEST_CASE("a board recovering when hwfarmd is killed is still recovering after the restart") {
+  TempDir dir;
+  RunningDaemon d(dir, tokenFleet(dir, 1, "[leases]\nrecovery_s = 600\n"));
+  auto r = d.request("POST", "/v1/leases", acquireBody(1, 0.3), kPipeline);
+  REQUIRE(r.status == 201);
+  std::this_thread::sleep_for(700ms);
+  REQUIRE(boardState(d, "sim-0") == "recovering");
+  d.killAndRestart();
+  REQUIRE(boardState(d, "sim-0") == "recovering");
+  REQUIRE(d.request("POST", "/v1/leases", acquireBody(1, 60, 0), kPipeline).status == 408);
+  // Resumed by the operator: recovering again from now, not available.
+  REQUIRE(d.request("POST", "/v1/boards/sim-0/maintenance", "", kOperator).status == 200);
+  REQUIRE(d.request("POST", "/v1/boards/sim-0/resume", "", kOperator).status == 200);
+  d.killAndRestart();
+  REQUIRE(boardState(d, "sim-0") == "recovering");
+}
+
 TEST_CASE("a waiting request is granted through its held connection when boards free up") {
   TempDir dir;
   RunningDaemon d(dir, tokenFleet(dir, 2));

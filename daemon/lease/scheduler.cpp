@@ -24,11 +24,14 @@ const Lease* Scheduler::lease(const std::string& id) const {
   return it == leases_.end() ? nullptr : &it->second;
 }
 
+bool storedState(BoardState s) {
+  return s == BoardState::maintenance || s == BoardState::quarantined || s == BoardState::recovering;
+}
+
 void Scheduler::setState(size_t index, BoardState state, const std::string& reason, int64_t now, Changes& changes) {
   Board& b = boards_[index];
   if (b.state == state && b.reason == reason) return;
-  auto operator_state = [](BoardState s) { return s == BoardState::maintenance || s == BoardState::quarantined; };
-  if (operator_state(b.state) || operator_state(state)) changes.sticky.insert(b.spec.name);
+  if (storedState(b.state) || storedState(state)) changes.sticky.insert(b.spec.name);
   // Leasing and clean release are told by the lease's own event.
   bool lease_move = (b.state == BoardState::available && state == BoardState::leased) ||
                     (b.state == BoardState::leased && state == BoardState::available);
@@ -113,9 +116,11 @@ void Scheduler::restoreBoard(const std::string& name, BoardState state, int64_t 
   if (!b) return;
   size_t index = index_[name];
   unmarkAvailable(index);
-  // A leased state is re-established by restoreLease; anything transient
-  // before a restart is re-derived from the board's presence.
-  if (state == BoardState::maintenance || state == BoardState::quarantined) {
+  // A leased state is re-established by restoreLease; offline and available
+  // are re-derived from the board's presence. A board that was recovering
+  // still is, if it is present (an absent one recovers when it appears).
+  if (state == BoardState::maintenance || state == BoardState::quarantined ||
+      (state == BoardState::recovering && b->state == BoardState::available)) {
     b->state = state;
     b->since_ms = since_ms;
     b->reason = reason;

@@ -51,12 +51,16 @@ struct Changes {
   std::vector<Lease> updated;           // renewed, or a board lost
   std::vector<Lease> ended;             // released, expired, revoked
   std::set<std::string> boards;         // boards whose state or last use changed
-  std::set<std::string> sticky;         // boards entering or leaving maintenance/quarantine
+  std::set<std::string> sticky;         // boards entering or leaving a stored state (storedState)
   std::vector<DroppedRequest> dropped;  // waiting requests that can never be granted
   std::vector<Event> events;
 
   bool durable() const { return !granted.empty() || !updated.empty() || !ended.empty() || !boards.empty(); }
 };
+
+// Board states kept in the database across restarts: the operator's
+// (maintenance, quarantined) and recovering; the others are re-derived.
+bool storedState(BoardState state);
 
 struct SchedulerOptions {
   int64_t aging_ms = 60000; // +1 effective priority per minute waited

@@ -19,8 +19,8 @@ constexpr int kSchemaVersion = 2;
 // by full scans, and lease ids are looked up in memory.
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
--- Only operator states (maintenance, quarantined) are stored per board; the
--- rest is re-derived at start-up from presence and the active leases.
+-- Only some board states are stored (maintenance, quarantined, recovering);
+-- the rest is re-derived at start-up from presence and the active leases.
 CREATE TABLE IF NOT EXISTS boards(
   name TEXT PRIMARY KEY,
   state TEXT NOT NULL,
@@ -331,7 +331,7 @@ void Store::apply(const Batch& batch, std::vector<std::string>& ended) {
   }
   for (const auto& l : batch.leases) writeLease(l, ended);
   for (const auto& b : batch.boards) {
-    if (b.state == lease::BoardState::maintenance || b.state == lease::BoardState::quarantined)
+    if (lease::storedState(b.state))
       statements_->board.bind(1, b.spec.name).bind(2, lease::toString(b.state)).bind(3, b.since_ms)
           .bind(4, b.reason).run();
     else

@@ -30,7 +30,7 @@ struct sqlite3;
 
 namespace hwfarm::store {
 
-// A board in an operator state (maintenance, quarantined).
+// A board in a stored state (lease::storedState).
 struct StoredBoard {
   std::string name;
   lease::BoardState state = lease::BoardState::offline;
@@ -44,7 +44,7 @@ struct Batch {
   // granted, updated and ended leases in that order, then its events.
   std::shared_ptr<const lease::Changes> changes;
   std::vector<lease::Lease> leases; // more leases, written after those
-  std::vector<lease::Board> boards; // stored if in an operator state, else deleted
+  std::vector<lease::Board> boards; // stored if in a stored state, else deleted
   std::vector<lease::Event> events;
   bool empty() const {
     return leases.empty() && boards.empty() && events.empty() &&
