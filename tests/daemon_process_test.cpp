@@ -52,6 +52,22 @@ class RawConnection {
   }
   ~RawConnection() { close(fd_); }
   void send(const std::string& data) { REQUIRE(::send(fd_, data.data(), data.size(), MSG_NOSIGNAL) == (ssize_t)data.size()); }
+  // Reads one response with a Content-Length body.
+  std::string readResponse() {
+    std::string out;
+    char c;
+    while (out.find("\r\n\r\n") == std::string::npos && recv(fd_, &c, 1, 0) == 1) out += c;
+    std::smatch m;
+    size_t length = std::regex_search(out, m, std::regex("Content-Length: ([0-9]+)")) ? std::stoul(m[1]) : 0;
+    std::string body(length, '\0');
+    size_t got = 0;
+    while (got < length) {
+      ssize_t n = recv(fd_, body.data() + got, length - got, 0);
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    return out + body.substr(0, got);
+  }
   // Reads until the peer closes (or 10 s pass).
   std::string readAll() {
     std::string out;
@@ -357,4 +373,24 @@ TEST_CASE("lease logs older than leases.history_days are removed at start-up and
   REQUIRE_FALSE(fs::exists(consoles + "/old-lease"));
   REQUIRE(readFile(consoles + "/new-lease/sim-0.log") == "new\n");
   REQUIRE(d.log().find("removed the logs of 1 lease(s) older than leases.history_days = 2") != std::string::npos);
+}
+
+TEST_CASE("an HTTP/1.0 client that asks for keep-alive is told so and keeps its connection") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  RawConnection c(d.url());
+  for (int i = 0; i < 2; ++i) {
+    c.send("GET /v1/healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    std::string answer = c.readResponse();
+    REQUIRE(answer.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+    REQUIRE(answer.find("\r\nConnection: keep-alive\r\n") != std::string::npos);
+    REQUIRE(answer.find("\"status\":\"ok\"") != std::string::npos);
+  }
+  // Without it, HTTP/1.0 means one request: the answer says so and the
+  // connection closes.
+  RawConnection once(d.url());
+  once.send("GET /v1/healthz HTTP/1.0\r\n\r\n");
+  std::string answer = once.readAll();
+  REQUIRE(answer.find("\r\nConnection: close\r\n") != std::string::npos);
+  REQUIRE(answer.find("\"status\":\"ok\"") != std::string::npos);
 }

@@ -218,6 +218,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     }
     auto& message = parser_->get();
     keep_alive_ = message.keep_alive();
+    http10_ = message.version() == 10;
     HttpRequest request;
     request.method = std::string(message.method_string());
     request.target = std::string(message.target());
@@ -377,6 +378,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     head += std::to_string(out->body.size());
     head += "\r\n";
     if (!keep_alive) head += "Connection: close\r\n";
+    else if (http10_) head += "Connection: keep-alive\r\n"; // HTTP/1.0 closes unless told
     for (const auto& [name, value] : response.headers) {
       head += name;
       head += ": ";
@@ -415,6 +417,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   bool close_after_queue_ = false;
   bool responded_ = false;
   uint64_t exchange_ = 0; // numbers the requests of this connection
+  bool http10_ = false;    // the request was HTTP/1.0
   bool watching_ = false;
   bool gone_ = false;
   bool timed_out_ = false;
