@@ -44,7 +44,8 @@ struct HttpResponse {
 class Exchange {
  public:
   virtual ~Exchange() = default;
-  virtual void respond(HttpResponse response) = 0;
+  // False when the answer was dropped (client gone, or answered already).
+  virtual bool respond(HttpResponse response) = 0;
   // A handler that answers later registers here what to do if the client
   // disconnects first.
   virtual void onClientGone(std::function<void()> hook) = 0;

@@ -80,7 +80,7 @@ HttpResponse withAllow(HttpResponse r, const std::string& allow) {
 
 namespace {
 
-// The answer channel of one call, counting answers by status. Handlers that
+// The answer channel of one call, counting the answers sent by status. Handlers that
 // answer later capture a copy (no allocation per copy).
 class Reply {
  public:
@@ -88,8 +88,8 @@ class Reply {
   Reply(std::shared_ptr<Exchange> exchange, std::map<int, uint64_t>* counts)
       : exchange_(std::move(exchange)), counts_(counts) {}
   void operator()(HttpResponse r) const {
-    ++(*counts_)[r.status];
-    exchange_->respond(std::move(r));
+    int status = r.status;
+    if (exchange_->respond(std::move(r))) ++(*counts_)[status]; // answers actually sent
   }
   const std::shared_ptr<Exchange>& exchange() const { return exchange_; }
 

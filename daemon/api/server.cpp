@@ -234,15 +234,16 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   class Answer : public Exchange {
    public:
     Answer(std::shared_ptr<Session> session, uint64_t exchange) : session_(std::move(session)), exchange_(exchange) {}
-    void respond(HttpResponse response) override {
+    bool respond(HttpResponse response) override {
       Session& s = *session_;
-      if (s.gone_ || s.responded_ || s.exchange_ != exchange_) return;
+      if (s.gone_ || s.responded_ || s.exchange_ != exchange_) return false;
       s.responded_ = true;
       if (s.watching_) {
         beast::error_code ignored;
         s.socket_.cancel(ignored); // the close watch
       }
       s.write(std::move(response));
+      return true;
     }
     void onClientGone(std::function<void()> hook) override {
       // The answer will wait (a queued lease request): notice the client
