@@ -275,11 +275,12 @@ void BoardService::leaseEnded(const lease::Lease& lease) {
   }
 }
 
-size_t BoardService::pruneLogs(int64_t cutoff_unix_ms,
-                               const std::function<bool(const std::string& lease_id)>& active) {
+namespace {
+
+size_t removeOldLogs(const std::string& root_dir, int64_t cutoff_unix_ms, const std::set<std::string>& active) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  fs::path root = impl_->config.agent.state_dir + "/consoles";
+  fs::path root = root_dir;
   if (!fs::is_directory(root, ec)) return 0;
   auto cutoff = fs::file_time_type::clock::now() -
                 std::chrono::milliseconds(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -292,7 +293,7 @@ size_t BoardService::pruneLogs(int64_t cutoff_unix_ms,
   for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
     const fs::path dir = it->path();
     std::error_code e;
-    if (!it->is_directory(e) || active(dir.filename().string())) continue;
+    if (!it->is_directory(e) || active.count(dir.filename().string())) continue;
     auto newest = fs::last_write_time(dir, e);
     bool old = !e && newest < cutoff;
     for (fs::directory_iterator file(dir, e), none; old && !e && file != none; file.increment(e)) {
@@ -304,6 +305,18 @@ size_t BoardService::pruneLogs(int64_t cutoff_unix_ms,
     else spdlog::warn("cannot remove old lease logs {}: {}", dir.string(), e.message());
   }
   return removed;
+}
+
+} // namespace
+
+void BoardService::pruneLogs(int64_t cutoff_unix_ms, std::set<std::string> active,
+                             std::function<void(size_t removed)> done) {
+  Impl* impl = impl_.get();
+  std::string root = impl->config.agent.state_dir + "/consoles";
+  asio::post(impl->pool, [impl, root, cutoff_unix_ms, active = std::move(active), done = std::move(done)] {
+    size_t removed = removeOldLogs(root, cutoff_unix_ms, active);
+    asio::post(impl->io, [done, removed] { done(removed); });
+  });
 }
 
 } // namespace hwfarm

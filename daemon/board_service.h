@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "config/fleet_config.h"
@@ -49,10 +50,10 @@ class BoardService {
 
   // The lease is over: consoles close, readers end, simulated boards stop.
   void leaseEnded(const lease::Lease& lease);
-  // Removes the log directories (consoles/<lease>) of leases that `active`
-  // does not claim and whose newest file is older than `cutoff_unix_ms`.
-  // Returns how many it removed.
-  size_t pruneLogs(int64_t cutoff_unix_ms, const std::function<bool(const std::string& lease_id)>& active);
+  // Removes, off the event loop, the log directories (consoles/<lease>) of
+  // leases not in `active` whose newest file is older than `cutoff_unix_ms`;
+  // then `done` runs on the loop with how many it removed.
+  void pruneLogs(int64_t cutoff_unix_ms, std::set<std::string> active, std::function<void(size_t removed)> done);
   // Shutdown: closes every console and ends every reader.
   void stop();
   // Runs (on the loop) before a console path is looked up again, so USB

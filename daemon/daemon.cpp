@@ -1,9 +1,10 @@
 #include "daemon/daemon.h"
 
 #include <csignal>
-#include <mutex>
 #include <ctime>
+#include <mutex>
 #include <optional>
+#include <set>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -15,14 +16,14 @@
 #include "daemon/auth.h"
 #include "daemon/board_service.h"
 #include "daemon/lease_service.h"
-#include "daemon/presence.h"
-#include "drivers/usb_discovery.h"
 #include "daemon/api/router.h"
 #include "daemon/api/server.h"
 #include "daemon/log.h"
+#include "daemon/presence.h"
 #include "daemon/sd_notify.h"
 #include "daemon/state_dir.h"
 #include "daemon/version.h"
+#include "drivers/usb_discovery.h"
 
 namespace hwfarm {
 namespace asio = boost::asio;
@@ -232,13 +233,13 @@ void Daemon::Impl::onSignal(int signal) {
 // (leases.history_days) and never while their lease is active.
 void Daemon::Impl::pruneLogs() {
   int64_t cutoff = unixNowMs() - static_cast<int64_t>(state.config->leases.history_days * 86400000.0);
-  size_t removed = boards->pruneLogs(cutoff, [this](const std::string& id) {
-    const lease::Lease* l = leases->scheduler().lease(id);
-    return l && l->state == lease::LeaseState::active;
+  std::set<std::string> active;
+  for (const auto& [id, l] : leases->scheduler().leases())
+    if (l.state == lease::LeaseState::active) active.insert(id);
+  double days = state.config->leases.history_days;
+  boards->pruneLogs(cutoff, std::move(active), [days](size_t removed) {
+    if (removed > 0) spdlog::info("removed the logs of {} lease(s) older than leases.history_days = {}", removed, days);
   });
-  if (removed > 0)
-    spdlog::info("removed the logs of {} lease(s) older than leases.history_days = {}", removed,
-                 state.config->leases.history_days);
   prune_timer.expires_after(std::chrono::hours(1));
   prune_timer.async_wait([this](const boost::system::error_code& ec) {
     if (!ec && !stopping) pruneLogs();

@@ -370,9 +370,9 @@ TEST_CASE("lease logs older than leases.history_days are removed at start-up and
   for (const char* p : {"/old-lease/sim-0.log", "/old-lease"}) fs::last_write_time(consoles + p, now - 72h);
   for (const char* p : {"/new-lease/sim-0.log", "/new-lease"}) fs::last_write_time(consoles + p, now - 24h);
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1, "[leases]\nhistory_days = 2\n"));
+  REQUIRE(waitForText(d.logPath(), "removed the logs of 1 lease(s) older than leases.history_days = 2", 10s));
   REQUIRE_FALSE(fs::exists(consoles + "/old-lease"));
   REQUIRE(readFile(consoles + "/new-lease/sim-0.log") == "new\n");
-  REQUIRE(d.log().find("removed the logs of 1 lease(s) older than leases.history_days = 2") != std::string::npos);
 }
 
 TEST_CASE("an HTTP/1.0 client that asks for keep-alive is told so and keeps its connection") {
