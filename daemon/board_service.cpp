@@ -37,7 +37,7 @@ struct BoardService::Impl {
 
   void configure(const config::FleetConfig& c) {
     config = c;
-    std::map<std::string, std::unique_ptr<drivers::Board>> next;
+    std::map<std::string, std::shared_ptr<drivers::Board>> next;
     std::map<std::string, config::BoardConfig> next_configs;
     for (const auto& w : c.workers)
       for (const auto& b : w.boards) {
@@ -140,7 +140,9 @@ struct BoardService::Impl {
   }
   drivers::TtyResolver resolve_tty;
   config::FleetConfig config;
-  std::map<std::string, std::unique_ptr<drivers::Board>> boards;
+  // Shared with the work running on the pool: a reload that drops a board
+  // while its flash runs frees it only when that work is done.
+  std::map<std::string, std::shared_ptr<drivers::Board>> boards;
   std::map<std::string, config::BoardConfig> board_configs; // what each driver was built from
   std::map<std::string, Console> consoles;
   std::map<std::string, std::string> busy; // board -> operation running on the pool
@@ -179,7 +181,7 @@ std::string BoardService::powerLogPath(const std::string& lease_id, const std::s
 }
 
 void BoardService::flash(const lease::Lease& lease, const std::string& name, const std::string& image, Done done) {
-  drivers::Board* board = impl_->boards.at(name).get();
+  std::shared_ptr<drivers::Board> board = impl_->boards.at(name);
   std::filesystem::create_directories(impl_->leaseDir(lease.id));
   std::string log = flashLogPath(lease.id, name);
   impl_->owner[name] = lease.id;
@@ -198,7 +200,7 @@ void BoardService::power(const lease::Lease& lease, const std::string& name, dri
          0);
     return;
   }
-  drivers::Board* board = impl_->boards.at(name).get();
+  std::shared_ptr<drivers::Board> board = impl_->boards.at(name);
   std::filesystem::create_directories(impl_->leaseDir(lease.id));
   std::string log = powerLogPath(lease.id, name);
   Impl* impl = impl_.get();
@@ -270,7 +272,7 @@ void BoardService::leaseEnded(const lease::Lease& lease) {
       impl_->owner.erase(owner);
     auto board = impl_->boards.find(lb.name);
     if (board == impl_->boards.end() || !impl_->touched.erase(lb.name)) continue;
-    drivers::Board* b = board->second.get();
+    std::shared_ptr<drivers::Board> b = board->second;
     asio::post(impl_->strandOf(lb.name), [b] { b->reset(); });
   }
 }

@@ -122,6 +122,7 @@ void LeaseService::Impl::restore() {
     scheduler.restoreLease(l);
     if (l.state == lease::LeaseState::active) ++active;
   }
+  scheduler.sortEnded();
   // Active leases on boards that left the config while we were down
   // (collected first: revoking may change the lease map).
   std::vector<std::pair<std::string, std::string>> orphans; // lease id, missing board
@@ -227,7 +228,9 @@ void LeaseService::Impl::delivered(const Changes& changes) {
     }
     AcquireOutcome outcome;
     outcome.kind = AcquireOutcome::Kind::granted;
-    outcome.lease = *scheduler.lease(l.id);
+    // The lease as it is now (the snapshot if it was already forgotten).
+    const lease::Lease* current = scheduler.lease(l.id);
+    outcome.lease = current ? *current : l;
     answerWaiters(l.ticket, outcome);
   }
   for (const auto& d : changes.dropped) {

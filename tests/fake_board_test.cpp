@@ -5,6 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <boost/json.hpp>
+#include <signal.h>
+
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
@@ -140,4 +143,33 @@ TEST_CASE("a board without a power switch refuses power actions instead of prete
   std::string image = dir.write("image.txt", "HWFARM BEGIN suite=fake\nHWFARM END\n");
   REQUIRE(d.request("POST", "/v1/leases/" + id + "/boards/fake-1/flash", "{\"image\":\"" + image + "\"}", "")
               .status == 200);
+}
+
+TEST_CASE("a reload that drops a board while it is being flashed waits for the flasher") {
+  TempDir dir;
+  RunningDaemon d(dir, fleet(dir));
+  Process board({FAKE_BOARD_PATH, "serve", "--link", dir.file("ttyFAKE0"), "--control", dir.file("fake.sock")},
+                dir.file("board.out"), dir.file("board.err"));
+  REQUIRE(waitState(d, "available"));
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  std::string id(json::parse(granted.body).at("id").as_string());
+  runCommand({FAKE_BOARD_PATH, "mode", dir.file("fake.sock"), "flash-hang"});
+  std::string image = dir.write("image.txt", "HWFARM BEGIN suite=fake\nHWFARM END\n");
+  std::atomic<int> flash_status{0};
+  std::thread flash([&] {
+    flash_status = d.request("POST", "/v1/leases/" + id + "/boards/fake-1/flash", "{\"image\":\"" + image + "\"}", "")
+                       .status;
+  });
+  std::this_thread::sleep_for(200ms); // the flasher runs (and hangs until its 1 s deadline)
+  // The board leaves the configuration while its flasher runs.
+  dir.write("fleet.toml", qemuFleet(dir.file("state"), 1, "[leases]\nrecovery_s = 0\n"));
+  d.process().signal(SIGHUP);
+  REQUIRE(waitForText(d.logPath(), "configuration generation 2 loaded", 10s));
+  flash.join();
+  REQUIRE(flash_status == 502); // the flasher's deadline, reported as before
+  REQUIRE(d.process().running());
+  REQUIRE(d.get("/v1/healthz").status == 200);
+  json::value lease = json::parse(d.get("/v1/leases/" + id).body);
+  REQUIRE(lease.at("state").as_string() == "revoked");
 }

@@ -351,3 +351,29 @@ TEST_CASE("at most max_ended ended leases stay in memory and active ones always 
   CHECK(s.lease(held.lease.id) != nullptr);
   CHECK(s.endedLeaseCount() == 0);
 }
+
+TEST_CASE("restored ended leases are forgotten in the order they ended, not granted") {
+  Scheduler s(SchedulerOptions{}, [] { return std::string("new"); });
+  Changes c;
+  s.configure({spec("a", "t")}, [](const BoardSpec&) { return BoardState::available; }, 0, c);
+  auto ended = [](const std::string& id, int64_t granted, int64_t end) {
+    Lease l;
+    l.id = id;
+    l.state = LeaseState::released;
+    l.granted_ms = granted;
+    l.ended_ms = end;
+    l.boards = {{"a", false, 0}};
+    return l;
+  };
+  // In grant order, as the store loads them: "long" was granted first but
+  // ended last.
+  s.restoreLease(ended("long", 100, 900));
+  s.restoreLease(ended("short1", 200, 300));
+  s.restoreLease(ended("short2", 250, 350));
+  s.sortEnded();
+  s.forgetEndedBefore(500);
+  CHECK(s.lease("short1") == nullptr);
+  CHECK(s.lease("short2") == nullptr);
+  CHECK(s.lease("long") != nullptr);
+  CHECK(s.endedLeaseCount() == 1);
+}

@@ -464,7 +464,8 @@ OpResult Scheduler::appeared(const std::string& name, int64_t now, Changes& chan
 
 void Scheduler::rememberEnded(const std::string& id) {
   ended_order_.push_back(id);
-  while (ended_order_.size() > options_.max_ended) {
+  // At least the lease just ended stays: callers still hold it.
+  while (ended_order_.size() > std::max<size_t>(1, options_.max_ended)) {
     forget(ended_order_.front());
     ended_order_.pop_front();
   }
@@ -479,6 +480,15 @@ void Scheduler::forget(const std::string& id) {
     if (key != idempotent_leases_.end() && key->second == id) idempotent_leases_.erase(key);
   }
   leases_.erase(it);
+}
+
+void Scheduler::sortEnded() {
+  auto endOf = [this](const std::string& id) {
+    auto it = leases_.find(id);
+    return it == leases_.end() ? int64_t{0} : it->second.ended_ms;
+  };
+  std::stable_sort(ended_order_.begin(), ended_order_.end(),
+                   [&](const std::string& a, const std::string& b) { return endOf(a) < endOf(b); });
 }
 
 void Scheduler::forgetEndedBefore(int64_t cutoff_ms) {

@@ -110,6 +110,8 @@ class Scheduler {
   // Restores state from the store at start-up (before any request).
   void restoreBoard(const std::string& name, BoardState state, int64_t since_ms, const std::string& reason);
   void restoreLease(const Lease& lease);
+  // Puts the restored ended leases in end order (they load in grant order).
+  void sortEnded();
 
   SubmitResult submit(LeaseRequest request, int64_t now, Changes& changes);
   // Drops a waiting request (its wait ended or its client left).
