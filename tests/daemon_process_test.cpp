@@ -394,3 +394,21 @@ TEST_CASE("an HTTP/1.0 client that asks for keep-alive is told so and keeps its 
   REQUIRE(answer.find("\r\nConnection: close\r\n") != std::string::npos);
   REQUIRE(answer.find("\"status\":\"ok\"") != std::string::npos);
 }
+
+TEST_CASE("a streamed answer to an HTTP/1.0 client is plain text ended by the close") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  auto lease = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})");
+  REQUIRE(lease.status == 201);
+  std::string id(parse(lease.body).at("id").as_string());
+  RawConnection c(d.url());
+  c.send("GET /v1/leases/" + id + "/boards/sim-0/console HTTP/1.0\r\n\r\n");
+  std::string answer = c.readAll();
+  REQUIRE(answer.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  REQUIRE(answer.find("Transfer-Encoding") == std::string::npos);
+  size_t body = answer.find("\r\n\r\n");
+  REQUIRE(body != std::string::npos);
+  // No chunk sizes: the body is the console text itself.
+  REQUIRE(answer.substr(body + 4).rfind("-- hwfarmd: ", 0) == 0);
+  REQUIRE(answer.find("the simulated board is off") != std::string::npos);
+}

@@ -292,6 +292,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
         session_->socket_.shutdown(Protocol::socket::shutdown_both, ignored);
         return false;
       }
+      if (session_->http10_) { // no chunked encoding in HTTP/1.0: the close ends the body
+        session_->queueRaw(std::move(data));
+        return true;
+      }
       char size[20];
       std::snprintf(size, sizeof size, "%zx\r\n", data.size());
       session_->queueRaw(size + data + "\r\n");
@@ -300,7 +304,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     void end() override {
       if (ended_) return;
       ended_ = true;
-      session_->queueRaw("0\r\n\r\n");
+      if (!session_->http10_) session_->queueRaw("0\r\n\r\n");
       session_->close_after_queue_ = true;
       session_->flushQueue();
     }
@@ -313,7 +317,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
   void startStream(HttpResponse response) {
     std::string head = "HTTP/1.1 " + std::to_string(response.status) + " OK\r\nServer: hwfarmd\r\nContent-Type: " +
-                       response.content_type + "\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n";
+                       response.content_type + "\r\n" + (http10_ ? "" : "Transfer-Encoding: chunked\r\n") +
+                       "Connection: close\r\n";
     for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
     queueRaw(head + "\r\n");
     auto sink = std::make_shared<Sink>(this->shared_from_this());
