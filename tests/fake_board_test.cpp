@@ -48,6 +48,20 @@ bool waitState(const RunningDaemon& d, const std::string& state) {
   return false;
 }
 
+// Starts the fake board: its device link appears.
+Process plugIn(const TempDir& dir) {
+  return Process({FAKE_BOARD_PATH, "serve", "--link", dir.file("ttyFAKE0"), "--control", dir.file("fake.sock")},
+                 dir.file("board.out"), dir.file("board.err"));
+}
+
+// Waits for the fake board to be available and leases it; returns the id.
+std::string leaseTheBoard(const RunningDaemon& d) {
+  REQUIRE(waitState(d, "available"));
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  return std::string(json::parse(granted.body).at("id").as_string());
+}
+
 } // namespace
 
 TEST_CASE("a fake board comes and goes with its device link and fails on command") {
@@ -122,12 +136,8 @@ TEST_CASE("a fake board comes and goes with its device link and fails on command
 TEST_CASE("a board without a power switch refuses power actions instead of pretending") {
   TempDir dir;
   RunningDaemon d(dir, fleet(dir, false));
-  Process board({FAKE_BOARD_PATH, "serve", "--link", dir.file("ttyFAKE0"), "--control", dir.file("fake.sock")},
-                dir.file("board.out"), dir.file("board.err"));
-  REQUIRE(waitState(d, "available"));
-  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
-  REQUIRE(granted.status == 201);
-  std::string id(json::parse(granted.body).at("id").as_string());
+  Process board = plugIn(dir);
+  std::string id = leaseTheBoard(d);
   for (const char* action : {"on", "off", "cycle"}) {
     auto r = d.request("POST", "/v1/leases/" + id + "/boards/fake-1/power", std::string(R"({"action":")") + action + "\"}",
                        "");
@@ -148,12 +158,8 @@ TEST_CASE("a board without a power switch refuses power actions instead of prete
 TEST_CASE("a reload that drops a board while it is being flashed waits for the flasher") {
   TempDir dir;
   RunningDaemon d(dir, fleet(dir));
-  Process board({FAKE_BOARD_PATH, "serve", "--link", dir.file("ttyFAKE0"), "--control", dir.file("fake.sock")},
-                dir.file("board.out"), dir.file("board.err"));
-  REQUIRE(waitState(d, "available"));
-  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
-  REQUIRE(granted.status == 201);
-  std::string id(json::parse(granted.body).at("id").as_string());
+  Process board = plugIn(dir);
+  std::string id = leaseTheBoard(d);
   runCommand({FAKE_BOARD_PATH, "mode", dir.file("fake.sock"), "flash-hang"});
   std::string image = dir.write("image.txt", "HWFARM BEGIN suite=fake\nHWFARM END\n");
   std::atomic<int> flash_status{0};
