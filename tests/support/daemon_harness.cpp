@@ -41,6 +41,12 @@ RunningDaemon::RunningDaemon(const TempDir& dir, const std::string& config_text,
   start();
 }
 
+RunningDaemon::~RunningDaemon() {
+  if (launcher_.empty() || !process_ || !process_->running()) return;
+  ::kill(-process_->pid(), SIGTERM); // the launcher and hwfarmd under it
+  process_->wait(std::chrono::seconds(5));
+}
+
 void RunningDaemon::start() {
   std::map<std::string, std::string> environment{{"NOTIFY_SOCKET", ""}, {"JOURNAL_STREAM", ""},
                                                  {"WATCHDOG_USEC", ""}};

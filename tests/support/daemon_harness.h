@@ -24,6 +24,9 @@ class RunningDaemon {
   // `launcher` runs in front of hwfarmd (e.g. umockdev-run -d FILE --).
   RunningDaemon(const TempDir& dir, const std::string& config_text,
                 const std::map<std::string, std::string>& env = {}, std::vector<std::string> launcher = {});
+  // With a launcher, stops it with SIGTERM (umockdev-run then removes its
+  // test bed); otherwise the process is killed.
+  ~RunningDaemon();
 
   const std::string& url() const { return url_; }
   const std::string& configPath() const { return config_path_; }
