@@ -58,7 +58,7 @@ struct BoardService::Impl {
   // Opens the board's console for `lease` if it is not open; false with
   // `error` when it cannot be.
   bool attach(const std::string& lease_id, const std::string& name, std::string* error) {
-    touched.insert(name);
+    owner[name] = lease_id;
     Console& console = consoles[name];
     if (console.port && !console.port->closed() && console.lease_id == lease_id) return true;
     std::string why;
@@ -115,7 +115,6 @@ struct BoardService::Impl {
       done(drivers::Status::refusedBusy("board " + board + " is busy (" + it->second + " in progress)"), 0);
       return;
     }
-    touched.insert(board);
     asio::post(strandOf(board), [this, board, work = std::move(work), done = std::move(done)] {
       auto start = std::chrono::steady_clock::now();
       drivers::Status status = work();
@@ -146,11 +145,10 @@ struct BoardService::Impl {
   std::map<std::string, config::BoardConfig> board_configs; // what each driver was built from
   std::map<std::string, Console> consoles;
   std::map<std::string, std::string> busy; // board -> operation running on the pool
-  // Boards a lease flashed, powered or opened the console of: only these
-  // need a reset when the lease ends (most leases never touch the driver).
-  std::set<std::string> touched;
-  // The lease each board last worked for, until that lease ends: work that
-  // finishes after its lease ended must not open the board again.
+  // The lease that flashed, powered or opened the console of each board,
+  // until that lease ends. Only these boards need a reset when their lease
+  // ends (most leases never touch the driver), and work that finishes after
+  // its lease ended must not open the board again.
   std::map<std::string, std::string> owner;
   std::function<void()> refresh_consoles;
   uint64_t next_reader = 1;
@@ -268,10 +266,11 @@ void BoardService::leaseEnded(const lease::Lease& lease) {
       impl_->endReaders(lb.name);
       impl_->consoles.erase(it);
     }
-    if (auto owner = impl_->owner.find(lb.name); owner != impl_->owner.end() && owner->second == lease.id)
-      impl_->owner.erase(owner);
+    auto owner = impl_->owner.find(lb.name);
+    if (owner == impl_->owner.end() || owner->second != lease.id) continue; // untouched by this lease
+    impl_->owner.erase(owner);
     auto board = impl_->boards.find(lb.name);
-    if (board == impl_->boards.end() || !impl_->touched.erase(lb.name)) continue;
+    if (board == impl_->boards.end()) continue;
     std::shared_ptr<drivers::Board> b = board->second;
     asio::post(impl_->strandOf(lb.name), [b] { b->reset(); });
   }

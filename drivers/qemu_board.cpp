@@ -85,20 +85,13 @@ Status QemuBoard::powerOn(std::string* console) {
     }
     ::_exit(127);
   }
-  // QEMU creates the socket, then waits for the console to connect.
+  // QEMU creates the socket, then waits for the console to connect. It binds
+  // the socket before it listens, and connecting in between would be
+  // refused: wait until the kernel lists it as listening (without
+  // connecting: the first connection starts the guest).
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   struct stat st {};
-  while (::stat(socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) {
-    if (!running() || std::chrono::steady_clock::now() > deadline) {
-      powerOff();
-      return Status::failure("QEMU did not start for board " + name_ + " (see " + log + ")");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  // QEMU binds the socket before it listens: connecting in between would be
-  // refused. Wait until the kernel lists it as listening (without
-  // connecting: the first connection starts the guest).
-  while (!unixSocketListening(socket)) {
+  while (::stat(socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) || !unixSocketListening(socket)) {
     if (!running() || std::chrono::steady_clock::now() > deadline) {
       powerOff();
       return Status::failure("QEMU did not start for board " + name_ + " (see " + log + ")");

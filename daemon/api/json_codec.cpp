@@ -46,18 +46,31 @@ Rfc3339::Rfc3339(int64_t unix_ms) {
 
 std::string rfc3339(int64_t unix_ms) { return std::string(Rfc3339(unix_ms).view()); }
 
-std::optional<json::object> parseObject(const std::string& body, std::string* error) {
+namespace {
+
+// Parses `body` into `into` (its memory from `storage`); the object, or null
+// with the 400 detail in `error`.
+json::object* parseInto(const std::string& body, json::value& into, json::storage_ptr storage, std::string* error) {
   boost::system::error_code ec;
-  json::value v = json::parse(body, ec);
+  into = json::parse(body, ec, std::move(storage));
   if (ec) {
     *error = "malformed JSON: " + ec.message();
-    return std::nullopt;
+    return nullptr;
   }
-  if (!v.is_object()) {
+  if (!into.is_object()) {
     *error = "expected a JSON object";
-    return std::nullopt;
+    return nullptr;
   }
-  return std::move(v.as_object());
+  return &into.as_object();
+}
+
+} // namespace
+
+std::optional<json::object> parseObject(const std::string& body, std::string* error) {
+  json::value v;
+  json::object* object = parseInto(body, v, {}, error);
+  if (!object) return std::nullopt;
+  return std::move(*object);
 }
 
 namespace {
@@ -209,17 +222,9 @@ std::optional<AcquireRequest> parseAcquire(const std::string& body, const config
   // The parsed tree lives in this buffer (every lease request is parsed).
   unsigned char buffer[4096];
   json::monotonic_resource memory(buffer, sizeof buffer);
-  boost::system::error_code ec;
-  json::value parsed = json::parse(body, ec, &memory);
-  if (ec) {
-    *error = "malformed JSON: " + ec.message();
-    return std::nullopt;
-  }
-  if (!parsed.is_object()) {
-    *error = "expected a JSON object";
-    return std::nullopt;
-  }
-  const json::object* object = &parsed.as_object();
+  json::value parsed;
+  const json::object* object = parseInto(body, parsed, &memory, error);
+  if (!object) return std::nullopt;
   Fields f(*object, "", error);
   AcquireRequest out;
   lease::LeaseRequest& r = out.request;

@@ -136,11 +136,13 @@ class JsonWriter {
       size_ += s.size() + 2;
       return;
     }
-    // Worst case: every character becomes \u00XX.
-    char* p = room(s.size() * 6 + 2);
+    // Worst case: every character after the clean prefix becomes \u00XX.
+    char* p = room(clean + (s.size() - clean) * 6 + 2);
     *p++ = '"';
+    std::memcpy(p, s.data(), clean);
+    p += clean;
     static constexpr char kHex[] = "0123456789abcdef";
-    for (char ch : s) {
+    for (char ch : s.substr(clean)) {
       auto c = static_cast<unsigned char>(ch);
       if (plain(c)) {
         *p++ = ch;

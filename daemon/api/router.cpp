@@ -57,13 +57,6 @@ Target parseTarget(const std::string& target) {
 
 namespace {
 
-HttpResponse ok(const json::value& body, int status = 200) {
-  HttpResponse r;
-  r.status = status;
-  r.body = json::serialize(body);
-  return r;
-}
-
 HttpResponse okText(std::string body, int status = 200) {
   HttpResponse r;
   r.status = status;
@@ -71,14 +64,12 @@ HttpResponse okText(std::string body, int status = 200) {
   return r;
 }
 
+HttpResponse ok(const json::value& body, int status = 200) { return okText(json::serialize(body), status); }
+
 HttpResponse withAllow(HttpResponse r, const std::string& allow) {
   r.headers.emplace_back("Allow", allow);
   return r;
 }
-
-} // namespace
-
-namespace {
 
 // The answer channel of one call, counting the answers sent by status. Handlers that
 // answer later capture a copy (no allocation per copy).
