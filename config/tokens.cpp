@@ -26,14 +26,15 @@ const char* toString(Role role) {
 
 namespace {
 
-std::string hexOf(const unsigned char* data, size_t size) {
+// Appends `size` bytes of `data` to `out` in lowercase hex.
+void appendHex(std::string& out, const unsigned char* data, size_t size) {
   static const char* hex = "0123456789abcdef";
-  std::string out;
+  size_t at = out.size();
+  out.resize(at + size * 2);
   for (size_t i = 0; i < size; ++i) {
-    out += hex[data[i] >> 4];
-    out += hex[data[i] & 15];
+    out[at + 2 * i] = hex[data[i] >> 4];
+    out[at + 2 * i + 1] = hex[data[i] & 15];
   }
-  return out;
 }
 
 } // namespace
@@ -42,7 +43,9 @@ std::string sha256Hex(const std::string& data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr);
-  return hexOf(digest, length);
+  std::string out;
+  appendHex(out, digest, length);
+  return out;
 }
 
 std::string randomHex(size_t bytes) {
@@ -59,7 +62,7 @@ std::string randomHex(size_t bytes) {
       left = sizeof pool;
     }
     size_t take = std::min(bytes, left);
-    out += hexOf(pool + sizeof pool - left, take);
+    appendHex(out, pool + sizeof pool - left, take);
     std::memset(pool + sizeof pool - left, 0, take); // never handed out twice
     left -= take;
     bytes -= take;

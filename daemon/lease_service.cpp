@@ -226,6 +226,8 @@ void LeaseService::Impl::delivered(const Changes& changes) {
       persist(std::move(more), nullptr);
       continue;
     }
+    // A request granted on arrival is answered by its own completion.
+    if (!waiting.count(l.ticket)) continue;
     AcquireOutcome outcome;
     outcome.kind = AcquireOutcome::Kind::granted;
     // The lease as it is now (the snapshot if it was already forgotten).

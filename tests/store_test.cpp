@@ -257,3 +257,65 @@ TEST_CASE("without fsync an idle store commits in place and a queued group keeps
   REQUIRE(count(path, "SELECT seq FROM leases WHERE id = 'C'") > count(path, "SELECT seq FROM leases WHERE id = 'B'"));
   REQUIRE(count(path, "SELECT count(*) FROM leases") == 1504);
 }
+
+TEST_CASE("with fsync a completion waits for a sync of the WAL and completions keep commit order") {
+  test::TempDir dir;
+  std::string path = dir.file("hwfarm.db");
+  std::mutex mutex;
+  std::vector<std::function<void()>> posted; // the "event loop"
+  std::vector<std::string> done;
+  auto record = [&](const std::string& name) {
+    return [&, name](bool ok, const std::string&) {
+      if (ok) done.push_back(name); // runs on this thread, when the test runs `posted`
+    };
+  };
+  auto runPosted = [&](store::Store& s) {
+    for (int i = 0; i < 2000; ++i) {
+      {
+        std::lock_guard lock(mutex);
+        for (auto& fn : posted) fn();
+        posted.clear();
+      }
+      if (s.idle()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
+  {
+    store::Store s(path, {true});
+    s.start([&](std::function<void()> fn) {
+      std::lock_guard lock(mutex);
+      posted.push_back(std::move(fn));
+    });
+    // Committed in place, but answered only once a sync covers it: never
+    // before commit() returns, and only from the loop.
+    s.commit(batchOf(makeLease("A", 1, "b0")), record("A"));
+    REQUIRE(done.empty());
+    REQUIRE_FALSE(s.idle());
+    // An answer with nothing to write waits for A's sync too.
+    s.commit(store::Batch{}, record("empty"));
+    s.commit(batchOf(makeLease("B", 2, "b1")), record("B"));
+    // A group past the checkpoint size sends the next ones through the
+    // writer thread; completions still come in submission order.
+    store::Batch big;
+    for (int i = 0; i < 1500; ++i) {
+      lease::Lease l = makeLease("F" + std::to_string(i), 3, "b2");
+      l.holder.url = std::string(3000, 'u');
+      big.leases.push_back(l);
+    }
+    s.commit(std::move(big), record("big"));
+    s.commit(batchOf(makeLease("C", 4, "b3")), record("C"));
+    s.commit(batchOf(makeLease("D", 5, "b0")), record("D"));
+    REQUIRE(done.empty());
+    runPosted(s);
+    REQUIRE(s.idle());
+    REQUIRE(done == std::vector<std::string>{"A", "empty", "B", "big", "C", "D"});
+    CHECK(s.syncs() >= 1);
+    CHECK(s.syncs() <= 6); // one sync answers every commit made before it began
+    // Nothing pending: an empty answer still goes through the loop.
+    s.commit(store::Batch{}, record("after"));
+    runPosted(s);
+    REQUIRE(done.back() == "after");
+  }
+  REQUIRE(count(path, "SELECT count(*) FROM leases") == 1504);
+  REQUIRE(count(path, "SELECT seq FROM leases WHERE id = 'D'") > count(path, "SELECT seq FROM leases WHERE id = 'C'"));
+}

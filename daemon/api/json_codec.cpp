@@ -52,7 +52,13 @@ namespace {
 // with the 400 detail in `error`.
 json::object* parseInto(const std::string& body, json::value& into, json::storage_ptr storage, std::string* error) {
   boost::system::error_code ec;
-  into = json::parse(body, ec, std::move(storage));
+  // The parser's own stack starts on ours: a request body needs no heap
+  // for it (json::parse would allocate it every time).
+  unsigned char stack[2048];
+  json::parser parser(json::storage_ptr(), json::parse_options(), stack, sizeof stack);
+  parser.reset(std::move(storage));
+  parser.write(body, ec);
+  if (!ec) into = parser.release();
   if (ec) {
     *error = "malformed JSON: " + ec.message();
     return nullptr;
@@ -222,7 +228,7 @@ std::optional<AcquireRequest> parseAcquire(const std::string& body, const config
   // The parsed tree lives in this buffer (every lease request is parsed).
   unsigned char buffer[4096];
   json::monotonic_resource memory(buffer, sizeof buffer);
-  json::value parsed;
+  json::value parsed(&memory); // same storage as the parse: moved in, not copied out to the heap
   const json::object* object = parseInto(body, parsed, &memory, error);
   if (!object) return std::nullopt;
   Fields f(*object, "", error);

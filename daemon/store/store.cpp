@@ -1,10 +1,15 @@
 #include "daemon/store/store.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 namespace hwfarm::store {
@@ -156,7 +161,11 @@ std::vector<std::string> splitLabels(const std::string& text) {
 } // namespace
 
 Store::Store(const std::string& path, StoreOptions options)
-    : path_(path), synchronous_full_(options.synchronous_full) {
+    : path_(path), fsync_(options.fsync) {
+  // No global memory statistics: each of SQLite's allocations would take a
+  // global mutex for them, and nothing reads them. Only possible before
+  // SQLite initializes (the first open); later calls change nothing.
+  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
   if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       nullptr) != SQLITE_OK) {
     std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
@@ -166,9 +175,15 @@ Store::Store(const std::string& path, StoreOptions options)
   try {
     // hwfarmd is the database's only user (the state-dir lock sees to that):
     // take the file lock once instead of per transaction.
+    // Room for a statement's records and cursors in the connection's own
+    // allocator, so commits rarely reach malloc.
+    sqlite3_db_config(db_, SQLITE_DBCONFIG_LOOKASIDE, nullptr, 1024, 256);
     exec("PRAGMA locking_mode=EXCLUSIVE");
     exec("PRAGMA journal_mode=WAL");
-    exec(options.synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+    // A commit is durable once its WAL frames are in the page cache: it
+    // survives the process. With fsync the sync threads make it survive a
+    // power cut too (see syncerLoop); checkpoints sync on their own.
+    exec("PRAGMA synchronous=NORMAL");
     exec("PRAGMA busy_timeout=5000");
     // After a checkpoint the WAL is rewritten from its start instead of
     // truncated: commits overwrite blocks the file already has, which
@@ -212,6 +227,14 @@ Store::~Store() {
   }
   wake_.notify_all();
   if (writer_.joinable()) writer_.join();
+  // The writer's last commits are synced before the sync threads end.
+  {
+    std::lock_guard lock(sync_mutex_);
+    sync_stopping_ = true;
+  }
+  sync_wake_.notify_all();
+  for (auto& t : syncers_) t.join();
+  if (wal_fd_ >= 0) ::close(wal_fd_);
   statements_.reset();
   sqlite3_close(db_);
 }
@@ -342,9 +365,9 @@ void Store::apply(const Batch& batch, std::vector<std::string>& ended) {
   for (const auto& e : batch.events) writeEvent(e);
 }
 
-void Store::commitGroup(const std::vector<const Batch*>& batches) {
+bool Store::commitGroup(const std::vector<const Batch*>& batches) {
   // Answers that only wait for earlier commits come as empty batches.
-  if (std::all_of(batches.begin(), batches.end(), [](const Batch* b) { return b->empty(); })) return;
+  if (std::all_of(batches.begin(), batches.end(), [](const Batch* b) { return b->empty(); })) return false;
   if (!statements_) statements_ = std::make_unique<Statements>(db_);
   std::vector<std::string> ended;
   int64_t last_seq = last_seq_;
@@ -362,6 +385,7 @@ void Store::commitGroup(const std::vector<const Batch*>& batches) {
   }
   // An ended lease is never written again.
   for (const auto& id : ended) seq_by_id_.erase(id);
+  return true;
 }
 
 void Store::commitNow(const Batch& batch) { commitGroup({&batch}); }
@@ -385,6 +409,26 @@ void Store::checkpoint() {
   if (sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done) != SQLITE_OK)
     std::fprintf(stderr, "<4>hwfarmd: checkpoint of %s failed: %s\n", path_.c_str(), sqlite3_errmsg(db_));
   checkpoint_wanted_ = false;
+  if (wal_fd_ >= 0) openWal(); // SQLite keeps its WAL file; should it ever make a new one, sync that
+}
+
+// The WAL file the sync threads fdatasync. SQLite writes it through its own
+// descriptor; fdatasync flushes the file, whichever descriptor wrote it.
+void Store::openWal() {
+  std::string wal = path_ + "-wal";
+  struct stat by_path {}, by_fd {};
+  if (wal_fd_ >= 0 && ::stat(wal.c_str(), &by_path) == 0 && ::fstat(wal_fd_, &by_fd) == 0 &&
+      by_path.st_ino == by_fd.st_ino && by_path.st_dev == by_fd.st_dev)
+    return;
+  // O_CREAT: if SQLite has not made it yet, it opens this (empty) file.
+  int fd = ::open(wal.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error("cannot open " + wal + ": " + std::strerror(errno));
+  if (wal_fd_ < 0) {
+    wal_fd_ = fd;
+  } else {
+    ::dup2(fd, wal_fd_); // atomically, for sync threads using it
+    ::close(fd);
+  }
 }
 
 void Store::start(Post post) {
@@ -394,6 +438,10 @@ void Store::start(Post post) {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &previous);
   writer_ = std::thread([this] { writerLoop(); });
+  if (fsync_) {
+    openWal();
+    for (int i = 0; i < kSyncThreads; ++i) syncers_.emplace_back([this] { syncerLoop(); });
+  }
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
@@ -405,36 +453,42 @@ void Store::commit(Batch batch, Done done) {
 
 void Store::commit(std::vector<Pending> group) {
   if (group.empty()) return;
+  in_flight_ += group.size();
   bool wake;
   {
     std::unique_lock lock(mutex_);
-    // Without fsync a commit is a few writes into the page cache: done here,
-    // it saves two thread hand-offs per group. Only when nothing is queued
-    // (order) and the writer is not checkpointing (it holds the connection).
-    if (!synchronous_full_ && in_flight_ == 0 && !checkpoint_wanted_) {
+    // A commit is a few writes into the page cache: done here, it saves two
+    // thread hand-offs per group. Only when nothing is queued (order) and
+    // the writer is not checkpointing (it holds the connection).
+    bool in_order = fsync_ ? queued_ == 0 : in_flight_ == group.size();
+    if (in_order && !checkpoint_wanted_) {
       std::unique_lock db(db_mutex_, std::try_to_lock);
       if (db.owns_lock()) {
         lock.unlock();
         std::vector<const Batch*> batches;
         batches.reserve(group.size());
         for (const auto& p : group) batches.push_back(&p.batch);
-        bool ok = true;
+        bool ok = true, wrote = false;
         std::string error;
         try {
-          commitGroup(batches);
+          wrote = commitGroup(batches);
         } catch (const std::exception& e) {
           ok = false;
           error = e.what();
         }
-        db.unlock();
+        if (fsync_) {
+          committed(std::move(group), ok, std::move(error), wrote);
+          return;
+        }
+        db.unlock(); // a completion may commit again
+        size_t n = group.size();
         for (auto& p : group)
           if (p.done) p.done(ok, error);
+        in_flight_ -= n;
         return;
       }
     }
-    // Until these complete, later groups queue behind them too: commits and
-    // completions stay in submission order.
-    in_flight_ += group.size();
+    queued_ += group.size();
     for (auto& p : group) queue_.push_back(std::move(p));
     // A busy writer takes the queue when its commit ends: waking it costs a
     // futex call per request and buys nothing.
@@ -444,10 +498,71 @@ void Store::commit(std::vector<Pending> group) {
   if (wake) wake_.notify_one();
 }
 
+void Store::committed(std::vector<Pending> group, bool ok, std::string error, bool wrote) {
+  if (!fsync_) {
+    auto completions = std::make_shared<std::vector<Pending>>(std::move(group));
+    post_([this, completions, ok, error = std::move(error)] {
+      for (auto& p : *completions)
+        if (p.done) p.done(ok, error);
+      in_flight_ -= completions->size();
+    });
+    return;
+  }
+  std::lock_guard lock(sync_mutex_);
+  if (wrote) ++commit_seq_;
+  // A group that wrote nothing still waits for the commits before it.
+  awaiting_.push_back({commit_seq_, std::move(group), ok, std::move(error)});
+  if (commit_seq_ <= synced_) postSynced();
+  else if (commit_seq_ > sync_started_) sync_wake_.notify_one();
+}
+
+void Store::postSynced() {
+  auto ready = std::make_shared<std::vector<Awaiting>>();
+  while (!awaiting_.empty() && awaiting_.front().seq <= synced_) {
+    ready->push_back(std::move(awaiting_.front()));
+    awaiting_.pop_front();
+  }
+  if (ready->empty()) return;
+  // Posted with the lock held: completions reach the loop in commit order.
+  post_([this, ready, sync_error = sync_error_] {
+    size_t n = 0;
+    for (auto& a : *ready) {
+      bool ok = a.ok && sync_error.empty();
+      const std::string& error = a.ok ? sync_error : a.error;
+      for (auto& p : a.group)
+        if (p.done) p.done(ok, error);
+      n += a.group.size();
+    }
+    in_flight_ -= n;
+  });
+}
+
+// Each sync covers every commit made before it started, so one sync
+// answers every request that committed while the previous one ran: group
+// commit without holding any commit back. With more than one sync thread,
+// a commit made while a sync runs starts another at once on an idle thread.
+void Store::syncerLoop() {
+  std::unique_lock lock(sync_mutex_);
+  while (true) {
+    sync_wake_.wait(lock, [this] { return commit_seq_ > sync_started_ || sync_stopping_; });
+    if (commit_seq_ <= sync_started_) return; // stopping, and every commit is covered
+    uint64_t target = sync_started_ = commit_seq_;
+    lock.unlock();
+    int rc = ::fdatasync(wal_fd_);
+    int err = errno;
+    ++syncs_;
+    lock.lock();
+    if (rc != 0 && sync_error_.empty())
+      sync_error_ = "fdatasync " + path_ + "-wal: " + std::strerror(err);
+    synced_ = std::max(synced_, target);
+    postSynced();
+  }
+}
+
 void Store::writerLoop() {
   std::vector<const Batch*> batches;
   while (true) {
-    std::deque<Pending> work;
+    std::vector<Pending> work;
     {
       std::unique_lock lock(mutex_);
       if (queue_.empty() && !stopping_ && !checkpoint_wanted_) {
@@ -459,23 +574,20 @@ void Store::writerLoop() {
       work.swap(queue_);
     }
     if (!work.empty()) {
-      bool ok = true;
+      bool ok = true, wrote = false;
       std::string error;
       batches.clear();
       for (const auto& p : work) batches.push_back(&p.batch);
+      std::lock_guard db(db_mutex_);
       try {
-        std::lock_guard db(db_mutex_);
-        commitGroup(batches);
+        wrote = commitGroup(batches);
       } catch (const std::exception& e) {
         ok = false;
         error = e.what();
       }
-      auto completions = std::make_shared<std::deque<Pending>>(std::move(work));
-      post_([this, completions, ok, error] {
-        for (auto& p : *completions)
-          if (p.done) p.done(ok, error);
-        in_flight_ -= completions->size();
-      });
+      size_t n = work.size();
+      committed(std::move(work), ok, std::move(error), wrote);
+      queued_ -= n;
     }
     if (checkpoint_wanted_) checkpoint();
   }

@@ -4,12 +4,16 @@
 // Writes are committed in groups (one transaction for many batches) and
 // each batch's completion runs on the event loop after its commit, in
 // order. The daemon answers a request only from that completion, so every
-// acknowledged change is committed. With fsync (the default) a writer
-// thread commits, so the event loop never waits for the disk. Without
-// fsync a commit only writes into the page cache: it is done on the calling
-// thread when the writer is idle, and handed to the writer otherwise.
-// Checkpoints always run on the writer thread. Reads happen once, at
-// start-up, before the writer starts.
+// acknowledged change is committed. A commit only writes into the page
+// cache (SQLite's WAL with synchronous=NORMAL): it is done on the calling
+// thread when the writer thread is idle, and handed to the writer
+// otherwise. Checkpoints always run on the writer thread.
+//
+// With fsync (the default) a completion also waits for an fdatasync of the
+// WAL that started after its commit. A sync thread runs those back to back;
+// each covers every commit made before it started. Commits never wait for
+// a sync, and the event loop never waits for the disk.
+// Reads happen once, at start-up, before the writer starts.
 #pragma once
 
 #include <atomic>
@@ -54,7 +58,7 @@ struct Batch {
 };
 
 struct StoreOptions {
-  bool synchronous_full = true; // fsync every commit (power-loss safe); else only crash safe
+  bool fsync = true; // completions wait for an fdatasync (power-loss safe); else only crash safe
 };
 
 class Store {
@@ -92,6 +96,12 @@ class Store {
   void commit(Batch batch, Done done); // a group of one
   // No commit is queued or waiting for its completion to run.
   bool idle() const { return in_flight_ == 0; }
+  // fdatasyncs of the WAL so far (with fsync).
+  uint64_t syncs() const { return syncs_; }
+  // Threads that fdatasync the WAL (with fsync): syncs in flight at once.
+  // More than one overlaps syncs; on the disks measured that bought
+  // nothing (bench/), so one it is.
+  static constexpr int kSyncThreads = 1;
 
   const std::string& path() const { return path_; }
 
@@ -100,8 +110,18 @@ class Store {
   static int walHook(void* self, sqlite3* db, const char* name, int pages);
   void checkpoint();
   void writerLoop();
-  // One transaction for all of `batches`; throws (after rolling back) on error.
-  void commitGroup(const std::vector<const Batch*>& batches);
+  void syncerLoop();
+  // `group` was just committed (`wrote`: it changed the database), or its
+  // commit failed: posts its completions, or with fsync queues them for a
+  // sync. Runs with db_mutex_ held, so groups arrive in commit order.
+  void committed(std::vector<Pending> group, bool ok, std::string error, bool wrote);
+  // Posts the completions of every group the syncs so far cover; with
+  // sync_mutex_ held.
+  void postSynced();
+  void openWal();
+  // One transaction for all of `batches`; throws (after rolling back) on
+  // error. False if there was nothing to write.
+  bool commitGroup(const std::vector<const Batch*>& batches);
   void apply(const Batch& batch, std::vector<std::string>& ended);
   void writeLease(const lease::Lease& l, std::vector<std::string>& ended);
   void writeEvent(const lease::Event& e);
@@ -110,7 +130,7 @@ class Store {
   struct Statements; // prepared once, used by whichever thread writes
 
   std::string path_;
-  bool synchronous_full_;
+  bool fsync_;
   sqlite3* db_ = nullptr;
   std::mutex db_mutex_; // the connection: the writer, or the loop committing in place
   std::unique_ptr<Statements> statements_;
@@ -118,11 +138,34 @@ class Store {
   std::thread writer_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Pending> queue_;
+  std::vector<Pending> queue_;
   bool writer_idle_ = false; // waiting on wake_: commit() must notify
-  // Batches handed to the writer whose completions have not run yet. While
-  // any are, commit() queues too (never commits in place): order.
+  // Batches submitted whose completions have not run yet.
   std::atomic<size_t> in_flight_{0};
+  // Batches handed to the writer and not committed yet. While any are,
+  // commit() queues too (never commits in place): commits stay in order.
+  // Without fsync, in_flight_ counts instead: completions that run at once
+  // must not overtake those the writer posted.
+  std::atomic<size_t> queued_{0};
+
+  // With fsync: committed groups waiting for a sync, in commit order.
+  struct Awaiting {
+    uint64_t seq; // the last commit this group needs synced
+    std::vector<Pending> group;
+    bool ok;
+    std::string error;
+  };
+  int wal_fd_ = -1;
+  std::vector<std::thread> syncers_;
+  std::mutex sync_mutex_;
+  std::condition_variable sync_wake_;
+  std::deque<Awaiting> awaiting_;
+  uint64_t commit_seq_ = 0;   // commits that wrote something, so far
+  uint64_t sync_started_ = 0; // the last commit a started sync covers
+  uint64_t synced_ = 0;       // the last commit a finished sync covers
+  std::string sync_error_;    // set once an fdatasync failed: nothing after it is trusted
+  bool sync_stopping_ = false;
+  std::atomic<uint64_t> syncs_{0};
   std::atomic<bool> checkpoint_wanted_{false};
   bool stopping_ = false;
   // The row of each active lease (and of leases in the group being written);
