@@ -50,6 +50,50 @@ int64_t count(const std::string& path, const std::string& sql) {
   return n;
 }
 
+// A stand-in for the event loop: completions the store posts wait here
+// until the test runs them, on its own thread; `done` records which ran.
+struct Loop {
+  std::mutex mutex;
+  std::vector<std::function<void()>> posted;
+  std::vector<std::string> done;
+
+  store::Store::Post post() {
+    return [this](std::function<void()> fn) {
+      std::lock_guard lock(mutex);
+      posted.push_back(std::move(fn));
+    };
+  }
+  store::Store::Done record(const std::string& name) {
+    return [this, name](bool ok, const std::string&) {
+      if (ok) done.push_back(name);
+    };
+  }
+  // Runs what was posted until nothing is in flight (or 10 s pass).
+  void runUntilIdle(store::Store& s) {
+    for (int i = 0; i < 2000; ++i) {
+      {
+        std::lock_guard lock(mutex);
+        for (auto& fn : posted) fn();
+        posted.clear();
+      }
+      if (s.idle()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+};
+
+// A group big enough to fill the WAL past its checkpoint size: the writer
+// thread checkpoints after it.
+store::Batch bigBatch(int64_t granted_ms) {
+  store::Batch big;
+  for (int i = 0; i < 1500; ++i) {
+    lease::Lease l = makeLease("F" + std::to_string(i), granted_ms, "b1");
+    l.holder.url = std::string(3000, 'u');
+    big.leases.push_back(l);
+  }
+  return big;
+}
+
 } // namespace
 
 TEST_CASE("store keeps one row per lease across writes and reopening") {
@@ -204,54 +248,31 @@ TEST_CASE("store writer commits queued batches in order and completes each") {
 TEST_CASE("without fsync an idle store commits in place and a queued group keeps later ones behind it") {
   test::TempDir dir;
   std::string path = dir.file("hwfarm.db");
-  std::mutex mutex;
-  std::vector<std::function<void()>> posted; // the "event loop": completions the writer posted
-  std::vector<std::string> done;
-  auto record = [&](const std::string& name) {
-    return [&, name](bool ok, const std::string&) {
-      if (ok) done.push_back(name); // runs on this thread: inline, or when the test runs `posted`
-    };
-  };
+  Loop loop;
+  auto& done = loop.done;
   {
     store::Store s(path, {false});
-    s.start([&](std::function<void()> fn) {
-      std::lock_guard lock(mutex);
-      posted.push_back(std::move(fn));
-    });
+    s.start(loop.post());
     // Idle: committed here, completed before commit() returns.
-    s.commit(batchOf(makeLease("A", 1, "b0")), record("A"));
+    s.commit(batchOf(makeLease("A", 1, "b0")), loop.record("A"));
     REQUIRE(done == std::vector<std::string>{"A"});
     REQUIRE(s.idle());
 
-    // A group big enough to fill the WAL past its checkpoint size makes the
-    // writer checkpoint; the next group goes to the writer ...
-    store::Batch big;
-    for (int i = 0; i < 1500; ++i) {
-      lease::Lease l = makeLease("F" + std::to_string(i), 2, "b1");
-      l.holder.url = std::string(3000, 'u');
-      big.leases.push_back(l);
-    }
-    s.commit(std::move(big), record("big"));
+    // After a group that makes the writer checkpoint, the next group goes
+    // to the writer ...
+    s.commit(bigBatch(2), loop.record("big"));
     REQUIRE(done.back() == "big");
-    s.commit(batchOf(makeLease("B", 3, "b2")), record("B"));
+    s.commit(batchOf(makeLease("B", 3, "b2")), loop.record("B"));
     // ... and, while B's completion has not run, C queues behind it even once
     // the checkpoint is over.
-    s.commit(batchOf(makeLease("C", 4, "b3")), record("C"));
+    s.commit(batchOf(makeLease("C", 4, "b3")), loop.record("C"));
     REQUIRE(done.back() == "big");
     REQUIRE_FALSE(s.idle());
-    for (int i = 0; i < 2000; ++i) {
-      {
-        std::lock_guard lock(mutex);
-        for (auto& fn : posted) fn();
-        posted.clear();
-      }
-      if (s.idle()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    loop.runUntilIdle(s);
     REQUIRE(s.idle());
     REQUIRE(done == std::vector<std::string>{"A", "big", "B", "C"});
     // Nothing in flight again: in place.
-    s.commit(batchOf(makeLease("D", 5, "b0")), record("D"));
+    s.commit(batchOf(makeLease("D", 5, "b0")), loop.record("D"));
     REQUIRE(done.back() == "D");
   }
   REQUIRE(count(path, "SELECT seq FROM leases WHERE id = 'C'") > count(path, "SELECT seq FROM leases WHERE id = 'B'"));
@@ -261,59 +282,34 @@ TEST_CASE("without fsync an idle store commits in place and a queued group keeps
 TEST_CASE("with fsync a completion waits for a sync of the WAL and completions keep commit order") {
   test::TempDir dir;
   std::string path = dir.file("hwfarm.db");
-  std::mutex mutex;
-  std::vector<std::function<void()>> posted; // the "event loop"
-  std::vector<std::string> done;
-  auto record = [&](const std::string& name) {
-    return [&, name](bool ok, const std::string&) {
-      if (ok) done.push_back(name); // runs on this thread, when the test runs `posted`
-    };
-  };
-  auto runPosted = [&](store::Store& s) {
-    for (int i = 0; i < 2000; ++i) {
-      {
-        std::lock_guard lock(mutex);
-        for (auto& fn : posted) fn();
-        posted.clear();
-      }
-      if (s.idle()) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  };
+  Loop loop;
+  auto& done = loop.done;
   {
     store::Store s(path, {true});
-    s.start([&](std::function<void()> fn) {
-      std::lock_guard lock(mutex);
-      posted.push_back(std::move(fn));
-    });
+    s.start(loop.post());
     // Committed in place, but answered only once a sync covers it: never
     // before commit() returns, and only from the loop.
-    s.commit(batchOf(makeLease("A", 1, "b0")), record("A"));
+    s.commit(batchOf(makeLease("A", 1, "b0")), loop.record("A"));
     REQUIRE(done.empty());
     REQUIRE_FALSE(s.idle());
     // An answer with nothing to write waits for A's sync too.
-    s.commit(store::Batch{}, record("empty"));
-    s.commit(batchOf(makeLease("B", 2, "b1")), record("B"));
-    // A group past the checkpoint size sends the next ones through the
-    // writer thread; completions still come in submission order.
-    store::Batch big;
-    for (int i = 0; i < 1500; ++i) {
-      lease::Lease l = makeLease("F" + std::to_string(i), 3, "b2");
-      l.holder.url = std::string(3000, 'u');
-      big.leases.push_back(l);
-    }
-    s.commit(std::move(big), record("big"));
-    s.commit(batchOf(makeLease("C", 4, "b3")), record("C"));
-    s.commit(batchOf(makeLease("D", 5, "b0")), record("D"));
+    s.commit(store::Batch{}, loop.record("empty"));
+    s.commit(batchOf(makeLease("B", 2, "b1")), loop.record("B"));
+    // After a group that makes the writer checkpoint, the next ones go
+    // through the writer thread; completions still come in submission order.
+    s.commit(bigBatch(3), loop.record("big"));
+    s.commit(batchOf(makeLease("C", 4, "b3")), loop.record("C"));
+    s.commit(batchOf(makeLease("D", 5, "b0")), loop.record("D"));
     REQUIRE(done.empty());
-    runPosted(s);
+    loop.runUntilIdle(s);
     REQUIRE(s.idle());
     REQUIRE(done == std::vector<std::string>{"A", "empty", "B", "big", "C", "D"});
     CHECK(s.syncs() >= 1);
     CHECK(s.syncs() <= 6); // one sync answers every commit made before it began
     // Nothing pending: an empty answer still goes through the loop.
-    s.commit(store::Batch{}, record("after"));
-    runPosted(s);
+    s.commit(store::Batch{}, loop.record("after"));
+    REQUIRE(done.back() == "D");
+    loop.runUntilIdle(s);
     REQUIRE(done.back() == "after");
   }
   REQUIRE(count(path, "SELECT count(*) FROM leases") == 1504);
