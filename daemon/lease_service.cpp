@@ -216,11 +216,13 @@ void LeaseService::Impl::persist(Changes changes, std::function<void()> then) {
   }
 }
 
-// Commits the group. Under load (more than one change waiting) it first
-// lets the loop take one more pass over its ready work, so requests that
-// arrived meanwhile join this commit instead of paying for their own: a
-// commit costs about as much as the requests in it (SQLite's commit, WAL
-// frames, system calls). One request alone is committed at once.
+// Commits the group, but first lets the loop take another pass over its
+// ready work (polling its sockets without waiting) for as long as each pass
+// brought more changes, at most kFlushPasses times: requests that arrived
+// meanwhile join this commit instead of paying for their own, and a commit
+// costs about as much as the requests in it (SQLite's commit, WAL frames,
+// system calls). Alone, a request waits for one empty pass (one
+// non-blocking epoll_wait).
 void LeaseService::Impl::flush() {
   if (group.size() != flush_seen && flush_passes < kFlushPasses) {
     ++flush_passes;
