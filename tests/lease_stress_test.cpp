@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <random>
@@ -112,9 +113,10 @@ TEST_CASE("random concurrent clients never see a board in two leases") {
 }
 
 TEST_CASE("SIGKILL under traffic loses no acknowledged lease and double-leases nothing") {
-  // With fsync each group commit is flushed by the writer thread; without,
-  // commits are written on the event loop when the writer is idle. Either
-  // way an acknowledged change survives the process being killed.
+  // Commits are written into the WAL on the event loop (or by the writer
+  // thread while it checkpoints); with fsync an answer also waits for a sync
+  // thread's fdatasync. Either way an acknowledged change survives the
+  // process being killed.
   bool fsync = GENERATE(true, false);
   INFO("leases.fsync = " << fsync);
   TempDir dir;
@@ -219,4 +221,42 @@ TEST_CASE("SIGKILL under traffic loses no acknowledged lease and double-leases n
       REQUIRE(d.request("DELETE", "/v1/leases/" + std::string(l.at("id").as_string()), "").status == 200);
   }
   REQUIRE(d.log().find("lease state restored") != std::string::npos);
+}
+
+TEST_CASE("a failing fdatasync stops hwfarmd before it answers and a retry finds what it committed") {
+  TempDir dir;
+  std::string trigger = dir.file("fail-sync");
+  // The disk "fails" (fdatasync returns EIO) while `trigger` exists.
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 2, "[leases]\nfsync = true\n"),
+                  {{"LD_PRELOAD", FAILSYNC_PATH}, {"HWFARM_FAILSYNC", trigger}});
+  auto first = d.request("POST", "/v1/leases", acquireBody(1, 600, 0, "first"));
+  REQUIRE(first.status == 201);
+  std::string first_id(json::parse(first.body).at("id").as_string());
+
+  dir.write("fail-sync", "");
+  // The grant is written to the WAL, but its sync fails: no answer, and
+  // hwfarmd exits (status 70) rather than acknowledge what may not be on disk.
+  REQUIRE_THROWS_AS(d.request("POST", "/v1/leases", acquireBody(1, 600, 0, "second"), "", 10),
+                    hwfarm::cli::Unreachable);
+  auto status = d.process().wait(std::chrono::seconds(10));
+  REQUIRE(status);
+  REQUIRE(status->exited);
+  REQUIRE(status->code == 70);
+  std::string log = d.log();
+  REQUIRE(log.find("cannot commit to") != std::string::npos);
+  REQUIRE(log.find("fdatasync " + dir.file("state") + "/hwfarm.db-wal: Input/output error") != std::string::npos);
+
+  // The disk works again. The process died, the machine did not: the WAL
+  // still holds the unanswered grant, and the retry with its key gets it.
+  std::filesystem::remove(trigger);
+  d.killAndRestart();
+  auto shown = d.get("/v1/leases/" + first_id);
+  REQUIRE(shown.status == 200);
+  REQUIRE(json::parse(shown.body).at("state").as_string() == "active");
+  auto retry = d.request("POST", "/v1/leases", acquireBody(1, 600, 0, "second"));
+  REQUIRE(retry.status == 200); // the existing lease, not a new grant
+  REQUIRE(std::string(json::parse(retry.body).at("id").as_string()) != first_id);
+  checkInvariants(d, 2);
+  json::value leases = json::parse(d.get("/v1/leases").body);
+  REQUIRE(leases.at("leases").as_array().size() == 2);
 }

@@ -87,7 +87,9 @@ Process::~Process() {
   if (running()) wait(std::chrono::seconds(10));
 }
 
-void Process::signal(int sig) const { ::kill(pid_, sig); }
+void Process::signal(int sig) const {
+  if (!status_) ::kill(pid_, sig); // once reaped, the pid may be another process's
+}
 
 std::optional<ExitStatus> Process::wait(std::chrono::milliseconds timeout) {
   if (status_) return status_;
