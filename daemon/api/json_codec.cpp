@@ -52,13 +52,8 @@ namespace {
 // with the 400 detail in `error`.
 json::object* parseInto(const std::string& body, json::value& into, json::storage_ptr storage, std::string* error) {
   boost::system::error_code ec;
-  // The parser's own stack starts on ours: a request body needs no heap
-  // for it (json::parse would allocate it every time).
-  unsigned char stack[2048];
-  json::parser parser(json::storage_ptr(), json::parse_options(), stack, sizeof stack);
-  parser.reset(std::move(storage));
-  parser.write(body, ec);
-  if (!ec) into = parser.release();
+  // `into` must use `storage` too, or the parsed tree is copied into it.
+  into = json::parse(body, ec, std::move(storage));
   if (ec) {
     *error = "malformed JSON: " + ec.message();
     return nullptr;

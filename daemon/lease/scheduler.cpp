@@ -227,7 +227,7 @@ void Scheduler::dispatch(int64_t now, Changes& changes) {
       if (it == available_by_type_.end()) return;
       pool = &it->second;
     }
-    if (pool->size() < static_cast<size_t>(r.count)) return;
+    if (r.count < 1 || pool->size() < static_cast<size_t>(r.count)) return;
     std::vector<size_t> picked;
     picked.reserve(static_cast<size_t>(r.count));
     for (const auto& [last_used, bi] : *pool) {

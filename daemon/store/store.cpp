@@ -164,8 +164,9 @@ Store::Store(const std::string& path, StoreOptions options)
     : path_(path), fsync_(options.fsync) {
   // No global memory statistics: each of SQLite's allocations would take a
   // global mutex for them, and nothing reads them. Only possible before
-  // SQLite initializes (the first open); later calls change nothing.
-  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  // SQLite initializes, so once, before the first open.
+  static const bool configured = [] { return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK; }();
+  (void)configured;
   if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       nullptr) != SQLITE_OK) {
     std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
@@ -391,6 +392,8 @@ bool Store::commitGroup(const std::vector<const Batch*>& batches) {
 void Store::commitNow(const Batch& batch) { commitGroup({&batch}); }
 
 // Runs in the committing thread, inside COMMIT, with the connection held.
+// It takes mutex_ with db_mutex_ held, the reverse of commit()'s order;
+// that cannot deadlock because commit() only try_locks db_mutex_.
 int Store::walHook(void* self, sqlite3*, const char*, int pages) {
   auto* store = static_cast<Store*>(self);
   if (pages >= kCheckpointPages && !store->checkpoint_wanted_.exchange(true)) {
@@ -409,39 +412,46 @@ void Store::checkpoint() {
   if (sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done) != SQLITE_OK)
     std::fprintf(stderr, "<4>hwfarmd: checkpoint of %s failed: %s\n", path_.c_str(), sqlite3_errmsg(db_));
   checkpoint_wanted_ = false;
-  if (wal_fd_ >= 0) openWal(); // SQLite keeps its WAL file; should it ever make a new one, sync that
+  if (wal_fd_ >= 0) checkWal();
 }
 
-// The WAL file the sync threads fdatasync. SQLite writes it through its own
-// descriptor; fdatasync flushes the file, whichever descriptor wrote it.
-void Store::openWal() {
+// SQLite keeps its WAL file while the database is open in exclusive mode,
+// so the descriptor the sync thread flushes stays the right one. Should the
+// file ever be replaced, syncing the old one would answer for commits it
+// does not hold: every later answer fails instead (hwfarmd exits, and
+// starts again on the file SQLite uses).
+void Store::checkWal() {
   std::string wal = path_ + "-wal";
   struct stat by_path {}, by_fd {};
-  if (wal_fd_ >= 0 && ::stat(wal.c_str(), &by_path) == 0 && ::fstat(wal_fd_, &by_fd) == 0 &&
+  if (::fstat(wal_fd_, &by_fd) == 0 && by_fd.st_nlink > 0 && ::stat(wal.c_str(), &by_path) == 0 &&
       by_path.st_ino == by_fd.st_ino && by_path.st_dev == by_fd.st_dev)
     return;
-  // O_CREAT: if SQLite has not made it yet, it opens this (empty) file.
-  int fd = ::open(wal.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) throw std::runtime_error("cannot open " + wal + ": " + std::strerror(errno));
-  if (wal_fd_ < 0) {
-    wal_fd_ = fd;
-  } else {
-    ::dup2(fd, wal_fd_); // atomically, for sync threads using it
-    ::close(fd);
-  }
+  std::lock_guard lock(sync_mutex_);
+  if (sync_error_.empty()) sync_error_ = wal + " was replaced under hwfarmd; its syncs no longer cover the commits";
+}
+
+// The WAL file the sync thread fdatasyncs. SQLite writes it through its own
+// descriptor; fdatasync flushes the file, whichever descriptor wrote it.
+// Opened once, before any thread starts; with O_CREAT in case SQLite has
+// not made it yet (it then opens this file).
+void Store::openWal() {
+  std::string wal = path_ + "-wal";
+  wal_fd_ = ::open(wal.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (wal_fd_ < 0) throw std::runtime_error("cannot open " + wal + ": " + std::strerror(errno));
+  // The start-up writes (restore, prune) were made without a sync.
+  if (::fdatasync(wal_fd_) != 0) throw std::runtime_error("fdatasync " + wal + ": " + std::strerror(errno));
 }
 
 void Store::start(Post post) {
   post_ = std::move(post);
+  if (fsync_) openWal();
   // The writer must not take the signals the event loop handles.
   sigset_t all, previous;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &previous);
   writer_ = std::thread([this] { writerLoop(); });
-  if (fsync_) {
-    openWal();
+  if (fsync_)
     for (int i = 0; i < kSyncThreads; ++i) syncers_.emplace_back([this] { syncerLoop(); });
-  }
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 

@@ -88,8 +88,9 @@ class Store {
     Done done;
   };
   // Commits `group` in one transaction; each `done` runs on the event loop
-  // after the commit (or its failure): before commit() returns when the
-  // commit happened on the calling thread, else posted by the writer.
+  // after the commit (or its failure). Without fsync: before commit()
+  // returns when the commit happened on the calling thread, else posted by
+  // the writer. With fsync: always posted, once a sync covers the commit.
   // Groups are committed and completed in submission order. Called from the
   // event loop only.
   void commit(std::vector<Pending> group);
@@ -119,6 +120,7 @@ class Store {
   // sync_mutex_ held.
   void postSynced();
   void openWal();
+  void checkWal();
   // One transaction for all of `batches`; throws (after rolling back) on
   // error. False if there was nothing to write.
   bool commitGroup(const std::vector<const Batch*>& batches);
