@@ -21,7 +21,8 @@ test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
 
 bench: build
-	$(BUILD_DIR)/bench/hwfarm_lease_bench
+	$(BUILD_DIR)/bench/hwfarm_lease_bench --fsync off
+	$(BUILD_DIR)/bench/hwfarm_lease_bench --fsync on
 	$(BUILD_DIR)/bench/hwfarm_serial_bench
 
 demo: build

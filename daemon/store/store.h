@@ -9,7 +9,7 @@
 // thread when the writer thread is idle, and handed to the writer
 // otherwise. Checkpoints always run on the writer thread.
 //
-// With fsync (the default) a completion also waits for an fdatasync of the
+// With fsync (an option) a completion also waits for an fdatasync of the
 // WAL that started after its commit. A sync thread runs those back to back;
 // each covers every commit made before it started. Commits never wait for
 // a sync, and the event loop never waits for the disk.
@@ -58,7 +58,7 @@ struct Batch {
 };
 
 struct StoreOptions {
-  bool fsync = true; // completions wait for an fdatasync (power-loss safe); else only crash safe
+  bool fsync = false; // completions wait for an fdatasync (power-loss safe); else only crash safe
 };
 
 class Store {
