@@ -176,10 +176,11 @@ Store::Store(const std::string& path, StoreOptions options)
   try {
     // hwfarmd is the database's only user (the state-dir lock sees to that):
     // take the file lock once instead of per transaction.
-    // Room for a statement's records and cursors in the connection's own
-    // allocator, so commits rarely reach malloc.
-    sqlite3_db_config(db_, SQLITE_DBCONFIG_LOOKASIDE, nullptr, 1024, 256);
     exec("PRAGMA locking_mode=EXCLUSIVE");
+    // Debian builds SQLite to zero every freed cell; nothing here is secret
+    // from whoever can read the database file, and rewriting a lease row
+    // in place should not pay for it.
+    exec("PRAGMA secure_delete=OFF");
     exec("PRAGMA journal_mode=WAL");
     // A commit is durable once its WAL frames are in the page cache: it
     // survives the process. With fsync the sync threads make it survive a
