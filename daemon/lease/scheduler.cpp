@@ -215,47 +215,36 @@ size_t Scheduler::position(uint64_t ticket, int64_t now) const {
   return 0;
 }
 
+std::vector<size_t> Scheduler::pick(const LeaseRequest& r, const std::unordered_set<size_t>* held) const {
+  std::vector<size_t> picked;
+  const std::set<LruKey>* pool = &available_;
+  if (!r.selector.type.empty()) {
+    auto it = available_by_type_.find(r.selector.type);
+    if (it == available_by_type_.end()) return picked;
+    pool = &it->second;
+  }
+  for (const auto& [last_used, bi] : *pool) {
+    if ((held && held->count(bi)) || !r.selector.matches(boards_[bi].spec)) continue;
+    picked.push_back(bi);
+    if (picked.size() == static_cast<size_t>(r.count)) break;
+  }
+  return picked;
+}
+
 void Scheduler::dispatch(int64_t now, Changes& changes) {
   if (queue_.empty() || available_.empty()) return;
   if (queue_.size() == 1) {
-    // The common case (a request arriving at an empty queue) without the
-    // ordering and bookkeeping below: same outcome, no allocations.
-    const LeaseRequest& r = queue_.front();
-    const std::set<LruKey>* pool = &available_;
-    if (!r.selector.type.empty()) {
-      auto it = available_by_type_.find(r.selector.type);
-      if (it == available_by_type_.end()) return;
-      pool = &it->second;
-    }
-    if (r.count < 1 || pool->size() < static_cast<size_t>(r.count)) return;
-    std::vector<size_t> picked;
-    picked.reserve(static_cast<size_t>(r.count));
-    for (const auto& [last_used, bi] : *pool) {
-      if (!r.selector.matches(boards_[bi].spec)) continue;
-      picked.push_back(bi);
-      if (picked.size() == static_cast<size_t>(r.count)) break;
-    }
-    if (picked.size() < static_cast<size_t>(r.count)) return;
-    LeaseRequest request = takeQueued(0);
-    grant(request, picked, now, changes);
+    // The common case (a request arriving at an empty queue): the pass below
+    // for one request, without its ordering and bookkeeping.
+    std::vector<size_t> picked = pick(queue_.front(), nullptr);
+    if (picked.size() == static_cast<size_t>(queue_.front().count)) grant(takeQueued(0), picked, now, changes);
     return;
   }
   std::unordered_set<size_t> held; // available boards held back for an earlier request
   std::vector<std::pair<uint64_t, std::vector<size_t>>> grants;
   for (size_t qi : order(now)) {
     const LeaseRequest& r = queue_[qi];
-    const std::set<LruKey>* pool = &available_;
-    if (!r.selector.type.empty()) {
-      auto it = available_by_type_.find(r.selector.type);
-      if (it == available_by_type_.end()) continue;
-      pool = &it->second;
-    }
-    std::vector<size_t> picked;
-    for (const auto& [last_used, bi] : *pool) {
-      if (held.count(bi) || !r.selector.matches(boards_[bi].spec)) continue;
-      picked.push_back(bi);
-      if (picked.size() == static_cast<size_t>(r.count)) break;
-    }
+    std::vector<size_t> picked = pick(r, &held);
     // Granted or not, these boards are spoken for in this pass: taken by r,
     // or held back for it until enough of them are free.
     held.insert(picked.begin(), picked.end());

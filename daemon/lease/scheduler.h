@@ -24,6 +24,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "daemon/lease/types.h"
@@ -156,6 +157,9 @@ class Scheduler {
 
  private:
   void dispatch(int64_t now, Changes& changes);
+  // The first r.count available boards `r` may use, least recently used
+  // first, skipping `held`; fewer if there are not enough.
+  std::vector<size_t> pick(const LeaseRequest& r, const std::unordered_set<size_t>* held) const;
   void grant(const LeaseRequest& request, const std::vector<size_t>& picked, int64_t now, Changes& changes);
   void endLease(Lease& lease, LeaseState state, const std::string& reason, BoardState boards_to, int64_t now,
                 Changes& changes);

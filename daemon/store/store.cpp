@@ -161,7 +161,7 @@ std::vector<std::string> splitLabels(const std::string& text) {
 } // namespace
 
 Store::Store(const std::string& path, StoreOptions options)
-    : path_(path), fsync_(options.fsync) {
+    : path_(path), wal_path_(path + "-wal"), fsync_(options.fsync) {
   // No global memory statistics: each of SQLite's allocations would take a
   // global mutex for them, and nothing reads them. Only possible before
   // SQLite initializes, so once, before the first open.
@@ -183,7 +183,7 @@ Store::Store(const std::string& path, StoreOptions options)
     exec("PRAGMA secure_delete=OFF");
     exec("PRAGMA journal_mode=WAL");
     // A commit is durable once its WAL frames are in the page cache: it
-    // survives the process. With fsync the sync threads make it survive a
+    // survives the process. With fsync the sync thread makes it survive a
     // power cut too (see syncerLoop); checkpoints sync on their own.
     exec("PRAGMA synchronous=NORMAL");
     exec("PRAGMA busy_timeout=5000");
@@ -229,13 +229,13 @@ Store::~Store() {
   }
   wake_.notify_all();
   if (writer_.joinable()) writer_.join();
-  // The writer's last commits are synced before the sync threads end.
+  // The writer's last commits are synced before the sync thread ends.
   {
     std::lock_guard lock(sync_mutex_);
     sync_stopping_ = true;
   }
   sync_wake_.notify_all();
-  for (auto& t : syncers_) t.join();
+  if (syncer_.joinable()) syncer_.join();
   if (wal_fd_ >= 0) ::close(wal_fd_);
   statements_.reset();
   sqlite3_close(db_);
@@ -422,13 +422,12 @@ void Store::checkpoint() {
 // does not hold: every later answer fails instead (hwfarmd exits, and
 // starts again on the file SQLite uses).
 void Store::checkWal() {
-  std::string wal = path_ + "-wal";
   struct stat by_path {}, by_fd {};
-  if (::fstat(wal_fd_, &by_fd) == 0 && by_fd.st_nlink > 0 && ::stat(wal.c_str(), &by_path) == 0 &&
+  if (::fstat(wal_fd_, &by_fd) == 0 && by_fd.st_nlink > 0 && ::stat(wal_path_.c_str(), &by_path) == 0 &&
       by_path.st_ino == by_fd.st_ino && by_path.st_dev == by_fd.st_dev)
     return;
   std::lock_guard lock(sync_mutex_);
-  if (sync_error_.empty()) sync_error_ = wal + " was replaced under hwfarmd; its syncs no longer cover the commits";
+  if (sync_error_.empty()) sync_error_ = wal_path_ + " was replaced under hwfarmd; its syncs no longer cover the commits";
 }
 
 // The WAL file the sync thread fdatasyncs. SQLite writes it through its own
@@ -436,11 +435,10 @@ void Store::checkWal() {
 // Opened once, before any thread starts; with O_CREAT in case SQLite has
 // not made it yet (it then opens this file).
 void Store::openWal() {
-  std::string wal = path_ + "-wal";
-  wal_fd_ = ::open(wal.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (wal_fd_ < 0) throw std::runtime_error("cannot open " + wal + ": " + std::strerror(errno));
+  wal_fd_ = ::open(wal_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (wal_fd_ < 0) throw std::runtime_error("cannot open " + wal_path_ + ": " + std::strerror(errno));
   // The start-up writes (restore, prune) were made without a sync.
-  if (::fdatasync(wal_fd_) != 0) throw std::runtime_error("fdatasync " + wal + ": " + std::strerror(errno));
+  if (::fdatasync(wal_fd_) != 0) throw std::runtime_error("fdatasync " + wal_path_ + ": " + std::strerror(errno));
 }
 
 void Store::start(Post post) {
@@ -451,8 +449,7 @@ void Store::start(Post post) {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &previous);
   writer_ = std::thread([this] { writerLoop(); });
-  if (fsync_)
-    for (int i = 0; i < kSyncThreads; ++i) syncers_.emplace_back([this] { syncerLoop(); });
+  if (fsync_) syncer_ = std::thread([this] { syncerLoop(); });
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
@@ -476,26 +473,13 @@ void Store::commit(std::vector<Pending> group) {
       std::unique_lock db(db_mutex_, std::try_to_lock);
       if (db.owns_lock()) {
         lock.unlock();
-        std::vector<const Batch*> batches;
-        batches.reserve(group.size());
-        for (const auto& p : group) batches.push_back(&p.batch);
-        bool ok = true, wrote = false;
-        std::string error;
-        try {
-          wrote = commitGroup(batches);
-        } catch (const std::exception& e) {
-          ok = false;
-          error = e.what();
-        }
+        Outcome outcome = tryCommit(group);
         if (fsync_) {
-          committed(std::move(group), ok, std::move(error), wrote);
+          committed(std::move(group), std::move(outcome));
           return;
         }
         db.unlock(); // a completion may commit again
-        size_t n = group.size();
-        for (auto& p : group)
-          if (p.done) p.done(ok, error);
-        in_flight_ -= n;
+        complete(group, outcome.ok, outcome.error);
         return;
       }
     }
@@ -509,20 +493,36 @@ void Store::commit(std::vector<Pending> group) {
   if (wake) wake_.notify_one();
 }
 
-void Store::committed(std::vector<Pending> group, bool ok, std::string error, bool wrote) {
+Store::Outcome Store::tryCommit(const std::vector<Pending>& group) {
+  std::vector<const Batch*> batches;
+  batches.reserve(group.size());
+  for (const auto& p : group) batches.push_back(&p.batch);
+  Outcome outcome;
+  try {
+    outcome.wrote = commitGroup(batches);
+  } catch (const std::exception& e) {
+    outcome.ok = false;
+    outcome.error = e.what();
+  }
+  return outcome;
+}
+
+void Store::complete(std::vector<Pending>& group, bool ok, const std::string& error) {
+  for (auto& p : group)
+    if (p.done) p.done(ok, error);
+  in_flight_ -= group.size();
+}
+
+void Store::committed(std::vector<Pending> group, Outcome outcome) {
   if (!fsync_) {
     auto completions = std::make_shared<std::vector<Pending>>(std::move(group));
-    post_([this, completions, ok, error = std::move(error)] {
-      for (auto& p : *completions)
-        if (p.done) p.done(ok, error);
-      in_flight_ -= completions->size();
-    });
+    post_([this, completions, outcome = std::move(outcome)] { complete(*completions, outcome.ok, outcome.error); });
     return;
   }
   std::lock_guard lock(sync_mutex_);
-  if (wrote) ++commit_seq_;
+  if (outcome.wrote) ++commit_seq_;
   // A group that wrote nothing still waits for the commits before it.
-  awaiting_.push_back({commit_seq_, std::move(group), ok, std::move(error)});
+  awaiting_.push_back({commit_seq_, std::move(group), outcome.ok, std::move(outcome.error)});
   if (commit_seq_ <= synced_) postSynced();
   else if (commit_seq_ > sync_started_) sync_wake_.notify_one();
 }
@@ -536,22 +536,13 @@ void Store::postSynced() {
   if (ready->empty()) return;
   // Posted with the lock held: completions reach the loop in commit order.
   post_([this, ready, sync_error = sync_error_] {
-    size_t n = 0;
-    for (auto& a : *ready) {
-      bool ok = a.ok && sync_error.empty();
-      const std::string& error = a.ok ? sync_error : a.error;
-      for (auto& p : a.group)
-        if (p.done) p.done(ok, error);
-      n += a.group.size();
-    }
-    in_flight_ -= n;
+    for (auto& a : *ready) complete(a.group, a.ok && sync_error.empty(), a.ok ? sync_error : a.error);
   });
 }
 
 // Each sync covers every commit made before it started, so one sync
 // answers every request that committed while the previous one ran: group
-// commit without holding any commit back. With more than one sync thread,
-// a commit made while a sync runs starts another at once on an idle thread.
+// commit without holding any commit back.
 void Store::syncerLoop() {
   std::unique_lock lock(sync_mutex_);
   while (true) {
@@ -564,14 +555,13 @@ void Store::syncerLoop() {
     ++syncs_;
     lock.lock();
     if (rc != 0 && sync_error_.empty())
-      sync_error_ = "fdatasync " + path_ + "-wal: " + std::strerror(err);
-    synced_ = std::max(synced_, target);
+      sync_error_ = "fdatasync " + wal_path_ + ": " + std::strerror(err);
+    synced_ = target;
     postSynced();
   }
 }
 
 void Store::writerLoop() {
-  std::vector<const Batch*> batches;
   while (true) {
     std::vector<Pending> work;
     {
@@ -585,19 +575,10 @@ void Store::writerLoop() {
       work.swap(queue_);
     }
     if (!work.empty()) {
-      bool ok = true, wrote = false;
-      std::string error;
-      batches.clear();
-      for (const auto& p : work) batches.push_back(&p.batch);
       std::lock_guard db(db_mutex_);
-      try {
-        wrote = commitGroup(batches);
-      } catch (const std::exception& e) {
-        ok = false;
-        error = e.what();
-      }
+      Outcome outcome = tryCommit(work);
       size_t n = work.size();
-      committed(std::move(work), ok, std::move(error), wrote);
+      committed(std::move(work), std::move(outcome));
       queued_ -= n;
     }
     if (checkpoint_wanted_) checkpoint();

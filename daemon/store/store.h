@@ -99,10 +99,6 @@ class Store {
   bool idle() const { return in_flight_ == 0; }
   // fdatasyncs of the WAL so far (with fsync).
   uint64_t syncs() const { return syncs_; }
-  // Threads that fdatasync the WAL (with fsync): syncs in flight at once.
-  // More than one overlaps syncs; on the disks measured that bought
-  // nothing (bench/), so one it is.
-  static constexpr int kSyncThreads = 1;
 
   const std::string& path() const { return path_; }
 
@@ -112,10 +108,19 @@ class Store {
   void checkpoint();
   void writerLoop();
   void syncerLoop();
-  // `group` was just committed (`wrote`: it changed the database), or its
-  // commit failed: posts its completions, or with fsync queues them for a
-  // sync. Runs with db_mutex_ held, so groups arrive in commit order.
-  void committed(std::vector<Pending> group, bool ok, std::string error, bool wrote);
+  struct Outcome {
+    bool ok = true;
+    bool wrote = false; // the group changed the database
+    std::string error;
+  };
+  // Commits `group` in one transaction; REQUIRES: db_mutex_ held.
+  Outcome tryCommit(const std::vector<Pending>& group);
+  // `group` was just committed, or its commit failed: posts its
+  // completions, or with fsync queues them for a sync. Runs with db_mutex_
+  // held, so groups arrive in commit order.
+  void committed(std::vector<Pending> group, Outcome outcome);
+  // Runs the completions of `group` (on the event loop) and counts them done.
+  void complete(std::vector<Pending>& group, bool ok, const std::string& error);
   // Posts the completions of every group the syncs so far cover; with
   // sync_mutex_ held.
   void postSynced();
@@ -132,6 +137,7 @@ class Store {
   struct Statements; // prepared once, used by whichever thread writes
 
   std::string path_;
+  std::string wal_path_;
   bool fsync_;
   sqlite3* db_ = nullptr;
   std::mutex db_mutex_; // the connection: the writer, or the loop committing in place
@@ -158,7 +164,7 @@ class Store {
     std::string error;
   };
   int wal_fd_ = -1;
-  std::vector<std::thread> syncers_;
+  std::thread syncer_;
   std::mutex sync_mutex_;
   std::condition_variable sync_wake_;
   std::deque<Awaiting> awaiting_;
