@@ -4,7 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test demo bench clean
+.PHONY: all deps build test demo bench bench-against clean
 
 all: build
 
@@ -24,6 +24,11 @@ bench: build
 	$(BUILD_DIR)/bench/hwfarm_lease_bench --fsync off
 	$(BUILD_DIR)/bench/hwfarm_lease_bench --fsync on
 	$(BUILD_DIR)/bench/hwfarm_serial_bench
+
+# The lease benchmark with another hwfarmd build as the baseline column:
+#   make bench-against AGAINST=/path/to/old/hwfarmd
+bench-against: build
+	$(BUILD_DIR)/bench/hwfarm_lease_bench --fsync off --against $(AGAINST)
 
 demo: build
 	@./scripts/demo.sh $(BUILD_DIR)

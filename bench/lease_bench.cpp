@@ -3,6 +3,11 @@
 // disk), measured in the same run. Prints a table with the ratios.
 //
 //   hwfarm_lease_bench [--seconds S] [--rounds N] [--clients 1,16,256] [--fsync on|off] [--waiters N]
+//                      [--against PATH]
+//
+// --against PATH puts another hwfarmd build (an earlier commit's, say) in the
+// baseline column instead of the minimal server, on the same fleet and load,
+// in the same alternating rounds: a before/after comparison in one run.
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -327,12 +332,14 @@ int main(int argc, char** argv) {
   std::vector<int> client_counts{1, 16, 256};
   int waiters = 1000;
   bool fsync = false; // hwfarmd's default
+  std::string against; // another hwfarmd as the baseline
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--seconds") seconds = std::stod(argv[i + 1]);
     else if (a == "--waiters") waiters = std::stoi(argv[i + 1]);
     else if (a == "--rounds") rounds = std::max(1, std::stoi(argv[i + 1]));
     else if (a == "--fsync") fsync = std::string(argv[i + 1]) != "off";
+    else if (a == "--against") against = argv[i + 1];
     else if (a == "--clients") {
       client_counts.clear();
       std::stringstream list(argv[i + 1]);
@@ -357,18 +364,26 @@ int main(int argc, char** argv) {
   for (std::string a : {std::string(HWFARMD_PATH), std::string("--config"), dir + "/fleet.toml"})
     daemon_argv.push_back(a);
   Server daemon = start(daemon_argv, dir + "/hwfarmd.log");
-  Server baseline = start({BASELINE_PATH}, dir + "/baseline.log");
+  bool versus_hwfarmd = !against.empty();
+  std::vector<std::string> baseline_argv{BASELINE_PATH};
+  if (versus_hwfarmd) {
+    std::ofstream(dir + "/against.toml") << fleet(dir + "/against-state", 1024, fsync);
+    baseline_argv = {against, "--config", dir + "/against.toml"};
+  }
+  Server baseline = start(baseline_argv, dir + "/baseline.log");
   long daemon_idle = rssKiB(daemon.pid), baseline_idle = rssKiB(baseline.pid);
   // Memory first, before the load rows leave ended leases behind.
   long daemon_waiting = rssWithWaiters(daemon, waiters, true);
-  long baseline_open = rssWithWaiters(baseline, waiters, false);
+  long baseline_open = rssWithWaiters(baseline, waiters, versus_hwfarmd);
 
   std::printf("hwfarmd lease benchmark: 1024 boards, leases.fsync = %s, %.1f s per row as %d alternating "
               "rounds (median shown), %u cores\n",
               fsync ? "true (answers wait for an fdatasync of the WAL)"
                     : "false (commits in the WAL, no fdatasync per answer)",
               seconds, rounds, std::thread::hardware_concurrency());
-  std::printf("%-34s %16s %16s %8s\n", "", "hwfarmd", "minimal Beast", "ratio");
+  if (versus_hwfarmd) std::printf("baseline column: %s\n", against.c_str());
+  std::printf("%-34s %16s %16s %8s\n", "", "hwfarmd", versus_hwfarmd ? "baseline hwfarmd" : "minimal Beast",
+              "ratio");
   for (int clients : client_counts) {
     // Alternate the two servers `rounds` times and keep each one's median
     // round: a noisy neighbour on the machine hits both sides alike.
@@ -398,15 +413,15 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(b.errors));
   }
   auto grant = grantLatency(daemon, 500);
-  auto rtt = roundTrip(baseline, 500);
+  auto rtt = versus_hwfarmd ? grantLatency(baseline, 500) : roundTrip(baseline, 500);
   std::printf("%-34s %16s %16s\n", "grant latency p50 / p99 ms", (fmt(grant.first, 2) + " / " + fmt(grant.second, 2)).c_str(),
               (fmt(rtt.first, 2) + " / " + fmt(rtt.second, 2)).c_str());
-  std::printf("%-34s %16s %16s\n", "  (baseline column: one request's round trip)", "", "");
+  if (!versus_hwfarmd) std::printf("%-34s %16s %16s\n", "  (baseline column: one request's round trip)", "", "");
   std::printf("%-34s %13.1f MiB %12.1f MiB\n", "RSS, idle", daemon_idle / 1024.0, baseline_idle / 1024.0);
   std::printf("%-34s %13.1f MiB %12.1f MiB\n",
               ("RSS, " + std::to_string(waiters) + " waiting requests").c_str(), daemon_waiting / 1024.0,
               baseline_open / 1024.0);
-  std::printf("%-34s %16s %16s\n", "  (baseline column: as many idle connections)", "", "");
+  if (!versus_hwfarmd) std::printf("%-34s %16s %16s\n", "  (baseline column: as many idle connections)", "", "");
   stop(daemon);
   stop(baseline);
   std::string rm = "rm -rf " + dir;
