@@ -33,15 +33,18 @@ CommandResult ctl(const RunningDaemon& d, std::vector<std::string> args) {
   return runCommand(args, {{"HWFARM_TOKEN", ""}}, 60s);
 }
 
-// QEMU processes whose command line mentions `needle`.
+// QEMU processes (not their sandboxes) whose command line mentions `needle`.
 int qemuProcesses(const std::string& needle) {
   int n = 0;
   DIR* proc = opendir("/proc");
   while (dirent* e = readdir(proc)) {
     if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
     std::string cmd = readFile(std::string("/proc/") + e->d_name + "/cmdline");
+    std::string program = cmd.substr(0, cmd.find('\0'));
     std::replace(cmd.begin(), cmd.end(), '\0', ' ');
-    if (cmd.find("qemu-system-arm") != std::string::npos && cmd.find(needle) != std::string::npos) ++n;
+    if (program.size() >= 15 && program.compare(program.size() - 15, 15, "qemu-system-arm") == 0 &&
+        cmd.find(needle) != std::string::npos)
+      ++n;
   }
   closedir(proc);
   return n;
@@ -72,18 +75,22 @@ TEST_CASE("two leased simulated boards of one type run firmware with separate co
   REQUIRE(ctl(d, {"flash", id, b, firmware("fail")}).status.code == 0);
   REQUIRE(ctl(d, {"power", id, a, "on"}).status.code == 0);
   REQUIRE(ctl(d, {"power", id, b, "on"}).status.code == 0);
-  // each console shows its own run, to its end.
+  // each console shows its own run, to its end: the daemon stops a
+  // simulator once its firmware reports its end, and the console closes.
   auto ca = ctl(d, {"console", id, a});
   auto cb = ctl(d, {"console", id, b});
   REQUIRE(ca.status.code == 0);
   REQUIRE(ca.out.find("] HWFARM TEST ramp PASS\n") != std::string::npos);
   REQUIRE(ca.out.find("FAIL") == std::string::npos);
   REQUIRE(cb.out.find("] HWFARM TEST ramp FAIL expected 3 got 4\n") != std::string::npos);
-  REQUIRE(std::regex_search(cb.out, std::regex("\\] HWFARM END\n")));
+  REQUIRE(std::regex_search(cb.out, std::regex("\\] HWFARM END status=1\n")));
+  REQUIRE(ca.out.find("] HWFARM END status=0\n") != std::string::npos);
   // The consoles are kept per lease and board.
   std::string log_a = readFile(dir.file("state/consoles/" + id + "/" + a + ".log"));
-  REQUIRE(log_a.find("] HWFARM END\n") != std::string::npos);
-  REQUIRE(log_a.find("] -- console closed: end of file --\n") != std::string::npos);
+  REQUIRE(std::regex_search(log_a, std::regex("\\] HWFARM END status=0\n\\[[ 0-9.]+\\] -- the firmware ended: "
+                                               "stopping the simulator --\n\\[[ 0-9.]+\\] -- console closed: end "
+                                               "of file --\n")));
+  REQUIRE(qemuProcesses(dir.file("state/boards/")) == 0);
   REQUIRE(d.request("DELETE", "/v1/leases/" + id, "").status == 200);
 }
 
