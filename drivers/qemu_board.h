@@ -40,8 +40,8 @@ class QemuBoard {
   // Forgets the staged image (a new lease starts from nothing).
   void clearImage();
   // Whether QEMU runs; once it has exited on its own (it crashed, or its
-  // sandbox failed), its exit status, or 128+signal. Nothing after powerOff(). The firmware's own status is on
-  // its console, not here.
+  // sandbox failed), its exit status, or 128+signal. Nothing after
+  // powerOff(). The firmware's own status is on its console, not here.
   bool running();
   std::optional<int> exitStatus();
   pid_t pid() const { return pid_; }
