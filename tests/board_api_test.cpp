@@ -349,3 +349,50 @@ TEST_CASE("issue 9: two slow flashes do not hold up a third board") {
   REQUIRE(status_1 == 200);
   REQUIRE(status_2 == 200);
 }
+
+TEST_CASE("issue 9: a flasher orphaned by kill -9 does not keep hwfarmd's port") {
+  TempDir dir;
+  // A fixed port, so that the restarted daemon binds the same one.
+  int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  REQUIRE(::bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  std::string port = std::to_string(ntohs(addr.sin_port));
+  ::close(probe);
+  // Given a flash whose tool runs on (and records its pid),
+  std::string pidfile = dir.file("flasher.pid");
+  std::string flasher = R"(["/bin/sh", "-c", "echo $$ > )" + pidfile + R"(; exec sleep 60"])";
+  std::string config = qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") +
+                       toolBoard(dir, "tool-1", flasher, R"(["/bin/true"])");
+  config.replace(config.find("127.0.0.1:0"), 11, "127.0.0.1:" + port);
+  RunningDaemon d(dir, config);
+  auto lease = post(d, "/v1/leases", R"({"selector":{"type":"tool"},"context":"manual","wait_s":5})", 201);
+  std::string flash = "/v1/leases/" + std::string(lease.at("id").as_string()) + "/boards/tool-1/flash";
+  std::thread request([&] {
+    try {
+      d.request("POST", flash, R"({"image":")" + firmware("pass") + "\"}", "", 30);
+    } catch (const std::exception&) {
+      // The daemon dies under it: no answer is expected.
+    }
+  });
+  REQUIRE(waitForText(pidfile, "\n", 10s));
+  pid_t orphan = std::stoi(readFile(pidfile));
+  // when hwfarmd is killed during the flash and started again,
+  std::string restart_error;
+  try {
+    d.killAndRestart();
+  } catch (const std::exception& e) {
+    restart_error = e.what(); // with the old daemon: "Address already in use"
+  }
+  request.join();
+  bool orphan_ran = processAlive(orphan);
+  ::kill(orphan, SIGKILL);
+  // the new daemon listens on the same port (the orphan holds no socket of
+  // the old one) and serves.
+  REQUIRE(orphan_ran);
+  REQUIRE(restart_error.empty());
+  REQUIRE(d.get("/v1/healthz").status == 200);
+}
