@@ -255,14 +255,16 @@ TEST_CASE("issue 9: hwfarmd's children inherit none of its descriptors") {
   // stdin, stdout and stderr (3: ls reading /proc/self/fd).
   auto sim = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", 201);
   std::string sim_lease(sim.at("id").as_string());
-  post(d, "/v1/leases/" + sim_lease + "/boards/sim-0/flash", R"({"image":")" + firmware("pass") + "\"}", 200);
+  post(d, "/v1/leases/" + sim_lease + "/boards/sim-0/flash", R"({"image":")" + firmware("hang") + "\"}", 200);
   post(d, "/v1/leases/" + sim_lease + "/boards/sim-0/power", R"({"action":"on"})", 200);
+  REQUIRE(waitForText(dir.file("state/consoles/" + sim_lease + "/sim-0.log"), "HWFARM BEGIN", 10s));
+  // (also with a console socket and its log open)
+  REQUIRE(inheritableDescriptors(d.process().pid()).empty());
   auto tool = post(d, "/v1/leases", R"({"selector":{"type":"tool"},"context":"manual","wait_s":5})", 201);
   std::string tool_lease(tool.at("id").as_string());
   post(d, "/v1/leases/" + tool_lease + "/boards/tool-1/flash", R"({"image":")" + firmware("pass") + "\"}", 200);
   post(d, "/v1/leases/" + tool_lease + "/boards/tool-1/power", R"({"action":"on"})", 200);
   ::close(client);
-  REQUIRE(waitForText(dir.file("state/consoles/" + sim_lease + "/sim-0.log"), "HWFARM END", 10s));
   std::string qemu_log = readFile(dir.file("state/boards/sim-0/sim-0.qemu.log"));
   INFO("QEMU log: " << qemu_log);
   REQUIRE(qemu_log.find("fds 0 1 2 3\n") != std::string::npos);
