@@ -398,3 +398,34 @@ TEST_CASE("issue 9: a flasher orphaned by kill -9 does not keep hwfarmd's port")
   REQUIRE(restart_error.empty());
   REQUIRE(d.get("/v1/healthz").status == 200);
 }
+
+TEST_CASE("issue 9: a firmware that locks up in a semihosting call leaves the board reusable") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  // Given a firmware that ends with the old semihosting exit, which is now a
+  // HardFault that locks the core up,
+  auto first = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", 201);
+  std::string id(first.at("id").as_string());
+  std::string base = "/v1/leases/" + id + "/boards/sim-0/";
+  post(d, base + "flash", R"({"image":")" + firmware("lockup") + "\"}", 200);
+  post(d, base + "power", R"({"action":"on"})", 200);
+  std::string log = dir.file("state/consoles/" + id + "/sim-0.log");
+  REQUIRE(waitForText(log, "HWFARM BEGIN", 10s));
+  // it never reports an end, and its simulator keeps running (a firmware
+  // failure, for the run's deadline to catch), without reaching the host;
+  REQUIRE(d.get("/v1/healthz").status == 200);
+  REQUIRE(readFile(log).find("HWFARM END") == std::string::npos);
+  REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 1);
+  // releasing the lease stops it,
+  REQUIRE(d.request("DELETE", "/v1/leases/" + id, "").status == 200);
+  for (int i = 0; i < 300 && qemuProcesses(dir.file("state/boards/sim-0/")) > 0; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 0);
+  // and the next lease runs its firmware on the same board.
+  auto second = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual","wait_s":5})", 201);
+  std::string id2(second.at("id").as_string());
+  post(d, "/v1/leases/" + id2 + "/boards/sim-0/flash", R"({"image":")" + firmware("pass") + "\"}", 200);
+  post(d, "/v1/leases/" + id2 + "/boards/sim-0/power", R"({"action":"on"})", 200);
+  REQUIRE(waitForText(dir.file("state/consoles/" + id2 + "/sim-0.log"), "-- console closed: end of file --", 10s));
+  REQUIRE(readFile(dir.file("state/consoles/" + id2 + "/sim-0.log")).find("] HWFARM END status=0\n") !=
+          std::string::npos);
+}

@@ -9,6 +9,8 @@
      SEMIHOST tries to reach the host through semihosting (open, read and
               write host files, run host commands) and prints what it got,
               status 0
+     LOCKUP   begins, then exits the old way, with a semihosting call: without
+              semihosting that is a HardFault, and the core locks up
    main's return value is the status of the `HWFARM END status=<n>` record
    that startup.c prints. */
 #include "hw.h"
@@ -125,7 +127,17 @@ static void probe_host(void) {
 int main(void) {
   uart_init();
   uart_puts("hwfarm test firmware booting\n");
-#if defined(VARIANT_SEMIHOST)
+#if defined(VARIANT_LOCKUP)
+  uart_puts("HWFARM BEGIN suite=hwfarm-selftest\n");
+  /* SYS_EXIT_EXTENDED {ADP_Stopped_ApplicationExit, 0} */
+  static const uint32_t block[2] = {0x20026u, 0u};
+  register uint32_t r0 __asm__("r0") = 0x20;
+  register const uint32_t* r1 __asm__("r1") = block;
+  __asm__ volatile("bkpt 0xAB" : : "r"(r0), "r"(r1) : "memory");
+  uart_puts("HWFARM END status=99 (after the semihosting call: never printed)\n");
+  for (;;) {
+  }
+#elif defined(VARIANT_SEMIHOST)
   probe_host();
   return 0;
 #elif defined(VARIANT_HEALTH)
