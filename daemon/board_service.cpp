@@ -6,7 +6,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <spdlog/spdlog.h>
 
@@ -31,7 +30,7 @@ struct BoardService::Impl {
   };
 
   Impl(asio::io_context& io_context, const config::FleetConfig& c, drivers::TtyResolver resolve)
-      : io(io_context), pool(2), resolve_tty(std::move(resolve)) {
+      : io(io_context), maintenance(1), resolve_tty(std::move(resolve)) {
     configure(c);
   }
 
@@ -83,13 +82,28 @@ struct BoardService::Impl {
     }
     console.log->note("console " + path + " opened");
     console.port->start(
-        [this, name](const std::string& line) { broadcast(name, consoles[name].log->stamped(line)); },
+        [this, name](const std::string& line) {
+          broadcast(name, consoles[name].log->stamped(line));
+          stopAfterEnd(name, line);
+        },
         [this, name](const std::string& reason) {
           spdlog::info("console of board {} closed: {}", name, reason);
           endReaders(name);
         },
         console.log.get());
     return true;
+  }
+
+  // A simulated board whose firmware reported the end of its run
+  // (`HWFARM END`, docs/protocol.md) is stopped, off the loop and in order
+  // with the board's other work; its console then closes (end of file).
+  void stopAfterEnd(const std::string& name, const std::string& line) {
+    if (line.rfind("HWFARM END", 0) != 0 || (line.size() > 10 && line[10] != ' ')) return;
+    auto board = boards.find(name);
+    if (board == boards.end() || !board->second->consoleFollowsPower()) return;
+    consoles[name].log->note("the firmware ended: stopping the simulator");
+    std::shared_ptr<drivers::Board> b = board->second;
+    asio::post(strandOf(name), [b] { b->power(drivers::PowerAction::off, ""); });
   }
 
   void broadcast(const std::string& name, const std::string& text) {
@@ -127,15 +141,20 @@ struct BoardService::Impl {
   }
 
   asio::io_context& io;
-  asio::thread_pool pool;
   // Work for one board runs in order (a lease's reset before the next
-  // lease's first operation), work for different boards in parallel.
-  using Strand = asio::strand<asio::thread_pool::executor_type>;
-  std::map<std::string, Strand> strands;
-  Strand& strandOf(const std::string& board) {
-    auto it = strands.find(board);
-    if (it == strands.end()) it = strands.emplace(board, asio::make_strand(pool.get_executor())).first;
-    return it->second;
+  // lease's first operation) on that board's own thread, created when the
+  // board first needs one: a slow flash or power switch holds up only its
+  // own board. Log pruning has a thread of its own.
+  std::map<std::string, std::unique_ptr<asio::thread_pool>> workers;
+  asio::thread_pool maintenance;
+  asio::thread_pool::executor_type strandOf(const std::string& board) {
+    auto it = workers.find(board);
+    if (it == workers.end()) it = workers.emplace(board, std::make_unique<asio::thread_pool>(1)).first;
+    return it->second->get_executor();
+  }
+  void joinWorkers() {
+    for (auto& [name, worker] : workers) worker->join();
+    maintenance.join();
   }
   drivers::TtyResolver resolve_tty;
   config::FleetConfig config;
@@ -160,7 +179,7 @@ BoardService::BoardService(asio::io_context& io, const config::FleetConfig& conf
 
 BoardService::~BoardService() {
   impl_->consoles.clear();
-  impl_->pool.join();
+  impl_->joinWorkers();
   for (auto& [name, board] : impl_->boards) board->reset();
 }
 
@@ -314,7 +333,7 @@ void BoardService::pruneLogs(int64_t cutoff_unix_ms, std::set<std::string> activ
                              std::function<void(size_t removed)> done) {
   Impl* impl = impl_.get();
   std::string root = impl->config.agent.state_dir + "/consoles";
-  asio::post(impl->pool, [impl, root, cutoff_unix_ms, active = std::move(active), done = std::move(done)] {
+  asio::post(impl->maintenance, [impl, root, cutoff_unix_ms, active = std::move(active), done = std::move(done)] {
     size_t removed = removeOldLogs(root, cutoff_unix_ms, active);
     asio::post(impl->io, [done, removed] { done(removed); });
   });

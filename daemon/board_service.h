@@ -1,8 +1,9 @@
 // What a lease holder can do with its boards: flash, power and watch the
-// console. Driver calls that block (flashers, QEMU start/stop) run on a small
-// worker pool and post their results back to the event loop. Each leased
+// console. Driver calls that block (flashers, QEMU start/stop) run on a
+// worker thread per board and post their results back to the event loop. Each leased
 // board's console is captured to <state_dir>/consoles/<lease>/<board>.log
-// while the lease lasts, and streamed to any number of readers.
+// while the lease lasts, and streamed to any number of readers. A simulated
+// board is stopped once its firmware prints `HWFARM END`.
 //
 // Thread safety: every public call on the event loop thread.
 #pragma once

@@ -1,4 +1,8 @@
 // hwfarmd: the lab-server daemon. A thin main around hwfarm::Daemon.
+#include <linux/close_range.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -80,6 +84,9 @@ int main(int argc, char** argv) {
     }
   }
   if (check) return checkConfig(config_path);
+  // Descriptors inherited from whoever started hwfarmd are not passed on to
+  // its children either (every descriptor hwfarmd opens is close-on-exec).
+  ::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
   hwfarm::setupLogging("info");
   try {
     return hwfarm::Daemon({config_path}).run();

@@ -55,7 +55,7 @@ class SimulatedBoard : public Board {
   Status flash(const std::string& image, const std::string& log_path) override {
     std::lock_guard lock(mutex_);
     Status s = qemu_.flash(image);
-    if (std::FILE* log = std::fopen(log_path.c_str(), "a")) {
+    if (std::FILE* log = std::fopen(log_path.c_str(), "ae")) {
       std::fprintf(log, "%s\n", s.ok ? ("staged " + image + " for the simulator").c_str() : s.message.c_str());
       std::fclose(log);
     }
@@ -64,27 +64,41 @@ class SimulatedBoard : public Board {
   Status power(PowerAction action, const std::string&) override {
     std::lock_guard lock(mutex_);
     if (action != PowerAction::on) qemu_.powerOff();
-    console_.clear();
+    setConsole("", action != PowerAction::off);
     if (action == PowerAction::off) return Status::success();
-    return qemu_.powerOn(&console_);
+    std::string console;
+    Status s = qemu_.powerOn(&console);
+    setConsole(console, false);
+    return s;
   }
+  // Answers at once, also while power() starts QEMU (it runs on the event
+  // loop, which must never wait for a driver).
   std::string console(std::string* why) override {
-    std::lock_guard lock(mutex_);
-    if (console_.empty()) *why = "the simulated board is off: power it on first";
+    std::lock_guard lock(console_mutex_);
+    if (console_.empty())
+      *why = starting_ ? "the simulated board is still powering on" : "the simulated board is off: power it on first";
     return console_;
   }
   void reset() override {
     std::lock_guard lock(mutex_);
     qemu_.powerOff();
     qemu_.clearImage();
-    console_.clear();
+    setConsole("", false);
   }
   bool consoleFollowsPower() const override { return true; }
 
  private:
-  std::mutex mutex_; // flash/power run on worker threads, console() on the loop
+  void setConsole(const std::string& console, bool starting) {
+    std::lock_guard lock(console_mutex_);
+    console_ = console;
+    starting_ = starting;
+  }
+
+  std::mutex mutex_; // held by flash/power/reset (worker threads) for as long as they run
   QemuBoard qemu_;
+  std::mutex console_mutex_; // guards console_ and starting_; never held across driver work
   std::string console_;
+  bool starting_ = false;
 };
 
 } // namespace

@@ -1,6 +1,7 @@
 #include "drivers/qemu_board.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -15,6 +16,8 @@
 #include <sstream>
 #include <thread>
 #include <vector>
+
+#include "drivers/spawn.h"
 
 namespace hwfarm::drivers {
 
@@ -38,73 +41,156 @@ void QemuBoard::clearImage() {
   image_.clear();
 }
 
+namespace {
+
+// The bubblewrap arguments that give QEMU its own view: /usr and the
+// top-level links into it read-only, a private /dev and /proc, its image
+// read-only, its socket directory, and nothing else; every namespace new
+// (no network, no host processes), no capabilities, no new user namespaces,
+// killed with its parent.
+std::vector<std::string> sandboxArgv(const std::string& bwrap, int info_fd, const std::string& qemu,
+                                     const std::string& image, const std::string& socket_dir) {
+  std::vector<std::string> argv{bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+                                "--disable-userns", "--cap-drop", "ALL", "--clearenv", "--setenv", "PATH",
+                                "/usr/bin:/bin", "--info-fd", std::to_string(info_fd), "--ro-bind", "/usr", "/usr"};
+  // Merged /usr (Debian 12): /bin, /lib... are links into /usr; otherwise
+  // they are directories, bound read-only.
+  for (const char* top : {"/bin", "/sbin", "/lib", "/lib64", "/lib32"}) {
+    std::error_code ec;
+    auto status = std::filesystem::symlink_status(top, ec);
+    if (ec || !std::filesystem::exists(status)) continue;
+    if (std::filesystem::is_symlink(status))
+      argv.insert(argv.end(), {"--symlink", std::filesystem::read_symlink(top, ec).string(), top});
+    else if (std::filesystem::is_directory(status))
+      argv.insert(argv.end(), {"--ro-bind", top, top});
+  }
+  argv.insert(argv.end(), {"--proc", "/proc", "--dev", "/dev"});
+  if (qemu.rfind("/usr/", 0) != 0) argv.insert(argv.end(), {"--ro-bind", qemu, qemu});
+  argv.insert(argv.end(), {"--ro-bind", image, image, "--bind", socket_dir, socket_dir, "--chdir", socket_dir, "--"});
+  return argv;
+}
+
+// Reads bubblewrap's --info-fd report ({"child-pid": N, ...}) until it closes
+// it, up to `deadline`. 0 when there was none (bubblewrap failed first).
+pid_t readSandboxPid(int fd, std::chrono::steady_clock::time_point deadline) {
+  std::string info;
+  char buf[512];
+  for (;;) {
+    int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       deadline - std::chrono::steady_clock::now())
+                                       .count());
+    pollfd p{fd, POLLIN, 0};
+    if (wait_ms <= 0 || ::poll(&p, 1, wait_ms) <= 0) break;
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    info.append(buf, static_cast<size_t>(n));
+  }
+  size_t key = info.find("\"child-pid\":");
+  if (key == std::string::npos) return 0;
+  return static_cast<pid_t>(std::strtol(info.c_str() + key + 12, nullptr, 10));
+}
+
+// The first line bubblewrap wrote to `log` about itself ("bwrap: ..."), if any.
+std::string sandboxError(const std::string& log) {
+  std::ifstream in(log);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("bwrap: ", 0) == 0) return line;
+  return "";
+}
+
+} // namespace
+
 Status QemuBoard::powerOn(std::string* console) {
   if (running()) return Status::failure("board " + name_ + " is already powered on");
   if (image_.empty()) return Status::failure("board " + name_ + " has no image: flash it first");
-  std::string socket = work_dir_ + "/" + name_ + ".uart";
-  ::unlink(socket.c_str());
-  std::vector<std::string> argv{config_.binary, "-M", config_.machine};
-  if (!config_.cpu.empty()) argv.insert(argv.end(), {"-cpu", config_.cpu});
-  argv.insert(argv.end(), {"-display", "none", "-monitor", "none", "-chardev",
-                           "socket,id=uart0,path=" + socket + ",server=on,wait=on", "-serial", "chardev:uart0",
-                           "-semihosting-config", "enable=on,target=native", "-kernel", image_});
-  argv.insert(argv.end(), config_.extra_args.begin(), config_.extra_args.end());
+  // QEMU sees absolute paths (inside its sandbox the working directory is
+  // its socket directory); the console keeps the configured form.
+  std::error_code ec;
+  std::string dir = std::filesystem::absolute(work_dir_, ec).lexically_normal().string();
+  std::string image = std::filesystem::absolute(image_, ec).lexically_normal().string();
+  std::string socket_dir = dir + "/sock";
+  std::string socket = socket_dir + "/" + name_ + ".uart";
   if (socket.size() > 107)
     return Status::failure("the UART socket path " + socket + " is longer than 107 bytes: use a shorter state_dir");
+  std::filesystem::create_directories(socket_dir, ec);
+  if (ec) return Status::failure("cannot create " + socket_dir + ": " + ec.message());
+  ::unlink(socket.c_str());
+  std::string qemu = findProgram(config_.binary);
+  if (!qemu.empty()) qemu = std::filesystem::absolute(qemu, ec).lexically_normal().string();
+  if (qemu.empty())
+    return Status::failure("QEMU did not start for board " + name_ + ": \"" + config_.binary + "\" not found" +
+                           (config_.binary.find('/') == std::string::npos ? " in PATH" : "") +
+                           " or not executable");
+  // Fail closed: without its sandbox, QEMU does not run.
+  std::string bwrap = findProgram("bwrap");
+  if (bwrap.empty())
+    return Status::failure("cannot confine QEMU for board " + name_ +
+                           ": bwrap not found in PATH (install Debian's bubblewrap package)");
+  int info[2];
+  if (::pipe2(info, O_CLOEXEC) != 0)
+    return Status::failure("cannot confine QEMU for board " + name_ + ": pipe: " + std::strerror(errno));
+  std::vector<std::string> argv = sandboxArgv(bwrap, info[1], qemu, image, socket_dir);
+  // No semihosting: the firmware reports its status on the console.
+  argv.insert(argv.end(), {qemu, "-M", config_.machine});
+  if (!config_.cpu.empty()) argv.insert(argv.end(), {"-cpu", config_.cpu});
+  argv.insert(argv.end(), {"-display", "none", "-monitor", "none", "-nic", "none", "-sandbox",
+                           "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny", "-chardev",
+                           "socket,id=uart0,path=" + socket + ",server=on,wait=on", "-serial", "chardev:uart0",
+                           "-kernel", image});
+  argv.insert(argv.end(), config_.extra_args.begin(), config_.extra_args.end());
   std::string log = logPath();
   exit_status_.reset();
-  // Everything the child needs is prepared before fork(): a multithreaded
-  // parent's child may only call async-signal-safe functions.
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  std::string cannot_run = "cannot run " + argv[0] + "\n";
-  pid_t parent = ::getpid();
-  pid_ = ::fork();
-  if (pid_ < 0) return Status::failure(std::string("fork: ") + std::strerror(errno));
-  if (pid_ == 0) {
-    ::setpgid(0, 0);
-    // A simulator must not outlive hwfarmd (kill -9 included): it would wait
-    // for its console forever. (The check closes the race with an exit
-    // that happened before prctl.)
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(1);
-    int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int in = ::open("/dev/null", O_RDONLY);
-    if (out >= 0) {
-      ::dup2(out, 1);
-      ::dup2(out, 2);
-    }
-    if (in >= 0) ::dup2(in, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execvp(args[0], args.data());
-    if (::write(2, cannot_run.data(), cannot_run.size()) < 0) {
-      // Nothing more to do in a failed child.
-    }
-    ::_exit(127);
+  int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) {
+    ::close(info[0]);
+    ::close(info[1]);
+    return Status::failure("cannot open " + log + ": " + std::strerror(errno));
   }
+  SpawnOptions options;
+  options.argv = std::move(argv);
+  options.stdout_fd = out;
+  options.stderr_fd = out;
+  options.keep_fds = {info[1]};
+  // A simulator must not outlive hwfarmd (kill -9 included): it would wait
+  // for its console forever.
+  options.die_with_parent = true;
+  Spawned child = spawnProcess(options);
+  ::close(out);
+  ::close(info[1]);
+  if (!child.ok()) {
+    ::close(info[0]);
+    return Status::failure("cannot confine QEMU for board " + name_ + ": " + child.error);
+  }
+  pid_ = child.pid;
   // QEMU creates the socket, then waits for the console to connect. It binds
   // the socket before it listens, and connecting in between would be
   // refused: wait until the kernel lists it as listening (without
-  // connecting: the first connection starts the guest).
+  // connecting: the first connection starts the guest). The socket lives in
+  // the sandbox's network namespace, listed in its own /proc/PID/net/unix.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  pid_t sandboxed = readSandboxPid(info[0], deadline);
+  ::close(info[0]);
+  std::string table = "/proc/" + std::to_string(sandboxed) + "/net/unix";
   struct stat st {};
-  while (::stat(socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) || !unixSocketListening(socket)) {
-    if (!running() || std::chrono::steady_clock::now() > deadline) {
+  while (sandboxed <= 0 || ::stat(socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) ||
+         !unixSocketListening(socket, table)) {
+    if (sandboxed <= 0 || !running() || std::chrono::steady_clock::now() > deadline) {
       powerOff();
+      std::string why = sandboxError(log);
+      if (!why.empty()) return Status::failure("cannot confine QEMU for board " + name_ + ": " + why);
       return Status::failure("QEMU did not start for board " + name_ + " (see " + log + ")");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  *console = "unix:" + socket;
+  *console = "unix:" + work_dir_ + "/sock/" + name_ + ".uart";
   return Status::success();
 }
 
-bool unixSocketListening(const std::string& path) {
-  std::ifstream table("/proc/net/unix");
-  if (!table) return true; // cannot tell: assume it is (the connect will say otherwise)
+bool unixSocketListening(const std::string& path, const std::string& table_path) {
+  std::ifstream table(table_path);
+  if (!table) return false;
   std::string line;
   std::getline(table, line); // header: Num RefCount Protocol Flags Type St Inode Path
   while (std::getline(table, line)) {
@@ -122,9 +208,12 @@ bool unixSocketListening(const std::string& path) {
 
 void QemuBoard::reap(bool block) {
   if (pid_ <= 0) return;
-  int raw = 0;
-  pid_t r = ::waitpid(pid_, &raw, block ? 0 : WNOHANG);
-  if (r != pid_) return;
+  siginfo_t info{};
+  int r = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
+  if (r != 0 || info.si_pid != pid_) return;
+  // Exited: its group goes with it before it is reaped (after that, its pid
+  // could name another process).
+  int raw = killGroupAndReap(pid_);
   exit_status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
   pid_ = -1;
 }
@@ -141,13 +230,13 @@ std::optional<int> QemuBoard::exitStatus() {
 
 Status QemuBoard::powerOff() {
   if (!running()) return Status::success();
-  ::kill(-pid_, SIGTERM);
+  ::kill(-pid_, SIGTERM); // the sandbox: QEMU dies with it (--die-with-parent)
   for (int i = 0; i < 200 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   if (running()) {
     ::kill(-pid_, SIGKILL);
     reap(true);
   }
-  exit_status_.reset(); // stopped, not finished: the firmware has no status
+  exit_status_.reset(); // stopped, not finished
   return Status::success();
 }
 

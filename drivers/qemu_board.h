@@ -1,7 +1,10 @@
 // A simulated board (driver = "qemu"): a QEMU machine whose UART0 is a local
 // socket the serial driver connects to. Flash stages the ELF; power on starts
-// QEMU with semihosting (the firmware's exit status becomes QEMU's); power
-// off stops it. Above this interface it is a board like any other.
+// QEMU, confined (docs/drivers.md, "Sandbox"): no semihosting, QEMU's own
+// seccomp sandbox, and a bubblewrap view holding only its image and socket
+// directory. The firmware reports its status on the console
+// (`HWFARM END status=<n>`); power off stops QEMU. Above this interface it is
+// a board like any other.
 //
 // Blocking calls (QEMU start-up, stop): run them off the event loop.
 #pragma once
@@ -17,7 +20,8 @@ namespace hwfarm::drivers {
 
 class QemuBoard {
  public:
-  // `work_dir` holds the staged image, QEMU's log and its UART socket.
+  // `work_dir` holds the staged image, QEMU's log and sock/, the directory of
+  // its UART socket.
   QemuBoard(std::string name, config::QemuConfig config, std::string work_dir);
   ~QemuBoard(); // powers off
   QemuBoard(const QemuBoard&) = delete;
@@ -25,15 +29,19 @@ class QemuBoard {
 
   // Copies `image` into the work dir; the next power-on boots it.
   Status flash(const std::string& image);
-  // Starts QEMU. QEMU holds the guest until a client connects to the UART
-  // socket, so no output is lost: connect to `*console` ("unix:/...") next.
+  // Starts QEMU in its sandbox. QEMU holds the guest until a client connects
+  // to the UART socket, so no output is lost: connect to `*console`
+  // ("unix:/...") next. Fails (never runs QEMU unconfined) when the sandbox
+  // cannot be set up: "cannot confine QEMU for board NAME: ...".
   Status powerOn(std::string* console);
-  // Stops QEMU (SIGTERM, then SIGKILL after a grace period).
+  // Stops QEMU (SIGTERM, then SIGKILL after a grace period; the process
+  // group is killed before it is reaped).
   Status powerOff();
   // Forgets the staged image (a new lease starts from nothing).
   void clearImage();
-  // Whether QEMU runs; once it has exited on its own, its exit status (the
-  // firmware's semihosting status, or 128+signal). Nothing after powerOff().
+  // Whether QEMU runs; once it has exited on its own (it crashed, or its
+  // sandbox failed), its exit status, or 128+signal. Nothing after
+  // powerOff(). The firmware's own status is on its console, not here.
   bool running();
   std::optional<int> exitStatus();
   pid_t pid() const { return pid_; }
@@ -50,8 +58,9 @@ class QemuBoard {
   std::optional<int> exit_status_;
 };
 
-// Whether a unix socket at `path` is listening (per /proc/net/unix; true
-// when that table cannot be read).
-bool unixSocketListening(const std::string& path);
+// Whether a unix socket at `path` is listening, per `table` (a
+// /proc/.../net/unix of the network namespace that holds it; false when it
+// cannot be read).
+bool unixSocketListening(const std::string& path, const std::string& table = "/proc/net/unix");
 
 } // namespace hwfarm::drivers

@@ -7,15 +7,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/process.hpp>
-#include <boost/process/extend.hpp>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
+
+#include "drivers/spawn.h"
 
 namespace hwfarm::drivers {
-namespace bp = boost::process;
 
 namespace {
 
@@ -27,6 +27,18 @@ bool waitExit(int pidfd, std::chrono::milliseconds timeout) {
     rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
   } while (rc < 0 && errno == EINTR);
   return rc > 0;
+}
+
+// The same without pidfds (kernels before 5.3): polls without reaping.
+bool pollExit(pid_t pid, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid)
+      return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 // The last `bytes` of what was written to `path` after `from`.
@@ -63,51 +75,47 @@ ToolResult runTool(const std::vector<std::string>& argv, const ToolOptions& opti
     result.error = "no program to run";
     return result;
   }
-  boost::filesystem::path program = argv[0];
-  if (argv[0].find('/') == std::string::npos) program = bp::search_path(argv[0]);
-  if (program.empty() || ::access(program.c_str(), X_OK) != 0) {
+  std::string program = findProgram(argv[0]);
+  if (program.empty()) {
     result.error = "tool \"" + argv[0] + "\" not found" +
                    (argv[0].find('/') == std::string::npos ? " in PATH" : "") + " or not executable";
     return result;
   }
-  FILE* log = std::fopen(options.log_path.empty() ? "/dev/null" : options.log_path.c_str(), "ae");
-  if (!log) {
+  int log = ::open(options.log_path.empty() ? "/dev/null" : options.log_path.c_str(),
+                   O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log < 0) {
     result.error = "cannot open log " + options.log_path + ": " + std::strerror(errno);
     return result;
   }
-  std::vector<std::string> args(argv.begin() + 1, argv.end());
-  std::fseek(log, 0, SEEK_END);
-  std::streamoff log_start = std::ftell(log); // the tail covers this run only
+  std::streamoff log_start = ::lseek(log, 0, SEEK_END); // the tail covers this run only
   auto start = std::chrono::steady_clock::now();
-  std::error_code ec;
-  bp::child child(program, bp::args(args), (bp::std_out & bp::std_err) > log, bp::std_in < bp::null,
-                  bp::extend::on_exec_setup([](auto&) {
-                    ::setpgid(0, 0); // its own group: the deadline kills every descendant
-                    sigset_t none;
-                    sigemptyset(&none);
-                    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-                  }),
-                  ec);
-  std::fclose(log); // the child has its own copy
-  if (ec) {
-    result.error = "cannot start \"" + argv[0] + "\": " + ec.message();
+  SpawnOptions spawn;
+  spawn.argv = argv;
+  spawn.argv[0] = program;
+  spawn.stdout_fd = log;
+  spawn.stderr_fd = log;
+  Spawned child = spawnProcess(spawn);
+  ::close(log); // the child has its own copy
+  if (!child.ok()) {
+    result.error = "cannot start \"" + argv[0] + "\": " + child.error;
     return result;
   }
   result.started = true;
-  pid_t pid = child.id();
+  pid_t pid = child.pid;
+  // The child is unreaped until killGroupAndReap, so the pidfd names it.
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  bool exited = pidfd >= 0 ? waitExit(pidfd, options.timeout) : (child.wait_for(options.timeout), !child.running());
+  bool exited = pidfd >= 0 ? waitExit(pidfd, options.timeout) : pollExit(pid, options.timeout);
   if (!exited) {
     result.timed_out = true;
     ::kill(-pid, SIGTERM);
-    if (pidfd < 0 || !waitExit(pidfd, options.kill_grace)) ::kill(-pid, SIGKILL);
+    bool gone = pidfd >= 0 ? waitExit(pidfd, options.kill_grace) : pollExit(pid, options.kill_grace);
+    if (!gone) ::kill(-pid, SIGKILL);
   }
-  child.wait(ec);
-  // Whatever the tool left behind in its group goes with it.
-  ::kill(-pid, SIGKILL);
+  // Whatever the tool left behind in its group goes with it, killed before
+  // the tool is reaped (after that, its pid could name another process).
+  int native = killGroupAndReap(pid);
   if (pidfd >= 0) ::close(pidfd);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  int native = child.native_exit_code();
   if (WIFEXITED(native)) result.exit_code = WEXITSTATUS(native);
   else if (WIFSIGNALED(native)) result.signal = WTERMSIG(native);
   if (result.timed_out) result.seconds = std::chrono::duration<double>(options.timeout).count();

@@ -1,5 +1,7 @@
 #include "drivers/usb_discovery.h"
 
+#include <fcntl.h>
+
 #include <libudev.h>
 #include <libusb-1.0/libusb.h>
 #include <poll.h>
@@ -100,7 +102,8 @@ struct UsbDiscovery::Impl {
     // libusb signals its events (hotplug included) on these descriptors.
     const libusb_pollfd** fds = libusb_get_pollfds(usb);
     for (size_t i = 0; fds && fds[i]; ++i) {
-      auto stream = std::make_unique<asio::posix::stream_descriptor>(io, ::dup(fds[i]->fd));
+      // A close-on-exec copy (dup() would drop the flag).
+      auto stream = std::make_unique<asio::posix::stream_descriptor>(io, ::fcntl(fds[i]->fd, F_DUPFD_CLOEXEC, 3));
       wait(*stream);
       streams.push_back(std::move(stream));
     }

@@ -16,6 +16,8 @@ packages=(
   # interface (umockdev)
   catch2 systemd procps util-linux python3 curl
   qemu-system-arm gcc-arm-none-eabi libnewlib-arm-none-eabi
+  # run: simulated boards' QEMU is confined by bubblewrap (docs/drivers.md#sandbox)
+  bubblewrap
   umockdev libumockdev-dev libudev-dev
 )
 

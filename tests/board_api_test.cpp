@@ -2,8 +2,16 @@
 // over the API and hwfarmctl, with real QEMU machines behind them.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
 
 #include <boost/json.hpp>
 #include <regex>
@@ -33,15 +41,18 @@ CommandResult ctl(const RunningDaemon& d, std::vector<std::string> args) {
   return runCommand(args, {{"HWFARM_TOKEN", ""}}, 60s);
 }
 
-// QEMU processes whose command line mentions `needle`.
+// QEMU processes (not their sandboxes) whose command line mentions `needle`.
 int qemuProcesses(const std::string& needle) {
   int n = 0;
   DIR* proc = opendir("/proc");
   while (dirent* e = readdir(proc)) {
     if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
     std::string cmd = readFile(std::string("/proc/") + e->d_name + "/cmdline");
+    std::string program = cmd.substr(0, cmd.find('\0'));
     std::replace(cmd.begin(), cmd.end(), '\0', ' ');
-    if (cmd.find("qemu-system-arm") != std::string::npos && cmd.find(needle) != std::string::npos) ++n;
+    if (program.size() >= 15 && program.compare(program.size() - 15, 15, "qemu-system-arm") == 0 &&
+        cmd.find(needle) != std::string::npos)
+      ++n;
   }
   closedir(proc);
   return n;
@@ -72,18 +83,22 @@ TEST_CASE("two leased simulated boards of one type run firmware with separate co
   REQUIRE(ctl(d, {"flash", id, b, firmware("fail")}).status.code == 0);
   REQUIRE(ctl(d, {"power", id, a, "on"}).status.code == 0);
   REQUIRE(ctl(d, {"power", id, b, "on"}).status.code == 0);
-  // each console shows its own run, to its end.
+  // each console shows its own run, to its end: the daemon stops a
+  // simulator once its firmware reports its end, and the console closes.
   auto ca = ctl(d, {"console", id, a});
   auto cb = ctl(d, {"console", id, b});
   REQUIRE(ca.status.code == 0);
   REQUIRE(ca.out.find("] HWFARM TEST ramp PASS\n") != std::string::npos);
   REQUIRE(ca.out.find("FAIL") == std::string::npos);
   REQUIRE(cb.out.find("] HWFARM TEST ramp FAIL expected 3 got 4\n") != std::string::npos);
-  REQUIRE(std::regex_search(cb.out, std::regex("\\] HWFARM END\n")));
+  REQUIRE(std::regex_search(cb.out, std::regex("\\] HWFARM END status=1\n")));
+  REQUIRE(ca.out.find("] HWFARM END status=0\n") != std::string::npos);
   // The consoles are kept per lease and board.
   std::string log_a = readFile(dir.file("state/consoles/" + id + "/" + a + ".log"));
-  REQUIRE(log_a.find("] HWFARM END\n") != std::string::npos);
-  REQUIRE(log_a.find("] -- console closed: end of file --\n") != std::string::npos);
+  REQUIRE(std::regex_search(log_a, std::regex("\\] HWFARM END status=0\n\\[[ 0-9.]+\\] -- the firmware ended: "
+                                               "stopping the simulator --\n\\[[ 0-9.]+\\] -- console closed: end "
+                                               "of file --\n")));
+  REQUIRE(qemuProcesses(dir.file("state/boards/")) == 0);
   REQUIRE(d.request("DELETE", "/v1/leases/" + id, "").status == 200);
 }
 
@@ -157,4 +172,260 @@ TEST_CASE("a simulator does not outlive a killed hwfarmd") {
   d.process().wait(10s);
   for (int i = 0; i < 300 && qemuProcesses(dir.file("state/boards/sim-0/")) > 0; ++i) std::this_thread::sleep_for(10ms);
   REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 0);
+}
+
+namespace {
+
+std::string script(const TempDir& dir, const std::string& name, const std::string& body) {
+  std::string path = dir.write(name, "#!/bin/sh\n" + body);
+  ::chmod(path.c_str(), 0755);
+  return path;
+}
+
+// A board on the `usb` path whose console "device" is a plain file (present
+// while it exists), flashed and powered by `flash` / `power` (TOML argv arrays).
+std::string toolBoard(const TempDir& dir, const std::string& name, const std::string& flash,
+                      const std::string& power) {
+  std::string port = dir.write("tty-" + name, "");
+  return "  [[worker.board]]\n  name = \"" + name + "\"\n  type = \"tool\"\n"
+         "  usb = { vendor = \"1209\", product = \"0001\", serial = \"SN-" + name + "\" }\n"
+         "  serial = { port = \"" + port + "\" }\n"
+         "  flash = { driver = \"command\", argv = " + flash + ", timeout_s = 20 }\n"
+         "  power = { driver = \"command\", on = " + power + ", off = " + power + " }\n";
+}
+
+bool waitFile(const std::string& path, std::chrono::milliseconds timeout = 10s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (::access(path.c_str(), F_OK) != 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+// hwfarmd's descriptors above stderr that are not close-on-exec, as "N -> target".
+std::vector<std::string> inheritableDescriptors(pid_t pid) {
+  std::vector<std::string> found;
+  std::string fd_dir = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = opendir(fd_dir.c_str());
+  while (dirent* e = readdir(d)) {
+    if (!std::isdigit(static_cast<unsigned char>(e->d_name[0])) || std::atoi(e->d_name) <= 2) continue;
+    std::string info = readFile("/proc/" + std::to_string(pid) + "/fdinfo/" + e->d_name);
+    size_t at = info.find("flags:");
+    if (at == std::string::npos) continue; // closed meanwhile
+    unsigned long flags = std::stoul(info.substr(at + 6), nullptr, 8);
+    if (flags & 02000000) continue; // O_CLOEXEC
+    char target[256] = {};
+    ssize_t n = ::readlink((fd_dir + "/" + e->d_name).c_str(), target, sizeof target - 1);
+    found.push_back(std::string(e->d_name) + " -> " + (n > 0 ? std::string(target, n) : "?"));
+  }
+  closedir(d);
+  return found;
+}
+
+} // namespace
+
+TEST_CASE("issue 9: hwfarmd's children inherit none of its descriptors") {
+  TempDir dir;
+  const std::string list_fds = R"x(["/bin/sh", "-c", "echo fds $(ls /proc/self/fd)"])x";
+  std::string qemu = script(dir, "qemu-fds", "echo fds $(ls /proc/self/fd) >&2\nexec qemu-system-arm \"$@\"\n");
+  std::string config = qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") +
+                       "  [[worker.board]]\n  name = \"sim-0\"\n  type = \"mps2-an385\"\n  driver = \"qemu\"\n"
+                       "  qemu = { binary = \"" + qemu + "\" }\n" + toolBoard(dir, "tool-1", list_fds, list_fds);
+  RunningDaemon d(dir, config);
+  // Given a daemon with an idle client connection open (an accepted socket),
+  // its database, logs and event loop descriptors,
+  std::string port = d.url().substr(d.url().rfind(':') + 1);
+  int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(d.get("/v1/healthz").status == 200); // accepted after the idle one (the backlog is in order)
+  // every descriptor hwfarmd holds is close-on-exec,
+  std::vector<std::string> inheritable = inheritableDescriptors(d.process().pid());
+  INFO("inheritable: " << [&] {
+    std::string all;
+    for (auto& f : inheritable) all += f + "; ";
+    return all;
+  }());
+  REQUIRE(inheritable.empty());
+  // and a simulator, a flasher and a power switch it starts hold only
+  // stdin, stdout and stderr (3: ls reading /proc/self/fd).
+  auto sim = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", 201);
+  std::string sim_lease(sim.at("id").as_string());
+  post(d, "/v1/leases/" + sim_lease + "/boards/sim-0/flash", R"({"image":")" + firmware("hang") + "\"}", 200);
+  post(d, "/v1/leases/" + sim_lease + "/boards/sim-0/power", R"({"action":"on"})", 200);
+  REQUIRE(waitForText(dir.file("state/consoles/" + sim_lease + "/sim-0.log"), "HWFARM BEGIN", 10s));
+  // (also with a console socket and its log open)
+  REQUIRE(inheritableDescriptors(d.process().pid()).empty());
+  auto tool = post(d, "/v1/leases", R"({"selector":{"type":"tool"},"context":"manual","wait_s":5})", 201);
+  std::string tool_lease(tool.at("id").as_string());
+  post(d, "/v1/leases/" + tool_lease + "/boards/tool-1/flash", R"({"image":")" + firmware("pass") + "\"}", 200);
+  post(d, "/v1/leases/" + tool_lease + "/boards/tool-1/power", R"({"action":"on"})", 200);
+  ::close(client);
+  std::string qemu_log = readFile(dir.file("state/boards/sim-0/sim-0.qemu.log"));
+  INFO("QEMU log: " << qemu_log);
+  REQUIRE(qemu_log.find("fds 0 1 2 3\n") != std::string::npos);
+  REQUIRE(readFile(dir.file("state/consoles/" + tool_lease + "/flash__tool-1.txt")) == "fds 0 1 2 3\n");
+  REQUIRE(readFile(dir.file("state/consoles/" + tool_lease + "/power__tool-1.txt")) == "fds 0 1 2 3\n");
+}
+
+TEST_CASE("issue 9: the event loop answers while a simulated board powers on slowly") {
+  TempDir dir;
+  std::string sock_dir = dir.file("state/boards/sim-0/sock");
+  // Given a simulator that takes until the test says so to start,
+  std::string qemu = script(dir, "qemu-slow",
+                            "touch " + sock_dir + "/started\nwhile [ ! -e " + sock_dir +
+                                "/go ]; do sleep 0.02; done\nexec qemu-system-arm \"$@\"\n");
+  std::string config = qemuFleet(dir.file("state"), 0) +
+                       "  [[worker.board]]\n  name = \"sim-0\"\n  type = \"mps2-an385\"\n  driver = \"qemu\"\n"
+                       "  qemu = { binary = \"" + qemu + "\" }\n";
+  RunningDaemon d(dir, config);
+  auto lease = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", 201);
+  std::string id(lease.at("id").as_string());
+  std::string base = "/v1/leases/" + id + "/boards/sim-0/";
+  post(d, base + "flash", R"({"image":")" + firmware("pass") + "\"}", 200);
+  std::atomic<bool> powered{false};
+  int power_status = 0;
+  std::thread power([&] {
+    power_status = d.request("POST", base + "power", R"({"action":"on"})").status;
+    powered = true;
+  });
+  REQUIRE(waitFile(sock_dir + "/started"));
+  // while it powers on, its console request and a health check are answered
+  auto console = d.request("GET", base + "console", "");
+  auto health = d.get("/v1/healthz");
+  bool answered_first = !powered;
+  // before the power-on completes.
+  ::close(::open((sock_dir + "/go").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  power.join();
+  REQUIRE(answered_first);
+  REQUIRE(console.status == 200);
+  REQUIRE(console.body == "-- hwfarmd: the simulated board is still powering on --\n");
+  REQUIRE(health.status == 200);
+  REQUIRE(power_status == 200);
+  REQUIRE(waitForText(dir.file("state/consoles/" + id + "/sim-0.log"), "HWFARM END status=0", 10s));
+}
+
+TEST_CASE("issue 9: two slow flashes do not hold up a third board") {
+  TempDir dir;
+  // Given two boards whose flashers run until the test releases them, and a
+  // third with a quick flasher and power switch,
+  auto slow = [&](const std::string& board) {
+    return R"(["/bin/sh", "-c", "touch )" + dir.file("flashing-" + board) + "; while [ ! -e " +
+           dir.file("release") + R"( ]; do sleep 0.02; done"])";
+  };
+  const std::string quick = R"(["/bin/true"])";
+  std::string config = qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") +
+                       toolBoard(dir, "tool-1", slow("tool-1"), quick) +
+                       toolBoard(dir, "tool-2", slow("tool-2"), quick) + toolBoard(dir, "tool-3", quick, quick);
+  RunningDaemon d(dir, config);
+  auto lease = post(d, "/v1/leases", R"({"selector":{"type":"tool"},"count":3,"context":"manual","wait_s":5})", 201);
+  std::string base = "/v1/leases/" + std::string(lease.at("id").as_string()) + "/boards/";
+  std::string image = R"({"image":")" + firmware("pass") + "\"}";
+  std::atomic<int> slow_done{0};
+  int status_1 = 0, status_2 = 0;
+  std::thread flash_1([&] {
+    status_1 = d.request("POST", base + "tool-1/flash", image, "", 60).status;
+    ++slow_done;
+  });
+  std::thread flash_2([&] {
+    status_2 = d.request("POST", base + "tool-2/flash", image, "", 60).status;
+    ++slow_done;
+  });
+  bool both_started = waitFile(dir.file("flashing-tool-1")) && waitFile(dir.file("flashing-tool-2"));
+  // while both flash, the third board is flashed and powered
+  int flash_3 = d.request("POST", base + "tool-3/flash", image, "", 60).status;
+  int power_3 = d.request("POST", base + "tool-3/power", R"({"action":"on"})", "", 60).status;
+  // before either of them finishes.
+  bool third_first = slow_done == 0;
+  dir.write("release", "");
+  flash_1.join();
+  flash_2.join();
+  REQUIRE(both_started);
+  REQUIRE(flash_3 == 200);
+  REQUIRE(power_3 == 200);
+  REQUIRE(third_first);
+  REQUIRE(status_1 == 200);
+  REQUIRE(status_2 == 200);
+}
+
+TEST_CASE("issue 9: a flasher orphaned by kill -9 does not keep hwfarmd's port") {
+  TempDir dir;
+  // A fixed port, so that the restarted daemon binds the same one.
+  int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  REQUIRE(::bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  std::string port = std::to_string(ntohs(addr.sin_port));
+  ::close(probe);
+  // Given a flash whose tool runs on (and records its pid),
+  std::string pidfile = dir.file("flasher.pid");
+  std::string flasher = R"(["/bin/sh", "-c", "echo $$ > )" + pidfile + R"(; exec sleep 60"])";
+  std::string config = qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") +
+                       toolBoard(dir, "tool-1", flasher, R"(["/bin/true"])");
+  config.replace(config.find("127.0.0.1:0"), 11, "127.0.0.1:" + port);
+  RunningDaemon d(dir, config);
+  auto lease = post(d, "/v1/leases", R"({"selector":{"type":"tool"},"context":"manual","wait_s":5})", 201);
+  std::string flash = "/v1/leases/" + std::string(lease.at("id").as_string()) + "/boards/tool-1/flash";
+  std::thread request([&] {
+    try {
+      d.request("POST", flash, R"({"image":")" + firmware("pass") + "\"}", "", 30);
+    } catch (const std::exception&) {
+      // The daemon dies under it: no answer is expected.
+    }
+  });
+  REQUIRE(waitForText(pidfile, "\n", 10s));
+  pid_t orphan = std::stoi(readFile(pidfile));
+  // when hwfarmd is killed during the flash and started again,
+  std::string restart_error;
+  try {
+    d.killAndRestart();
+  } catch (const std::exception& e) {
+    restart_error = e.what(); // with the old daemon: "Address already in use"
+  }
+  request.join();
+  bool orphan_ran = processAlive(orphan);
+  ::kill(orphan, SIGKILL);
+  // the new daemon listens on the same port (the orphan holds no socket of
+  // the old one) and serves.
+  REQUIRE(orphan_ran);
+  REQUIRE(restart_error.empty());
+  REQUIRE(d.get("/v1/healthz").status == 200);
+}
+
+TEST_CASE("issue 9: a firmware that locks up in a semihosting call leaves the board reusable") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  // Given a firmware that ends with the old semihosting exit, which is now a
+  // HardFault that locks the core up,
+  auto first = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", 201);
+  std::string id(first.at("id").as_string());
+  std::string base = "/v1/leases/" + id + "/boards/sim-0/";
+  post(d, base + "flash", R"({"image":")" + firmware("lockup") + "\"}", 200);
+  post(d, base + "power", R"({"action":"on"})", 200);
+  std::string log = dir.file("state/consoles/" + id + "/sim-0.log");
+  REQUIRE(waitForText(log, "HWFARM BEGIN", 10s));
+  // it never reports an end, and its simulator keeps running (a firmware
+  // failure, for the run's deadline to catch), without reaching the host;
+  REQUIRE(d.get("/v1/healthz").status == 200);
+  REQUIRE(readFile(log).find("HWFARM END") == std::string::npos);
+  REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 1);
+  // releasing the lease stops it,
+  REQUIRE(d.request("DELETE", "/v1/leases/" + id, "").status == 200);
+  for (int i = 0; i < 300 && qemuProcesses(dir.file("state/boards/sim-0/")) > 0; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 0);
+  // and the next lease runs its firmware on the same board.
+  auto second = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual","wait_s":5})", 201);
+  std::string id2(second.at("id").as_string());
+  post(d, "/v1/leases/" + id2 + "/boards/sim-0/flash", R"({"image":")" + firmware("pass") + "\"}", 200);
+  post(d, "/v1/leases/" + id2 + "/boards/sim-0/power", R"({"action":"on"})", 200);
+  REQUIRE(waitForText(dir.file("state/consoles/" + id2 + "/sim-0.log"), "-- console closed: end of file --", 10s));
+  REQUIRE(readFile(dir.file("state/consoles/" + id2 + "/sim-0.log")).find("] HWFARM END status=0\n") !=
+          std::string::npos);
 }

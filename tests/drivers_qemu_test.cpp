@@ -2,7 +2,13 @@
 // UARTs read by the same serial driver as real boards.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <boost/asio/io_context.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include "drivers/console_log.h"
@@ -57,19 +63,27 @@ TEST_CASE("two simulated boards run firmware at once and their consoles stay apa
   bool closed_a = false, closed_b = false;
   auto port_a = boot(a, io, log_a, &closed_a);
   auto port_b = boot(b, io, log_b, &closed_b);
-  // The firmware ends with semihosting exit, QEMU exits, the console closes.
+  // Each firmware reports its status on its console, then idles.
+  std::optional<std::optional<std::string>> end_a, end_b;
+  port_a->expect(std::regex("^HWFARM END"), 20s, [&](auto line) { end_a = line; });
+  port_b->expect(std::regex("^HWFARM END"), 20s, [&](auto line) { end_b = line; });
+  runUntil(io, [&] { return end_a && end_b; });
+  REQUIRE((end_a && *end_a == "HWFARM END status=0"));
+  REQUIRE((end_b && *end_b == "HWFARM END status=1")); // the fail variant's status
+  REQUIRE(a.running());
+  REQUIRE(b.running());
+  // Power off ends the sessions: the consoles close.
+  REQUIRE(a.powerOff().ok);
+  REQUIRE(b.powerOff().ok);
   runUntil(io, [&] { return closed_a && closed_b; });
   REQUIRE(closed_a);
   REQUIRE(closed_b);
-  runUntil(io, [&] { return a.exitStatus() && b.exitStatus(); }, 5s);
-  REQUIRE(a.exitStatus() == 0);
-  REQUIRE(b.exitStatus() == 1); // the fail variant's status
   std::string ta = readFile(dir.file("trace__sim_a.txt")), tb = readFile(dir.file("trace__sim_b.txt"));
   REQUIRE(ta.find("] HWFARM TEST ramp PASS\n") != std::string::npos);
   REQUIRE(tb.find("] HWFARM TEST ramp FAIL expected 3 got 4\n") != std::string::npos);
   REQUIRE(ta.find("FAIL") == std::string::npos);
   REQUIRE(std::regex_search(ta, std::regex("\\] HWFARM OUTPUT square.y f32 8 -1.000000 .* 5.125000\n")));
-  REQUIRE(ta.find("] HWFARM END\n") != std::string::npos);
+  REQUIRE(ta.find("] HWFARM END status=0\n") != std::string::npos);
 }
 
 TEST_CASE("power-cycling a simulated board restarts its firmware") {
@@ -131,6 +145,133 @@ TEST_CASE("a simulated board without an image or with a missing image says so") 
   REQUIRE(broken.flash(firmware("pass")).ok);
   Status s = broken.powerOn(&console);
   REQUIRE_FALSE(s.ok);
-  REQUIRE(s.message == "QEMU did not start for board sim2 (see " + broken.logPath() + ")");
-  REQUIRE(readFile(broken.logPath()).find("cannot run qemu-system-hwfarm-none") != std::string::npos);
+  REQUIRE(s.message == "QEMU did not start for board sim2: \"qemu-system-hwfarm-none\" not found in PATH or not "
+                       "executable");
+}
+
+namespace {
+
+// Runs `board` (flashed) until its firmware's END record; returns the console.
+std::string runToEnd(QemuBoard& board, boost::asio::io_context& io, const std::string& log_path) {
+  io.restart(); // a previous run may have left it out of work, stopped
+  ConsoleLog log(log_path, 1 << 20);
+  bool closed = false;
+  auto port = boot(board, io, log, &closed);
+  std::optional<std::optional<std::string>> end;
+  port->expect(std::regex("^HWFARM END"), 20s, [&](auto line) { end = line; });
+  runUntil(io, [&] { return end.has_value(); });
+  INFO("console: " << readFile(log_path) << "\nQEMU log: " << readFile(board.logPath()));
+  REQUIRE((end && end->has_value()));
+  REQUIRE(board.powerOff().ok);
+  runUntil(io, [&] { return closed; }, 5s);
+  return readFile(log_path);
+}
+
+std::string script(const TempDir& dir, const std::string& name, const std::string& body) {
+  std::string path = dir.write(name, "#!/bin/sh\n" + body);
+  REQUIRE(::chmod(path.c_str(), 0755) == 0);
+  return path;
+}
+
+} // namespace
+
+TEST_CASE("issue 9: firmware cannot reach the host through semihosting") {
+  // Given a host directory with a secret (the fixed paths the semihost
+  // firmware probes),
+  const std::string probe = "/tmp/hwfarm-semihost-probe";
+  std::filesystem::remove_all(probe);
+  std::filesystem::create_directories(probe);
+  { std::ofstream(probe + "/secret") << "hwfarm-secret-4711\n"; }
+  TempDir dir;
+  boost::asio::io_context io;
+  QemuBoard board("sim", machine(), dir.file("qemu"));
+  REQUIRE(board.flash(firmware("semihost")).ok);
+  // when the firmware tries to open, read and write host files and to run
+  // host commands,
+  std::string text = runToEnd(board, io, dir.file("console.txt"));
+  // every call is refused, nothing of the host reaches the console,
+  REQUIRE(text.find("] SEMIHOST open /tmp/hwfarm-semihost-probe/secret -> -1\n") != std::string::npos);
+  REQUIRE(text.find("] SEMIHOST system touch /tmp/hwfarm-semihost-probe/touched -> -1\n") != std::string::npos);
+  REQUIRE(text.find("] SEMIHOST system id > /tmp/hwfarm-semihost-probe/id -> -1\n") != std::string::npos);
+  REQUIRE(text.find("hwfarm-secret") == std::string::npos);
+  REQUIRE(text.find("] HWFARM END status=0\n") != std::string::npos);
+  // and nothing on the host changed.
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(probe)) files.push_back(e.path().filename().string());
+  REQUIRE(files == std::vector<std::string>{"secret"});
+  REQUIRE(readFile(probe + "/secret") == "hwfarm-secret-4711\n");
+  std::filesystem::remove_all(probe);
+  // The board runs the next firmware as usual.
+  REQUIRE(board.flash(firmware("pass")).ok);
+  REQUIRE(runToEnd(board, io, dir.file("console2.txt")).find("] HWFARM END status=0\n") != std::string::npos);
+}
+
+TEST_CASE("issue 9: QEMU sees only its image and its socket directory, and no descriptor of its parent") {
+  TempDir dir;
+  boost::asio::io_context io;
+  std::string outside = dir.write("hwfarm.db", "a database next to the board's work dir\n");
+  int inherited = ::open(outside.c_str(), O_RDONLY); // open in the parent, without close-on-exec
+  REQUIRE(inherited > 2);
+  // Given a qemu.binary that looks around before it becomes QEMU,
+  hwfarm::config::QemuConfig c = machine();
+  c.binary = script(dir, "qemu-look",
+                    "for f in /etc/passwd /etc/hostname " + outside + " " + dir.file("qemu/sim.qemu.log") + " " +
+                        dir.file("qemu/sim.elf") + " " + dir.file("qemu/sock") +
+                        "; do if [ -e \"$f\" ]; then echo \"visible $f\"; else echo \"hidden $f\"; fi; done\n"
+                        "touch " + dir.file("qemu/sock/writable") + " && echo 'socket dir writable'\n"
+                        "touch " + dir.file("qemu/sim.elf") + " 2>/dev/null || echo 'image read-only'\n"
+                        "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status\n"
+                        "echo fds $(ls /proc/self/fd)\n"
+                        "exec qemu-system-arm \"$@\"\n");
+  QemuBoard board("sim", c, dir.file("qemu"));
+  REQUIRE(board.flash(firmware("pass")).ok);
+  std::string text = runToEnd(board, io, dir.file("console.txt"));
+  ::close(inherited);
+  REQUIRE(text.find("] HWFARM END status=0\n") != std::string::npos);
+  std::string seen = readFile(board.logPath());
+  INFO(seen);
+  // it sees no host file but its image and socket directory,
+  REQUIRE(seen.find("hidden /etc/passwd\n") != std::string::npos);
+  REQUIRE(seen.find("hidden /etc/hostname\n") != std::string::npos);
+  REQUIRE(seen.find("hidden " + outside + "\n") != std::string::npos);
+  REQUIRE(seen.find("hidden " + dir.file("qemu/sim.qemu.log") + "\n") != std::string::npos);
+  REQUIRE(seen.find("visible " + dir.file("qemu/sim.elf") + "\n") != std::string::npos);
+  REQUIRE(seen.find("visible " + dir.file("qemu/sock") + "\n") != std::string::npos);
+  REQUIRE(seen.find("socket dir writable\n") != std::string::npos);
+  REQUIRE(seen.find("image read-only\n") != std::string::npos);
+  // runs without capabilities or a way to gain them,
+  REQUIRE(seen.find("CapEff:\t0000000000000000\n") != std::string::npos);
+  REQUIRE(seen.find("NoNewPrivs:\t1\n") != std::string::npos);
+  // and holds only stdin, stdout and stderr (3: ls reading /proc/self/fd).
+  REQUIRE(seen.find("fds 0 1 2 3\n") != std::string::npos);
+}
+
+TEST_CASE("issue 9: QEMU does not run when its sandbox cannot be set up") {
+  TempDir dir;
+  hwfarm::config::QemuConfig c = machine();
+  c.binary = script(dir, "qemu-marks", "touch " + dir.file("qemu-ran") + "\nexec qemu-system-arm \"$@\"\n");
+  QemuBoard board("sim", c, dir.file("qemu"));
+  REQUIRE(board.flash(firmware("pass")).ok);
+  std::string console;
+  const char* saved = std::getenv("PATH");
+  std::string path = saved ? saved : "/usr/bin:/bin";
+  // Given no bubblewrap at all,
+  ::setenv("PATH", dir.file("nothing-here").c_str(), 1);
+  Status missing = board.powerOn(&console);
+  // and a bubblewrap that cannot create its namespaces (as on a host that
+  // forbids user namespaces),
+  std::filesystem::create_directories(dir.file("bin"));
+  script(dir, "bin/bwrap", "echo 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n");
+  ::setenv("PATH", (dir.file("bin") + ":" + path).c_str(), 1);
+  Status refused = board.powerOn(&console);
+  ::setenv("PATH", path.c_str(), 1);
+  // power on fails with an infrastructure error, and QEMU never ran.
+  REQUIRE_FALSE(missing.ok);
+  REQUIRE(missing.message == "cannot confine QEMU for board sim: bwrap not found in PATH (install Debian's "
+                             "bubblewrap package)");
+  REQUIRE_FALSE(refused.ok);
+  REQUIRE(refused.message ==
+          "cannot confine QEMU for board sim: bwrap: Creating new namespace failed: Operation not permitted");
+  REQUIRE_FALSE(board.running());
+  REQUIRE_FALSE(std::filesystem::exists(dir.file("qemu-ran")));
 }

@@ -2,7 +2,19 @@
 // whole process group, output is captured, missing tools are named.
 #include <catch2/catch.hpp>
 
+#include <dlfcn.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <thread>
+
+#include <atomic>
+#include <cstring>
+#include <fcntl.h>
 
 #include "drivers/flasher.h"
 #include "drivers/power.h"
@@ -25,7 +37,107 @@ hwfarm::config::FlashConfig preset(const std::string& driver, std::map<std::stri
   return c;
 }
 
+// Pid reuse on demand. While `g_reuse_reaped` is set, every pid that
+// waitpid() reaps is at once given to a new process (clone3 with set_tid,
+// which needs root: CI runs as root) that leads a process group of that id,
+// as an unrelated process started right after could. The code under test
+// calls waitpid through this definition (it interposes libc's).
+std::atomic<bool> g_reuse_reaped{false};
+std::vector<pid_t> g_reusers; // the processes that took a reaped pid
+std::string g_reuse_error;
+
+pid_t startReuser(pid_t pid) {
+  int ready[2];
+  if (::pipe(ready) != 0) return -1;
+  clone_args args{};
+  args.exit_signal = SIGCHLD;
+  args.set_tid = reinterpret_cast<uint64_t>(&pid);
+  args.set_tid_size = 1;
+  long child = ::syscall(SYS_clone3, &args, sizeof args);
+  if (child == 0) {
+    ::setpgid(0, 0);
+    char c = 1;
+    if (::write(ready[1], &c, 1) < 0) ::_exit(1);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char c;
+  if (child > 0 && ::read(ready[0], &c, 1) != 1) child = -1;
+  ::close(ready[0]);
+  return static_cast<pid_t>(child);
+}
+
 } // namespace
+
+extern "C" pid_t waitpid(pid_t pid, int* status, int options) {
+  using Real = pid_t (*)(pid_t, int*, int);
+  static Real real = reinterpret_cast<Real>(::dlsym(RTLD_NEXT, "waitpid"));
+  pid_t reaped = real(pid, status, options);
+  if (reaped > 0 && g_reuse_reaped.exchange(false)) {
+    pid_t reuser = startReuser(reaped);
+    if (reuser == reaped) g_reusers.push_back(reuser);
+    else g_reuse_error = "cannot start a process with the reaped pid " + std::to_string(reaped) + ": " +
+                         std::strerror(errno) + " (this test needs root)";
+  }
+  return reaped;
+}
+
+TEST_CASE("issue 9: a tool's process group is killed before the tool is reaped (pid reuse)") {
+  TempDir dir;
+  ToolOptions options;
+  options.log_path = dir.file("flash.log");
+  // Given a flasher that exits, and a new process that takes the flasher's
+  // pid (and leads a group of that id) the moment the flasher is reaped,
+  g_reuse_reaped = true;
+  auto r = runTool({"/bin/sh", "-c", "echo flashed"}, options);
+  g_reuse_reaped = false;
+  REQUIRE(r.ok());
+  INFO(g_reuse_error);
+  REQUIRE(g_reuse_error.empty());
+  REQUIRE(g_reusers.size() == 1);
+  pid_t reuser = g_reusers.back();
+  g_reusers.clear();
+  // the runner's "kill whatever the tool left behind" did not hit that
+  // process: the group was killed while the flasher was still unreaped.
+  // (A SIGKILL sent earlier fixes the exit signal at once; our SIGUSR1 is the
+  // exit signal only if nothing killed it before.)
+  ::kill(reuser, SIGUSR1);
+  int status = 0;
+  ::waitpid(reuser, &status, 0);
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(WTERMSIG(status) == SIGUSR1);
+}
+
+TEST_CASE("a tool that exits leaves no background process behind") {
+  TempDir dir;
+  ToolOptions options;
+  options.log_path = dir.file("flash.log");
+  std::string pidfile = dir.file("grandchild.pid");
+  auto r = runTool({"/bin/sh", "-c", "sleep 60 & echo $! > " + pidfile + "; echo flashed"}, options);
+  REQUIRE(r.ok());
+  pid_t grandchild = std::stoi(readFile(pidfile));
+  for (int i = 0; i < 100 && alive(grandchild); ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE_FALSE(alive(grandchild));
+}
+
+TEST_CASE("issue 9: a tool inherits no descriptor but stdin, stdout and stderr") {
+  TempDir dir;
+  // Given descriptors open in the caller, one of them without close-on-exec,
+  int plain = ::open(dir.write("secret", "x").c_str(), O_RDONLY);
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  REQUIRE(plain > 2);
+  ToolOptions options;
+  options.log_path = dir.file("fds.log");
+  // the tool sees only 0, 1 and 2 (and ls's own directory handle).
+  auto r = runTool({"/bin/sh", "-c", "ls /proc/self/fd"}, options);
+  ::close(plain);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  REQUIRE(r.ok());
+  std::string fds = readFile(dir.file("fds.log"));
+  REQUIRE((fds == "0\n1\n2\n3\n")); // 3: ls reading /proc/self/fd
+}
 
 TEST_CASE("a tool past its deadline is killed with every process it started") {
   TempDir dir;

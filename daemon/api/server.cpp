@@ -1,5 +1,7 @@
 #include "daemon/api/server.h"
 
+#include <fcntl.h>
+
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -440,6 +442,8 @@ void HttpServer::Impl::accept(typename Protocol::acceptor& acceptor) {
                                                                typename Protocol::socket socket) {
     if (self->stopping || ec == asio::error::operation_aborted) return;
     if (!ec) {
+      // Asio accepts without SOCK_CLOEXEC: no child may inherit a client.
+      ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
       self->reap();
       bool reject = self->sessions.size() >= static_cast<size_t>(self->limits.max_connections);
       auto session = std::make_shared<Session<Protocol>>(std::move(socket), self);
@@ -469,6 +473,7 @@ std::string HttpServer::listen(const config::ListenAddress& address) {
     if (lstat(address.path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(address.path.c_str());
     auto acceptor = std::make_unique<local::acceptor>(impl_->io);
     acceptor->open(local(), ec);
+    if (!ec) ::fcntl(acceptor->native_handle(), F_SETFD, FD_CLOEXEC); // Asio opens without SOCK_CLOEXEC
     if (!ec) acceptor->bind(local::endpoint(address.path), ec);
     if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
     if (ec) throw std::runtime_error("cannot listen on " + address.text + ": " + ec.message());
@@ -486,6 +491,7 @@ std::string HttpServer::listen(const config::ListenAddress& address) {
   tcp::endpoint endpoint = results.begin()->endpoint();
   auto acceptor = std::make_unique<tcp::acceptor>(impl_->io);
   acceptor->open(endpoint.protocol(), ec);
+  if (!ec) ::fcntl(acceptor->native_handle(), F_SETFD, FD_CLOEXEC); // Asio opens without SOCK_CLOEXEC
   if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acceptor->bind(endpoint, ec);
   if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);

@@ -7,6 +7,9 @@
 void uart_init(void);
 void uart_putc(char c);
 void uart_puts(const char* s);
-void semihosting_exit(int status);
+void uart_put_uint(uint32_t v);
+void uart_put_int(int v);
+/* Prints `HWFARM END status=<status>` and idles forever. */
+__attribute__((noreturn)) void firmware_end(int status);
 
 #endif

@@ -23,3 +23,22 @@ void uart_putc(char c) {
 void uart_puts(const char* s) {
   while (*s) uart_putc(*s++);
 }
+
+void uart_put_uint(uint32_t v) {
+  char digits[11];
+  int n = 0;
+  do {
+    digits[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  while (n) uart_putc(digits[--n]);
+}
+
+void uart_put_int(int v) {
+  if (v < 0) {
+    uart_putc('-');
+    uart_put_uint(0u - (uint32_t)v);
+  } else {
+    uart_put_uint((uint32_t)v);
+  }
+}
