@@ -17,6 +17,8 @@ packages=(
   catch2 systemd procps util-linux python3 curl
   qemu-system-arm gcc-arm-none-eabi libnewlib-arm-none-eabi
   umockdev libumockdev-dev libudev-dev
+  # tests: OpenOCD's Tcl quoting is evaluated by a real Tcl interpreter
+  tcl
 )
 
 missing=()
