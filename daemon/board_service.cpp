@@ -1,5 +1,7 @@
 #include "daemon/board_service.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <map>
 #include <set>
@@ -11,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "config/loader.h"
+#include "daemon/image_store.h"
 #include "drivers/board.h"
 #include "drivers/console_log.h"
 #include "drivers/serial_port.h"
@@ -166,6 +169,15 @@ BoardService::~BoardService() {
 
 void BoardService::reconfigure(const config::FleetConfig& config) { impl_->configure(config); }
 
+std::string BoardService::imageDir(const std::string& lease_id) const { return impl_->leaseDir(lease_id) + "/images"; }
+
+bool BoardService::makeImageDir(const std::string& lease_id, std::string* error) {
+  std::error_code ec;
+  std::filesystem::create_directories(imageDir(lease_id), ec);
+  if (ec) *error = "cannot create " + imageDir(lease_id) + ": " + ec.message();
+  return !ec;
+}
+
 std::string BoardService::consoleLogPath(const std::string& lease_id, const std::string& board) const {
   return impl_->leaseDir(lease_id) + "/" + board + ".log";
 }
@@ -186,6 +198,31 @@ void BoardService::flash(const lease::Lease& lease, const std::string& name, con
   std::string ignored;
   if (!board->consoleFollowsPower()) impl_->attach(lease.id, name, &ignored); // catch what it prints after
   impl_->offLoop(name, "flash", [board, image, log] { return board->flash(image, log); }, std::move(done));
+}
+
+void BoardService::flashCopy(const lease::Lease& lease, const std::string& name, int fd, const std::string& ext,
+                             Done done) {
+  std::shared_ptr<drivers::Board> board = impl_->boards.at(name);
+  std::string error;
+  auto source = std::shared_ptr<int>(new int(fd), [](int* f) {
+    ::close(*f);
+    delete f;
+  });
+  if (!makeImageDir(lease.id, &error)) return done(drivers::Status::failure(error), 0);
+  std::string dir = imageDir(lease.id);
+  std::string log = flashLogPath(lease.id, name);
+  impl_->owner[name] = lease.id;
+  std::string ignored;
+  if (!board->consoleFollowsPower()) impl_->attach(lease.id, name, &ignored);
+  impl_->offLoop(
+      name, "flash",
+      [board, source, dir, ext, log] {
+        std::string sha, why;
+        std::string image = copyIntoStore(*source, dir, ext, &sha, &why);
+        if (image.empty()) return drivers::Status::failure("cannot copy the image into the lease's store: " + why);
+        return board->flash(image, log);
+      },
+      std::move(done));
 }
 
 void BoardService::power(const lease::Lease& lease, const std::string& name, drivers::PowerAction action,
@@ -258,7 +295,29 @@ void BoardService::stop() {
   }
 }
 
+namespace {
+
+// Removes a lease's image store when the last task holding it is done.
+struct ImageStoreRemover {
+  explicit ImageStoreRemover(std::string d) : dir(std::move(d)) {}
+  ImageStoreRemover(const ImageStoreRemover&) = delete;
+  ImageStoreRemover& operator=(const ImageStoreRemover&) = delete;
+  std::string dir;
+  ~ImageStoreRemover() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    if (ec) spdlog::warn("cannot remove the image store {}: {}", dir, ec.message());
+  }
+};
+
+} // namespace
+
 void BoardService::leaseEnded(const lease::Lease& lease) {
+  // After each board's queued work (a flash still reading its image, the
+  // reset below), the store goes; the logs beside it stay for pruning.
+  auto remover = std::make_shared<ImageStoreRemover>(imageDir(lease.id));
+  for (const auto& lb : lease.boards) asio::post(impl_->strandOf(lb.name), [remover] {});
+  if (lease.boards.empty()) asio::post(impl_->pool, [remover] {});
   for (const auto& lb : lease.boards) {
     auto it = impl_->consoles.find(lb.name);
     if (it != impl_->consoles.end() && it->second.lease_id == lease.id) {

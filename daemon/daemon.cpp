@@ -183,6 +183,7 @@ int Daemon::Impl::run() {
         io, config->limits, [this](api::HttpRequest request, std::shared_ptr<api::Exchange> exchange) {
           router->handle(std::move(request), std::move(exchange));
         });
+    server->setBodyPolicy([this](const api::HttpRequest& head) { return router->planBody(head); });
     for (const auto& address : config->agent.listen)
       spdlog::info("listening on {}", server->listen(address));
   } catch (const std::exception& e) {
