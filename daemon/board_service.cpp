@@ -369,6 +369,16 @@ size_t removeOldLogs(const std::string& root_dir, int64_t cutoff_unix_ms, const 
 
 } // namespace
 
+void BoardService::removeImageStores(std::set<std::string> ended) {
+  std::vector<std::string> dirs;
+  for (const auto& id : ended)
+    if (std::error_code ec; std::filesystem::exists(imageDir(id), ec)) dirs.push_back(imageDir(id));
+  if (dirs.empty()) return;
+  asio::post(impl_->pool, [dirs = std::move(dirs)] {
+    for (const auto& dir : dirs) ImageStoreRemover remove(dir);
+  });
+}
+
 void BoardService::pruneLogs(int64_t cutoff_unix_ms, std::set<std::string> active,
                              std::function<void(size_t removed)> done) {
   Impl* impl = impl_.get();

@@ -59,6 +59,10 @@ class BoardService {
   // leases not in `active` whose newest file is older than `cutoff_unix_ms`;
   // then `done` runs on the loop with how many it removed.
   void pruneLogs(int64_t cutoff_unix_ms, std::set<std::string> active, std::function<void(size_t removed)> done);
+  // Removes, off the event loop, the image stores of `ended` leases: those
+  // that ended while hwfarmd was down (at start-up; leaseEnded covers the
+  // rest). Their logs stay.
+  void removeImageStores(std::set<std::string> ended);
   // Shutdown: closes every console and ends every reader.
   void stop();
   // Runs (on the loop) before a console path is looked up again, so USB

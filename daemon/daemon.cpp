@@ -164,6 +164,10 @@ int Daemon::Impl::run() {
       return it == ttys.end() ? std::string() : it->second;
     });
     leases->onLeaseEnded([this](const lease::Lease& l) { boards->leaseEnded(l); });
+    std::set<std::string> ended; // while hwfarmd was down: their image stores go
+    for (const auto& [id, l] : leases->scheduler().leases())
+      if (l.state != lease::LeaseState::active) ended.insert(id);
+    boards->removeImageStores(std::move(ended));
     pruneLogs();
     presence = std::make_unique<PresenceWatcher>(
         io, [this](const std::string& board, bool present) { leases->presence(board, present); });

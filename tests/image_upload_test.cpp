@@ -5,6 +5,7 @@
 // is given, so the bytes the tool saw can be compared with the upload.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -166,6 +167,15 @@ TEST_CASE("issue 9 item 3: an upload from a caller who may not flash is refused 
   REQUIRE(viewer.status == 403);
   auto no_lease = upload(d, "/v1/leases/nope/boards/fake-1/flash", big, "secret-pipeline");
   REQUIRE(no_lease.status == 404);
+  // A client that sends its body without waiting (no Expect) still reads the answer.
+  std::string body = dir.write("big.bin", std::string(8 * 1024 * 1024, 'b'));
+  for (const char* token : {"", "secret-pipeline2"}) {
+    auto eager = runCommand({"/usr/bin/curl", "-s", "-o", dir.file("eager.out"), "-w", "%{http_code}", "-X", "POST",
+                             "-H", "Expect:", "-H", "Content-Type: application/octet-stream", "-H",
+                             std::string("Authorization: Bearer ") + token, "--data-binary", "@" + body,
+                             d.url() + target});
+    REQUIRE(eager.out == (*token ? "403" : "401"));
+  }
   REQUIRE(entries(dir.file("state/consoles/" + id + "/images")).empty());
   // The holder's upload goes through.
   REQUIRE(upload(d, target, "fw", "secret-pipeline").status == 200);
@@ -233,4 +243,31 @@ TEST_CASE("issue 9 item 3: without agent.image_roots a server-side path is refus
   REQUIRE(detailOf(r) == "server-side image paths are disabled (agent.image_roots is empty): upload the image "
                          "(hwfarmctl flash uploads it)");
   REQUIRE_FALSE(fs::exists(dir.file("flashed.bin")));
+}
+
+TEST_CASE("issue 9 item 3: the image store of a lease that ended while hwfarmd was down goes at start-up") {
+  TempDir dir;
+  RunningDaemon d(dir, fleet(dir));
+  Process board = plugIn(dir);
+  for (int i = 0; i < 300 && json::parse(d.get("/v1/boards").body).at("boards").at(0).at("state").as_string() !=
+                                 "available";
+       ++i)
+    std::this_thread::sleep_for(10ms);
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual","ttl_s":2})", "");
+  REQUIRE(granted.status == 201);
+  auto start = std::chrono::steady_clock::now();
+  std::string id(json::parse(granted.body).at("id").as_string());
+  REQUIRE(upload(d, "/v1/leases/" + id + "/boards/fake-1/flash?name=fw.bin", "fw").status == 200);
+  std::string store = dir.file("state/consoles/" + id + "/images");
+  REQUIRE(entries(store).size() == 1);
+  // Given hwfarmd down while the lease's TTL runs out,
+  d.process().signal(SIGKILL);
+  d.process().wait(10s);
+  std::this_thread::sleep_until(start + 2500ms); // the lease's own TTL, in wall-clock time
+  d.killAndRestart();
+  // the restarted daemon removes its store and keeps its logs.
+  for (int i = 0; i < 500 && fs::exists(store); ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE_FALSE(fs::exists(store));
+  REQUIRE(fs::exists(dir.file("state/consoles/" + id + "/flash__fake-1.txt")));
+  REQUIRE(json::parse(d.get("/v1/leases/" + id).body).at("state").as_string() == "expired");
 }

@@ -289,13 +289,17 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (server_->body_policy) plan = server_->body_policy(headOf(head_->get()));
     if (plan.kind == BodyPlan::Kind::refuse) {
       keep_alive_ = false;
+      drain_ = true;
       return write(std::move(plan.refusal));
     }
     if (plan.kind == BodyPlan::Kind::file) {
       body_limit_ = plan.limit;
       body_limit_name_ = plan.limit_name;
     }
-    if (head_->content_length() && *head_->content_length() > body_limit_) return onRead(http::error::body_limit);
+    if (head_->content_length() && *head_->content_length() > body_limit_) {
+      drain_ = plan.kind == BodyPlan::Kind::file;
+      return onRead(http::error::body_limit);
+    }
     if (plan.kind == BodyPlan::Kind::file) {
       std::string error;
       spool_ = std::make_unique<Spool>();
@@ -586,9 +590,24 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       if (ec || !keep_alive) {
         boost::system::error_code ignored;
         self->socket_.shutdown(Protocol::socket::shutdown_send, ignored);
+        if (!ec && std::exchange(self->drain_, false)) return self->drainThenClose();
         return self->close();
       }
       self->waitForRequest();
+    });
+  }
+
+  // After an answer to an upload whose body was not read: a client that
+  // did not wait for 100 Continue is still sending it, and closing with
+  // unread data would reset the connection before it reads the answer.
+  // Reads and drops until the client closes, within header_timeout_s.
+  void drainThenClose() {
+    expireIn(Wait::request, server_->limits.header_timeout_s);
+    auto sink = std::make_shared<std::array<char, 16384>>();
+    socket_.async_read_some(asio::buffer(*sink), [self = this->shared_from_this(), sink](beast::error_code ec, size_t) {
+      if (!ec) return self->drainThenClose();
+      self->waiting_ = Wait::none;
+      self->close();
     });
   }
 
@@ -618,6 +637,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   bool watching_ = false;
   bool gone_ = false;
   bool timed_out_ = false;
+  bool drain_ = false; // the answer is to an unread upload: drainThenClose after it
   bool keep_alive_ = true;
   bool busy_ = false;
   bool closing_ = false;
