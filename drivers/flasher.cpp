@@ -164,7 +164,17 @@ std::vector<std::string> flashArgv(const config::FlashConfig& c, const std::stri
     if (!t.usb_serial.empty()) argv.insert(argv.end(), {"--snr", t.usb_serial});
     argv.insert(argv.end(), {"--program", image, "--sectorerase", "--verify", "--reset"});
   }
-  for (const auto& extra : c.extra_args) argv.push_back(config::expandTemplate(extra, values));
+  // An openocd argument after "-c" is Tcl: its placeholders become Tcl words.
+  std::map<std::string, std::string> tcl_values;
+  if (c.driver == "openocd")
+    for (const auto& [key, value] : values) {
+      tcl_values[key] = tclWord(value, &why);
+      if (tcl_values[key].empty()) return refuse("{" + key + "}: " + why);
+    }
+  for (size_t i = 0; i < c.extra_args.size(); ++i) {
+    bool tcl = c.driver == "openocd" && (i == 0 ? argv.back() == "-c" : c.extra_args[i - 1] == "-c");
+    argv.push_back(config::expandTemplate(c.extra_args[i], tcl ? tcl_values : values));
+  }
   return argv;
 }
 

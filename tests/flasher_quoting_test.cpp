@@ -59,6 +59,7 @@ std::string tclEvaluate(const TempDir& dir, const std::vector<std::string>& argv
       "  eval write_image $flash_args\n"
       "  puts $::out \"program args=<$args>\"\n"
       "}\n"
+      "proc reset_config {args} { puts $::out \"reset_config <[join $args |]>\" }\n"
       "proc unknown {args} { puts $::out \"INJECTED <$args>\" }\n"
       "rename exec {}\n"
       "foreach cmd [lrange $argv 1 end] { eval $cmd }\n"
@@ -116,7 +117,15 @@ TEST_CASE("issue 9 item 3: openocd quotes a hostile USB serial so adapter serial
     REQUIRE(tclEvaluate(dir, argv) == "adapter serial=<" + serial +
                                           ">\nimage=</var/lib/hwfarm/images/ab.elf>\nprogram args=<verify reset exit>\n");
   }
+  // An operator's -c argument gets the serial as one Tcl word too.
+  auto with_extra = preset("openocd");
+  with_extra.extra_args = {"-c", "reset_config srst_only {usb_serial}"};
+  std::string serial = "X] ; dump_image /tmp/owned 0 4 ; [";
   std::string error;
+  auto extra = flashArgv(with_extra, "/x.elf", {"b", serial, ""}, dir.path(), &error);
+  REQUIRE(error.empty());
+  REQUIRE(tclEvaluate(dir, extra) == "adapter serial=<" + serial + ">\nimage=</x.elf>\nprogram args=<verify reset exit>\n"
+                                     "reset_config <srst_only|" + serial + ">\n");
   auto argv = flashArgv(preset("openocd"), "/x.elf", {"b", "X\n;exit", ""}, dir.path(), &error);
   REQUIRE(argv.empty());
   REQUIRE(error == "flash driver \"openocd\": the USB serial contains the control character 0x0a at byte 1");
