@@ -330,7 +330,9 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     parser_.emplace(std::move(*head_));
     parser_->body_limit(body_limit_);
     if (parser_->is_done()) return onRead({});
-    expireIn(Wait::request, server_->limits.header_timeout_s);
+    // The same deadline as the head's: the whole request within header_timeout_s.
+    waiting_ = Wait::request;
+    server_->armSweeper();
     http::async_read(socket_, buffer_, *parser_,
                      [self = this->shared_from_this()](beast::error_code ec, size_t) {
                        self->waiting_ = Wait::none;
