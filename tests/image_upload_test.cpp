@@ -5,12 +5,16 @@
 // is given, so the bytes the tool saw can be compared with the upload.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/json.hpp>
 #include <filesystem>
+#include <regex>
 #include <thread>
 
 #include "config/tokens.h"
@@ -70,6 +74,27 @@ std::vector<std::string> entries(const std::string& dir) {
     names.push_back(it->path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// Sends `request` on a fresh TCP connection and returns all the daemon
+// sends back until it closes.
+std::string rawExchange(const std::string& url, const std::string& request) {
+  std::smatch m;
+  std::regex_search(url, m, std::regex("http://([0-9.]+):([0-9]+)"));
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(m[2])));
+  inet_pton(AF_INET, m[1].str().c_str(), &addr.sin_addr);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()));
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) out.append(buffer, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
 }
 
 std::string detailOf(const hwfarm::cli::HttpResult& r) { return std::string(json::parse(r.body).at("detail").as_string()); }
@@ -145,6 +170,22 @@ TEST_CASE("issue 9 item 3: an upload over limits.max_image_bytes gets 413 and st
   // At the limit it is flashed.
   REQUIRE(upload(d, target, std::string(4096, 'x')).status == 200);
   REQUIRE(readFile(dir.file("flashed.bin")) == std::string(4096, 'x'));
+}
+
+TEST_CASE("issue 9 item 3: an upload that stalls gets 408 and stores nothing") {
+  TempDir dir;
+  RunningDaemon d(dir, fleet(dir) + "[limits]\nheader_timeout_s = 0.5\n");
+  Process board = plugIn(dir);
+  std::string id = leaseTheBoard(d);
+  // Given an upload that announces 100000 bytes and sends 10,
+  std::string answer = rawExchange(d.url(), "POST /v1/leases/" + id + "/boards/fake-1/flash?name=fw.bin HTTP/1.1\r\n"
+                                            "Host: x\r\nContent-Type: application/octet-stream\r\n"
+                                            "Content-Length: 100000\r\n\r\n0123456789");
+  // the daemon gives up after header_timeout_s without progress, and its spool is gone.
+  REQUIRE(answer.rfind("HTTP/1.1 408 Request Timeout\r\n", 0) == 0);
+  REQUIRE(answer.find("\"error\":\"request_timeout\"") != std::string::npos);
+  REQUIRE(entries(dir.file("state/consoles/" + id + "/images")).empty());
+  REQUIRE_FALSE(fs::exists(dir.file("flashed.bin")));
 }
 
 TEST_CASE("issue 9 item 3: an upload from a caller who may not flash is refused from its headers") {
