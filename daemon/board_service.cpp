@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -155,6 +157,31 @@ struct BoardService::Impl {
   std::map<std::string, std::string> owner;
   std::function<void()> refresh_consoles;
   uint64_t next_reader = 1;
+  // The image each board was last given to flash in its lease (a path in
+  // that lease's image store). A store keeps only these, so a lease that
+  // uploads build after build holds at most one image per board.
+  std::map<std::string, std::string> current_image;
+  // Copies from agent.image_roots in flight: their stored path is known only
+  // when they finish, so nothing is dropped meanwhile (it may be theirs).
+  int copies = 0;
+
+  bool imageInUse(const std::string& image) const {
+    for (const auto& [board, path] : current_image)
+      if (path == image) return true;
+    return false;
+  }
+  // Removes a stored image no board has as its current one.
+  void dropIfUnused(const std::string& image) {
+    if (image.empty() || copies > 0 || imageInUse(image)) return;
+    if (::unlink(image.c_str()) != 0 && errno != ENOENT)
+      spdlog::warn("cannot remove the superseded image {}: {}", image, std::strerror(errno));
+  }
+  // `board` (idle) will flash `image`: its previous image goes unless
+  // another board still has it.
+  void setImage(const std::string& board, const std::string& image) {
+    std::string previous = std::exchange(current_image[board], image);
+    if (previous != image) dropIfUnused(previous);
+  }
 };
 
 BoardService::BoardService(asio::io_context& io, const config::FleetConfig& config,
@@ -197,6 +224,10 @@ void BoardService::flash(const lease::Lease& lease, const std::string& name, con
   impl_->owner[name] = lease.id;
   std::string ignored;
   if (!board->consoleFollowsPower()) impl_->attach(lease.id, name, &ignored); // catch what it prints after
+  // A busy board refuses the flash (offLoop): its current image stays, and
+  // the new one goes unless another board has it.
+  if (impl_->busy.count(name)) impl_->dropIfUnused(image);
+  else impl_->setImage(name, image);
   impl_->offLoop(name, "flash", [board, image, log] { return board->flash(image, log); }, std::move(done));
 }
 
@@ -214,15 +245,25 @@ void BoardService::flashCopy(const lease::Lease& lease, const std::string& name,
   impl_->owner[name] = lease.id;
   std::string ignored;
   if (!board->consoleFollowsPower()) impl_->attach(lease.id, name, &ignored);
+  Impl* impl = impl_.get();
+  auto stored = std::make_shared<std::string>(); // written on the pool, read on the loop after
+  std::string lease_id = lease.id;
+  bool idle = !impl_->busy.count(name);
+  if (idle) ++impl_->copies;
   impl_->offLoop(
       name, "flash",
-      [board, source, dir, ext, log] {
+      [board, source, dir, ext, log, stored] {
         std::string sha, why;
-        std::string image = copyIntoStore(*source, dir, ext, &sha, &why);
-        if (image.empty()) return drivers::Status::failure("cannot copy the image into the lease's store: " + why);
-        return board->flash(image, log);
+        *stored = copyIntoStore(*source, dir, ext, &sha, &why);
+        if (stored->empty()) return drivers::Status::failure("cannot copy the image into the lease's store: " + why);
+        return board->flash(*stored, log);
       },
-      std::move(done));
+      [impl, name, lease_id, stored, idle, done = std::move(done)](drivers::Status status, double seconds) {
+        if (idle) --impl->copies;
+        auto owner = impl->owner.find(name);
+        if (!stored->empty() && owner != impl->owner.end() && owner->second == lease_id) impl->setImage(name, *stored);
+        done(status, seconds);
+      });
 }
 
 void BoardService::power(const lease::Lease& lease, const std::string& name, drivers::PowerAction action,
@@ -327,6 +368,7 @@ void BoardService::leaseEnded(const lease::Lease& lease) {
     }
     auto owner = impl_->owner.find(lb.name);
     if (owner == impl_->owner.end() || owner->second != lease.id) continue; // untouched by this lease
+    impl_->current_image.erase(lb.name); // the store goes as a whole
     impl_->owner.erase(owner);
     auto board = impl_->boards.find(lb.name);
     if (board == impl_->boards.end()) continue;

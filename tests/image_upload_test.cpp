@@ -126,6 +126,12 @@ TEST_CASE("issue 9 item 3: hwfarmctl flash uploads the image and the flasher get
   // The same content uploaded again is stored once, with no spool left.
   REQUIRE(ctl(d, {"flash", id, "fake-1", local}).status.code == 0);
   REQUIRE(entries(dir.file("state/consoles/" + id + "/images")) == std::vector<std::string>{sha + ".elf"});
+  // A new build replaces it: the store keeps the board's current image only.
+  std::string next = dir.write("next.bin", "build 2");
+  REQUIRE(ctl(d, {"flash", id, "fake-1", next}).status.code == 0);
+  REQUIRE(readFile(dir.file("flashed.bin")) == "build 2");
+  REQUIRE(entries(dir.file("state/consoles/" + id + "/images")) ==
+          std::vector<std::string>{hwfarm::config::sha256Hex("build 2") + ".bin"});
 
   // An image type no flasher knows is refused before its body is sent.
   std::string odd = dir.write("fw.exe", "MZ");
