@@ -329,7 +329,16 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     }
     parser_.emplace(std::move(*head_));
     parser_->body_limit(body_limit_);
-    if (parser_->is_done()) return onRead({});
+    // A body that arrived with its head (most requests) is parsed here, with
+    // no further asynchronous step.
+    beast::error_code ec;
+    while (!parser_->is_done() && buffer_.size() > 0) {
+      size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == http::error::need_more) ec = {};
+      if (ec || used == 0) break;
+    }
+    if (ec || parser_->is_done()) return onRead(ec);
     // The same deadline as the head's: the whole request within header_timeout_s.
     waiting_ = Wait::request;
     server_->armSweeper();
