@@ -36,6 +36,8 @@ struct ListenAddress {
 // Bounds on everything that arrives from outside (STYLE.md habit 8).
 struct Limits {
   int64_t max_body_bytes = 64 * 1024;
+  // An image uploaded to the flash route (or read from agent.image_roots).
+  int64_t max_image_bytes = 64 * 1024 * 1024;
   double header_timeout_s = 10;
   double idle_timeout_s = 120;
   int64_t max_connections = 1024;
@@ -54,6 +56,9 @@ struct AgentConfig {
   bool anonymous_loopback = false;
   std::string tokens_file; // empty: no tokens (only anonymous loopback access)
   std::string lock_dir = "/var/lock"; // UUCP serial lock files; empty: none
+  // Directories whose files a flash request may name by server-side path
+  // (absolute, no trailing "/"); empty: images must be uploaded.
+  std::vector<std::string> image_roots;
   double shutdown_timeout_s = 10;
 };
 

@@ -114,6 +114,21 @@ class FleetParser {
     }
     if (auto v = r.number("shutdown_timeout_s", 0, 300, true)) a.shutdown_timeout_s = *v;
     if (auto v = r.text("lock_dir")) a.lock_dir = *v; // "" turns serial lock files off
+    if (auto roots = r.texts("image_roots")) {
+      for (size_t i = 0; i < roots->size(); ++i) {
+        std::string root = (*roots)[i];
+        while (root.size() > 1 && root.back() == '/') root.pop_back();
+        std::string problem;
+        if (root.empty() || root[0] != '/') problem = "expected an absolute directory path, got " + quoted(root);
+        else if (root == "/") problem = "\"/\" would allow every file on the server; name the directories of images";
+        else if (std::any_of(root.begin(), root.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+          problem = "control characters are not allowed in a path";
+        if (!problem.empty())
+          r.errorAt(r.raw().get("image_roots")->as_array()->get(i)->source(), "image_roots[" + std::to_string(i) + "]",
+                    problem);
+        else a.image_roots.push_back(root);
+      }
+    }
     if (auto v = r.text("tokens_file")) {
       if (v->empty()) r.error("tokens_file", "expected the path of a tokens file, got \"\"");
       else a.tokens_file = *v;
@@ -202,6 +217,7 @@ class FleetParser {
     TableReader r(table, errors_, "", "limits.");
     Limits& l = config_.limits;
     if (auto v = r.integer("max_body_bytes", 1024, 64 * 1024 * 1024)) l.max_body_bytes = *v;
+    if (auto v = r.integer("max_image_bytes", 1024, int64_t(4) * 1024 * 1024 * 1024)) l.max_image_bytes = *v;
     if (auto v = r.number("header_timeout_s", 0, 3600, true)) l.header_timeout_s = *v;
     if (auto v = r.number("idle_timeout_s", 0, 86400, true)) l.idle_timeout_s = *v;
     if (auto v = r.integer("max_connections", 1, 1000000)) l.max_connections = *v;

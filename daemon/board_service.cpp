@@ -1,5 +1,9 @@
 #include "daemon/board_service.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -10,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "config/loader.h"
+#include "daemon/image_store.h"
 #include "drivers/board.h"
 #include "drivers/console_log.h"
 #include "drivers/serial_port.h"
@@ -171,6 +176,31 @@ struct BoardService::Impl {
   std::map<std::string, std::string> owner;
   std::function<void()> refresh_consoles;
   uint64_t next_reader = 1;
+  // The image each board was last given to flash in its lease (a path in
+  // that lease's image store). A store keeps only these, so a lease that
+  // uploads build after build holds at most one image per board.
+  std::map<std::string, std::string> current_image;
+  // Copies from agent.image_roots in flight: their stored path is known only
+  // when they finish, so nothing is dropped meanwhile (it may be theirs).
+  int copies = 0;
+
+  bool imageInUse(const std::string& image) const {
+    for (const auto& [board, path] : current_image)
+      if (path == image) return true;
+    return false;
+  }
+  // Removes a stored image no board has as its current one.
+  void dropIfUnused(const std::string& image) {
+    if (image.empty() || copies > 0 || imageInUse(image)) return;
+    if (::unlink(image.c_str()) != 0 && errno != ENOENT)
+      spdlog::warn("cannot remove the superseded image {}: {}", image, std::strerror(errno));
+  }
+  // `board` (idle) will flash `image`: its previous image goes unless
+  // another board still has it.
+  void setImage(const std::string& board, const std::string& image) {
+    std::string previous = std::exchange(current_image[board], image);
+    if (previous != image) dropIfUnused(previous);
+  }
 };
 
 BoardService::BoardService(asio::io_context& io, const config::FleetConfig& config,
@@ -184,6 +214,15 @@ BoardService::~BoardService() {
 }
 
 void BoardService::reconfigure(const config::FleetConfig& config) { impl_->configure(config); }
+
+std::string BoardService::imageDir(const std::string& lease_id) const { return impl_->leaseDir(lease_id) + "/images"; }
+
+bool BoardService::makeImageDir(const std::string& lease_id, std::string* error) {
+  std::error_code ec;
+  std::filesystem::create_directories(imageDir(lease_id), ec);
+  if (ec) *error = "cannot create " + imageDir(lease_id) + ": " + ec.message();
+  return !ec;
+}
 
 std::string BoardService::consoleLogPath(const std::string& lease_id, const std::string& board) const {
   return impl_->leaseDir(lease_id) + "/" + board + ".log";
@@ -204,7 +243,46 @@ void BoardService::flash(const lease::Lease& lease, const std::string& name, con
   impl_->owner[name] = lease.id;
   std::string ignored;
   if (!board->consoleFollowsPower()) impl_->attach(lease.id, name, &ignored); // catch what it prints after
+  // A busy board refuses the flash (offLoop): its current image stays, and
+  // the new one goes unless another board has it.
+  if (impl_->busy.count(name)) impl_->dropIfUnused(image);
+  else impl_->setImage(name, image);
   impl_->offLoop(name, "flash", [board, image, log] { return board->flash(image, log); }, std::move(done));
+}
+
+void BoardService::flashCopy(const lease::Lease& lease, const std::string& name, int fd, const std::string& ext,
+                             Done done) {
+  std::shared_ptr<drivers::Board> board = impl_->boards.at(name);
+  std::string error;
+  auto source = std::shared_ptr<int>(new int(fd), [](int* f) {
+    ::close(*f);
+    delete f;
+  });
+  if (!makeImageDir(lease.id, &error)) return done(drivers::Status::failure(error), 0);
+  std::string dir = imageDir(lease.id);
+  std::string log = flashLogPath(lease.id, name);
+  impl_->owner[name] = lease.id;
+  std::string ignored;
+  if (!board->consoleFollowsPower()) impl_->attach(lease.id, name, &ignored);
+  Impl* impl = impl_.get();
+  auto stored = std::make_shared<std::string>(); // written on the pool, read on the loop after
+  std::string lease_id = lease.id;
+  bool idle = !impl_->busy.count(name);
+  if (idle) ++impl_->copies;
+  impl_->offLoop(
+      name, "flash",
+      [board, source, dir, ext, log, stored] {
+        std::string sha, why;
+        *stored = copyIntoStore(*source, dir, ext, &sha, &why);
+        if (stored->empty()) return drivers::Status::failure("cannot copy the image into the lease's store: " + why);
+        return board->flash(*stored, log);
+      },
+      [impl, name, lease_id, stored, idle, done = std::move(done)](drivers::Status status, double seconds) {
+        if (idle) --impl->copies;
+        auto owner = impl->owner.find(name);
+        if (!stored->empty() && owner != impl->owner.end() && owner->second == lease_id) impl->setImage(name, *stored);
+        done(status, seconds);
+      });
 }
 
 void BoardService::power(const lease::Lease& lease, const std::string& name, drivers::PowerAction action,
@@ -277,7 +355,29 @@ void BoardService::stop() {
   }
 }
 
+namespace {
+
+// Removes a lease's image store when the last task holding it is done.
+struct ImageStoreRemover {
+  explicit ImageStoreRemover(std::string d) : dir(std::move(d)) {}
+  ImageStoreRemover(const ImageStoreRemover&) = delete;
+  ImageStoreRemover& operator=(const ImageStoreRemover&) = delete;
+  std::string dir;
+  ~ImageStoreRemover() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    if (ec) spdlog::warn("cannot remove the image store {}: {}", dir, ec.message());
+  }
+};
+
+} // namespace
+
 void BoardService::leaseEnded(const lease::Lease& lease) {
+  // After each board's queued work (a flash still reading its image, the
+  // reset below), the store goes; the logs beside it stay for pruning.
+  auto remover = std::make_shared<ImageStoreRemover>(imageDir(lease.id));
+  for (const auto& lb : lease.boards) asio::post(impl_->strandOf(lb.name), [remover] {});
+  if (lease.boards.empty()) asio::post(impl_->pool, [remover] {});
   for (const auto& lb : lease.boards) {
     auto it = impl_->consoles.find(lb.name);
     if (it != impl_->consoles.end() && it->second.lease_id == lease.id) {
@@ -287,6 +387,7 @@ void BoardService::leaseEnded(const lease::Lease& lease) {
     }
     auto owner = impl_->owner.find(lb.name);
     if (owner == impl_->owner.end() || owner->second != lease.id) continue; // untouched by this lease
+    impl_->current_image.erase(lb.name); // the store goes as a whole
     impl_->owner.erase(owner);
     auto board = impl_->boards.find(lb.name);
     if (board == impl_->boards.end()) continue;
@@ -328,6 +429,16 @@ size_t removeOldLogs(const std::string& root_dir, int64_t cutoff_unix_ms, const 
 }
 
 } // namespace
+
+void BoardService::removeImageStores(std::set<std::string> ended) {
+  std::vector<std::string> dirs;
+  for (const auto& id : ended)
+    if (std::error_code ec; std::filesystem::exists(imageDir(id), ec)) dirs.push_back(imageDir(id));
+  if (dirs.empty()) return;
+  asio::post(impl_->pool, [dirs = std::move(dirs)] {
+    for (const auto& dir : dirs) ImageStoreRemover remove(dir);
+  });
+}
 
 void BoardService::pruneLogs(int64_t cutoff_unix_ms, std::set<std::string> active,
                              std::function<void(size_t removed)> done) {

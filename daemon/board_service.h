@@ -35,7 +35,12 @@ class BoardService {
 
   using Done = std::function<void(drivers::Status status, double seconds)>;
   // REQUIRES: `lease` is active and holds `board` (the router checks).
+  // `image` is a file in the lease's image store (image_store.h).
   void flash(const lease::Lease& lease, const std::string& board, const std::string& image, Done done);
+  // Copies the open server-side image `fd` (checked by openServerImage; this
+  // call owns it) into the lease's image store off the event loop, then
+  // flashes the stored copy. `ext` is the stored extension.
+  void flashCopy(const lease::Lease& lease, const std::string& board, int fd, const std::string& ext, Done done);
   void power(const lease::Lease& lease, const std::string& board, drivers::PowerAction action, Done done);
 
   // Streams the console: first what was captured during this lease, then
@@ -55,11 +60,22 @@ class BoardService {
   // leases not in `active` whose newest file is older than `cutoff_unix_ms`;
   // then `done` runs on the loop with how many it removed.
   void pruneLogs(int64_t cutoff_unix_ms, std::set<std::string> active, std::function<void(size_t removed)> done);
+  // Removes, off the event loop, the image stores of `ended` leases: those
+  // that ended while hwfarmd was down (at start-up; leaseEnded covers the
+  // rest). Their logs stay.
+  void removeImageStores(std::set<std::string> ended);
   // Shutdown: closes every console and ends every reader.
   void stop();
   // Runs (on the loop) before a console path is looked up again, so USB
   // discovery can find a tty that bound after its device arrived.
   void onConsoleLookup(std::function<void()> refresh);
+
+  // The lease's image store, <state_dir>/consoles/<lease>/images; created
+  // on demand, removed with everything in it when the lease ends, once the
+  // lease's boards have finished their work.
+  std::string imageDir(const std::string& lease_id) const;
+  // Creates imageDir(lease_id); false with `*error` naming the path.
+  bool makeImageDir(const std::string& lease_id, std::string* error);
 
   std::string consoleLogPath(const std::string& lease_id, const std::string& board) const;
   std::string flashLogPath(const std::string& lease_id, const std::string& board) const;

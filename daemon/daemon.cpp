@@ -164,6 +164,10 @@ int Daemon::Impl::run() {
       return it == ttys.end() ? std::string() : it->second;
     });
     leases->onLeaseEnded([this](const lease::Lease& l) { boards->leaseEnded(l); });
+    std::set<std::string> ended; // while hwfarmd was down: their image stores go
+    for (const auto& [id, l] : leases->scheduler().leases())
+      if (l.state != lease::LeaseState::active) ended.insert(id);
+    boards->removeImageStores(std::move(ended));
     pruneLogs();
     presence = std::make_unique<PresenceWatcher>(
         io, [this](const std::string& board, bool present) { leases->presence(board, present); });
@@ -183,6 +187,7 @@ int Daemon::Impl::run() {
         io, config->limits, [this](api::HttpRequest request, std::shared_ptr<api::Exchange> exchange) {
           router->handle(std::move(request), std::move(exchange));
         });
+    server->setBodyPolicy([this](const api::HttpRequest& head) { return router->planBody(head); });
     for (const auto& address : config->agent.listen)
       spdlog::info("listening on {}", server->listen(address));
   } catch (const std::exception& e) {

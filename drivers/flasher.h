@@ -1,6 +1,13 @@
 // Flashing a board: the preset's (or the operator's) argv, run by the tool
 // runner. Every preset passes the board's USB serial so the right probe is
 // used when several identical boards are attached.
+//
+// Values (image path, USB serial, serial port) never pass through a shell.
+// Where a value enters a tool's own command language it is quoted for that
+// language or refused: OpenOCD's Tcl (`adapter serial`, `program`), the
+// J-Link command file, dfu-util's "product,dfu" serial syntax, and option
+// parsing (a value that would read as an option). Control characters
+// (newline, CR, ...) are refused everywhere.
 #pragma once
 
 #include <string>
@@ -20,11 +27,20 @@ struct FlashTarget {
 
 // The argv that flashes `image` onto `target` with `config`. `scratch` is a
 // directory for helper files (J-Link command files). Pure except that the
-// jlink preset writes its command file there.
+// jlink preset writes its command file there. On a value the preset cannot
+// pass safely (or a command file that cannot be written) it returns an
+// empty argv and sets `*error` (when given) to why.
 std::vector<std::string> flashArgv(const config::FlashConfig& config, const std::string& image,
-                                   const FlashTarget& target, const std::string& scratch);
+                                   const FlashTarget& target, const std::string& scratch,
+                                   std::string* error = nullptr);
+
+// One Tcl word that evaluates to `value` (backslash-escaped where needed);
+// empty with `*error` set for a value holding control characters.
+std::string tclWord(const std::string& value, std::string* error);
 
 // Runs the flasher; the result is an infrastructure failure unless ok().
+// A refused value comes back as a result that did not start, with the
+// reason in `error`.
 ToolResult flash(const config::FlashConfig& config, const std::string& image, const FlashTarget& target,
                  const std::string& log_path, const std::string& scratch);
 

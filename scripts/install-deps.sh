@@ -19,6 +19,8 @@ packages=(
   # run: simulated boards' QEMU is confined by bubblewrap (docs/drivers.md#sandbox)
   bubblewrap
   umockdev libumockdev-dev libudev-dev
+  # tests: OpenOCD's Tcl quoting is evaluated by a real Tcl interpreter
+  tcl
 )
 
 missing=()

@@ -64,7 +64,7 @@ std::string runHangFirmware(const RunningDaemon& d, const TempDir& dir) {
   auto lease = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", 201);
   std::string id(lease.at("id").as_string());
   std::string base = "/v1/leases/" + id + "/boards/sim-0/";
-  post(d, base + "flash", R"({"image":")" + firmware("hang") + "\"}", 200);
+  REQUIRE(ctl(d, {"flash", id, "sim-0", firmware("hang")}).status.code == 0);
   post(d, base + "power", R"({"action":"on"})", 200);
   REQUIRE(waitForText(dir.file("state/consoles/" + id + "/sim-0.log"), "HWFARM BEGIN", 10s));
   return id;
@@ -133,9 +133,9 @@ TEST_CASE("board operations check the lease and report driver failures as infras
   std::string id(lease.at("id").as_string());
   std::string mine(lease.at("boards").at(0).at("name").as_string());
   std::string other = mine == "sim-0" ? "sim-1" : "sim-0";
-  auto missing = post(d, "/v1/leases/" + id + "/boards/" + mine + "/flash", R"({"image":"/nonexistent/fw.elf"})", 502);
-  REQUIRE(missing.at("error").as_string() == "infrastructure_failure");
-  REQUIRE_THAT(std::string(missing.at("detail").as_string()), Catch::StartsWith("cannot stage image /nonexistent/fw.elf"));
+  // A server-side path is refused (issue 9 item 3: no agent.image_roots here).
+  auto missing = post(d, "/v1/leases/" + id + "/boards/" + mine + "/flash", R"({"image":"/nonexistent/fw.elf"})", 403);
+  REQUIRE(missing.at("error").as_string() == "image_path_refused");
   auto off = post(d, "/v1/leases/" + id + "/boards/" + mine + "/power", R"({"action":"on"})", 502);
   REQUIRE(off.at("detail").as_string() == "board " + mine + " has no image: flash it first");
   post(d, "/v1/leases/" + id + "/boards/" + other + "/power", R"({"action":"on"})", 404);
@@ -143,7 +143,7 @@ TEST_CASE("board operations check the lease and report driver failures as infras
   post(d, "/v1/leases/" + id + "/boards/" + mine + "/flash", R"({"image":"relative.elf"})", 400);
   post(d, "/v1/leases/nope/boards/" + mine + "/flash", R"({"image":"/x"})", 404);
   auto r = ctl(d, {"flash", id, mine, "/nonexistent/fw.elf"});
-  REQUIRE(r.status.code == 9);
+  REQUIRE(r.status.code == 2); // hwfarmctl uploads: a missing local file is a usage error
   auto console = ctl(d, {"console", id, mine});
   REQUIRE(console.out == "-- hwfarmd: the simulated board is off: power it on first --\n");
   REQUIRE(d.request("DELETE", "/v1/leases/" + id, "").status == 200);
@@ -155,7 +155,7 @@ TEST_CASE("a new lease of a simulated board does not boot the previous lease's i
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
   auto first = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", 201);
   std::string id(first.at("id").as_string());
-  post(d, "/v1/leases/" + id + "/boards/sim-0/flash", R"({"image":")" + firmware("pass") + "\"}", 200);
+  REQUIRE(ctl(d, {"flash", id, "sim-0", firmware("pass")}).status.code == 0);
   REQUIRE(d.request("DELETE", "/v1/leases/" + id, "").status == 200);
   auto second = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual","wait_s":5})", 201);
   std::string id2(second.at("id").as_string());

@@ -444,3 +444,27 @@ TEST_CASE("leases settings are bounded and the default TTL fits limits.max_ttl_s
                         "fleet.toml:8:14: leases.recovery_s: expected a number from 0 to 3600, got -1",
                         "fleet.toml:9:9: leases.fsync: expected true or false, got \"yes\""});
 }
+
+TEST_CASE("issue 9 item 3: limits.max_image_bytes and agent.image_roots") {
+  // Defaults: 64 MiB uploads, no server-side image paths.
+  const std::string worker = "[[worker]]\nname = \"w\"\n" + usbBoard("a", "S");
+  LoadResult plain = parseFleetConfig(kAgent + worker, "fleet.toml");
+  REQUIRE(plain.ok());
+  REQUIRE(plain.config->limits.max_image_bytes == 64 * 1024 * 1024);
+  REQUIRE(plain.config->agent.image_roots.empty());
+  LoadResult set = parseFleetConfig(kAgent + "image_roots = [\"/srv/firmware/\", \"/opt/images\"]\n"
+                                               "[limits]\nmax_image_bytes = 2048\n" + worker,
+                                    "fleet.toml");
+  REQUIRE(set.ok());
+  REQUIRE(set.config->agent.image_roots == std::vector<std::string>{"/srv/firmware", "/opt/images"});
+  REQUIRE(set.config->limits.max_image_bytes == 2048);
+  auto errors = errorsOf(kAgent + "image_roots = [\"firmware\", \"/\", \"/srv/a\\nb\"]\n"
+                                  "[limits]\nmax_image_bytes = 100\n" + worker);
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:4:16: agent.image_roots[0]: expected an absolute directory path, got \"firmware\"",
+                        "fleet.toml:4:28: agent.image_roots[1]: \"/\" would allow every file on the server; name "
+                        "the directories of images",
+                        "fleet.toml:4:33: agent.image_roots[2]: control characters are not allowed in a path",
+                        "fleet.toml:6:19: limits.max_image_bytes: expected an integer from 1024 to 4294967296, "
+                        "got 100"});
+}

@@ -21,7 +21,8 @@ namespace {
 
 std::string fleet(const TempDir& dir, bool power_switch = true) {
   std::string sock = dir.file("fake.sock"), link = dir.file("ttyFAKE0");
-  std::string text = qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") +
+  // Images are named by server-side path, so their directory is an image root.
+  std::string text = qemuFleet(dir.file("state"), 0, "image_roots = [\"" + dir.path() + "\"]\n[leases]\nrecovery_s = 0\n") +
                      "  [[worker.board]]\n  name = \"fake-1\"\n  type = \"fake\"\n"
                      "  usb = { vendor = \"1209\", product = \"0001\", serial = \"FAKE0001\" }\n"
                      "  serial = { port = \"" + link + "\" }\n"
@@ -85,7 +86,7 @@ TEST_CASE("a fake board comes and goes with its device link and fails on command
   std::string base = "/v1/leases/" + id + "/boards/fake-1/";
 
   // Flash an "image" and power on: the console shows it.
-  std::string image = dir.write("image.txt", "HWFARM BEGIN suite=fake\nHWFARM TEST t PASS\nHWFARM END\n");
+  std::string image = dir.write("image.bin", "HWFARM BEGIN suite=fake\nHWFARM TEST t PASS\nHWFARM END\n");
   REQUIRE(d.request("POST", base + "flash", "{\"image\":\"" + image + "\"}", "").status == 200);
   REQUIRE(d.request("POST", base + "power", R"({"action":"on"})", "").status == 200);
   std::string console = dir.file("state/consoles/" + id + "/fake-1.log");
@@ -150,7 +151,7 @@ TEST_CASE("a board without a power switch refuses power actions instead of prete
   // Nothing ran: no power log, and the board is still leased and usable.
   REQUIRE_FALSE(std::filesystem::exists(dir.file("state/consoles/" + id + "/power__fake-1.txt")));
   REQUIRE(boardState(d) == "leased");
-  std::string image = dir.write("image.txt", "HWFARM BEGIN suite=fake\nHWFARM END\n");
+  std::string image = dir.write("image.bin", "HWFARM BEGIN suite=fake\nHWFARM END\n");
   REQUIRE(d.request("POST", "/v1/leases/" + id + "/boards/fake-1/flash", "{\"image\":\"" + image + "\"}", "")
               .status == 200);
 }
@@ -161,7 +162,7 @@ TEST_CASE("a reload that drops a board while it is being flashed waits for the f
   Process board = plugIn(dir);
   std::string id = leaseTheBoard(d);
   runCommand({FAKE_BOARD_PATH, "mode", dir.file("fake.sock"), "flash-hang"});
-  std::string image = dir.write("image.txt", "HWFARM BEGIN suite=fake\nHWFARM END\n");
+  std::string image = dir.write("image.bin", "HWFARM BEGIN suite=fake\nHWFARM END\n");
   std::atomic<int> flash_status{0};
   std::thread flash([&] {
     flash_status = d.request("POST", "/v1/leases/" + id + "/boards/fake-1/flash", "{\"image\":\"" + image + "\"}", "")

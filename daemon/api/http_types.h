@@ -2,8 +2,10 @@
 // testable without a socket. Only api/server.cpp knows about Beast.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,7 +17,18 @@ struct HttpRequest {
   std::string target; // path and query, e.g. "/v1/boards?all=1"
   std::string body;
   std::string authorization; // the Authorization header, may be empty
+  std::string content_type;  // the Content-Type header, may be empty
   bool local_peer = false;   // loopback TCP or unix socket
+
+  // A body the server spooled to a file (BodyPlan::Kind::file) instead of
+  // `body`. The file exists only while the handler runs: the server removes
+  // it when the handler returns, so a handler that keeps it renames it.
+  struct Upload {
+    std::string path;
+    std::string sha256; // lower-case hex of the bytes
+    uint64_t bytes = 0;
+  };
+  std::optional<Upload> upload;
 };
 
 // The sending end of a streamed (chunked) response body.
@@ -51,6 +64,23 @@ class Exchange {
   virtual void onClientGone(std::function<void()> hook) = 0;
 };
 using Handler = std::function<void(HttpRequest, std::shared_ptr<Exchange>)>;
+
+// Where a request's body goes, decided from its head (method, target,
+// headers; `body` still empty) before any of the body is read, so a client
+// that may not upload is answered without sending its body.
+struct BodyPlan {
+  enum class Kind {
+    memory, // into HttpRequest::body, up to limits.max_body_bytes
+    file,   // streamed into a new file in `dir` and hashed (HttpRequest::upload)
+    refuse, // `refusal` is answered and the connection closes, body unread
+  };
+  Kind kind = Kind::memory;
+  uint64_t limit = 0;     // Kind::file: the most bytes accepted (HTTP 413 above it)
+  std::string limit_name; // Kind::file: the config key of `limit`, named in the 413
+  std::string dir;        // Kind::file: an existing directory
+  HttpResponse refusal;   // Kind::refuse
+};
+using BodyPolicy = std::function<BodyPlan(const HttpRequest& head)>;
 
 HttpResponse jsonError(int status, const std::string& error, const std::string& detail);
 

@@ -10,6 +10,7 @@
 #include "daemon/api/json_codec.h"
 #include "daemon/api/json_writer.h"
 #include "daemon/api/metrics.h"
+#include "daemon/image_store.h"
 
 namespace hwfarm::api {
 namespace json = boost::json;
@@ -65,6 +66,48 @@ HttpResponse okText(std::string body, int status = 200) {
 }
 
 HttpResponse ok(const json::value& body, int status = 200) { return okText(json::serialize(body), status); }
+
+// "application/octet-stream", with or without parameters, in any case.
+bool isOctetStream(const std::string& content_type) {
+  std::string type = content_type.substr(0, content_type.find(';'));
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.pop_back();
+  std::transform(type.begin(), type.end(), type.begin(), [](unsigned char c) { return std::tolower(c); });
+  return type == "application/octet-stream";
+}
+
+std::string percentDecode(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    auto digit = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+    if (text[i] == '%' && i + 2 < text.size() && digit(text[i + 1]) && digit(text[i + 2])) {
+      out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += text[i] == '+' ? ' ' : text[i];
+    }
+  }
+  return out;
+}
+
+// The uploaded image's original file name (?name=, percent-encoded), or "".
+std::string uploadName(const Target& target) {
+  for (const auto& [k, v] : target.query)
+    if (k == "name") return percentDecode(v);
+  return {};
+}
+
+// An answer channel that keeps the answer: refusals made from a request's
+// head, which the server sends in place of reading the body.
+class Captured : public Exchange {
+ public:
+  bool respond(HttpResponse r) override {
+    if (response) return false;
+    response = std::move(r);
+    return true;
+  }
+  void onClientGone(std::function<void()>) override {}
+  std::optional<HttpResponse> response;
+};
 
 HttpResponse withAllow(HttpResponse r, const std::string& allow) {
   r.headers.emplace_back("Allow", allow);
@@ -388,44 +431,139 @@ void Router::release(Call& c, const std::string& id) {
   else leases_.revoke(id, "force-released by operator \"" + c.principal->name + "\"", done);
 }
 
-void Router::boardOperation(Call& c, const std::string& id, const std::string& board, const std::string& what) {
+namespace {
+
+// The answer to a flash or power operation; `extra` adds members (the image).
+void answerOperation(const Reply& respond, const std::string& board, const drivers::Status& status, double seconds,
+                     const std::string& log, const json::object& extra = {}) {
+  if (status.busy) return respond(jsonError(409, "busy", status.message));
+  if (status.unsupported) return respond(jsonError(409, "not_supported", status.message));
+  if (!status.ok) {
+    json::object body{{"error", "infrastructure_failure"}, {"detail", status.message}, {"board", board}};
+    if (!log.empty()) body["log"] = log;
+    return respond(ok(body, 502));
+  }
+  json::object body{{"board", board}, {"ok", true}, {"ms", static_cast<int64_t>(seconds * 1000)}};
+  if (!log.empty()) body["log"] = log;
+  for (const auto& [k, v] : extra) body[k] = v;
+  respond(ok(body));
+}
+
+} // namespace
+
+BodyPlan Router::planBody(const HttpRequest& head) {
+  BodyPlan plan;
+  if (head.method != "POST" || !isOctetStream(head.content_type)) return plan;
+  Target target = parseTarget(head.target);
+  const auto& s = target.segments;
+  if (s.size() != 6 || s[0] != "v1" || s[1] != "leases" || s[3] != "boards" || s[5] != "flash") return plan;
+  // What the route would answer, answered before the body arrives.
+  auto captured = std::make_shared<Captured>();
+  Call call;
+  call.principal = auth_.authenticate(head.authorization, head.local_peer);
+  call.target = target;
+  call.request = head;
+  call.respond = Reply(captured, &responses_);
+  auto refuse = [&] {
+    plan.kind = BodyPlan::Kind::refuse;
+    plan.refusal = std::move(*captured->response);
+    return plan;
+  };
+  if (!call.allowed(Role::pipeline)) return refuse();
+  const lease::Lease* l = leaseForBoard(call, s[2], s[4]);
+  if (!l) return refuse();
+  std::string error;
+  if (imageExtension(uploadName(target), &error).empty()) {
+    call.respond(jsonError(400, "invalid_request", error));
+    return refuse();
+  }
+  if (!boards_.makeImageDir(l->id, &error)) {
+    call.respond(jsonError(500, "storage_error", error));
+    return refuse();
+  }
+  plan.kind = BodyPlan::Kind::file;
+  plan.limit = static_cast<uint64_t>(state_.config->limits.max_image_bytes);
+  plan.limit_name = "limits.max_image_bytes";
+  plan.dir = boards_.imageDir(l->id);
+  return plan;
+}
+
+const lease::Lease* Router::leaseForBoard(Call& c, const std::string& id, const std::string& board) {
   const lease::Lease* l = leases_.scheduler().lease(id);
-  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + id));
-  if (!hasRole(*c.principal, Role::operator_) && l->holder.principal != c.principal->name)
-    return c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
-  if (l->state != lease::LeaseState::active)
-    return c.respond(jsonError(409, "not_active", "lease " + id + " is " + lease::toString(l->state)));
+  if (!l) {
+    c.respond(jsonError(404, "not_found", "no lease " + id));
+    return nullptr;
+  }
+  if (!hasRole(*c.principal, Role::operator_) && l->holder.principal != c.principal->name) {
+    c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
+    return nullptr;
+  }
+  if (l->state != lease::LeaseState::active) {
+    c.respond(jsonError(409, "not_active", "lease " + id + " is " + lease::toString(l->state)));
+    return nullptr;
+  }
   auto member = std::find_if(l->boards.begin(), l->boards.end(), [&](const auto& b) { return b.name == board; });
-  if (member == l->boards.end())
-    return c.respond(jsonError(404, "not_found", "board " + board + " is not in lease " + id));
-  if (member->lost) return c.respond(jsonError(409, "board_lost", "board " + board + " left while leased"));
+  if (member == l->boards.end()) {
+    c.respond(jsonError(404, "not_found", "board " + board + " is not in lease " + id));
+    return nullptr;
+  }
+  if (member->lost) {
+    c.respond(jsonError(409, "board_lost", "board " + board + " left while leased"));
+    return nullptr;
+  }
+  return l;
+}
+
+void Router::flash(Call& c, const lease::Lease& lease, const std::string& board) {
+  auto respond = c.respond;
+  std::string log = boards_.flashLogPath(lease.id, board);
+  auto done = [respond, board, log](json::object image) {
+    return [respond, board, log, image](drivers::Status s, double seconds) {
+      answerOperation(respond, board, s, seconds, log, json::object{{"image", image}});
+    };
+  };
+  std::string error;
+  if (const auto& upload = c.request.upload) {
+    // The image came in the body, already spooled into the lease's store.
+    std::string name = uploadName(c.target);
+    std::string ext = imageExtension(name, &error);
+    if (ext.empty()) return c.respond(jsonError(400, "invalid_request", error));
+    std::string stored = storeUpload(upload->path, upload->sha256, boards_.imageDir(lease.id), ext, &error);
+    if (stored.empty()) return c.respond(jsonError(500, "storage_error", "cannot store the upload: " + error));
+    json::object image{{"sha256", upload->sha256}, {"bytes", upload->bytes}, {"name", sanitizeImageName(name)},
+                       {"stored", stored}};
+    return boards_.flash(lease, board, stored, done(image));
+  }
+  auto object = c.request.body.empty() ? std::optional<json::object>(json::object{}) : parseObject(c.request.body, &error);
+  if (!object) return c.respond(jsonError(400, "invalid_request", error));
+  const json::value* image = object->if_contains("image");
+  if (!image || !image->is_string() || image->as_string().empty() || image->as_string()[0] != '/' ||
+      object->size() != 1)
+    return c.respond(jsonError(400, "invalid_request",
+                               "expected the image as an application/octet-stream body, or "
+                               "{\"image\": \"/absolute/path/under/agent.image_roots\"}"));
+  std::string path(image->as_string());
+  ServerImage file = openServerImage(path, state_.config->agent.image_roots,
+                                     static_cast<uint64_t>(state_.config->limits.max_image_bytes));
+  if (file.fd < 0) return c.respond(jsonError(file.http_status, file.error, file.detail));
+  std::string ext = imageExtension(file.real_path, &error);
+  if (ext.empty()) {
+    ::close(file.fd);
+    return c.respond(jsonError(400, "invalid_image", error));
+  }
+  boards_.flashCopy(lease, board, file.fd, ext, done(json::object{{"path", path}, {"bytes", file.bytes}}));
+}
+
+void Router::boardOperation(Call& c, const std::string& id, const std::string& board, const std::string& what) {
+  const lease::Lease* l = leaseForBoard(c, id, board);
+  if (!l) return;
+  if (what == "flash") return flash(c, *l, board);
   lease::Lease lease = *l;
   auto respond = c.respond;
-  auto answer = [respond, board, what](drivers::Status status, double seconds, const std::string& log) {
-    if (status.busy) return respond(jsonError(409, "busy", status.message));
-    if (status.unsupported) return respond(jsonError(409, "not_supported", status.message));
-    if (!status.ok) {
-      json::object body{{"error", "infrastructure_failure"}, {"detail", status.message}, {"board", board}};
-      if (!log.empty()) body["log"] = log;
-      return respond(ok(body, 502));
-    }
-    json::object body{{"board", board}, {"ok", true}, {"ms", static_cast<int64_t>(seconds * 1000)}};
-    if (!log.empty()) body["log"] = log;
-    respond(ok(body));
-  };
   std::string error;
   auto object = c.request.body.empty() ? std::optional<json::object>(json::object{}) : parseObject(c.request.body, &error);
   if (!object) return c.respond(jsonError(400, "invalid_request", error));
-  if (what == "flash") {
-    const json::value* image = object->if_contains("image");
-    if (!image || !image->is_string() || image->as_string().empty() || image->as_string()[0] != '/' ||
-        object->size() != 1)
-      return c.respond(jsonError(400, "invalid_request",
-                                 "expected {\"image\": \"/absolute/path/on/this/server\"}"));
-    std::string log = boards_.flashLogPath(id, board);
-    boards_.flash(lease, board, std::string(image->as_string()),
-                  [answer, log](drivers::Status s, double seconds) { answer(s, seconds, log); });
-  } else if (what == "power") {
+  if (what == "power") {
     const json::value* action = object->if_contains("action");
     std::string a = action && action->is_string() ? std::string(action->as_string()) : "";
     if ((a != "on" && a != "off" && a != "cycle") || object->size() != 1)
@@ -433,7 +571,8 @@ void Router::boardOperation(Call& c, const std::string& id, const std::string& b
     drivers::PowerAction pa = a == "on" ? drivers::PowerAction::on
                               : a == "off" ? drivers::PowerAction::off
                                            : drivers::PowerAction::cycle;
-    boards_.power(lease, board, pa, [answer](drivers::Status s, double seconds) { answer(s, seconds, ""); });
+    boards_.power(lease, board, pa,
+                  [respond, board](drivers::Status s, double seconds) { answerOperation(respond, board, s, seconds, ""); });
   } else {
     HttpResponse r;
     r.content_type = "text/plain; charset=utf-8";

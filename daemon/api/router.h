@@ -30,6 +30,13 @@ class Router {
   // REQUIRES: called on the event loop thread.
   void handle(HttpRequest request, std::shared_ptr<Exchange> exchange);
 
+  // The server's body policy (http_types.h): an image upload to the flash
+  // route (Content-Type: application/octet-stream) by a caller who may
+  // flash that board is spooled into the lease's image store, up to
+  // limits.max_image_bytes; one who may not is answered from the head, its
+  // body unread. Every other body is read into memory.
+  BodyPlan planBody(const HttpRequest& head);
+
   // HTTP responses sent, by status code (for /metrics).
   const std::map<int, uint64_t>& responseCounts() const { return responses_; }
 
@@ -47,6 +54,10 @@ class Router {
   void renew(Call& call, const std::string& id);
   void release(Call& call, const std::string& id);
   void boardOperation(Call& call, const std::string& id, const std::string& board, const std::string& what);
+  // The active lease `id` holding `board` that the caller may operate, or
+  // nullptr once the refusal is answered.
+  const lease::Lease* leaseForBoard(Call& call, const std::string& id, const std::string& board);
+  void flash(Call& call, const lease::Lease& lease, const std::string& board);
 
   const AgentState& state_;
   LeaseService& leases_;

@@ -1,13 +1,13 @@
 #include "daemon/api/server.h"
 
 #include <fcntl.h>
-
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
+#include <cstring>
 #include <deque>
 #include <list>
 #include <optional>
@@ -16,6 +16,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
 namespace hwfarm::api {
@@ -29,6 +30,73 @@ namespace {
 
 constexpr size_t kHeaderLimit = 16 * 1024;
 constexpr size_t kMaxQueuedStreamBytes = 4 * 1024 * 1024; // per streamed response
+constexpr size_t kUploadChunk = 64 * 1024;                  // bytes read per step of a spooled body
+
+// A request body being written to a file and hashed as it arrives
+// (BodyPlan::Kind::file). Owns the file until released: destroying it
+// closes and removes the file, so an upload that fails stores nothing.
+struct Spool {
+  int fd = -1;
+  std::string path;
+  EVP_MD_CTX* sha = nullptr;
+  uint64_t bytes = 0;
+  std::array<char, kUploadChunk> chunk;
+
+  ~Spool() {
+    if (fd >= 0) ::close(fd);
+    if (!path.empty()) ::unlink(path.c_str());
+    if (sha) EVP_MD_CTX_free(sha);
+  }
+  // Creates the file in `dir`; false with `error` set on failure.
+  bool open(const std::string& dir, std::string* error) {
+    std::string name = dir + "/.upload-XXXXXX";
+    fd = ::mkostemp(name.data(), O_CLOEXEC);
+    if (fd < 0) {
+      *error = "cannot create " + name + ": " + std::strerror(errno);
+      return false;
+    }
+    path = name;
+    sha = EVP_MD_CTX_new();
+    if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), nullptr) != 1) {
+      *error = "cannot start a SHA-256 digest";
+      return false;
+    }
+    return true;
+  }
+  // Appends n bytes of `chunk`; 0 on success, else errno.
+  int append(size_t n) {
+    if (EVP_DigestUpdate(sha, chunk.data(), n) != 1) return EIO;
+    for (size_t done = 0; done < n;) {
+      ssize_t w = ::write(fd, chunk.data() + done, n - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return errno;
+      done += static_cast<size_t>(w);
+    }
+    bytes += n;
+    return 0;
+  }
+  // Closes the file; the hex digest, or empty with `error` set.
+  std::string finish(std::string* error) {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int size = 0;
+    if (EVP_DigestFinal_ex(sha, digest, &size) != 1) {
+      *error = "cannot finish the SHA-256 digest";
+      return {};
+    }
+    int fd_closed = ::close(std::exchange(fd, -1));
+    if (fd_closed != 0) {
+      *error = "cannot write " + path + ": " + std::strerror(errno);
+      return {};
+    }
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    for (unsigned int i = 0; i < size; ++i) {
+      out += hex[digest[i] >> 4];
+      out += hex[digest[i] & 15];
+    }
+    return out;
+  }
+};
 
 } // namespace
 
@@ -52,6 +120,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   asio::io_context& io;
   config::Limits limits;
   Handler handler;
+  BodyPolicy body_policy;
   bool stopping = false;
   size_t live = 0; // sessions alive, including rejected ones
   std::function<void()> on_drained;
@@ -187,12 +256,92 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   }
 
   // Phase 2: the whole request (headers and body) within header_timeout_s.
+  // The head is read first: the body policy decides from it where the body
+  // goes and how large it may be, or answers without reading it.
   void readRequest() {
-    parser_.emplace();
-    parser_->header_limit(kHeaderLimit);
-    parser_->body_limit(static_cast<uint64_t>(server_->limits.max_body_bytes));
+    head_.emplace();
+    head_->header_limit(kHeaderLimit);
+    head_->body_limit(boost::none); // checked against the plan's limit below
+    spool_.reset();
+    body_limit_ = static_cast<uint64_t>(server_->limits.max_body_bytes);
+    body_limit_name_ = "limits.max_body_bytes";
     timed_out_ = false;
     expireIn(Wait::request, server_->limits.header_timeout_s);
+    http::async_read_header(socket_, buffer_, *head_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
+      self->waiting_ = Wait::none;
+      self->onHeader(ec);
+    });
+  }
+
+  HttpRequest headOf(const http::request_header<>& message) const {
+    HttpRequest request;
+    request.method = std::string(message.method_string());
+    request.target = std::string(message.target());
+    request.authorization = std::string(message[http::field::authorization]);
+    request.content_type = std::string(message[http::field::content_type]);
+    request.local_peer = local_;
+    return request;
+  }
+
+  void onHeader(beast::error_code ec) {
+    if (ec) return onRead(ec);
+    BodyPlan plan;
+    if (server_->body_policy) plan = server_->body_policy(headOf(head_->get()));
+    if (plan.kind == BodyPlan::Kind::refuse) {
+      keep_alive_ = false;
+      drain_ = true;
+      return write(std::move(plan.refusal));
+    }
+    if (plan.kind == BodyPlan::Kind::file) {
+      body_limit_ = plan.limit;
+      body_limit_name_ = plan.limit_name;
+    }
+    if (head_->content_length() && *head_->content_length() > body_limit_) {
+      drain_ = plan.kind == BodyPlan::Kind::file;
+      return onRead(http::error::body_limit);
+    }
+    if (plan.kind == BodyPlan::Kind::file) {
+      std::string error;
+      spool_ = std::make_unique<Spool>();
+      if (!spool_->open(plan.dir, &error)) {
+        spool_.reset();
+        spdlog::error("cannot store an upload: {}", error);
+        keep_alive_ = false;
+        return write(jsonError(500, "storage_error", "cannot store the upload: " + error));
+      }
+    }
+    auto& message = head_->get();
+    bool expects = beast::iequals(message[http::field::expect], "100-continue") && !head_->is_done();
+    if (!expects) return readBody();
+    // The client waits for this before it sends its body.
+    auto interim = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
+    asio::async_write(socket_, asio::buffer(*interim), [self = this->shared_from_this(), interim](beast::error_code ec, size_t) {
+      if (ec) return self->close();
+      self->readBody();
+    });
+  }
+
+  void readBody() {
+    if (spool_) {
+      upload_.emplace(std::move(*head_));
+      upload_->body_limit(body_limit_);
+      return readUploadChunk();
+    }
+    parser_.emplace(std::move(*head_));
+    parser_->body_limit(body_limit_);
+    // A body that arrived with its head (most requests) is parsed here, with
+    // no further asynchronous step.
+    beast::error_code ec;
+    while (!parser_->is_done() && buffer_.size() > 0) {
+      size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == http::error::need_more) ec = {};
+      if (ec || used == 0) break;
+    }
+    if (ec || parser_->is_done()) return onRead(ec);
+    // The same deadline as the head's: the whole request within header_timeout_s.
+    waiting_ = Wait::request;
+    server_->armSweeper();
     http::async_read(socket_, buffer_, *parser_,
                      [self = this->shared_from_this()](beast::error_code ec, size_t) {
                        self->waiting_ = Wait::none;
@@ -200,15 +349,64 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
                      });
   }
 
+  // A spooled body: each step must arrive within header_timeout_s (a large
+  // upload takes as long as it needs while it keeps moving). Memory per
+  // upload stays one chunk.
+  void readUploadChunk() {
+    if (upload_->is_done()) return onUpload();
+    auto& body = upload_->get().body();
+    body.data = spool_->chunk.data();
+    body.size = spool_->chunk.size();
+    body.more = true;
+    expireIn(Wait::request, server_->limits.header_timeout_s);
+    http::async_read_some(socket_, buffer_, *upload_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
+      self->waiting_ = Wait::none;
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) return self->onRead(ec); // the spool goes with the next request or the session
+      size_t n = self->spool_->chunk.size() - self->upload_->get().body().size;
+      if (int e = n ? self->spool_->append(n) : 0) {
+        std::string error = "cannot write " + self->spool_->path + ": " + std::strerror(e);
+        spdlog::error("cannot store an upload: {}", error);
+        self->spool_.reset();
+        self->keep_alive_ = false;
+        bool full = e == ENOSPC || e == EDQUOT;
+        return self->write(jsonError(full ? 507 : 500, full ? "insufficient_storage" : "storage_error",
+                                     "cannot store the upload: " + error));
+      }
+      self->readUploadChunk();
+    });
+  }
+
+  void onUpload() {
+    std::string error;
+    std::string sha = spool_->finish(&error);
+    if (sha.empty()) {
+      spdlog::error("cannot store an upload: {}", error);
+      spool_.reset();
+      keep_alive_ = false;
+      return write(jsonError(500, "storage_error", "cannot store the upload: " + error));
+    }
+    auto& message = upload_->get();
+    keep_alive_ = message.keep_alive();
+    http10_ = message.version() == 10;
+    HttpRequest request = headOf(message);
+    request.upload = HttpRequest::Upload{spool_->path, sha, spool_->bytes};
+    busy_ = true;
+    responded_ = false;
+    server_->handler(std::move(request), std::make_shared<Answer>(this->shared_from_this(), ++exchange_));
+    spool_.reset(); // removes the file unless the handler took it
+  }
+
   void onRead(beast::error_code ec) {
     if (ec && timed_out_) ec = beast::error::timeout;
     if (ec == http::error::end_of_stream || ec == asio::error::eof) return close();
+    spool_.reset();
     if (ec) {
       keep_alive_ = false;
       if (ec == http::error::body_limit)
         return write(jsonError(413, "payload_too_large",
-                               "request body exceeds " + std::to_string(server_->limits.max_body_bytes) +
-                                   " bytes (limits.max_body_bytes)"));
+                               "request body exceeds " + std::to_string(body_limit_) + " bytes (" + body_limit_name_ +
+                                   ")"));
       if (ec == http::error::header_limit)
         return write(jsonError(431, "headers_too_large", "request headers exceed 16384 bytes"));
       if (ec == beast::error::timeout)
@@ -226,6 +424,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     request.target = std::string(message.target());
     request.body = std::move(message.body());
     request.authorization = std::string(message[http::field::authorization]);
+    request.content_type = std::string(message[http::field::content_type]);
     request.local_peer = local_;
     busy_ = true;
     responded_ = false;
@@ -402,9 +601,24 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       if (ec || !keep_alive) {
         boost::system::error_code ignored;
         self->socket_.shutdown(Protocol::socket::shutdown_send, ignored);
+        if (!ec && std::exchange(self->drain_, false)) return self->drainThenClose();
         return self->close();
       }
       self->waitForRequest();
+    });
+  }
+
+  // After an answer to an upload whose body was not read: a client that
+  // did not wait for 100 Continue is still sending it, and closing with
+  // unread data would reset the connection before it reads the answer.
+  // Reads and drops until the client closes, within header_timeout_s.
+  void drainThenClose() {
+    expireIn(Wait::request, server_->limits.header_timeout_s);
+    auto sink = std::make_shared<std::array<char, 16384>>();
+    socket_.async_read_some(asio::buffer(*sink), [self = this->shared_from_this(), sink](beast::error_code ec, size_t) {
+      if (!ec) return self->drainThenClose();
+      self->waiting_ = Wait::none;
+      self->close();
     });
   }
 
@@ -412,7 +626,12 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   typename Protocol::socket socket_;
   std::shared_ptr<HttpServer::Impl> server_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::request_parser<http::empty_body>> head_;    // until the body plan is made
+  std::optional<http::request_parser<http::string_body>> parser_;  // a body read into memory
+  std::optional<http::request_parser<http::buffer_body>> upload_;  // a body spooled to a file
+  std::unique_ptr<Spool> spool_;
+  uint64_t body_limit_ = 0;
+  std::string body_limit_name_;
   // Timeouts are deadlines the server's sweeper checks (HttpServer::Impl::sweep):
   // no timer operation per request.
   Wait waiting_ = Wait::none;
@@ -429,6 +648,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   bool watching_ = false;
   bool gone_ = false;
   bool timed_out_ = false;
+  bool drain_ = false; // the answer is to an unread upload: drainThenClose after it
   bool keep_alive_ = true;
   bool busy_ = false;
   bool closing_ = false;
@@ -519,6 +739,8 @@ void HttpServer::stop(std::function<void()> drained) {
 }
 
 void HttpServer::setLimits(const config::Limits& limits) { impl_->limits = limits; }
+
+void HttpServer::setBodyPolicy(BodyPolicy policy) { impl_->body_policy = std::move(policy); }
 
 size_t HttpServer::connectionCount() const {
   impl_->reap();

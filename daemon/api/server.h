@@ -35,6 +35,9 @@ class HttpServer {
   void stop(std::function<void()> drained = {});
 
   void setLimits(const config::Limits& limits);
+  // Decides, per request head, where its body goes (http_types.h). Without
+  // one every body is read into memory up to limits.max_body_bytes.
+  void setBodyPolicy(BodyPolicy policy);
   size_t connectionCount() const;
 
   struct Impl; // opaque; public so server.cpp's session types can name it

@@ -40,18 +40,32 @@ namespace {
 template <class Stream, class Endpoint>
 asio::awaitable<HttpResult> exchange(Stream& stream, Endpoint endpoint, std::string host,
                                      std::string method, std::string target, std::string body,
-                                     std::string token, std::chrono::milliseconds timeout) {
+                                     std::string token, std::chrono::milliseconds timeout,
+                                     std::string content_type) {
   stream.expires_after(timeout);
   co_await stream.async_connect(endpoint, asio::use_awaitable);
   http::request<http::string_body> request{http::string_to_verb(method), target, 11};
   request.set(http::field::host, host.empty() ? "localhost" : host);
   request.set(http::field::user_agent, "hwfarmctl");
   if (!token.empty()) request.set(http::field::authorization, "Bearer " + token);
-  if (!body.empty()) request.set(http::field::content_type, "application/json");
+  if (!body.empty() || content_type != "application/json") request.set(http::field::content_type, content_type);
   request.body() = body;
   request.prepare_payload();
-  co_await http::async_write(stream, request, asio::use_awaitable);
   beast::flat_buffer buffer;
+  // An upload asks first (Expect: 100-continue): a refusal (401, 413, ...)
+  // then comes before the body is sent, not as a reset in the middle of it.
+  bool ask = content_type == "application/octet-stream";
+  if (ask) request.set(http::field::expect, "100-continue");
+  http::request_serializer<http::string_body> serializer{request};
+  co_await http::async_write_header(stream, serializer, asio::use_awaitable);
+  if (ask) {
+    http::response_parser<http::string_body> interim;
+    interim.body_limit(64 * 1024 * 1024);
+    co_await http::async_read(stream, buffer, interim, asio::use_awaitable);
+    if (interim.get().result() != http::status::continue_)
+      co_return HttpResult{static_cast<int>(interim.get().result_int()), interim.get().body()};
+  }
+  co_await http::async_write(stream, serializer, asio::use_awaitable);
   http::response_parser<http::string_body> parser;
   parser.body_limit(64 * 1024 * 1024);
   co_await http::async_read(stream, buffer, parser, asio::use_awaitable);
@@ -74,19 +88,20 @@ HttpResult runToCompletion(asio::io_context& io, Awaitable awaitable) {
 } // namespace
 
 HttpResult HttpClient::request(const std::string& method, const std::string& target,
-                               const std::string& body, const std::string& token) const {
+                               const std::string& body, const std::string& token,
+                               const std::string& content_type) const {
   asio::io_context io;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
   try {
     if (!unix_path_.empty()) {
       beast::basic_stream<asio::local::stream_protocol> stream(io);
       return runToCompletion(io, exchange(stream, asio::local::stream_protocol::endpoint(unix_path_), "",
-                                          method, target, body, token, timeout));
+                                          method, target, body, token, timeout, content_type));
     }
     asio::ip::tcp::resolver resolver(io);
     auto endpoints = resolver.resolve(host_, port_);
     beast::tcp_stream stream(io);
-    return runToCompletion(io, exchange(stream, endpoints, host_, method, target, body, token, timeout));
+    return runToCompletion(io, exchange(stream, endpoints, host_, method, target, body, token, timeout, content_type));
   } catch (const boost::system::system_error& e) {
     std::string where = unix_path_.empty() ? host_ + ":" + port_ : "unix:" + unix_path_;
     throw Unreachable("cannot reach hwfarmd at " + where + ": " + e.code().message());

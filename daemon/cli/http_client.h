@@ -25,8 +25,10 @@ class HttpClient {
   explicit HttpClient(const std::string& url, double timeout_s = 30);
 
   // One request on a fresh connection. Throws Unreachable on transport errors.
+  // An "application/octet-stream" body (an image upload) is sent with
+  // Expect: 100-continue, so a refusal arrives before the body is sent.
   HttpResult request(const std::string& method, const std::string& target, const std::string& body,
-                     const std::string& token) const;
+                     const std::string& token, const std::string& content_type = "application/json") const;
 
   // A GET whose body arrives over time (chunked): `on_data` gets each piece
   // as it comes, until the server ends it. Returns the status; throws

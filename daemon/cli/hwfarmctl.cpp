@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -33,7 +34,7 @@ constexpr const char* kUsageText =
     "  lease run SELECTOR [OPTS] -- CMD ARGS...\n"
     "                                 lease, run CMD with the boards in its\n"
     "                                 environment, renew meanwhile, release\n"
-    "  flash LEASE BOARD IMAGE        write IMAGE (a file on the daemon's server)\n"
+    "  flash LEASE BOARD IMAGE        upload the local file IMAGE and write it\n"
     "  power LEASE BOARD on|off|cycle switch a leased board\n"
     "  console LEASE BOARD            stream a leased board's console\n"
     "  board maintenance NAME [--reason TEXT] | board resume NAME   (operator)\n"
@@ -173,23 +174,58 @@ int boardCommand(Session& s, const std::vector<std::string>& argv) {
   return kOk;
 }
 
+// Reads a local image file (a regular file) into `data`.
+bool readImage(const std::string& path, std::string* data, std::string* error) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    *error = "cannot read image " + path + ": " +
+             (ec ? ec.message() : std::filesystem::exists(path, ec) ? "not a regular file" : "No such file or directory");
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (!in.good() && !in.eof()) {
+    *error = "cannot read image " + path;
+    return false;
+  }
+  *data = content.str();
+  return true;
+}
+
+std::string percentEncode(const std::string& text) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') out += static_cast<char>(c);
+    else out += {'%', hex[c >> 4], hex[c & 15]};
+  }
+  return out;
+}
+
 // flash LEASE BOARD IMAGE | power LEASE BOARD on|off|cycle
 int boardAction(Session& s, const std::string& verb, const std::vector<std::string>& p) {
   if (p.size() != 3 || (verb == "power" && p[2] != "on" && p[2] != "off" && p[2] != "cycle")) {
     s.err << "hwfarmctl: usage: flash LEASE BOARD IMAGE | power LEASE BOARD on|off|cycle\n";
     return kUsage;
   }
-  json::object body;
+  std::string target = "/v1/leases/" + p[0] + "/boards/" + p[1] + "/" + verb;
+  std::string body, type = "application/json";
   if (verb == "flash") {
-    std::error_code ec;
-    auto image = std::filesystem::absolute(p[2], ec);
-    body["image"] = image.string(); // the daemon runs on this server and reads it from there
+    // The image travels in the request: the daemon may run elsewhere, or
+    // under a unit that cannot see this machine's /tmp or /home.
+    std::string error;
+    if (!readImage(p[2], &body, &error)) {
+      s.err << "hwfarmctl flash: " << error << "\n";
+      return kUsage;
+    }
+    type = "application/octet-stream";
+    target += "?name=" + percentEncode(std::filesystem::path(p[2]).filename().string());
   } else {
-    body["action"] = p[2];
+    body = json::serialize(json::object{{"action", p[2]}});
   }
   int code = kOk, http = 0;
-  auto r = s.call("POST", "/v1/leases/" + p[0] + "/boards/" + p[1] + "/" + verb, json::serialize(body), &code, 3600,
-                  0, &http);
+  auto r = s.call("POST", target, body, &code, 3600, 0, &http, type);
   if (!r) return http == 502 ? kInfrastructure : code;
   if (s.json) s.out << json::serialize(*r) << "\n";
   else s.out << p[1] << ": " << verb << " " << (verb == "flash" ? "done" : p[2]) << " in " << text(r->at("ms"))
@@ -256,11 +292,11 @@ std::string env(const char* name, const std::string& fallback) {
 
 std::optional<json::value> Session::call(const std::string& method, const std::string& target,
                                          const std::string& body, int* code, double timeout_s, int retries,
-                                         int* status) {
+                                         int* status, const std::string& content_type) {
   double backoff = 0.5;
   for (int attempt = 0;; ++attempt) {
     try {
-      HttpResult result = HttpClient(url, timeout_s).request(method, target, body, token);
+      HttpResult result = HttpClient(url, timeout_s).request(method, target, body, token, content_type);
       if (status) *status = result.status;
       boost::system::error_code ec;
       json::value parsed = json::parse(result.body, ec);

@@ -27,7 +27,8 @@ struct Session {
   // makes a retried acquire safe), after `backoff_s`, doubling.
   std::optional<boost::json::value> call(const std::string& method, const std::string& target,
                                          const std::string& body, int* code, double timeout_s = 30,
-                                         int retries = 0, int* status = nullptr);
+                                         int retries = 0, int* status = nullptr,
+                                         const std::string& content_type = "application/json");
 };
 
 std::string text(const boost::json::value& v);

@@ -1,0 +1,183 @@
+#include "daemon/image_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include <openssl/evp.h>
+
+namespace hwfarm {
+namespace {
+
+std::string errnoText() { return std::strerror(errno); }
+
+// realpath(3), or empty.
+std::string resolved(const std::string& path) {
+  char buffer[PATH_MAX];
+  return ::realpath(path.c_str(), buffer) ? std::string(buffer) : std::string();
+}
+
+bool under(const std::string& path, const std::string& root) {
+  return path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+         (root == "/" || path[root.size()] == '/');
+}
+
+std::string hex(const unsigned char* data, unsigned int size) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < size; ++i) {
+    out += digits[data[i] >> 4];
+    out += digits[data[i] & 15];
+  }
+  return out;
+}
+
+} // namespace
+
+const std::vector<std::string>& imageExtensions() {
+  static const std::vector<std::string> extensions{".elf", ".axf", ".bin", ".hex", ".ihex", ".srec", ".s19", ".dfu"};
+  return extensions;
+}
+
+std::string imageExtension(const std::string& name, std::string* error) {
+  std::string base = name.substr(name.find_last_of('/') == std::string::npos ? 0 : name.find_last_of('/') + 1);
+  size_t dot = base.find_last_of('.');
+  if (dot == std::string::npos || dot == 0) return ".bin";
+  std::string ext = base.substr(dot);
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  const auto& known = imageExtensions();
+  if (std::find(known.begin(), known.end(), ext) != known.end()) return ext;
+  std::string list;
+  for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+  *error = "unsupported image type \"" + sanitizeImageName(ext) + "\" (known: " + list + "; none means .bin)";
+  return {};
+}
+
+std::string sanitizeImageName(const std::string& name) {
+  std::string base = name.substr(name.find_last_of('/') == std::string::npos ? 0 : name.find_last_of('/') + 1);
+  std::string out;
+  for (unsigned char c : base) {
+    if (out.size() >= 128) break;
+    bool plain = std::isalnum(c) || c == '.' || c == '_' || c == '+' || c == '-';
+    out += plain ? static_cast<char>(c) : '_';
+  }
+  return out;
+}
+
+ServerImage openServerImage(const std::string& path, const std::vector<std::string>& roots, uint64_t max_bytes) {
+  ServerImage image;
+  auto refuse = [&](int status, const char* error, std::string detail) {
+    if (image.fd >= 0) ::close(image.fd);
+    image.fd = -1;
+    image.http_status = status;
+    image.error = error;
+    image.detail = std::move(detail);
+    return image;
+  };
+  if (roots.empty())
+    return refuse(403, "image_path_refused",
+                  "server-side image paths are disabled (agent.image_roots is empty): upload the image "
+                  "(hwfarmctl flash uploads it)");
+  std::string list;
+  for (const auto& r : roots) list += (list.empty() ? "" : ", ") + r;
+  std::string outside = "image " + path + " is not under agent.image_roots (" + list + "): upload it instead";
+  std::string real = resolved(path);
+  bool inside = false;
+  for (const auto& root : roots) {
+    std::string real_root = resolved(root);
+    if (real.empty() ? under(path, root) : !real_root.empty() && under(real, real_root)) inside = true;
+  }
+  if (!inside) return refuse(403, "image_path_refused", outside);
+  if (real.empty()) return refuse(400, "invalid_image", "cannot open image " + path + ": " + std::strerror(ENOENT));
+  image.real_path = real;
+  // O_NOFOLLOW: a symlink swapped in after realpath is not followed;
+  // O_NONBLOCK: a FIFO does not block the open.
+  image.fd = ::open(real.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (image.fd < 0) return refuse(400, "invalid_image", "cannot open image " + path + ": " + errnoText());
+  struct stat st {};
+  if (::fstat(image.fd, &st) != 0) return refuse(400, "invalid_image", "cannot stat image " + path + ": " + errnoText());
+  if (!S_ISREG(st.st_mode)) return refuse(400, "invalid_image", "image " + path + " is not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
+    return refuse(413, "payload_too_large",
+                  "image " + path + " is " + std::to_string(st.st_size) + " bytes, over " + std::to_string(max_bytes) +
+                      " (limits.max_image_bytes)");
+  ::fcntl(image.fd, F_SETFL, 0); // blocking reads from here on
+  image.bytes = static_cast<uint64_t>(st.st_size);
+  return image;
+}
+
+std::string copyIntoStore(int fd, const std::string& dir, const std::string& ext, std::string* sha256,
+                          std::string* error) {
+  std::string temp = dir + "/.copy-XXXXXX";
+  int out = ::mkostemp(temp.data(), O_CLOEXEC);
+  if (out < 0) {
+    *error = "cannot create " + temp + ": " + errnoText();
+    return {};
+  }
+  EVP_MD_CTX* sha = EVP_MD_CTX_new();
+  bool ok = sha && EVP_DigestInit_ex(sha, EVP_sha256(), nullptr) == 1;
+  std::array<char, 64 * 1024> chunk;
+  while (ok) {
+    ssize_t n = ::read(fd, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *error = "cannot read the image: " + errnoText();
+      ok = false;
+      break;
+    }
+    if (n == 0) break;
+    if (EVP_DigestUpdate(sha, chunk.data(), static_cast<size_t>(n)) != 1) {
+      *error = "cannot hash the image";
+      ok = false;
+      break;
+    }
+    for (ssize_t done = 0; ok && done < n;) {
+      ssize_t w = ::write(out, chunk.data() + done, static_cast<size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        *error = "cannot write " + temp + ": " + errnoText();
+        ok = false;
+      } else {
+        done += w;
+      }
+    }
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (ok && EVP_DigestFinal_ex(sha, digest, &size) != 1) {
+    *error = "cannot hash the image";
+    ok = false;
+  }
+  if (sha) EVP_MD_CTX_free(sha);
+  if (::close(out) != 0 && ok) {
+    *error = "cannot write " + temp + ": " + errnoText();
+    ok = false;
+  }
+  std::string stored;
+  if (ok) {
+    *sha256 = hex(digest, size);
+    stored = storeUpload(temp, *sha256, dir, ext, error);
+  }
+  ::unlink(temp.c_str()); // linked into place, or a failure: the temporary name goes
+  return stored;
+}
+
+std::string storeUpload(const std::string& file, const std::string& sha256, const std::string& dir,
+                        const std::string& ext, std::string* error) {
+  std::string stored = dir + "/" + sha256 + ext;
+  // link(2) never replaces: an image stored with this content stays as it is.
+  if (::link(file.c_str(), stored.c_str()) != 0 && errno != EEXIST) {
+    *error = "cannot store " + stored + ": " + errnoText();
+    return {};
+  }
+  return stored;
+}
+
+} // namespace hwfarm

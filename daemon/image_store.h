@@ -1,0 +1,62 @@
+// Firmware images a lease flashes (issue 9 item 3). Images live in the
+// lease's store, <state_dir>/consoles/<lease>/images, named by content:
+// <sha256><ext>, with the extension chosen from a fixed list, so a flasher
+// only ever sees a path the daemon made. The store is removed when the
+// lease ends (BoardService::leaseEnded); the lease's logs beside it stay.
+//
+// An image arrives either uploaded in the flash request (the server spools
+// it, router stores it here) or as a server-side path, allowed only under
+// agent.image_roots and copied into the store before it is flashed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hwfarm {
+
+// The extensions a stored image may have, lower case with the dot.
+const std::vector<std::string>& imageExtensions();
+
+// The stored extension for an image named `name` (a client's file name or a
+// server path): its own extension lower-cased when it is in
+// imageExtensions(), ".bin" when it has none. Empty with `*error` set for
+// any other extension.
+std::string imageExtension(const std::string& name, std::string* error);
+
+// `name` reduced for logs: its last path component, characters outside
+// [A-Za-z0-9._+-] replaced by '_', at most 128 bytes.
+std::string sanitizeImageName(const std::string& name);
+
+// A server-side image path checked against the allowed roots.
+struct ServerImage {
+  int fd = -1;           // open, read-only, close-on-exec; the caller owns it
+  std::string real_path; // after realpath
+  uint64_t bytes = 0;
+  int http_status = 0;   // on refusal: 403 outside the roots, 400 unusable, 413 too large
+  std::string error;     // on refusal: "image_path_refused", "invalid_image" or "payload_too_large"
+  std::string detail;
+};
+
+// Opens `path` if it resolves (realpath) to a file under one of `roots`
+// (each resolved too), opened with O_NOFOLLOW, and fstat says it is a
+// regular file of at most `max_bytes`. A path outside the roots, existing
+// or not, gets the same answer, so a caller learns nothing about the rest
+// of the server's files.
+ServerImage openServerImage(const std::string& path, const std::vector<std::string>& roots, uint64_t max_bytes);
+
+// Copies `fd` (read to its end; not closed) into `dir` as <sha256><ext>,
+// hashing as it goes. An image already stored with that content is kept
+// as it is. Returns the stored path, or empty with `*error` naming the path
+// that failed. Blocking: run it off the event loop.
+std::string copyIntoStore(int fd, const std::string& dir, const std::string& ext, std::string* sha256,
+                          std::string* error);
+
+// Moves an uploaded file (the server's spool, hashed to `sha256`) into
+// `dir` as <sha256><ext>; when that image is stored already the upload is
+// left for the server to remove. Returns the stored path, or empty with
+// `*error` set.
+std::string storeUpload(const std::string& file, const std::string& sha256, const std::string& dir,
+                        const std::string& ext, std::string* error);
+
+} // namespace hwfarm
