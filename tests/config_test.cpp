@@ -444,3 +444,15 @@ TEST_CASE("leases settings are bounded and the default TTL fits limits.max_ttl_s
                         "fleet.toml:8:14: leases.recovery_s: expected a number from 0 to 3600, got -1",
                         "fleet.toml:9:9: leases.fsync: expected true or false, got \"yes\""});
 }
+
+TEST_CASE("limits.max_console_streams defaults to 8 per lease and is bounded") {
+  LoadResult ok = parseFleetConfig(kAgent + "[[worker]]\nname = \"w\"\n", "fleet.toml");
+  REQUIRE(ok.config);
+  REQUIRE(ok.config->limits.max_console_streams == 8);
+  LoadResult two = parseFleetConfig(kAgent + "[limits]\nmax_console_streams = 2\n[[worker]]\nname = \"w\"\n", "fleet.toml");
+  REQUIRE(two.config);
+  REQUIRE(two.config->limits.max_console_streams == 2);
+  auto errors = errorsOf(kAgent + "[limits]\nmax_console_streams = 0\n[[worker]]\nname = \"w\"\n");
+  REQUIRE(errors == std::vector<std::string>{"fleet.toml:5:23: limits.max_console_streams: expected an integer "
+                                             "from 1 to 1000, got 0"});
+}
