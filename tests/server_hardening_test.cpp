@@ -283,7 +283,11 @@ TEST_CASE("issue 9: console readers that never read hold bounded memory and are 
   double queued = metric(d, "hwfarm_stream_queued_bytes");
   CHECK(queued >= 0);
   CHECK(queued <= 6 * (64 * 1024 + 1024));
+#ifndef __SANITIZE_ADDRESS__ // ASan keeps freed memory in quarantine: RSS says nothing there
   CHECK(rssKiB(d.process().pid()) - rss_before < 16 * 1024);
+#else
+  (void)rss_before;
+#endif
   // and closes each one once it has taken nothing for idle_timeout_s
   // (reading from them before that would let their streams go on).
   REQUIRE(eventually([&] { return metric(d, "hwfarm_stream_count") == 0; }, 10s));
@@ -337,20 +341,21 @@ TEST_CASE("issue 9: console streams per lease are capped with a 429") {
   REQUIRE(fourth.readUntil(b.last).rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
 }
 
-TEST_CASE("issue 9: hwfarmctl console to a file keeps the lines it received when stopped by SIGTERM") {
+TEST_CASE("issue 9: hwfarmctl console to a file keeps the lines it received when stopped by SIGTERM or SIGINT") {
   TempDir dir;
   RunningDaemon d(dir, fakeFleet(dir));
   ChattyBoard b(dir, d, 3);
+  int signal = GENERATE(SIGTERM, SIGINT);
   // Like `timeout 3 hwfarmctl console L B > f`: stdout is a file.
   Process ctl({HWFARMCTL_PATH, "--url", d.url(), "console", b.id, "fake-1"}, dir.file("console.txt"),
               dir.file("console.err"));
   auto text = waitForText(dir.file("console.txt"), b.last, 5s);
   REQUIRE(text);
-  ctl.signal(SIGTERM);
+  ctl.signal(signal);
   auto status = ctl.wait(5s);
   REQUIRE(status);
   REQUIRE(status->exited);
-  REQUIRE(status->code == 128 + SIGTERM);
+  REQUIRE(status->code == 128 + signal);
   std::string kept = readFile(dir.file("console.txt"));
   REQUIRE(kept.find("] line 0 ") != std::string::npos);
   REQUIRE(kept.find(b.last) != std::string::npos);

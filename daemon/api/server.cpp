@@ -582,7 +582,9 @@ void refuseLiveSocket(const config::ListenAddress& address) {
   sun.sun_family = AF_UNIX;
   if (address.path.size() >= sizeof sun.sun_path) return; // bind() names the problem
   std::memcpy(sun.sun_path, address.path.c_str(), address.path.size() + 1);
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: a live daemon with a full backlog answers EAGAIN instead of
+  // blocking the start-up.
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) throw std::runtime_error("cannot listen on " + address.text + ": " + std::strerror(errno));
   int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&sun), sizeof sun);
   int error = errno;
