@@ -167,6 +167,8 @@ struct ChattyBoard {
   ChattyBoard(const TempDir& dir, RunningDaemon& d, int lines)
       : board({FAKE_BOARD_PATH, "serve", "--link", dir.file("ttyFAKE0"), "--control", dir.file("fake.sock")},
               dir.file("board.out"), dir.file("board.err")) {
+    // It links its tty before it listens for the flasher: wait for both.
+    REQUIRE(waitForText(dir.file("board.out"), "fake board console", 10s));
     REQUIRE(eventually([&] { return d.get("/v1/boards").body.find("\"available\"") != std::string::npos; }));
     auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual","ttl_s":600})");
     REQUIRE(granted.status == 201);
