@@ -117,12 +117,13 @@ int serve(const std::string& link, const std::string& sock) {
   int slave = -1;
   char name[256];
   if (::openpty(&board.master, &slave, name, nullptr, nullptr) != 0) return 1;
-  ::unlink(link.c_str());
-  if (::symlink(name, link.c_str()) != 0) return 1;
   int listener = ::socket(AF_UNIX, SOCK_STREAM, 0);
   ::unlink(sock.c_str());
   sockaddr_un a = address(sock);
   if (::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listener, 8) != 0) return 1;
+  // The link last: once hwfarmd sees the board, its flasher can reach it.
+  ::unlink(link.c_str());
+  if (::symlink(name, link.c_str()) != 0) return 1;
   std::printf("fake board console %s -> %s, control %s\n", link.c_str(), name, sock.c_str());
   std::fflush(stdout);
   signal(SIGPIPE, SIG_IGN);
