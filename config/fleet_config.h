@@ -40,7 +40,8 @@ struct Limits {
   int64_t max_image_bytes = 64 * 1024 * 1024;
   double header_timeout_s = 10;
   double idle_timeout_s = 120;
-  int64_t max_connections = 1024;
+  int64_t max_connections = 1024;    // fitted under RLIMIT_NOFILE at start-up (api/server.h)
+  int64_t max_console_streams = 8;   // concurrent console readers per lease
   double max_ttl_s = 24 * 3600;
   double max_wait_s = 6 * 3600;
   int64_t max_queue = 10000;

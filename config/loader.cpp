@@ -221,6 +221,7 @@ class FleetParser {
     if (auto v = r.number("header_timeout_s", 0, 3600, true)) l.header_timeout_s = *v;
     if (auto v = r.number("idle_timeout_s", 0, 86400, true)) l.idle_timeout_s = *v;
     if (auto v = r.integer("max_connections", 1, 1000000)) l.max_connections = *v;
+    if (auto v = r.integer("max_console_streams", 1, 1000)) l.max_console_streams = *v;
     if (auto v = r.number("max_ttl_s", 0, 30 * 86400, true)) l.max_ttl_s = *v;
     if (auto v = r.number("max_wait_s", 0, 7 * 86400, false)) l.max_wait_s = *v;
     if (auto v = r.integer("max_queue", 1, 10000000)) l.max_queue = *v;

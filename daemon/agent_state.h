@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "config/fleet_config.h"
+#include "daemon/api/server.h"
 
 namespace hwfarm {
 
@@ -39,6 +41,7 @@ struct AgentState {
   int64_t tier_since_ms = 0;
   bool usb_discovery = false; // libusb discovery is running
   std::vector<UnclaimedDevice> unclaimed;
+  std::function<api::ServerStats()> server_stats; // set once the HTTP server runs
 };
 
 } // namespace hwfarm

@@ -1,5 +1,7 @@
 #include "daemon/board_service.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,14 +26,93 @@ namespace asio = boost::asio;
 
 namespace {
 constexpr uint64_t kConsoleLogBytes = 16 * 1024 * 1024; // per file, one rotation kept
-}
+constexpr size_t kBacklogPiece = 64 * 1024;             // read from a log per step
+
+// One reader of one console: the backlog phase reads the log file as the
+// reader drains, then live lines come from broadcast().
+struct ConsoleStream {
+  enum class Phase { backlog, live, done };
+  ConsoleStream(BoardService::Reader r, std::string lease, std::string log)
+      : reader(std::move(r)), lease_id(std::move(lease)), path(std::move(log)) {}
+  ~ConsoleStream() { closeFile(); }
+
+  BoardService::Reader reader;
+  std::string lease_id;
+  std::string path; // the console log
+  int fd = -1;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  Phase phase = Phase::backlog;
+  bool end_after_backlog = false; // the console closed: end once the file is read
+
+  // Writes pieces of the file while the reader has sent on what it got;
+  // runs again from the reader's drained callback.
+  void pump() {
+    std::string piece;
+    while (phase == Phase::backlog) {
+      if (reader.queued() > 0) return;
+      piece.resize(kBacklogPiece);
+      ssize_t n = fd < 0 ? 0 : ::read(fd, piece.data(), piece.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n > 0) {
+        piece.resize(static_cast<size_t>(n));
+        if (!reader.write(piece)) return gone();
+        continue;
+      }
+      if (n < 0) spdlog::warn("reading console log {}: {}", path, std::strerror(errno));
+      else if (reopenIfNew()) continue; // rotated, or created since
+      closeFile();
+      if (end_after_backlog) return finish();
+      // The loop thread appends to the log and broadcasts live lines: none
+      // can fall between this end of file and going live.
+      phase = Phase::live;
+    }
+  }
+  // The path names another file than the one read (a rotation moved it to
+  // FILE.1, or it did not exist yet): read that one from its start.
+  bool reopenIfNew() {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || (fd >= 0 && st.st_dev == dev && st.st_ino == ino)) return false;
+    int next = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (next < 0) return false;
+    closeFile();
+    fd = next;
+    if (::fstat(fd, &st) == 0) {
+      dev = st.st_dev;
+      ino = st.st_ino;
+    }
+    return true;
+  }
+  void closeFile() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+  // The console closed: end now if live, after the backlog otherwise.
+  void consoleClosed(bool drain_backlog) {
+    if (phase == Phase::backlog && drain_backlog) end_after_backlog = true;
+    else if (phase != Phase::done) finish();
+  }
+  void finish() {
+    phase = Phase::done;
+    closeFile();
+    auto r = std::exchange(reader, {});
+    if (r.end) r.end();
+  }
+  void gone() {
+    phase = Phase::done;
+    closeFile();
+    reader = {};
+  }
+};
+
+} // namespace
 
 struct BoardService::Impl {
   struct Console {
     std::string lease_id;
     std::unique_ptr<drivers::ConsoleLog> log;
     std::unique_ptr<drivers::SerialPort> port;
-    std::map<uint64_t, Reader> readers;
+    std::map<uint64_t, std::shared_ptr<ConsoleStream>> readers;
   };
 
   Impl(asio::io_context& io_context, const config::FleetConfig& c, drivers::TtyResolver resolve)
@@ -111,18 +192,24 @@ struct BoardService::Impl {
     asio::post(strandOf(name), [b] { b->power(drivers::PowerAction::off, ""); });
   }
 
+  // Live lines go to readers past their backlog; those still reading the
+  // log file find the line there.
   void broadcast(const std::string& name, const std::string& text) {
     auto& readers = consoles[name].readers;
     for (auto it = readers.begin(); it != readers.end();) {
-      if (it->second.write(text)) ++it;
-      else it = readers.erase(it);
+      ConsoleStream& stream = *it->second;
+      if (stream.phase == ConsoleStream::Phase::live && !stream.reader.write(text)) stream.gone();
+      if (stream.phase == ConsoleStream::Phase::done) it = readers.erase(it);
+      else ++it;
     }
   }
 
-  void endReaders(const std::string& name) {
+  // `drain_backlog`: a reader still in its backlog reads the file to its
+  // end first (false at shutdown).
+  void endReaders(const std::string& name, bool drain_backlog = true) {
     auto readers = std::move(consoles[name].readers);
     consoles[name].readers.clear();
-    for (auto& [id, reader] : readers) reader.end();
+    for (auto& [id, stream] : readers) stream->consoleClosed(drain_backlog);
   }
 
   // Runs `work` for `board` on the pool, then `done` on the loop. One
@@ -328,22 +415,36 @@ void BoardService::power(const lease::Lease& lease, const std::string& name, dri
 
 bool BoardService::readConsole(const lease::Lease& lease, const std::string& name, Reader reader, std::string* error,
                                std::function<void()>* cancel) {
-  std::string backlog;
-  std::string ignored;
-  bool logged = config::readTextFile(consoleLogPath(lease.id, name), &backlog, &ignored);
+  auto stream = std::make_shared<ConsoleStream>(std::move(reader), lease.id, consoleLogPath(lease.id, name));
+  stream->reopenIfNew(); // before attach: what the console says from now on lands after the backlog
+  bool logged = stream->fd >= 0;
   bool live = impl_->attach(lease.id, name, error);
   if (!live && !logged) return false;
-  if (!backlog.empty() && !reader.write(backlog)) return true;
-  if (!live) {
-    // The session is over (a simulator that finished): what it said is all.
-    reader.end();
-    return true;
-  }
+  // Not live: the session is over (a simulator that finished), what it said is all.
+  stream->end_after_backlog = !live;
+  // The drained callback keeps the stream alive while its backlog is read;
+  // the session drops it when the connection ends.
+  stream->reader.on_drained([stream] { stream->pump(); });
+  stream->pump();
+  if (stream->phase == ConsoleStream::Phase::done) return true;
   uint64_t id = impl_->next_reader++;
-  impl_->consoles[name].readers[id] = std::move(reader);
+  impl_->consoles[name].readers[id] = stream;
   Impl* impl = impl_.get();
-  *cancel = [impl, name, id] { impl->consoles[name].readers.erase(id); };
+  std::weak_ptr<ConsoleStream> weak = stream;
+  *cancel = [impl, name, id, weak] {
+    if (auto s = weak.lock()) s->gone();
+    auto it = impl->consoles.find(name);
+    if (it != impl->consoles.end()) it->second.readers.erase(id);
+  };
   return true;
+}
+
+size_t BoardService::consoleReaders(const std::string& lease_id) const {
+  size_t n = 0;
+  for (const auto& [name, console] : impl_->consoles)
+    for (const auto& [id, stream] : console.readers)
+      if (stream->lease_id == lease_id && stream->phase != ConsoleStream::Phase::done) ++n;
+  return n;
 }
 
 void BoardService::onConsoleLookup(std::function<void()> refresh) { impl_->refresh_consoles = std::move(refresh); }
@@ -351,7 +452,7 @@ void BoardService::onConsoleLookup(std::function<void()> refresh) { impl_->refre
 void BoardService::stop() {
   for (auto& [name, console] : impl_->consoles) {
     if (console.port) console.port->close();
-    impl_->endReaders(name);
+    impl_->endReaders(name, false);
   }
 }
 

@@ -45,14 +45,22 @@ class BoardService {
 
   // Streams the console: first what was captured during this lease, then
   // live lines, until the console closes, the lease ends or `cancel` runs.
+  // The capture is read from its log file a piece (64 KiB) at a time, the
+  // next piece once the reader has sent the last one on (`queued` falls to
+  // 0 and `on_drained` fires), so a reader holds little memory whatever the
+  // file's size; live lines follow once the reader reached the file's end.
   // `write` returns false when the reader is gone. Returns false with
   // `error` set when the console cannot be opened.
   struct Reader {
     std::function<bool(const std::string& text)> write;
     std::function<void()> end;
+    std::function<size_t()> queued;                            // bytes written, not yet sent on
+    std::function<void(std::function<void()>)> on_drained;     // registers what runs when queued() is 0
   };
   bool readConsole(const lease::Lease& lease, const std::string& board, Reader reader, std::string* error,
                    std::function<void()>* cancel);
+  // Console readers open for `lease_id`, over all its boards.
+  size_t consoleReaders(const std::string& lease_id) const;
 
   // The lease is over: consoles close, readers end, simulated boards stop.
   void leaseEnded(const lease::Lease& lease);

@@ -183,11 +183,17 @@ int Daemon::Impl::run() {
       spdlog::warn("USB discovery unavailable ({}): boards with serial.port = \"auto\" stay offline", e.what());
     }
     router = std::make_unique<api::Router>(state, *leases, *boards, auth);
+    // Besides connections: the database, the log, event and timer fds, and
+    // per board a console, its log and a child's pipes.
+    size_t own_descriptors = 64 + 4 * config->boardCount();
     server = std::make_unique<api::HttpServer>(
-        io, config->limits, [this](api::HttpRequest request, std::shared_ptr<api::Exchange> exchange) {
+        io, config->limits,
+        [this](api::HttpRequest request, std::shared_ptr<api::Exchange> exchange) {
           router->handle(std::move(request), std::move(exchange));
-        });
+        },
+        own_descriptors);
     server->setBodyPolicy([this](const api::HttpRequest& head) { return router->planBody(head); });
+    state.server_stats = [this] { return server ? server->stats() : api::ServerStats{}; };
     for (const auto& address : config->agent.listen)
       spdlog::info("listening on {}", server->listen(address));
   } catch (const std::exception& e) {

@@ -83,6 +83,12 @@ fi
 # The unit is generated at install time, so it follows --prefix.
 grep -q '^ExecStart=/usr/bin/hwfarmd ' "$stage$unit" ||
   fail "$unit: ExecStart does not name /usr/bin/hwfarmd"
+# Connections are descriptors: the default limits.max_connections (1024) plus
+# hwfarmd's own (64 + 4 per board) must fit under LimitNOFILE without relying
+# on systemd's default hard limit.
+nofile=$(sed -n 's/^LimitNOFILE=\([0-9]*\)$/\1/p' "$stage$unit")
+[[ -n $nofile && $nofile -ge 4096 ]] ||
+  fail "$unit: LimitNOFILE= must be set to at least 4096 (max_connections 1024 + hwfarmd's own descriptors)"
 echo "ok: files installed under /usr"
 
 # --- 2. sysusers.d and tmpfiles.d applied to the staging root ----------------

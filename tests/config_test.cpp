@@ -468,3 +468,15 @@ TEST_CASE("issue 9 item 3: limits.max_image_bytes and agent.image_roots") {
                         "fleet.toml:6:19: limits.max_image_bytes: expected an integer from 1024 to 4294967296, "
                         "got 100"});
 }
+
+TEST_CASE("limits.max_console_streams defaults to 8 per lease and is bounded") {
+  LoadResult ok = parseFleetConfig(kAgent + "[[worker]]\nname = \"w\"\n", "fleet.toml");
+  REQUIRE(ok.config);
+  REQUIRE(ok.config->limits.max_console_streams == 8);
+  LoadResult two = parseFleetConfig(kAgent + "[limits]\nmax_console_streams = 2\n[[worker]]\nname = \"w\"\n", "fleet.toml");
+  REQUIRE(two.config);
+  REQUIRE(two.config->limits.max_console_streams == 2);
+  auto errors = errorsOf(kAgent + "[limits]\nmax_console_streams = 0\n[[worker]]\nname = \"w\"\n");
+  REQUIRE(errors == std::vector<std::string>{"fleet.toml:5:23: limits.max_console_streams: expected an integer "
+                                             "from 1 to 1000, got 0"});
+}

@@ -40,6 +40,13 @@ struct StreamSink {
   virtual void end() = 0;
   // `on_gone` runs once if the client disconnects before end().
   virtual void onGone(std::function<void()> on_gone) = 0;
+  // Bytes written and not yet sent to the client: the memory this stream
+  // holds. Past a cap (4 MiB) write() cuts the client off.
+  virtual size_t queued() const = 0;
+  // `on_drained` runs each time everything written has been sent. A writer
+  // with more to say than it should queue (a backlog file) writes a piece,
+  // then waits for this.
+  virtual void onDrained(std::function<void()> on_drained) = 0;
 };
 
 struct HttpResponse {

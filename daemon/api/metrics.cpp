@@ -52,6 +52,22 @@ std::string renderMetrics(const AgentState& state, const LeaseService& leases,
   for (const auto& [code, n] : http_responses)
     out << "hwfarm_http_responses_total{" << agent << ",code=\"" << code << "\"} " << n << '\n';
 
+  if (state.server_stats) {
+    api::ServerStats st = state.server_stats();
+    family(out, "hwfarm_http_connections", "gauge", "Open HTTP connections.");
+    out << "hwfarm_http_connections{" << agent << "} " << st.connections << '\n';
+    family(out, "hwfarm_http_max_connections", "gauge",
+           "limits.max_connections as applied (fitted under RLIMIT_NOFILE at start-up).");
+    out << "hwfarm_http_max_connections{" << agent << "} " << st.max_connections << '\n';
+    family(out, "hwfarm_http_accept_errors_total", "counter", "Failed accept() calls (EMFILE, ENFILE, ...).");
+    out << "hwfarm_http_accept_errors_total{" << agent << "} " << st.accept_errors << '\n';
+    family(out, "hwfarm_stream_count", "gauge", "Open streamed responses (console readers).");
+    out << "hwfarm_stream_count{" << agent << "} " << st.streams << '\n';
+    family(out, "hwfarm_stream_queued_bytes", "gauge",
+           "Bytes held in memory for streamed responses and not yet sent, all streams together.");
+    out << "hwfarm_stream_queued_bytes{" << agent << "} " << st.stream_bytes_queued << '\n';
+  }
+
   family(out, "hwfarm_tier", "gauge", "Registered and effective CI tier.");
   out << "hwfarm_tier{" << agent << ",kind=\"registered\"} " << state.config->agent.tier << '\n';
   out << "hwfarm_tier{" << agent << ",kind=\"effective\"} " << state.effective_tier << '\n';

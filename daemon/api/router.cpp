@@ -574,6 +574,11 @@ void Router::boardOperation(Call& c, const std::string& id, const std::string& b
     boards_.power(lease, board, pa,
                   [respond, board](drivers::Status s, double seconds) { answerOperation(respond, board, s, seconds, ""); });
   } else {
+    int64_t most = state_.config->limits.max_console_streams;
+    if (boards_.consoleReaders(id) >= static_cast<size_t>(most))
+      return c.respond(jsonError(429, "too_many_streams",
+                                 "lease " + id + " already has " + std::to_string(most) +
+                                     " console streams open (limits.max_console_streams); close one first"));
     HttpResponse r;
     r.content_type = "text/plain; charset=utf-8";
     BoardService* boards = &boards_;
@@ -581,7 +586,8 @@ void Router::boardOperation(Call& c, const std::string& id, const std::string& b
       std::string error;
       auto cancel = std::make_shared<std::function<void()>>();
       BoardService::Reader reader{[sink](const std::string& text) { return sink->write(text); },
-                                  [sink] { sink->end(); }};
+                                  [sink] { sink->end(); }, [sink] { return sink->queued(); },
+                                  [sink](std::function<void()> on_drained) { sink->onDrained(std::move(on_drained)); }};
       if (!boards->readConsole(lease, board, reader, &error, cancel.get())) {
         sink->write("-- hwfarmd: " + error + " --\n");
         sink->end();

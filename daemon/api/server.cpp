@@ -1,10 +1,13 @@
 #include "daemon/api/server.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -98,6 +101,34 @@ struct Spool {
   }
 };
 
+// A failed accept() (EMFILE, ENFILE, ENOBUFS...) is retried after this, not
+// at once: the listening socket stays readable, so retrying at once spins.
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+// Failed accepts are logged at most once per interval, with a count.
+constexpr auto kAcceptLogInterval = std::chrono::seconds(10);
+
+// The most connections that fit the descriptor limit beside `own` other
+// descriptors, raising the soft RLIMIT_NOFILE toward the hard one first.
+// Throws when not one fits.
+int64_t fitConnections(int64_t wanted, size_t own, rlim_t* limit) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return wanted;
+  rlim_t needed = static_cast<rlim_t>(wanted) + own;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < needed) {
+    rlimit raised = rl;
+    raised.rlim_cur = rl.rlim_max == RLIM_INFINITY ? needed : std::min(needed, rl.rlim_max);
+    // Children inherit the raised soft limit.
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+  }
+  *limit = rl.rlim_cur;
+  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= needed) return wanted;
+  if (rl.rlim_cur <= own)
+    throw std::runtime_error("the descriptor limit (RLIMIT_NOFILE) is " + std::to_string(rl.rlim_cur) +
+                             " and hwfarmd keeps " + std::to_string(own) +
+                             " for its own files: no connection fits; raise LimitNOFILE= or ulimit -n");
+  return static_cast<int64_t>(rl.rlim_cur - own);
+}
+
 } // namespace
 
 using Clock = std::chrono::steady_clock;
@@ -114,11 +145,11 @@ class SessionBase {
 constexpr auto kSweepInterval = std::chrono::milliseconds(100);
 
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
-  Impl(asio::io_context& io_context, config::Limits l, Handler h)
-      : io(io_context), limits(l), handler(std::move(h)), sweeper(io_context) {}
+  Impl(asio::io_context& io_context, Handler h, size_t own)
+      : io(io_context), handler(std::move(h)), own_descriptors(own), sweeper(io_context) {}
 
   asio::io_context& io;
-  config::Limits limits;
+  config::Limits limits; // max_connections as fitted to RLIMIT_NOFILE
   Handler handler;
   BodyPolicy body_policy;
   bool stopping = false;
@@ -128,12 +159,44 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   std::vector<std::unique_ptr<tcp::acceptor>> tcp_acceptors;
   std::vector<std::unique_ptr<local::acceptor>> unix_acceptors;
   std::vector<std::string> unix_paths;
+  size_t own_descriptors;
 
   asio::steady_timer sweeper;
   bool sweeping = false;
 
+  uint64_t accept_errors = 0;
+  uint64_t accept_errors_unlogged = 0; // since the last report
+  Clock::time_point next_accept_log{};
+  size_t streams = 0;         // streamed responses open
+  uint64_t stream_bytes = 0;  // queued for them, not yet sent
+
+  // At start-up a limit that fits no connection throws; on reload the
+  // connection limit then stays as it was, with an error logged.
+  void applyLimits(const config::Limits& next, bool startup) {
+    int64_t fitted = limits.max_connections;
+    rlim_t limit = 0;
+    try {
+      fitted = fitConnections(next.max_connections, own_descriptors, &limit);
+    } catch (const std::runtime_error& e) {
+      if (startup) throw;
+      spdlog::error("{}; keeping max_connections = {}", e.what(), fitted);
+      limit = 0; // said already
+    }
+    if (fitted < next.max_connections && limit != 0 &&
+        (fitted != limits.max_connections || next.max_connections != requested_connections))
+      spdlog::warn("limits.max_connections = {} does not fit the descriptor limit: RLIMIT_NOFILE is {} and hwfarmd "
+                   "keeps {} for its own files; serving at most {} connections (raise LimitNOFILE= or ulimit -n)",
+                   next.max_connections, limit, own_descriptors, fitted);
+    requested_connections = next.max_connections;
+    limits = next;
+    limits.max_connections = fitted;
+  }
+  int64_t requested_connections = 0;
+
   template <class Protocol>
   void accept(typename Protocol::acceptor& acceptor);
+  template <class Protocol>
+  void acceptFailed(typename Protocol::acceptor& acceptor, const boost::system::error_code& ec);
   // Runs the sweeper while any session has a deadline.
   void armSweeper() {
     if (sweeping) return;
@@ -195,6 +258,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   }
 
   ~Session() override {
+    server_->stream_bytes -= queued_bytes_;
+    if (streaming_) --server_->streams;
     if (--server_->live == 0 && server_->stopping && server_->on_drained)
       asio::post(server_->io, std::exchange(server_->on_drained, {}));
   }
@@ -461,23 +526,35 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     uint64_t exchange_;
   };
 
-  // While a long-poll answer is pending, notice the client hanging up.
+  // While a long-poll answer is pending or a stream runs, notice the client
+  // hanging up. Whatever the client sends meanwhile is read, so that its
+  // close is seen behind it: bytes of a pipelined request are kept for after
+  // the answer (at most one whole request; more counts as leaving), bytes
+  // sent to a stream are dropped.
   void watchForClose() {
     watching_ = true;
-    socket_.async_wait(Protocol::socket::wait_read,
-                                [self = this->shared_from_this()](beast::error_code ec) {
-                                  self->watching_ = false;
-                                  if (ec || (self->responded_ && !self->streaming_)) return;
-                                  char byte;
-                                  ssize_t n = ::recv(self->socket_.native_handle(), &byte, 1,
-                                                     MSG_PEEK | MSG_DONTWAIT);
-                                  if (n > 0) return; // a pipelined request: read after the answer
-                                  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return self->watchForClose();
-                                  self->gone_ = true;
-                                  if (auto hook = std::exchange(self->gone_hook_, {})) hook();
-                                  self->busy_ = false;
-                                  self->close();
-                                });
+    socket_.async_wait(Protocol::socket::wait_read, [self = this->shared_from_this()](beast::error_code ec) {
+      self->watching_ = false;
+      if (ec || (self->responded_ && !self->streaming_)) return;
+      auto space = self->buffer_.prepare(4096);
+      ssize_t n = ::recv(self->socket_.native_handle(), space.data(), space.size(), MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return self->watchForClose();
+      if (n > 0) {
+        if (!self->streaming_) self->buffer_.commit(static_cast<size_t>(n));
+        size_t most = kHeaderLimit + static_cast<size_t>(self->server_->limits.max_body_bytes);
+        if (self->buffer_.size() <= most) return self->watchForClose();
+      }
+      self->clientGone();
+      self->busy_ = false;
+      self->close();
+    });
+  }
+
+  // The client left (or must be dropped) before its answer ended.
+  void clientGone() {
+    gone_ = true;
+    drained_hook_ = nullptr;
+    if (auto hook = std::exchange(gone_hook_, {})) hook();
   }
 
   // A chunked body fed by the handler through a StreamSink.
@@ -489,6 +566,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       // A reader that does not keep up is cut off rather than buffered for.
       if (session_->queued_bytes_ > kMaxQueuedStreamBytes) {
         session_->gone_ = true;
+        session_->drained_hook_ = nullptr;
         boost::system::error_code ignored;
         session_->socket_.shutdown(Protocol::socket::shutdown_both, ignored);
         return false;
@@ -510,6 +588,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       session_->flushQueue();
     }
     void onGone(std::function<void()> on_gone) override { session_->gone_hook_ = std::move(on_gone); }
+    size_t queued() const override { return session_->queued_bytes_; }
+    void onDrained(std::function<void()> on_drained) override {
+      if (!session_->gone_ && !ended_) session_->drained_hook_ = std::move(on_drained);
+    }
 
    private:
     std::shared_ptr<Session> session_;
@@ -525,36 +607,48 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     auto sink = std::make_shared<Sink>(this->shared_from_this());
     if (!response.body.empty()) sink->write(std::move(response.body));
     streaming_ = true;
+    ++server_->streams;
     watchForClose();
     response.stream(sink);
   }
 
+  // queued_bytes_ counts a piece until it is sent, the one being written too.
   void queueRaw(std::string data) {
     queued_bytes_ += data.size();
+    server_->stream_bytes += data.size();
     queue_.push_back(std::move(data));
     flushQueue();
   }
 
+  // Writes the queue piece by piece. A piece the client does not take within
+  // idle_timeout_s closes the connection (the sweeper's write deadline), so a
+  // reader that stopped reading does not hold its stream open.
   void flushQueue() {
     if (writing_ || gone_) return;
     if (queue_.empty()) {
       if (close_after_queue_) {
+        drained_hook_ = nullptr;
         boost::system::error_code ignored;
         socket_.shutdown(Protocol::socket::shutdown_send, ignored);
         close();
+      } else if (drained_hook_) {
+        auto hook = drained_hook_; // may write more, or end the stream
+        hook();
       }
       return;
     }
     writing_ = true;
     auto data = std::make_shared<std::string>(std::move(queue_.front()));
     queue_.pop_front();
-    queued_bytes_ -= data->size();
+    expireIn(Wait::write, server_->limits.idle_timeout_s);
     asio::async_write(socket_, asio::buffer(*data),
                       [self = this->shared_from_this(), data](beast::error_code ec, size_t) {
                         self->writing_ = false;
+                        self->waiting_ = Wait::none;
+                        self->queued_bytes_ -= data->size();
+                        self->server_->stream_bytes -= data->size();
                         if (ec) {
-                          self->gone_ = true;
-                          if (auto hook = std::exchange(self->gone_hook_, {})) hook();
+                          self->clientGone();
                           return self->close();
                         }
                         self->flushQueue();
@@ -637,6 +731,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   Wait waiting_ = Wait::none;
   Clock::time_point deadline_{};
   std::function<void()> gone_hook_;
+  std::function<void()> drained_hook_; // a stream's writer waiting for room
   std::deque<std::string> queue_; // raw bytes of a streamed response
   bool writing_ = false;
   bool streaming_ = false;
@@ -661,23 +756,80 @@ void HttpServer::Impl::accept(typename Protocol::acceptor& acceptor) {
   acceptor.async_accept([self = shared_from_this(), &acceptor](boost::system::error_code ec,
                                                                typename Protocol::socket socket) {
     if (self->stopping || ec == asio::error::operation_aborted) return;
-    if (!ec) {
-      // Asio accepts without SOCK_CLOEXEC: no child may inherit a client.
-      ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
-      self->reap();
-      bool reject = self->sessions.size() >= static_cast<size_t>(self->limits.max_connections);
-      auto session = std::make_shared<Session<Protocol>>(std::move(socket), self);
-      (reject ? self->rejected : self->sessions).push_back(session);
-      session->start(reject);
-    } else {
-      spdlog::warn("accept failed: {}", ec.message());
-    }
+    if (ec) return self->acceptFailed<Protocol>(acceptor, ec);
+    // Asio accepts without SOCK_CLOEXEC: no child may inherit a client.
+    ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
+    self->reap();
+    bool reject = self->sessions.size() >= static_cast<size_t>(self->limits.max_connections);
+    auto session = std::make_shared<Session<Protocol>>(std::move(socket), self);
+    (reject ? self->rejected : self->sessions).push_back(session);
+    session->start(reject);
     self->accept<Protocol>(acceptor);
   });
 }
 
-HttpServer::HttpServer(asio::io_context& io, config::Limits limits, Handler handler)
-    : impl_(std::make_shared<Impl>(io, limits, std::move(handler))) {}
+template <class Protocol>
+void HttpServer::Impl::acceptFailed(typename Protocol::acceptor& acceptor, const boost::system::error_code& ec) {
+  ++accept_errors;
+  auto now = Clock::now();
+  if (now >= next_accept_log) {
+    if (accept_errors_unlogged == 0)
+      spdlog::warn("accept failed: {}; retrying every {} ms (reported at most every {} s)", ec.message(),
+                   kAcceptBackoff.count(), kAcceptLogInterval.count());
+    else
+      spdlog::warn("accept failed: {} ({} more failures since the last report)", ec.message(),
+                   accept_errors_unlogged);
+    accept_errors_unlogged = 0;
+    next_accept_log = now + kAcceptLogInterval;
+  } else {
+    ++accept_errors_unlogged;
+  }
+  // A connection reset before it was accepted: nothing to wait for.
+  if (ec == asio::error::connection_aborted) return accept<Protocol>(acceptor);
+  auto timer = std::make_shared<asio::steady_timer>(io, kAcceptBackoff);
+  timer->async_wait([self = shared_from_this(), &acceptor, timer](const boost::system::error_code& e) {
+    if (e || self->stopping) return;
+    self->accept<Protocol>(acceptor);
+  });
+}
+
+namespace {
+
+// A socket file left behind by a killed daemon is removed; one that still
+// accepts connections belongs to a running daemon (maybe with another
+// state_dir, so the state-dir lock does not see it) and is left alone:
+// throws. Anything else at the path is left for bind() to refuse.
+void refuseLiveSocket(const config::ListenAddress& address) {
+  struct stat st {};
+  if (::lstat(address.path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return;
+  sockaddr_un sun{};
+  sun.sun_family = AF_UNIX;
+  if (address.path.size() >= sizeof sun.sun_path) return; // bind() names the problem
+  std::memcpy(sun.sun_path, address.path.c_str(), address.path.size() + 1);
+  // Non-blocking: a live daemon with a full backlog answers EAGAIN instead of
+  // blocking the start-up.
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) throw std::runtime_error("cannot listen on " + address.text + ": " + std::strerror(errno));
+  int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&sun), sizeof sun);
+  int error = errno;
+  ::close(fd);
+  if (rc == 0)
+    throw std::runtime_error("cannot listen on " + address.text +
+                             ": another process is listening on it (another hwfarmd?); not taking it over");
+  // ECONNREFUSED: nobody listens, the file is stale. EAGAIN: the listener's
+  // backlog is full, so it is alive.
+  if (error == EAGAIN)
+    throw std::runtime_error("cannot listen on " + address.text +
+                             ": another process is listening on it (another hwfarmd?); not taking it over");
+  if (error == ECONNREFUSED) ::unlink(address.path.c_str());
+}
+
+} // namespace
+
+HttpServer::HttpServer(asio::io_context& io, config::Limits limits, Handler handler, size_t own_descriptors)
+    : impl_(std::make_shared<Impl>(io, std::move(handler), own_descriptors)) {
+  impl_->applyLimits(limits, true);
+}
 
 HttpServer::~HttpServer() {
   stop();
@@ -687,10 +839,7 @@ HttpServer::~HttpServer() {
 std::string HttpServer::listen(const config::ListenAddress& address) {
   boost::system::error_code ec;
   if (address.kind == config::ListenAddress::Kind::unix_socket) {
-    struct stat st {};
-    // A socket left behind by a killed daemon; the state-dir lock already
-    // guarantees no other hwfarmd of this config is running.
-    if (lstat(address.path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(address.path.c_str());
+    refuseLiveSocket(address);
     auto acceptor = std::make_unique<local::acceptor>(impl_->io);
     acceptor->open(local(), ec);
     if (!ec) ::fcntl(acceptor->native_handle(), F_SETFD, FD_CLOEXEC); // Asio opens without SOCK_CLOEXEC
@@ -738,7 +887,18 @@ void HttpServer::stop(std::function<void()> drained) {
   if (impl_->live == 0 && impl_->on_drained) asio::post(impl_->io, std::exchange(impl_->on_drained, {}));
 }
 
-void HttpServer::setLimits(const config::Limits& limits) { impl_->limits = limits; }
+void HttpServer::setLimits(const config::Limits& limits) { impl_->applyLimits(limits, false); }
+
+ServerStats HttpServer::stats() const {
+  impl_->reap();
+  ServerStats s;
+  s.connections = impl_->sessions.size();
+  s.streams = impl_->streams;
+  s.stream_bytes_queued = impl_->stream_bytes;
+  s.accept_errors = impl_->accept_errors;
+  s.max_connections = impl_->limits.max_connections;
+  return s;
+}
 
 void HttpServer::setBodyPolicy(BodyPolicy policy) { impl_->body_policy = std::move(policy); }
 

@@ -1,5 +1,6 @@
 #include "daemon/cli/http_client.h"
 
+#include <csignal>
 #include <optional>
 
 #include <boost/asio.hpp>
@@ -110,10 +111,22 @@ HttpResult HttpClient::request(const std::string& method, const std::string& tar
 
 namespace {
 
+// Cancels the stop-signal wait when the exchange ends, however it ends, so
+// that io.run() returns.
+struct SignalWaitEnd {
+  asio::signal_set* signals;
+  ~SignalWaitEnd() {
+    boost::system::error_code ignored;
+    if (signals) signals->cancel(ignored);
+  }
+};
+
 template <class Stream, class Endpoint>
 asio::awaitable<HttpResult> streamExchange(Stream& stream, Endpoint endpoint, std::string host, std::string target,
                                            std::string token, std::chrono::milliseconds connect_timeout,
-                                           const std::function<void(const std::string&)>* on_data) {
+                                           const std::function<void(const std::string&)>* on_data,
+                                           asio::signal_set* signals) {
+  SignalWaitEnd signal_wait_end{signals};
   stream.expires_after(connect_timeout);
   co_await stream.async_connect(endpoint, asio::use_awaitable);
   stream.expires_never();
@@ -131,7 +144,9 @@ asio::awaitable<HttpResult> streamExchange(Stream& stream, Endpoint endpoint, st
     char chunk[8192];
     parser.get().body().data = chunk;
     parser.get().body().size = sizeof chunk;
-    auto [ec, n] = co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+    // read_some, not read: a console prints a line at a time, and each must
+    // reach on_data when it arrives, not once 8 KiB have gathered.
+    auto [ec, n] = co_await http::async_read_some(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
     if (ec && ec != http::error::need_buffer) throw boost::system::system_error(ec);
     std::string piece(chunk, sizeof chunk - parser.get().body().size);
     if (parser.get().result_int() >= 300) error_body += piece;
@@ -143,24 +158,41 @@ asio::awaitable<HttpResult> streamExchange(Stream& stream, Endpoint endpoint, st
 } // namespace
 
 int HttpClient::stream(const std::string& target, const std::string& token,
-                       const std::function<void(const std::string&)>& on_data, std::string* error_body) const {
+                       const std::function<void(const std::string&)>& on_data, std::string* error_body,
+                       int* stopped_by) const {
   asio::io_context io;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
+  // SIGINT/SIGTERM end the stream like its end: what arrived is with on_data.
+  std::optional<asio::signal_set> signals;
+  std::function<void()> cancel;
+  if (stopped_by) {
+    *stopped_by = 0;
+    signals.emplace(io, SIGINT, SIGTERM);
+    signals->async_wait([&](const boost::system::error_code& ec, int signal) {
+      if (ec) return;
+      *stopped_by = signal;
+      if (cancel) cancel();
+    });
+  }
   try {
     HttpResult r;
     if (!unix_path_.empty()) {
       beast::basic_stream<asio::local::stream_protocol> s(io);
+      cancel = [&s] { s.cancel(); };
       r = runToCompletion(io, streamExchange(s, asio::local::stream_protocol::endpoint(unix_path_), "", target, token,
-                                             timeout, &on_data));
+                                             timeout, &on_data, signals ? &*signals : nullptr));
     } else {
       asio::ip::tcp::resolver resolver(io);
       auto endpoints = resolver.resolve(host_, port_);
       beast::tcp_stream s(io);
-      r = runToCompletion(io, streamExchange(s, endpoints, host_, target, token, timeout, &on_data));
+      cancel = [&s] { s.cancel(); };
+      r = runToCompletion(io, streamExchange(s, endpoints, host_, target, token, timeout, &on_data,
+                                             signals ? &*signals : nullptr));
     }
     if (r.status >= 300) *error_body = r.body;
     return r.status;
   } catch (const boost::system::system_error& e) {
+    if (stopped_by && *stopped_by) return 0;
     std::string where = unix_path_.empty() ? host_ + ":" + port_ : "unix:" + unix_path_;
     throw Unreachable("cannot reach hwfarmd at " + where + ": " + e.code().message());
   }

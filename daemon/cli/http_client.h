@@ -34,8 +34,11 @@ class HttpClient {
   // as it comes, until the server ends it. Returns the status; throws
   // Unreachable on transport errors.
   // An error answer's body goes to `error_body` instead.
+  // With `stopped_by`, SIGINT and SIGTERM end the stream early: it returns 0
+  // and sets *stopped_by to the signal (0 when the stream ended by itself).
   int stream(const std::string& target, const std::string& token,
-             const std::function<void(const std::string&)>& on_data, std::string* error_body) const;
+             const std::function<void(const std::string&)>& on_data, std::string* error_body,
+             int* stopped_by = nullptr) const;
 
  private:
   std::string host_;

@@ -240,9 +240,14 @@ int consoleCommand(Session& s, const std::vector<std::string>& p) {
   }
   try {
     std::string error_body;
+    int signal = 0;
+    // Each piece is flushed as it arrives, so a file or pipe has every line
+    // received when the stream is stopped (timeout, Ctrl-C, a killed stage).
     int status = HttpClient(s.url, 30).stream("/v1/leases/" + p[0] + "/boards/" + p[1] + "/console", s.token,
                                                [&](const std::string& data) { s.out << data << std::flush; },
-                                               &error_body);
+                                               &error_body, &signal);
+    s.out << std::flush;
+    if (signal) return 128 + signal; // as if the signal had ended the process
     if (status < 300) return kOk;
     boost::system::error_code ec;
     json::value body = json::parse(error_body, ec);
