@@ -478,7 +478,7 @@ void BoardService::leaseEnded(const lease::Lease& lease) {
   // reset below), the store goes; the logs beside it stay for pruning.
   auto remover = std::make_shared<ImageStoreRemover>(imageDir(lease.id));
   for (const auto& lb : lease.boards) asio::post(impl_->strandOf(lb.name), [remover] {});
-  if (lease.boards.empty()) asio::post(impl_->pool, [remover] {});
+  if (lease.boards.empty()) asio::post(impl_->maintenance, [remover] {});
   for (const auto& lb : lease.boards) {
     auto it = impl_->consoles.find(lb.name);
     if (it != impl_->consoles.end() && it->second.lease_id == lease.id) {
@@ -536,7 +536,7 @@ void BoardService::removeImageStores(std::set<std::string> ended) {
   for (const auto& id : ended)
     if (std::error_code ec; std::filesystem::exists(imageDir(id), ec)) dirs.push_back(imageDir(id));
   if (dirs.empty()) return;
-  asio::post(impl_->pool, [dirs = std::move(dirs)] {
+  asio::post(impl_->maintenance, [dirs = std::move(dirs)] {
     for (const auto& dir : dirs) ImageStoreRemover remove(dir);
   });
 }

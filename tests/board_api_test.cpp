@@ -25,6 +25,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// These tests flash the test firmware by its path on the server.
+const std::string kFirmwareRoot = "image_roots = [\"" HWFARM_FIRMWARE_DIR "\"]\n";
+
 std::string firmware(const std::string& variant) {
   return std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf";
 }
@@ -229,7 +232,7 @@ TEST_CASE("issue 9: hwfarmd's children inherit none of its descriptors") {
   TempDir dir;
   const std::string list_fds = R"x(["/bin/sh", "-c", "echo fds $(ls /proc/self/fd)"])x";
   std::string qemu = script(dir, "qemu-fds", "echo fds $(ls /proc/self/fd) >&2\nexec qemu-system-arm \"$@\"\n");
-  std::string config = qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") +
+  std::string config = qemuFleet(dir.file("state"), 0, kFirmwareRoot + "[leases]\nrecovery_s = 0\n") +
                        "  [[worker.board]]\n  name = \"sim-0\"\n  type = \"mps2-an385\"\n  driver = \"qemu\"\n"
                        "  qemu = { binary = \"" + qemu + "\" }\n" + toolBoard(dir, "tool-1", list_fds, list_fds);
   RunningDaemon d(dir, config);
@@ -279,7 +282,7 @@ TEST_CASE("issue 9: the event loop answers while a simulated board powers on slo
   std::string qemu = script(dir, "qemu-slow",
                             "touch " + sock_dir + "/started\nwhile [ ! -e " + sock_dir +
                                 "/go ]; do sleep 0.02; done\nexec qemu-system-arm \"$@\"\n");
-  std::string config = qemuFleet(dir.file("state"), 0) +
+  std::string config = qemuFleet(dir.file("state"), 0, kFirmwareRoot) +
                        "  [[worker.board]]\n  name = \"sim-0\"\n  type = \"mps2-an385\"\n  driver = \"qemu\"\n"
                        "  qemu = { binary = \"" + qemu + "\" }\n";
   RunningDaemon d(dir, config);
@@ -318,7 +321,7 @@ TEST_CASE("issue 9: two slow flashes do not hold up a third board") {
            dir.file("release") + R"( ]; do sleep 0.02; done"])";
   };
   const std::string quick = R"(["/bin/true"])";
-  std::string config = qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") +
+  std::string config = qemuFleet(dir.file("state"), 0, kFirmwareRoot + "[leases]\nrecovery_s = 0\n") +
                        toolBoard(dir, "tool-1", slow("tool-1"), quick) +
                        toolBoard(dir, "tool-2", slow("tool-2"), quick) + toolBoard(dir, "tool-3", quick, quick);
   RunningDaemon d(dir, config);
@@ -367,7 +370,7 @@ TEST_CASE("issue 9: a flasher orphaned by kill -9 does not keep hwfarmd's port")
   // Given a flash whose tool runs on (and records its pid),
   std::string pidfile = dir.file("flasher.pid");
   std::string flasher = R"(["/bin/sh", "-c", "echo $$ > )" + pidfile + R"(; exec sleep 60"])";
-  std::string config = qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") +
+  std::string config = qemuFleet(dir.file("state"), 0, kFirmwareRoot + "[leases]\nrecovery_s = 0\n") +
                        toolBoard(dir, "tool-1", flasher, R"(["/bin/true"])");
   config.replace(config.find("127.0.0.1:0"), 11, "127.0.0.1:" + port);
   RunningDaemon d(dir, config);
@@ -401,7 +404,7 @@ TEST_CASE("issue 9: a flasher orphaned by kill -9 does not keep hwfarmd's port")
 
 TEST_CASE("issue 9: a firmware that locks up in a semihosting call leaves the board reusable") {
   TempDir dir;
-  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1, kFirmwareRoot));
   // Given a firmware that ends with the old semihosting exit, which is now a
   // HardFault that locks the core up,
   auto first = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", 201);

@@ -151,7 +151,7 @@ size_t openDescriptors(pid_t pid) {
 // The fake board (tests/fakes/fake_board.cpp) behind a pty as the only board.
 std::string fakeFleet(const TempDir& dir, const std::string& limits = "") {
   std::string sock = dir.file("fake.sock"), link = dir.file("ttyFAKE0");
-  return qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n" + (limits.empty() ? "" : "[limits]\n" + limits)) +
+  return qemuFleet(dir.file("state"), 0, "image_roots = [\"" + dir.path() + "\"]\n[leases]\nrecovery_s = 0\n" + (limits.empty() ? "" : "[limits]\n" + limits)) +
          "  [[worker.board]]\n  name = \"fake-1\"\n  type = \"fake\"\n"
          "  usb = { vendor = \"1209\", product = \"0001\", serial = \"FAKE0001\" }\n"
          "  serial = { port = \"" + link + "\" }\n"
@@ -177,7 +177,7 @@ struct ChattyBoard {
     std::string pad(80, 'x');
     for (int i = 0; i < lines; ++i)
       image += "line " + std::to_string(i) + " " + pad + (i + 1 == lines ? " end" : "") + "\n";
-    std::string path = dir.write("image.txt", image);
+    std::string path = dir.write("image.bin", image);
     base = "/v1/leases/" + id + "/boards/fake-1/";
     REQUIRE(d.request("POST", base + "flash", "{\"image\":\"" + path + "\"}").status == 200);
     REQUIRE(d.request("POST", base + "power", R"({"action":"on"})").status == 200);
@@ -311,7 +311,7 @@ TEST_CASE("issue 9: a console backlog larger than the stream cap streams fully t
     if (std::stoi(got.substr(at + 7, 8)) != expected) FAIL("line " << got.substr(at, 20) << " where " << expected << " belongs");
   REQUIRE(expected == 60000);
   // Live lines follow the backlog.
-  std::string image = dir.write("live.txt", "live 0\nlive 1\nlive 2 end\n");
+  std::string image = dir.write("live.bin", "live 0\nlive 1\nlive 2 end\n");
   REQUIRE(d.request("POST", b.base + "flash", "{\"image\":\"" + image + "\"}").status == 200);
   REQUIRE(d.request("POST", b.base + "power", R"({"action":"cycle"})").status == 200);
   std::string live = dechunk(reader.readUntil("live 2 end\n"));
