@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include <boost/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "daemon/api/json_codec.h"
 #include "daemon/api/json_writer.h"
@@ -125,7 +126,14 @@ void Router::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
   call.target = parseTarget(request.target);
   call.request = std::move(request);
   call.respond = Reply(std::move(exchange), &responses_);
-  route(call);
+  // A handler that throws (a filesystem or database call on a full or
+  // read-only disk) fails its request, not the daemon.
+  try {
+    route(call);
+  } catch (const std::exception& e) {
+    spdlog::error("{} {} failed: {}", call.request.method, call.target.path, e.what());
+    call.respond(jsonError(500, "internal_error", e.what()));
+  }
 }
 
 void Router::route(Call& c) {
@@ -253,7 +261,9 @@ void Router::boardAction(Call& c, const std::string& name, const std::string& ac
   auto done = [this, respond, name](lease::OpResult r) {
     if (r.status == lease::OpStatus::not_found) return respond(jsonError(404, "not_found", r.detail));
     if (r.status != lease::OpStatus::ok) return respond(jsonError(409, "conflict", r.detail));
+    // A reload may have removed the board while the change was committed.
     const lease::Board* b = leases_.scheduler().board(name);
+    if (!b) return respond(jsonError(404, "not_found", "board " + name + " was removed from the configuration"));
     respond(ok(json::object{{"name", name}, {"state", lease::toString(b->state)}, {"reason", b->reason}}));
   };
   if (action == "maintenance") {
