@@ -252,3 +252,51 @@ TEST_CASE("issue 9: an unusable lease or board directory fails the request with 
   release(d, id);
   leaseAndReleaseSeveralTimes(d, 3);
 }
+
+namespace {
+
+// Starts hwfarmd with the fault injector; the log of a start that failed.
+std::string failedStart(const TempDir& dir, const std::string& config, const std::map<std::string, std::string>& env) {
+  std::map<std::string, std::string> e = env;
+  e["LD_PRELOAD"] = FAILSYNC_PATH;
+  try {
+    RunningDaemon d(dir, config, e);
+  } catch (const std::runtime_error& error) {
+    return error.what();
+  }
+  FAIL("hwfarmd started");
+  return "";
+}
+
+} // namespace
+
+// Issue 9, item 14: return values of chmod, EVP_Digest and
+// libusb_hotplug_register_callback were ignored.
+TEST_CASE("issue 9: a chmod that fails stops start-up, naming its path") {
+  TempDir dir;
+  std::string state = dir.file("state");
+  std::string log = failedStart(dir, qemuFleet(state, 1), {{"HWFARM_FAIL_CHMOD", state}});
+  CHECK(log.find("cannot chmod 0750 state directory " + state + ": Operation not permitted") != std::string::npos);
+
+  std::string sock = dir.file("api.sock");
+  std::string config = std::regex_replace(qemuFleet(state, 1), std::regex("listen = \"127.0.0.1:0\""),
+                                          "listen = [\"127.0.0.1:0\", \"unix:" + sock + "\"]");
+  log = failedStart(dir, config, {{"HWFARM_FAIL_CHMOD", sock}});
+  CHECK(log.find("cannot listen on unix:" + sock + ": chmod 0660 " + sock + ": Operation not permitted") !=
+        std::string::npos);
+}
+
+TEST_CASE("issue 9: a failed SHA-256 is an error, not an empty hash") {
+  TempDir dir;
+  std::string log = failedStart(dir, qemuFleet(dir.file("state"), 1), {{"HWFARM_FAIL_DIGEST", "1"}});
+  CHECK(log.find("fatal: SHA-256 failed (OpenSSL EVP_Digest)") != std::string::npos);
+}
+
+TEST_CASE("issue 9: USB discovery whose hotplug registration fails says so") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1), {{"LD_PRELOAD", FAILSYNC_PATH}, {"HWFARM_FAIL_HOTPLUG", "1"}});
+  CHECK(d.log().find("USB discovery unavailable (libusb_hotplug_register_callback failed: "
+                     "LIBUSB_ERROR_NOT_SUPPORTED): boards with serial.port = \"auto\" stay offline") !=
+        std::string::npos);
+  REQUIRE(d.get("/v1/healthz").status == 200);
+}

@@ -122,13 +122,13 @@ struct Router::Call {
 
 void Router::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
   Call call;
-  call.principal = auth_.authenticate(request.authorization, request.local_peer);
   call.target = parseTarget(request.target);
   call.request = std::move(request);
   call.respond = Reply(std::move(exchange), &responses_);
   // A handler that throws (a filesystem or database call on a full or
-  // read-only disk) fails its request, not the daemon.
+  // read-only disk, a failed digest) fails its request, not the daemon.
   try {
+    call.principal = auth_.authenticate(call.request.authorization, call.request.local_peer);
     route(call);
   } catch (const std::exception& e) {
     spdlog::error("{} {} failed: {}", call.request.method, call.target.path, e.what());
