@@ -71,11 +71,10 @@ Status QemuBoard::powerOn(std::string* console) {
     if (::getppid() != parent) ::_exit(1);
     int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int in = ::open("/dev/null", O_RDONLY);
-    if (out >= 0) {
-      ::dup2(out, 1);
-      ::dup2(out, 2);
-    }
-    if (in >= 0) ::dup2(in, 0);
+    // Without its log (a full disk) QEMU writes where hwfarmd does; a
+    // redirection that fails half-way does not run at all.
+    if (out >= 0 && (::dup2(out, 1) < 0 || ::dup2(out, 2) < 0)) ::_exit(126);
+    if (in >= 0 && ::dup2(in, 0) < 0) ::_exit(126);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);

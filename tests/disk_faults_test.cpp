@@ -300,3 +300,36 @@ TEST_CASE("issue 9: USB discovery whose hotplug registration fails says so") {
         std::string::npos);
   REQUIRE(d.get("/v1/healthz").status == 200);
 }
+
+// Issue 9, item 13: on a full disk every restart failed with "database or
+// disk is full", naming no file.
+TEST_CASE("issue 9: a restart on a disk that is full names the database") {
+  TempDir dir;
+  SmallDisk disk(dir.file("state"), "2m");
+  std::string config = qemuFleet(disk.dir, 1);
+  {
+    RunningDaemon d(dir, config);
+    for (int i = 0; i < 5; ++i) {
+      auto r = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", "");
+      REQUIRE(r.status == 201);
+      release(d, std::string(json::parse(r.body).at("id").as_string()));
+    }
+  }
+  // Given a disk filled to the last block by something else,
+  {
+    std::ofstream filler(disk.dir + "/filler", std::ios::binary);
+    std::string block(4096, 'f');
+    while (filler.write(block.data(), block.size()) && filler.flush()) {
+    }
+  }
+  // the start either succeeds or fails naming the database.
+  try {
+    RunningDaemon d(dir, config);
+    REQUIRE(d.get("/v1/healthz").status == 200);
+  } catch (const std::runtime_error& e) {
+    std::string log = e.what();
+    INFO(log);
+    CHECK(log.find("database " + disk.dir + "/hwfarm.db: ") != std::string::npos);
+    CHECK(log.find("disk is full") != std::string::npos);
+  }
+}
