@@ -288,8 +288,27 @@ TEST_CASE("issue 9: a chmod that fails stops start-up, naming its path") {
 
 TEST_CASE("issue 9: a failed SHA-256 is an error, not an empty hash") {
   TempDir dir;
-  std::string log = failedStart(dir, qemuFleet(dir.file("state"), 1), {{"HWFARM_FAIL_DIGEST", "1"}});
+  std::string trigger = dir.write("digest-fails", "");
+  std::string log = failedStart(dir, qemuFleet(dir.file("state"), 1), {{"HWFARM_FAIL_DIGEST", trigger}});
   CHECK(log.find("fatal: SHA-256 failed (OpenSSL EVP_Digest)") != std::string::npos);
+}
+
+// Issue 9, item 14: an exception escaping a handler ended the daemon.
+TEST_CASE("issue 9: a handler that throws answers 500, is logged, and the daemon serves on") {
+  TempDir dir;
+  std::string trigger = dir.file("digest-fails");
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1), {{"LD_PRELOAD", FAILSYNC_PATH}, {"HWFARM_FAIL_DIGEST", trigger}});
+  // Given authentication failing inside the handler (a token's digest),
+  std::ofstream(trigger) << "";
+  auto r = d.request("GET", "/v1/boards", "", "some-token");
+  // the request gets a 500 saying why,
+  CHECK(r.status == 500);
+  CHECK(json::parse(r.body) ==
+        json::parse(R"J({"error":"internal_error","detail":"SHA-256 failed (OpenSSL EVP_Digest)"})J"));
+  CHECK(d.log().find("GET /v1/boards failed: SHA-256 failed (OpenSSL EVP_Digest)") != std::string::npos);
+  // and the daemon serves the next one.
+  std::filesystem::remove(trigger);
+  REQUIRE(d.get("/v1/boards").status == 200);
 }
 
 TEST_CASE("issue 9: USB discovery whose hotplug registration fails says so") {

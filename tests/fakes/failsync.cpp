@@ -5,7 +5,8 @@
 //                             exists, as a disk failing under hwfarmd would
 //                             make them.
 //   HWFARM_FAIL_CHMOD=PATH    chmod(PATH, ...) fails with EPERM.
-//   HWFARM_FAIL_DIGEST=1      OpenSSL's EVP_Digest() fails (returns 0).
+//   HWFARM_FAIL_DIGEST=FILE   OpenSSL's EVP_Digest() fails (returns 0) while
+//                             FILE exists.
 //   HWFARM_FAIL_HOTPLUG=1     libusb_hotplug_register_callback() fails with
 //                             LIBUSB_ERROR_NOT_SUPPORTED.
 #include <dlfcn.h>
@@ -18,10 +19,12 @@
 
 namespace {
 
-bool failing() {
-  const char* trigger = std::getenv("HWFARM_FAILSYNC");
+bool triggered(const char* variable) {
+  const char* trigger = std::getenv(variable);
   return trigger && ::access(trigger, F_OK) == 0;
 }
+
+bool failing() { return triggered("HWFARM_FAILSYNC"); }
 
 bool set(const char* name) {
   const char* v = std::getenv(name);
@@ -60,7 +63,7 @@ extern "C" int chmod(const char* path, mode_t mode) {
 // OpenSSL's and libusb's types stay opaque here: the injector links neither.
 extern "C" int EVP_Digest(const void* data, size_t count, unsigned char* md, unsigned int* size, const void* type,
                           void* engine) {
-  if (set("HWFARM_FAIL_DIGEST")) return 0;
+  if (triggered("HWFARM_FAIL_DIGEST")) return 0;
   using Fn = int (*)(const void*, size_t, unsigned char*, unsigned int*, const void*, void*);
   return real<Fn>("EVP_Digest")(data, count, md, size, type, engine);
 }
