@@ -2,6 +2,10 @@
 // (issue 9, item 14): answers that arrive after a reload changed the fleet.
 #include <catch2/catch.hpp>
 
+#include <poll.h>
+#include <pty.h>
+#include <unistd.h>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>
 #include <filesystem>
@@ -107,4 +111,50 @@ TEST_CASE("issue 9: maintenance and resume answer after a reload removed their b
   // The daemon's parts still serve.
   auto boards = d.send("GET", "/v1/boards");
   REQUIRE(boards->response->status == 200);
+}
+
+// Issue 9, item 14: a console line read before its lease ended but handed
+// out after it reached BoardService's line handler, which did
+// consoles[name] on the erased console: a null log.
+TEST_CASE("issue 9: a console line that arrives as its lease ends is dropped, not a crash") {
+  test::TempDir dir;
+  int master = -1, slave = -1;
+  char name[256];
+  REQUIRE(::openpty(&master, &slave, name, nullptr, nullptr) == 0);
+  std::string text = test::qemuFleet(dir.file("state"), 0) +
+                     "  [[worker.board]]\n  name = \"tty-1\"\n  type = \"t\"\n"
+                     "  usb = { vendor = \"1209\", product = \"0001\", serial = \"T1\" }\n"
+                     "  serial = { port = \"" + std::string(name) + "\" }\n  power = { driver = \"none\" }\n";
+  auto parsed = config::parseFleetConfig(text, "fleet.toml");
+  REQUIRE(parsed.ok());
+  std::filesystem::create_directories(dir.file("state"));
+  boost::asio::io_context io;
+  BoardService boards(io, *parsed.config, [](const std::string&) { return std::string(); });
+  lease::Lease l;
+  l.id = "L1";
+  l.boards = {{"tty-1", false, 0}};
+  // Given output waiting on the console when it is opened (the first read
+  // completes at once and its handler is queued),
+  std::string line = "late line\n";
+  REQUIRE(::write(master, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+  pollfd p{slave, POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 5000) == 1);
+  std::vector<std::string> got;
+  std::string error;
+  std::function<void()> cancel;
+  bool ended = false;
+  BoardService::Reader reader{[&](const std::string& t) {
+                                got.push_back(t);
+                                return true;
+                              },
+                              [&] { ended = true; }};
+  REQUIRE(boards.readConsole(l, "tty-1", reader, &error, &cancel));
+  // when the lease ends before the loop runs that handler,
+  boards.leaseEnded(l);
+  io.run_for(200ms);
+  // the line goes nowhere and the reader was ended.
+  CHECK(ended);
+  CHECK(got.empty());
+  ::close(master);
+  ::close(slave);
 }
