@@ -132,6 +132,7 @@ class Statement {
 
 // A selector's labels as a JSON array of strings: any text survives.
 std::string encodeLabels(const std::vector<std::string>& labels) {
+  if (labels.empty()) return "[]"; // most requests name a type only
   boost::json::array a;
   for (const auto& l : labels) a.emplace_back(l);
   return boost::json::serialize(a);
@@ -139,6 +140,7 @@ std::string encodeLabels(const std::vector<std::string>& labels) {
 
 std::vector<std::string> decodeLabels(const std::string& text) {
   std::vector<std::string> out;
+  if (text == "[]") return out;
   boost::system::error_code ec;
   boost::json::value v = boost::json::parse(text, ec);
   if (ec || !v.is_array()) throw std::runtime_error("sel_labels is not a JSON array: " + text.substr(0, 80));
