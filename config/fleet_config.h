@@ -46,6 +46,12 @@ struct Limits {
   double max_wait_s = 6 * 3600;
   int64_t max_queue = 10000;
   int64_t max_count = 64;
+  // Console capture (docs/configuration.md "[limits]"): bytes the console
+  // logs of one lease, and of all leases together, may hold on disk, and
+  // the free space console logs leave on the state dir's filesystem.
+  int64_t console_log_bytes_per_lease = 64 * 1024 * 1024;
+  int64_t console_log_bytes_total = 1024 * 1024 * 1024;
+  int64_t disk_reserve_bytes = 64 * 1024 * 1024;
 };
 
 struct AgentConfig {

@@ -226,7 +226,22 @@ class FleetParser {
     if (auto v = r.number("max_wait_s", 0, 7 * 86400, false)) l.max_wait_s = *v;
     if (auto v = r.integer("max_queue", 1, 10000000)) l.max_queue = *v;
     if (auto v = r.integer("max_count", 1, 100000)) l.max_count = *v;
+    parseConsoleLimits(r, table, l);
     r.finish();
+  }
+
+  void parseConsoleLimits(TableReader& r, const toml::table& table, Limits& l) {
+    constexpr int64_t kTiB = int64_t{1} << 40;
+    if (auto v = r.integer("console_log_bytes_per_lease", 4096, kTiB)) l.console_log_bytes_per_lease = *v;
+    if (auto v = r.integer("console_log_bytes_total", 4096, 64 * kTiB)) l.console_log_bytes_total = *v;
+    if (auto v = r.integer("disk_reserve_bytes", 0, kTiB)) l.disk_reserve_bytes = *v;
+    if (l.console_log_bytes_per_lease <= l.console_log_bytes_total) return;
+    if (table.get("console_log_bytes_per_lease"))
+      r.error("console_log_bytes_per_lease",
+              "must not exceed limits.console_log_bytes_total (" + std::to_string(l.console_log_bytes_total) + ")");
+    else
+      r.error("console_log_bytes_total", "must be at least limits.console_log_bytes_per_lease (" +
+                                             std::to_string(l.console_log_bytes_per_lease) + ")");
   }
 
   void parseLeases(const toml::table& table) {

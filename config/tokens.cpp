@@ -42,7 +42,10 @@ void appendHex(std::string& out, const unsigned char* data, size_t size) {
 std::string sha256Hex(const std::string& data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
-  EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr);
+  // A failed digest must not pass as the hash "" (every token would be refused,
+  // or worse, compared against an empty hash).
+  if (EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr) != 1 || length == 0)
+    throw std::runtime_error("SHA-256 failed (OpenSSL EVP_Digest)");
   std::string out;
   appendHex(out, digest, length);
   return out;

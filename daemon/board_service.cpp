@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -105,6 +106,37 @@ struct ConsoleStream {
   }
 };
 
+
+bool isConsoleLog(const std::filesystem::path& file) {
+  std::string name = file.filename().string();
+  auto ends = [&](const std::string& tail) {
+    return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  return ends(".log") || ends(".log.1");
+}
+
+// Bytes of console logs under `dir` (recursively); unreadable entries count 0.
+uint64_t consoleBytesUnder(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  uint64_t bytes = 0;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code e;
+    if (!it->is_regular_file(e) || !isConsoleLog(it->path())) continue;
+    uint64_t size = it->file_size(e);
+    if (!e) bytes += size;
+  }
+  return bytes;
+}
+
+// Creates `dir`; false with `error` naming it when it cannot be.
+bool makeDirectory(const std::string& dir, std::string* error) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (!ec) return true;
+  *error = "cannot create directory " + dir + ": " + ec.message();
+  return false;
+}
 } // namespace
 
 struct BoardService::Impl {
@@ -118,10 +150,13 @@ struct BoardService::Impl {
   Impl(asio::io_context& io_context, const config::FleetConfig& c, drivers::TtyResolver resolve)
       : io(io_context), maintenance(1), resolve_tty(std::move(resolve)) {
     configure(c);
+    total_quota->used = consoleBytesUnder(consolesDir());
   }
 
   void configure(const config::FleetConfig& c) {
     config = c;
+    total_quota->limit = static_cast<uint64_t>(c.limits.console_log_bytes_total);
+    for (auto& [id, quota] : lease_quotas) quota->limit = static_cast<uint64_t>(c.limits.console_log_bytes_per_lease);
     std::map<std::string, std::shared_ptr<drivers::Board>> next;
     std::map<std::string, config::BoardConfig> next_configs;
     for (const auto& w : c.workers)
@@ -138,7 +173,48 @@ struct BoardService::Impl {
     board_configs = std::move(next_configs);
   }
 
-  std::string leaseDir(const std::string& lease_id) const { return config.agent.state_dir + "/consoles/" + lease_id; }
+  std::string consolesDir() const { return config.agent.state_dir + "/consoles"; }
+  std::string leaseDir(const std::string& lease_id) const { return consolesDir() + "/" + lease_id; }
+
+  // The quota shared by the console logs of `lease_id`, counting what a
+  // restored lease already holds on disk.
+  std::shared_ptr<drivers::ConsoleQuota> leaseQuota(const std::string& lease_id) {
+    auto& quota = lease_quotas[lease_id];
+    if (!quota) {
+      quota = std::make_shared<drivers::ConsoleQuota>();
+      quota->name = "limits.console_log_bytes_per_lease";
+      quota->limit = static_cast<uint64_t>(config.limits.console_log_bytes_per_lease);
+      quota->used = consoleBytesUnder(leaseDir(lease_id));
+    }
+    return quota;
+  }
+
+  // Empty while the state dir's filesystem has more than
+  // limits.disk_reserve_bytes free: console logs stop before the database
+  // runs out of room.
+  std::string room() const {
+    struct statvfs fs {};
+    std::string dir = consolesDir();
+    if (::statvfs(dir.c_str(), &fs) != 0) return "cannot read the free space of " + dir + ": " + std::strerror(errno);
+    uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+    uint64_t reserve = static_cast<uint64_t>(config.limits.disk_reserve_bytes);
+    if (free >= reserve) return "";
+    return "only " + std::to_string(free) + " bytes free on " + dir + ", less than limits.disk_reserve_bytes (" +
+           std::to_string(reserve) + ")";
+  }
+
+  std::unique_ptr<drivers::ConsoleLog> openLog(const std::string& lease_id, const std::string& name) {
+    drivers::ConsoleLogLimits limits;
+    limits.max_file_bytes = kConsoleLogBytes;
+    limits.lease = leaseQuota(lease_id);
+    limits.total = total_quota;
+    limits.room = [this] { return room(); };
+    // Logged once per log, not per line; the log itself notes it too.
+    return std::make_unique<drivers::ConsoleLog>(leaseDir(lease_id) + "/" + name + ".log", std::move(limits),
+                                                 [name, lease_id](const std::string& why) {
+                                                   spdlog::warn("board {}, lease {}: {}", name, lease_id, why);
+                                                 });
+  }
 
   // Opens the board's console for `lease` if it is not open; false with
   // `error` when it cannot be.
@@ -146,6 +222,7 @@ struct BoardService::Impl {
     owner[name] = lease_id;
     Console& console = consoles[name];
     if (console.port && !console.port->closed() && console.lease_id == lease_id) return true;
+    if (!makeDirectory(leaseDir(lease_id), error)) return false;
     std::string why;
     std::string path = boards.at(name)->console(&why);
     if (path.empty() && refresh_consoles) {
@@ -162,14 +239,15 @@ struct BoardService::Impl {
     console.port = drivers::SerialPort::open(io, path, options, error);
     if (!console.port) return false;
     if (console.lease_id != lease_id || !console.log) {
-      std::filesystem::create_directories(leaseDir(lease_id));
-      console.log = std::make_unique<drivers::ConsoleLog>(leaseDir(lease_id) + "/" + name + ".log", kConsoleLogBytes);
+      console.log = openLog(lease_id, name);
       console.lease_id = lease_id;
     }
     console.log->note("console " + path + " opened");
     console.port->start(
         [this, name](const std::string& line) {
-          broadcast(name, consoles[name].log->stamped(line));
+          auto it = consoles.find(name);
+          if (it == consoles.end() || !it->second.log) return; // its lease ended
+          broadcast(name, it->second.log->stamped(line));
           stopAfterEnd(name, line);
         },
         [this, name](const std::string& reason) {
@@ -221,9 +299,17 @@ struct BoardService::Impl {
       done(drivers::Status::refusedBusy("board " + board + " is busy (" + it->second + " in progress)"), 0);
       return;
     }
-    asio::post(strandOf(board), [this, board, work = std::move(work), done = std::move(done)] {
+    asio::post(strandOf(board), [this, board, what, work = std::move(work), done = std::move(done)] {
       auto start = std::chrono::steady_clock::now();
-      drivers::Status status = work();
+      drivers::Status status;
+      // A throw on a pool thread would end the daemon (std::terminate): it
+      // is this operation's failure instead.
+      try {
+        status = work();
+      } catch (const std::exception& e) {
+        status = drivers::Status::failure(std::string(what) + " of board " + board + " failed: " + e.what());
+        spdlog::error("{}", status.message);
+      }
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       asio::post(io, [this, board, done, status, seconds] {
         busy.erase(board);
@@ -261,6 +347,10 @@ struct BoardService::Impl {
   // ends (most leases never touch the driver), and work that finishes after
   // its lease ended must not open the board again.
   std::map<std::string, std::string> owner;
+  // Console log quotas: all logs under consoles/, and each active lease's.
+  std::shared_ptr<drivers::ConsoleQuota> total_quota =
+      std::make_shared<drivers::ConsoleQuota>(drivers::ConsoleQuota{"limits.console_log_bytes_total", UINT64_MAX, 0});
+  std::map<std::string, std::shared_ptr<drivers::ConsoleQuota>> lease_quotas;
   std::function<void()> refresh_consoles;
   uint64_t next_reader = 1;
   // The image each board was last given to flash in its lease (a path in
@@ -325,7 +415,8 @@ std::string BoardService::powerLogPath(const std::string& lease_id, const std::s
 
 void BoardService::flash(const lease::Lease& lease, const std::string& name, const std::string& image, Done done) {
   std::shared_ptr<drivers::Board> board = impl_->boards.at(name);
-  std::filesystem::create_directories(impl_->leaseDir(lease.id));
+  std::string error;
+  if (!makeDirectory(impl_->leaseDir(lease.id), &error)) return done(drivers::Status::failure(error), 0);
   std::string log = flashLogPath(lease.id, name);
   impl_->owner[name] = lease.id;
   std::string ignored;
@@ -383,7 +474,8 @@ void BoardService::power(const lease::Lease& lease, const std::string& name, dri
     return;
   }
   std::shared_ptr<drivers::Board> board = impl_->boards.at(name);
-  std::filesystem::create_directories(impl_->leaseDir(lease.id));
+  std::string error;
+  if (!makeDirectory(impl_->leaseDir(lease.id), &error)) return done(drivers::Status::failure(error), 0);
   std::string log = powerLogPath(lease.id, name);
   Impl* impl = impl_.get();
   std::string lease_id = lease.id;
@@ -493,13 +585,25 @@ void BoardService::leaseEnded(const lease::Lease& lease) {
     auto board = impl_->boards.find(lb.name);
     if (board == impl_->boards.end()) continue;
     std::shared_ptr<drivers::Board> b = board->second;
-    asio::post(impl_->strandOf(lb.name), [b] { b->reset(); });
+    std::string name = lb.name;
+    asio::post(impl_->strandOf(lb.name), [b, name] {
+      try {
+        b->reset();
+      } catch (const std::exception& e) {
+        spdlog::error("reset of board {} failed: {}", name, e.what());
+      }
+    });
   }
+  // Its logs stay counted in the total until they are pruned.
+  impl_->lease_quotas.erase(lease.id);
 }
 
 namespace {
 
-size_t removeOldLogs(const std::string& root_dir, int64_t cutoff_unix_ms, const std::set<std::string>& active) {
+// Returns the directories removed; adds the console log bytes they held to
+// `freed`.
+size_t removeOldLogs(const std::string& root_dir, int64_t cutoff_unix_ms, const std::set<std::string>& active,
+                     uint64_t* freed) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path root = root_dir;
@@ -523,7 +627,11 @@ size_t removeOldLogs(const std::string& root_dir, int64_t cutoff_unix_ms, const 
       if (e || t >= cutoff) old = false;
     }
     if (!old || e) continue;
-    if (fs::remove_all(dir, e) > 0 && !e) ++removed;
+    uint64_t bytes = consoleBytesUnder(dir.string());
+    if (fs::remove_all(dir, e) > 0 && !e) {
+      ++removed;
+      *freed += bytes;
+    }
     else spdlog::warn("cannot remove old lease logs {}: {}", dir.string(), e.message());
   }
   return removed;
@@ -546,8 +654,18 @@ void BoardService::pruneLogs(int64_t cutoff_unix_ms, std::set<std::string> activ
   Impl* impl = impl_.get();
   std::string root = impl->config.agent.state_dir + "/consoles";
   asio::post(impl->maintenance, [impl, root, cutoff_unix_ms, active = std::move(active), done = std::move(done)] {
-    size_t removed = removeOldLogs(root, cutoff_unix_ms, active);
-    asio::post(impl->io, [done, removed] { done(removed); });
+    size_t removed = 0;
+    uint64_t freed = 0;
+    try {
+      removed = removeOldLogs(root, cutoff_unix_ms, active, &freed);
+    } catch (const std::exception& e) {
+      spdlog::error("pruning old lease logs in {} failed: {}", root, e.what());
+    }
+    asio::post(impl->io, [impl, done, removed, freed] {
+      auto& used = impl->total_quota->used;
+      used -= std::min(used, freed);
+      done(removed);
+    });
   });
 }
 

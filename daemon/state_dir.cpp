@@ -16,7 +16,9 @@ StateDirLock::StateDirLock(const std::string& path) : path_(path) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
   if (ec) throw std::runtime_error("cannot create state directory " + path + ": " + ec.message());
-  ::chmod(path.c_str(), 0750);
+  // Leases, consoles and the database are not for other local users.
+  if (::chmod(path.c_str(), 0750) != 0)
+    throw std::runtime_error("cannot chmod 0750 state directory " + path + ": " + std::strerror(errno));
   std::string lock = path + "/hwfarmd.lock";
   fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
   if (fd_ < 0) throw std::runtime_error("cannot open " + lock + ": " + std::strerror(errno));

@@ -8,6 +8,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cerrno>
 #include <cstring>
@@ -82,6 +83,7 @@ bool takeLock(const std::string& path, std::string* error) {
 
 struct SerialPort::Impl : std::enable_shared_from_this<SerialPort::Impl> {
   struct Expectation {
+    uint64_t id;
     std::regex pattern;
     std::shared_ptr<asio::steady_timer> timer;
     std::function<void(std::optional<std::string>)> done;
@@ -91,6 +93,8 @@ struct SerialPort::Impl : std::enable_shared_from_this<SerialPort::Impl> {
 
   void read() {
     stream.async_read_some(asio::buffer(buffer), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+      // Closed while this completion was queued: its data is not wanted.
+      if (self->is_closed) return;
       if (ec) return self->ended(ec == asio::error::eof ? "end of file" : ec.message());
       self->bytes += n;
       self->consume(std::string_view(self->buffer.data(), n));
@@ -155,7 +159,11 @@ struct SerialPort::Impl : std::enable_shared_from_this<SerialPort::Impl> {
   LineHandler on_line;
   ClosedHandler on_closed;
   ConsoleLog* log = nullptr;
+  // A deadline finds its expectation by id: once the line or the close has
+  // answered it, the entry is gone, even if the deadline's completion was
+  // already queued when its timer was cancelled.
   std::list<Expectation> expectations;
+  uint64_t next_expectation = 1;
 };
 
 std::unique_ptr<SerialPort> SerialPort::open(asio::io_context& io, const std::string& path,
@@ -236,14 +244,17 @@ void SerialPort::expect(const std::regex& pattern, std::chrono::milliseconds tim
                         std::function<void(std::optional<std::string>)> done) {
   if (impl_->is_closed) return done(std::nullopt);
   auto timer = std::make_shared<asio::steady_timer>(impl_->stream.get_executor());
-  impl_->expectations.push_back({pattern, timer, std::move(done)});
-  auto it = std::prev(impl_->expectations.end());
+  uint64_t id = impl_->next_expectation++;
+  impl_->expectations.push_back({id, pattern, timer, std::move(done)});
   timer->expires_after(timeout);
-  timer->async_wait([weak = std::weak_ptr<Impl>(impl_), it](boost::system::error_code ec) {
+  timer->async_wait([weak = std::weak_ptr<Impl>(impl_), id](boost::system::error_code ec) {
     auto self = weak.lock();
     if (ec || !self) return;
+    auto& list = self->expectations;
+    auto it = std::find_if(list.begin(), list.end(), [id](const Impl::Expectation& e) { return e.id == id; });
+    if (it == list.end()) return; // answered already
     auto done = std::move(it->done);
-    self->expectations.erase(it);
+    list.erase(it);
     done(std::nullopt);
   });
 }
@@ -255,7 +266,10 @@ void SerialPort::write(const std::string& data) {
 
 void SerialPort::close() {
   if (impl_->is_closed) return;
-  impl_->on_closed = nullptr; // closing on purpose is not news
+  // Closing on purpose is not news, and the owner wants no more lines: it
+  // may be gone once close() returns (a lease ended).
+  impl_->on_closed = nullptr;
+  impl_->on_line = nullptr;
   impl_->ended("closed by hwfarmd");
 }
 

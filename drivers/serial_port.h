@@ -50,6 +50,8 @@ class SerialPort {
               std::function<void(std::optional<std::string>)> done);
 
   void write(const std::string& data);
+  // Ends the port now. Neither `on_line` nor `on_closed` runs during or
+  // after it (not even for data already read); pending expects get nothing.
   void close();
   uint64_t bytesRead() const;
   bool closed() const;

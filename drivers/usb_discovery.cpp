@@ -1,12 +1,13 @@
 #include "drivers/usb_discovery.h"
 
-#include <fcntl.h>
-
 #include <libudev.h>
 #include <libusb-1.0/libusb.h>
+#include <fcntl.h>
 #include <poll.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 #include <boost/asio/io_context.hpp>
@@ -83,16 +84,25 @@ struct UsbDiscovery::Impl {
   Impl(asio::io_context& io_context, Changed c) : io(io_context), changed(std::move(c)) {
     if (libusb_init(&usb) != 0) throw std::runtime_error("libusb_init failed");
     udev_ = udev_new();
-    if (!udev_) throw std::runtime_error("udev_new failed");
+    if (!udev_) {
+      release();
+      throw std::runtime_error("udev_new failed");
+    }
     if (libusb_has_capability(LIBUSB_CAP_HAS_HOTPLUG)) {
       // ENUMERATE reports the devices already there through the same
       // callback, so none plugged in meanwhile is missed.
       enumerating = true;
-      libusb_hotplug_register_callback(
+      int rc = libusb_hotplug_register_callback(
           usb, static_cast<libusb_hotplug_event>(LIBUSB_HOTPLUG_EVENT_DEVICE_ARRIVED | LIBUSB_HOTPLUG_EVENT_DEVICE_LEFT),
           LIBUSB_HOTPLUG_ENUMERATE, LIBUSB_HOTPLUG_MATCH_ANY, LIBUSB_HOTPLUG_MATCH_ANY, LIBUSB_HOTPLUG_MATCH_ANY,
           &Impl::hotplug, this, &callback);
       enumerating = false;
+      if (rc != LIBUSB_SUCCESS) {
+        callback = 0;
+        release();
+        // Without it no board would ever appear, silently.
+        throw std::runtime_error(std::string("libusb_hotplug_register_callback failed: ") + libusb_error_name(rc));
+      }
     } else {
       libusb_device** list = nullptr;
       ssize_t n = libusb_get_device_list(usb, &list);
@@ -102,8 +112,21 @@ struct UsbDiscovery::Impl {
     // libusb signals its events (hotplug included) on these descriptors.
     const libusb_pollfd** fds = libusb_get_pollfds(usb);
     for (size_t i = 0; fds && fds[i]; ++i) {
-      // A close-on-exec copy (dup() would drop the flag).
-      auto stream = std::make_unique<asio::posix::stream_descriptor>(io, ::fcntl(fds[i]->fd, F_DUPFD_CLOEXEC, 3));
+      int fd = ::fcntl(fds[i]->fd, F_DUPFD_CLOEXEC, 3);
+      if (fd < 0) {
+        std::string why = std::strerror(errno);
+        libusb_free_pollfds(fds);
+        for (auto& s : streams) {
+          boost::system::error_code ignored;
+          s->close(ignored);
+        }
+        streams.clear();
+        if (callback) libusb_hotplug_deregister_callback(usb, callback);
+        callback = 0;
+        release();
+        throw std::runtime_error("cannot duplicate libusb's descriptor " + std::to_string(fds[i]->fd) + ": " + why);
+      }
+      auto stream = std::make_unique<asio::posix::stream_descriptor>(io, fd);
       wait(*stream);
       streams.push_back(std::move(stream));
     }
@@ -116,8 +139,15 @@ struct UsbDiscovery::Impl {
       s->close(ignored);
     }
     if (callback) libusb_hotplug_deregister_callback(usb, callback);
-    libusb_exit(usb);
-    udev_unref(udev_);
+    release();
+  }
+
+  // What the constructor acquired from libusb and udev (also when it throws).
+  void release() {
+    if (usb) libusb_exit(usb);
+    usb = nullptr;
+    if (udev_) udev_unref(udev_);
+    udev_ = nullptr;
   }
 
   void wait(asio::posix::stream_descriptor& stream) {

@@ -480,3 +480,34 @@ TEST_CASE("limits.max_console_streams defaults to 8 per lease and is bounded") {
   REQUIRE(errors == std::vector<std::string>{"fleet.toml:5:23: limits.max_console_streams: expected an integer "
                                              "from 1 to 1000, got 0"});
 }
+
+// Issue 9, item 13: console logs get quotas and leave a reserve for the
+// database.
+TEST_CASE("issue 9: console log quotas and the disk reserve have defaults and bounds") {
+  LoadResult ok = parseFleetConfig(kAgent + "[[worker]]\nname = \"w\"\n", "fleet.toml");
+  REQUIRE(ok.ok());
+  CHECK(ok.config->limits.console_log_bytes_per_lease == 64 * 1024 * 1024);
+  CHECK(ok.config->limits.console_log_bytes_total == 1024 * 1024 * 1024);
+  CHECK(ok.config->limits.disk_reserve_bytes == 64 * 1024 * 1024);
+  LoadResult set = parseFleetConfig(kAgent +
+                                        "[limits]\nconsole_log_bytes_per_lease = 65536\nconsole_log_bytes_total = "
+                                        "1048576\ndisk_reserve_bytes = 0\n[[worker]]\nname = \"w\"\n",
+                                    "fleet.toml");
+  REQUIRE(set.ok());
+  CHECK(set.config->limits.console_log_bytes_per_lease == 65536);
+  CHECK(set.config->limits.console_log_bytes_total == 1048576);
+  CHECK(set.config->limits.disk_reserve_bytes == 0);
+  REQUIRE(errorsOf(kAgent + "[limits]\nconsole_log_bytes_per_lease = 100\ndisk_reserve_bytes = -1\n"
+                            "[[worker]]\nname = \"w\"\n") ==
+          std::vector<std::string>{
+              "fleet.toml:5:31: limits.console_log_bytes_per_lease: expected an integer from 4096 to "
+              "1099511627776, got 100",
+              "fleet.toml:6:22: limits.disk_reserve_bytes: expected an integer from 0 to 1099511627776, got -1"});
+  REQUIRE(errorsOf(kAgent + "[limits]\nconsole_log_bytes_per_lease = 2097152\nconsole_log_bytes_total = 1048576\n"
+                            "[[worker]]\nname = \"w\"\n") ==
+          std::vector<std::string>{"fleet.toml:5:31: limits.console_log_bytes_per_lease: must not exceed "
+                                   "limits.console_log_bytes_total (1048576)"});
+  REQUIRE(errorsOf(kAgent + "[limits]\nconsole_log_bytes_total = 1048576\n[[worker]]\nname = \"w\"\n") ==
+          std::vector<std::string>{"fleet.toml:5:27: limits.console_log_bytes_total: must be at least "
+                                   "limits.console_log_bytes_per_lease (67108864)"});
+}

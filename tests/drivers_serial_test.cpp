@@ -6,6 +6,7 @@
 #include <climits>
 #include <fcntl.h>
 #include <cstdlib>
+#include <poll.h>
 #include <pty.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -226,4 +227,89 @@ TEST_CASE("a unix socket counts as listening only once listen() was called") {
   CHECK(hwfarm::drivers::unixSocketListening(path));
   CHECK_FALSE(hwfarm::drivers::unixSocketListening(path + ".other"));
   ::close(fd);
+}
+
+namespace {
+
+// Waits until the pty holds unread input for its slave side: watched
+// through a second descriptor of the slave, opened before hwfarm's.
+bool inputWaiting(int watch) {
+  pollfd p{watch, POLLIN, 0};
+  return ::poll(&p, 1, 5000) == 1;
+}
+
+} // namespace
+
+// Issue 9, item 14: a line read before close() but handed out after it
+// reached on_line, whose owner (BoardService) had erased its console.
+TEST_CASE("issue 9: no line reaches on_line after close, even one already read") {
+  TempDir dir;
+  FakeUart uart;
+  int watch = ::open(uart.path.c_str(), O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  REQUIRE(watch >= 0);
+  boost::asio::io_context io;
+  std::string error;
+  auto port = SerialPort::open(io, uart.path, options(dir), &error);
+  REQUIRE(port);
+  // Given a line already waiting when reading starts (the read completes
+  // at once and its handler is queued),
+  uart.send("late line\npartial");
+  REQUIRE(inputWaiting(watch));
+  std::vector<std::string> lines;
+  port->start([&](const std::string& line) { lines.push_back(line); }, nullptr, nullptr);
+  // when the port is closed before the loop runs that handler,
+  port->close();
+  io.run_for(200ms);
+  // the line goes nowhere.
+  REQUIRE(lines.empty());
+  ::close(watch);
+}
+
+// Issue 9, item 14: a deadline whose completion was already queued when its
+// line arrived erased the expectation a second time (a freed list node).
+TEST_CASE("issue 9: an expect deadline already due when its line arrives answers once") {
+  TempDir dir;
+  FakeUart uart;
+  int watch = ::open(uart.path.c_str(), O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  REQUIRE(watch >= 0);
+  boost::asio::io_context io;
+  std::string error;
+  auto port = SerialPort::open(io, uart.path, options(dir), &error);
+  REQUIRE(port);
+  bool close_on_line = false;
+  port->start([&](const std::string&) {
+    if (close_on_line) port->close();
+  }, nullptr, nullptr);
+  io.poll(); // the read is waiting in the reactor
+  int answers = 0;
+  std::optional<std::string> answer;
+  port->expect(std::regex("^HWFARM END"), 1ms, [&](std::optional<std::string> line) {
+    ++answers;
+    answer = line;
+  });
+  int others = 0;
+  port->expect(std::regex("^never"), 1ms, [&](std::optional<std::string>) { ++others; });
+  // Given the deadline passed and the matching line arrived before the loop
+  // looked at either (both complete in the same reactor pass),
+  std::this_thread::sleep_for(20ms);
+  uart.send("HWFARM END status=0\n");
+  REQUIRE(inputWaiting(watch));
+  io.run_for(200ms);
+  // each expectation is answered exactly once.
+  REQUIRE(answers == 1);
+  REQUIRE(others == 1);
+  // The same with the port closed (from a line handler) while both
+  // deadlines are due.
+  answers = others = 0;
+  close_on_line = true;
+  port->expect(std::regex("^HWFARM END"), 1ms, [&](std::optional<std::string>) { ++answers; });
+  port->expect(std::regex("^x"), 1ms, [&](std::optional<std::string>) { ++others; });
+  std::this_thread::sleep_for(20ms);
+  uart.send("unrelated\n");
+  REQUIRE(inputWaiting(watch));
+  io.run_for(200ms);
+  REQUIRE(port->closed());
+  REQUIRE(answers == 1);
+  REQUIRE(others == 1);
+  ::close(watch);
 }

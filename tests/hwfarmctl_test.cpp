@@ -241,3 +241,24 @@ TEST_CASE("lease run stops what the command left running in its group") {
   std::this_thread::sleep_for(100ms);
   REQUIRE_FALSE(alive(std::stoi(readFile(pidfile))));
 }
+
+// Issue 9, item 14: header values and the request line were written as
+// given, so a CR/LF in a token or a lease id added headers of its own.
+TEST_CASE("issue 9: hwfarmctl sends no CR or LF in a header or the request line") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  Ctl injected{d, {{"HWFARM_TOKEN", "secret\r\nX-Injected: 1"}}};
+  for (std::vector<std::string> args : {std::vector<std::string>{"boards"}, {"console", "L1", "sim-0"}}) {
+    auto r = injected(args);
+    CHECK(r.status.code == 2);
+    CHECK(r.err == "hwfarmctl: the token contains a control character (CR, LF, ...); nothing was sent\n");
+  }
+  Ctl ctl{d, {}};
+  auto show = ctl({"lease", "show", "L1\r\nX-Injected: 1"});
+  CHECK(show.status.code == 2);
+  CHECK(show.err ==
+        "hwfarmctl: the request path contains a space or a control character (CR, LF, ...); nothing was sent\n");
+  CHECK(d.log().find("X-Injected") == std::string::npos);
+  // Ordinary requests are unaffected.
+  REQUIRE(ctl({"boards"}).status.code == 0);
+}

@@ -377,3 +377,32 @@ TEST_CASE("restored ended leases are forgotten in the order they ended, not gran
   CHECK(s.lease("long") != nullptr);
   CHECK(s.endedLeaseCount() == 1);
 }
+
+// Issue 9, item 14: unplugging and replugging a quarantined board took it
+// offline, then recovering, then available: out of quarantine unreviewed.
+TEST_CASE("issue 9: a quarantined board that is unplugged and replugged stays quarantined") {
+  int ids = 0;
+  Scheduler s{SchedulerOptions{}, [&] { return "L" + std::to_string(++ids); }};
+  Changes c;
+  s.configure({spec("usb-1", "t")}, [](const BoardSpec&) { return BoardState::offline; }, 0, c);
+  s.appeared("usb-1", 1, c);
+  // Given a present board in quarantine (restored from the database),
+  s.restoreBoard("usb-1", BoardState::quarantined, 2, "3 failed health checks");
+  REQUIRE(s.board("usb-1")->state == BoardState::quarantined);
+  // when it is unplugged and plugged in again,
+  s.vanished("usb-1", 3, c);
+  REQUIRE(s.board("usb-1")->state == BoardState::quarantined);
+  REQUIRE_FALSE(s.board("usb-1")->present);
+  s.appeared("usb-1", 4, c);
+  // it is still quarantined, with its reason, until an operator resumes it.
+  REQUIRE(s.board("usb-1")->state == BoardState::quarantined);
+  REQUIRE(s.board("usb-1")->reason == "3 failed health checks");
+  REQUIRE(s.board("usb-1")->present);
+  REQUIRE(s.resume("usb-1", 5, c).status == OpStatus::ok);
+  REQUIRE(s.board("usb-1")->state == BoardState::recovering);
+  // Resumed while unplugged, it waits offline for its device.
+  s.restoreBoard("usb-1", BoardState::quarantined, 6, "again");
+  s.vanished("usb-1", 7, c);
+  REQUIRE(s.resume("usb-1", 8, c).status == OpStatus::ok);
+  REQUIRE(s.board("usb-1")->state == BoardState::offline);
+}

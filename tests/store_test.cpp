@@ -190,7 +190,7 @@ TEST_CASE("store migrates a schema 1 database and keeps its leases") {
     // A new lease gets a row after the migrated ones.
     s.commitNow(batchOf(makeLease("new", 500, "b3")));
   }
-  CHECK(count(path, "SELECT value FROM meta WHERE key = 'schema_version'") == 2);
+  CHECK(count(path, "SELECT value FROM meta WHERE key = 'schema_version'") == 3);
   CHECK(count(path, "SELECT count(*) FROM leases") == 3);
   CHECK(count(path, "SELECT count(*) FROM leases WHERE id = 'zz' AND state = 'released'") == 1);
   CHECK(count(path, "SELECT seq FROM leases WHERE id = 'new'") == 3);
@@ -330,4 +330,82 @@ TEST_CASE("with fsync a completion waits for a sync of the WAL and completions k
   }
   REQUIRE(count(path, "SELECT count(*) FROM leases") == 1504);
   REQUIRE(count(path, "SELECT seq FROM leases WHERE id = 'D'") > count(path, "SELECT seq FROM leases WHERE id = 'C'"));
+}
+
+// Issue 9, item 14: labels were stored comma-joined, so "rev,b" came back
+// as "rev" and "b" after a restart.
+TEST_CASE("issue 9: labels containing commas come back whole after reopening") {
+  test::TempDir dir;
+  std::string path = dir.file("hwfarm.db");
+  lease::Lease l = makeLease("L1", 1000, "b0");
+  l.selector.labels = {"rev,b", "", "quote\"d", "[x]", "plain"};
+  {
+    store::Store s(path, {false});
+    s.commitNow(batchOf(l));
+  }
+  store::Store s(path, {false});
+  auto leases = s.loadLeases(0);
+  REQUIRE(leases.size() == 1);
+  CHECK(leases[0].selector.labels == std::vector<std::string>{"rev,b", "", "quote\"d", "[x]", "plain"});
+}
+
+TEST_CASE("issue 9: a schema 2 database with comma-joined labels is migrated and stays readable") {
+  test::TempDir dir;
+  std::string path = dir.file("hwfarm.db");
+  { store::Store s(path, {false}); }
+  // Given rows as schema 2 wrote them,
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  const char* v2 = R"sql(
+    UPDATE meta SET value = '2' WHERE key = 'schema_version';
+    INSERT INTO leases(seq, id, state, principal, job, build, stage, url, context, sel_type, sel_labels, sel_worker,
+                       priority, idempotency_key, ttl_ms, granted_ms, expires_ms, ended_ms, end_reason, waited_ms,
+                       boards)
+      VALUES(1, 'a1', 'active', 'ci', 'j', '1', 's', 'u', 'pr', 'nucleo', 'x,y', '', 0, '', 60000, 100, 60100, 0, '',
+             0, 'b0:0'),
+            (2, 'a2', 'active', 'ci', 'j', '2', 's', 'u', 'pr', 'nucleo', '', '', 0, '', 60000, 200, 60200, 0, '',
+             0, 'b1:0');
+  )sql";
+  REQUIRE(sqlite3_exec(db, v2, nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  // when a new hwfarmd opens it, the labels read as before,
+  {
+    store::Store s(path, {false});
+    auto leases = s.loadLeases(0);
+    REQUIRE(leases.size() == 2);
+    CHECK(leases[0].selector.labels == std::vector<std::string>{"x", "y"});
+    CHECK(leases[1].selector.labels.empty());
+  }
+  // and the database is at schema 3 with JSON arrays.
+  CHECK(count(path, "SELECT value FROM meta WHERE key = 'schema_version'") == 3);
+  CHECK(count(path, "SELECT count(*) FROM leases WHERE sel_labels = '[\"x\",\"y\"]'") == 1);
+  CHECK(count(path, "SELECT count(*) FROM leases WHERE sel_labels = '[]'") == 1);
+}
+
+// Issue 9, item 13: "database or disk is full" named no file.
+TEST_CASE("issue 9: start-up reads and writes that fail name the database") {
+  test::TempDir dir;
+  std::string path = dir.file("hwfarm.db");
+  { store::Store s(path, {false}); }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "DROP TABLE events; CREATE VIEW events AS SELECT 1 AS at_ms", nullptr, nullptr, nullptr) ==
+          SQLITE_OK);
+  sqlite3_close(db);
+  store::Store s(path, {false});
+  try {
+    s.prune(0);
+    FAIL("pruned a view");
+  } catch (const std::runtime_error& e) {
+    std::string what = e.what();
+    CHECK(what.rfind("database " + path + ": ", 0) == 0);
+    CHECK(what.find("cannot modify events because it is a view") != std::string::npos);
+  }
+  lease::Lease l = makeLease("L1", 1000, "b0");
+  try {
+    s.commitNow(batchOf(l));
+    FAIL("wrote an event into a view");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()).rfind("database " + path + ": ", 0) == 0);
+  }
 }

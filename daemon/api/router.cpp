@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include <boost/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "daemon/api/json_codec.h"
 #include "daemon/api/json_writer.h"
@@ -164,11 +165,18 @@ struct Router::Call {
 
 void Router::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
   Call call;
-  call.principal = auth_.authenticate(request.authorization, request.local_peer);
   call.target = parseTarget(request.target);
   call.request = std::move(request);
   call.respond = Reply(std::move(exchange), &responses_);
-  route(call);
+  // A handler that throws (a filesystem or database call on a full or
+  // read-only disk, a failed digest) fails its request, not the daemon.
+  try {
+    call.principal = auth_.authenticate(call.request.authorization, call.request.local_peer);
+    route(call);
+  } catch (const std::exception& e) {
+    spdlog::error("{} {} failed: {}", call.request.method, call.target.path, e.what());
+    call.respond(jsonError(500, "internal_error", e.what()));
+  }
 }
 
 void Router::route(Call& c) {
@@ -296,7 +304,9 @@ void Router::boardAction(Call& c, const std::string& name, const std::string& ac
   auto done = [this, respond, name](lease::OpResult r) {
     if (r.status == lease::OpStatus::not_found) return respond(jsonError(404, "not_found", r.detail));
     if (r.status != lease::OpStatus::ok) return respond(jsonError(409, "conflict", r.detail));
+    // A reload may have removed the board while the change was committed.
     const lease::Board* b = leases_.scheduler().board(name);
+    if (!b) return respond(jsonError(404, "not_found", "board " + name + " was removed from the configuration"));
     respond(ok(json::object{{"name", name}, {"state", lease::toString(b->state)}, {"reason", b->reason}}));
   };
   if (action == "maintenance") {

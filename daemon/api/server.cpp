@@ -129,6 +129,14 @@ int64_t fitConnections(int64_t wanted, size_t own, rlim_t* limit) {
   return static_cast<int64_t>(rl.rlim_cur - own);
 }
 
+// The response head is written by hand: a header name or value with CR or
+// LF would add headers of its own. Such a header is left out (and logged).
+bool safeHeader(const std::string& name, const std::string& value) {
+  bool safe = name.find_first_of("\r\n:") == std::string::npos && value.find_first_of("\r\n") == std::string::npos;
+  if (!safe) spdlog::error("response header {:?} not sent: its name or value holds CR, LF or ':'", name);
+  return safe;
+}
+
 } // namespace
 
 using Clock = std::chrono::steady_clock;
@@ -599,10 +607,12 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   };
 
   void startStream(HttpResponse response) {
+    if (!safeHeader("Content-Type", response.content_type)) response.content_type = "application/octet-stream";
     std::string head = "HTTP/1.1 " + std::to_string(response.status) + " OK\r\nServer: hwfarmd\r\nContent-Type: " +
                        response.content_type + "\r\n" + (http10_ ? "" : "Transfer-Encoding: chunked\r\n") +
                        "Connection: close\r\n";
-    for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
+    for (const auto& [name, value] : response.headers)
+      if (safeHeader(name, value)) head += name + ": " + value + "\r\n";
     queueRaw(head + "\r\n");
     auto sink = std::make_shared<Sink>(this->shared_from_this());
     if (!response.body.empty()) sink->write(std::move(response.body));
@@ -674,13 +684,14 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     head += ' ';
     head += http::obsolete_reason(static_cast<http::status>(response.status));
     head += "\r\nServer: hwfarmd\r\nContent-Type: ";
-    head += response.content_type;
+    head += safeHeader("Content-Type", response.content_type) ? response.content_type : "application/octet-stream";
     head += "\r\nContent-Length: ";
     head += std::to_string(out->body.size());
     head += "\r\n";
     if (!keep_alive) head += "Connection: close\r\n";
     else if (http10_) head += "Connection: keep-alive\r\n"; // HTTP/1.0 closes unless told
     for (const auto& [name, value] : response.headers) {
+      if (!safeHeader(name, value)) continue;
       head += name;
       head += ": ";
       head += value;
@@ -846,7 +857,9 @@ std::string HttpServer::listen(const config::ListenAddress& address) {
     if (!ec) acceptor->bind(local::endpoint(address.path), ec);
     if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
     if (ec) throw std::runtime_error("cannot listen on " + address.text + ": " + ec.message());
-    ::chmod(address.path.c_str(), 0660);
+    if (::chmod(address.path.c_str(), 0660) != 0)
+      throw std::runtime_error("cannot listen on " + address.text + ": chmod 0660 " + address.path + ": " +
+                               std::strerror(errno));
     impl_->unix_paths.push_back(address.path);
     impl_->accept<local>(*acceptor);
     impl_->unix_acceptors.push_back(std::move(acceptor));

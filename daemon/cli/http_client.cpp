@@ -36,6 +36,21 @@ HttpClient::HttpClient(const std::string& url, double timeout_s) : timeout_s_(ti
 
 namespace {
 
+bool hasControl(const std::string& text, bool space_too) {
+  for (unsigned char c : text)
+    if (c < 0x20 || c == 0x7f || (space_too && c == ' ')) return true;
+  return false;
+}
+
+// Header values and the request line are written as given: CR or LF in
+// them would add headers (or a second request).
+void checkRequest(const std::string& target, const std::string& token) {
+  if (hasControl(target, true))
+    throw UnsafeRequest("the request path contains a space or a control character (CR, LF, ...); nothing was sent");
+  if (hasControl(token, false))
+    throw UnsafeRequest("the token contains a control character (CR, LF, ...); nothing was sent");
+}
+
 // Beast's stream timeouts apply to asynchronous operations only, so the
 // exchange is a coroutine run to completion on a private io_context.
 template <class Stream, class Endpoint>
@@ -91,6 +106,7 @@ HttpResult runToCompletion(asio::io_context& io, Awaitable awaitable) {
 HttpResult HttpClient::request(const std::string& method, const std::string& target,
                                const std::string& body, const std::string& token,
                                const std::string& content_type) const {
+  checkRequest(target, token);
   asio::io_context io;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
   try {
@@ -160,6 +176,7 @@ asio::awaitable<HttpResult> streamExchange(Stream& stream, Endpoint endpoint, st
 int HttpClient::stream(const std::string& target, const std::string& token,
                        const std::function<void(const std::string&)>& on_data, std::string* error_body,
                        int* stopped_by) const {
+  checkRequest(target, token);
   asio::io_context io;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
   // SIGINT/SIGTERM end the stream like its end: what arrived is with on_data.

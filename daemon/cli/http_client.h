@@ -12,6 +12,13 @@ struct HttpResult {
   std::string body;
 };
 
+// A request that would put CR, LF or another control character into its
+// request line or a header (an injected header); nothing was sent.
+class UnsafeRequest : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
 // The daemon could not be reached (connect, send or receive failed).
 class Unreachable : public std::runtime_error {
  public:
@@ -24,7 +31,8 @@ class HttpClient {
   // std::invalid_argument for anything else.
   explicit HttpClient(const std::string& url, double timeout_s = 30);
 
-  // One request on a fresh connection. Throws Unreachable on transport errors.
+  // One request on a fresh connection. Throws Unreachable on transport
+  // errors, UnsafeRequest for a target or token with control characters.
   // An "application/octet-stream" body (an image upload) is sent with
   // Expect: 100-continue, so a refusal arrives before the body is sent.
   HttpResult request(const std::string& method, const std::string& target, const std::string& body,

@@ -255,6 +255,9 @@ int consoleCommand(Session& s, const std::vector<std::string>& p) {
           << (!ec && body.is_object() && body.as_object().contains("detail") ? text(body.at("detail")) : error_body)
           << "\n";
     return status == 401 || status == 403 ? kAuth : kApiError;
+  } catch (const UnsafeRequest& e) {
+    s.err << "hwfarmctl: " << e.what() << "\n";
+    return kUsage;
   } catch (const std::invalid_argument& e) {
     s.err << "hwfarmctl: --url: " << e.what() << "\n";
     return kUsage;
@@ -326,6 +329,10 @@ std::optional<json::value> Session::call(const std::string& method, const std::s
         case 403: *code = kAuth; break;
         default: *code = kApiError;
       }
+      return std::nullopt;
+    } catch (const UnsafeRequest& e) {
+      err << "hwfarmctl: " << e.what() << "\n";
+      *code = kUsage;
       return std::nullopt;
     } catch (const std::invalid_argument& e) {
       err << "hwfarmctl: --url: " << e.what() << "\n";

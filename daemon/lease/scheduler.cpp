@@ -461,7 +461,10 @@ OpResult Scheduler::vanished(const std::string& name, int64_t now, Changes& chan
     changes.updated.push_back(lease);
     changes.events.push_back({now, "infra_failure", lease.id, name, "board vanished while leased"});
   }
-  if (b.state != BoardState::maintenance) setState(it->second, BoardState::offline, "not present", now, changes);
+  // Maintenance and quarantine are operator states: they outlast an unplug,
+  // so a replugged board does not leave quarantine by recovering.
+  if (b.state != BoardState::maintenance && b.state != BoardState::quarantined)
+    setState(it->second, BoardState::offline, "not present", now, changes);
   return {};
 }
 

@@ -132,7 +132,7 @@ class Scheduler {
   OpResult enterMaintenance(const std::string& board, const std::string& reason, int64_t now, Changes& changes);
   OpResult resume(const std::string& board, int64_t now, Changes& changes);     // -> recovering
   OpResult recovered(const std::string& board, int64_t now, Changes& changes);  // recovering -> available
-  OpResult vanished(const std::string& board, int64_t now, Changes& changes);   // -> offline, lease board lost
+  OpResult vanished(const std::string& board, int64_t now, Changes& changes);   // -> offline (maintenance, quarantined stay), lease board lost
   OpResult appeared(const std::string& board, int64_t now, Changes& changes);   // offline -> recovering
 
   // Drops ended leases that ended before `cutoff_ms` from memory.

@@ -12,10 +12,12 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <boost/json.hpp>
+
 namespace hwfarm::store {
 namespace {
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 // Each commit touches as few pages as possible: leases are keyed by a
 // sequence number in grant order, so new rows land on the last page of the
@@ -38,7 +40,9 @@ CREATE TABLE IF NOT EXISTS leases(
   principal TEXT NOT NULL,
   job TEXT NOT NULL, build TEXT NOT NULL, stage TEXT NOT NULL, url TEXT NOT NULL,
   context TEXT NOT NULL,
-  sel_type TEXT NOT NULL, sel_labels TEXT NOT NULL, sel_worker TEXT NOT NULL,
+  sel_type TEXT NOT NULL,
+  sel_labels TEXT NOT NULL, -- a JSON array of strings (schema 3; before: comma-joined)
+  sel_worker TEXT NOT NULL,
   priority INTEGER NOT NULL,
   idempotency_key TEXT NOT NULL,
   ttl_ms INTEGER NOT NULL,
@@ -71,6 +75,10 @@ DROP TABLE leases_v1;
 UPDATE meta SET value = '2' WHERE key = 'schema_version';
 )sql";
 
+// Schema 2 stored a selector's labels comma-joined, so a label containing
+// "," came back as two. Schema 3 stores a JSON array; the migration
+// rewrites every row (see migrateLabelsFrom2).
+
 // A prepared statement, reset after each use.
 class Statement {
  public:
@@ -81,15 +89,16 @@ class Statement {
   ~Statement() { sqlite3_finalize(stmt_); }
   // Binds text without copying it: `v` must outlive the next run()/step().
   Statement& bind(int i, const std::string& v) {
-    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
-    return *this;
+    return bound(i, sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC));
   }
-  Statement& bind(int i, const char* v) {
-    sqlite3_bind_text(stmt_, i, v, -1, SQLITE_STATIC);
-    return *this;
-  }
-  Statement& bind(int i, int64_t v) {
-    sqlite3_bind_int64(stmt_, i, v);
+  Statement& bind(int i, const char* v) { return bound(i, sqlite3_bind_text(stmt_, i, v, -1, SQLITE_STATIC)); }
+  Statement& bind(int i, int64_t v) { return bound(i, sqlite3_bind_int64(stmt_, i, v)); }
+  // A bind that failed (a value too big, a wrong index) throws: a row must
+  // not be written with a parameter silently left NULL or stale.
+  Statement& bound(int i, int rc) {
+    if (rc != SQLITE_OK)
+      throw std::runtime_error("sqlite bind of parameter " + std::to_string(i) + " of \"" + sqlite3_sql(stmt_) +
+                               "\": " + sqlite3_errstr(rc));
     return *this;
   }
   bool step() {
@@ -121,9 +130,24 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-std::string joinLabels(const std::vector<std::string>& labels) {
-  std::string out;
-  for (const auto& l : labels) out += (out.empty() ? "" : ",") + l;
+// A selector's labels as a JSON array of strings: any text survives.
+std::string encodeLabels(const std::vector<std::string>& labels) {
+  if (labels.empty()) return "[]"; // most requests name a type only
+  boost::json::array a;
+  for (const auto& l : labels) a.emplace_back(l);
+  return boost::json::serialize(a);
+}
+
+std::vector<std::string> decodeLabels(const std::string& text) {
+  std::vector<std::string> out;
+  if (text == "[]") return out;
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(text, ec);
+  if (ec || !v.is_array()) throw std::runtime_error("sel_labels is not a JSON array: " + text.substr(0, 80));
+  for (const auto& item : v.as_array()) {
+    if (!item.is_string()) throw std::runtime_error("sel_labels holds a non-string: " + text.substr(0, 80));
+    out.emplace_back(item.as_string());
+  }
   return out;
 }
 
@@ -134,11 +158,11 @@ std::string encodeBoards(const std::vector<lease::LeasedBoard>& boards) {
   return out;
 }
 
-std::vector<std::string> splitLabels(const std::string& text);
+std::vector<std::string> splitCommas(const std::string& text);
 
 std::vector<lease::LeasedBoard> decodeBoards(const std::string& text) {
   std::vector<lease::LeasedBoard> out;
-  for (const auto& item : splitLabels(text)) {
+  for (const auto& item : splitCommas(text)) {
     size_t colon = item.rfind(':');
     int64_t lost_ms = std::stoll(item.substr(colon + 1));
     out.push_back({item.substr(0, colon), lost_ms != 0, lost_ms});
@@ -146,7 +170,9 @@ std::vector<lease::LeasedBoard> decodeBoards(const std::string& text) {
   return out;
 }
 
-std::vector<std::string> splitLabels(const std::string& text) {
+// Board lists ("name:lost_ms,..."; board names cannot hold ",") and
+// schema 2's labels.
+std::vector<std::string> splitCommas(const std::string& text) {
   std::vector<std::string> out;
   size_t start = 0;
   while (start < text.size()) {
@@ -199,11 +225,14 @@ Store::Store(const std::string& path, StoreOptions options)
     if (version.step()) {
       int found = std::stoi(version.text(0));
       sqlite3_reset(version.handle());
-      if (found == 1) {
+      if (found == 1 || found == 2) {
         exec("BEGIN IMMEDIATE");
-        exec("ALTER TABLE leases RENAME TO leases_v1");
-        exec(kSchema);
-        exec(kCopyLeasesFrom1);
+        if (found == 1) {
+          exec("ALTER TABLE leases RENAME TO leases_v1");
+          exec(kSchema);
+          exec(kCopyLeasesFrom1);
+        }
+        migrateLabelsFrom2();
         exec("COMMIT");
       } else if (found != kSchemaVersion) {
         throw std::runtime_error("schema version " + std::to_string(found) + " is not " +
@@ -220,6 +249,19 @@ Store::Store(const std::string& path, StoreOptions options)
     sqlite3_close(db_);
     throw std::runtime_error("database " + path + ": " + e.what());
   }
+}
+
+// Schema 2 -> 3: comma-joined labels become JSON arrays. REQUIRES: inside
+// a transaction.
+void Store::migrateLabelsFrom2() {
+  std::vector<std::pair<int64_t, std::string>> rows;
+  {
+    Statement read(db_, "SELECT seq, sel_labels FROM leases");
+    while (read.step()) rows.emplace_back(read.integer(0), encodeLabels(splitCommas(read.text(1))));
+  }
+  Statement write(db_, "UPDATE leases SET sel_labels = ?2 WHERE seq = ?1");
+  for (const auto& [seq, labels] : rows) write.bind(1, seq).bind(2, labels).run();
+  exec(("UPDATE meta SET value = '" + std::to_string(kSchemaVersion) + "' WHERE key = 'schema_version'").c_str());
 }
 
 Store::~Store() {
@@ -250,7 +292,29 @@ void Store::exec(const char* sql) {
   }
 }
 
+// Errors of the start-up calls name the database: "database PATH: ...".
+template <typename F>
+auto Store::naming(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    throw std::runtime_error("database " + path_ + ": " + e.what());
+  }
+}
+
 std::vector<StoredBoard> Store::loadBoards() {
+  return naming([this] { return readBoards(); });
+}
+
+std::vector<lease::Lease> Store::loadLeases(int64_t ended_since_ms) {
+  return naming([this, ended_since_ms] { return readLeases(ended_since_ms); });
+}
+
+void Store::prune(int64_t cutoff_ms) {
+  naming([this, cutoff_ms] { deleteBefore(cutoff_ms); });
+}
+
+std::vector<StoredBoard> Store::readBoards() {
   std::vector<StoredBoard> out;
   Statement s(db_, "SELECT name, state, since_ms, reason FROM boards");
   while (s.step()) {
@@ -264,7 +328,7 @@ std::vector<StoredBoard> Store::loadBoards() {
   return out;
 }
 
-std::vector<lease::Lease> Store::loadLeases(int64_t ended_since_ms) {
+std::vector<lease::Lease> Store::readLeases(int64_t ended_since_ms) {
   std::vector<lease::Lease> out;
   Statement s(db_,
               "SELECT id, state, principal, job, build, stage, url, context, sel_type, sel_labels, sel_worker, "
@@ -278,7 +342,7 @@ std::vector<lease::Lease> Store::loadLeases(int64_t ended_since_ms) {
     l.holder = {s.text(2), s.text(3), s.text(4), s.text(5), s.text(6)};
     l.context = lease::contextFromString(s.text(7)).value_or(lease::Context::manual);
     l.selector.type = s.text(8);
-    l.selector.labels = splitLabels(s.text(9));
+    l.selector.labels = decodeLabels(s.text(9));
     l.selector.worker = s.text(10);
     l.priority = static_cast<int>(s.integer(11));
     l.idempotency_key = s.text(12);
@@ -296,13 +360,18 @@ std::vector<lease::Lease> Store::loadLeases(int64_t ended_since_ms) {
   return out;
 }
 
-void Store::prune(int64_t cutoff_ms) {
+void Store::deleteBefore(int64_t cutoff_ms) {
   exec("BEGIN IMMEDIATE");
-  Statement leases(db_, "DELETE FROM leases WHERE state != 'active' AND ended_ms < ?1");
-  leases.bind(1, cutoff_ms).run();
-  Statement events(db_, "DELETE FROM events WHERE at_ms < ?1");
-  events.bind(1, cutoff_ms).run();
-  exec("COMMIT");
+  try {
+    Statement leases(db_, "DELETE FROM leases WHERE state != 'active' AND ended_ms < ?1");
+    leases.bind(1, cutoff_ms).run();
+    Statement events(db_, "DELETE FROM events WHERE at_ms < ?1");
+    events.bind(1, cutoff_ms).run();
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
 }
 
 struct Store::Statements {
@@ -334,7 +403,7 @@ void Store::writeLease(const lease::Lease& l, std::vector<std::string>& ended) {
     return;
   }
   it->second = ++last_seq_;
-  std::string labels = joinLabels(l.selector.labels);
+  std::string labels = encodeLabels(l.selector.labels);
   Statement& lease = statements_->lease;
   lease.bind(1, it->second).bind(2, l.id).bind(3, lease::toString(l.state)).bind(4, l.holder.principal);
   lease.bind(5, l.holder.job).bind(6, l.holder.build).bind(7, l.holder.stage).bind(8, l.holder.url);
@@ -390,7 +459,9 @@ bool Store::commitGroup(const std::vector<const Batch*>& batches) {
   return true;
 }
 
-void Store::commitNow(const Batch& batch) { commitGroup({&batch}); }
+void Store::commitNow(const Batch& batch) {
+  naming([this, &batch] { commitGroup({&batch}); });
+}
 
 // Runs in the committing thread, inside COMMIT, with the connection held.
 // It takes mutex_ with db_mutex_ held, the reverse of commit()'s order;

@@ -133,6 +133,12 @@ class Store {
   void writeLease(const lease::Lease& l, std::vector<std::string>& ended);
   void writeEvent(const lease::Event& e);
   void exec(const char* sql);
+  void migrateLabelsFrom2();
+  template <typename F>
+  auto naming(F&& f) -> decltype(f());
+  std::vector<StoredBoard> readBoards();
+  std::vector<lease::Lease> readLeases(int64_t ended_since_ms);
+  void deleteBefore(int64_t cutoff_ms);
 
   struct Statements; // prepared once, used by whichever thread writes
 

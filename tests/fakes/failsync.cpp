@@ -1,17 +1,39 @@
-// A fault injector loaded with LD_PRELOAD: fdatasync() and fsync() fail with
-// EIO while the file named by $HWFARM_FAILSYNC exists, as a disk failing
-// under hwfarmd would make them. Otherwise they are the C library's.
+// A fault injector loaded with LD_PRELOAD. Each fault is off unless its
+// variable is set; otherwise the calls are the real ones.
+//
+//   HWFARM_FAILSYNC=FILE      fdatasync() and fsync() fail with EIO while FILE
+//                             exists, as a disk failing under hwfarmd would
+//                             make them.
+//   HWFARM_FAIL_CHMOD=PATH    chmod(PATH, ...) fails with EPERM.
+//   HWFARM_FAIL_DIGEST=FILE   OpenSSL's EVP_Digest() fails (returns 0) while
+//                             FILE exists.
+//   HWFARM_FAIL_HOTPLUG=1     libusb_hotplug_register_callback() fails with
+//                             LIBUSB_ERROR_NOT_SUPPORTED.
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 namespace {
 
-bool failing() {
-  const char* trigger = std::getenv("HWFARM_FAILSYNC");
+bool triggered(const char* variable) {
+  const char* trigger = std::getenv(variable);
   return trigger && ::access(trigger, F_OK) == 0;
+}
+
+bool failing() { return triggered("HWFARM_FAILSYNC"); }
+
+bool set(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v;
+}
+
+template <typename Fn>
+Fn real(const char* name) {
+  return reinterpret_cast<Fn>(::dlsym(RTLD_NEXT, name));
 }
 
 using SyncFn = int (*)(int);
@@ -21,11 +43,35 @@ int call(const char* name, int fd) {
     errno = EIO;
     return -1;
   }
-  auto real = reinterpret_cast<SyncFn>(::dlsym(RTLD_NEXT, name));
-  return real(fd);
+  return real<SyncFn>(name)(fd);
 }
 
 } // namespace
 
 extern "C" int fdatasync(int fd) { return call("fdatasync", fd); }
 extern "C" int fsync(int fd) { return call("fsync", fd); }
+
+extern "C" int chmod(const char* path, mode_t mode) {
+  const char* target = std::getenv("HWFARM_FAIL_CHMOD");
+  if (target && std::strcmp(path, target) == 0) {
+    errno = EPERM;
+    return -1;
+  }
+  return real<int (*)(const char*, mode_t)>("chmod")(path, mode);
+}
+
+// OpenSSL's and libusb's types stay opaque here: the injector links neither.
+extern "C" int EVP_Digest(const void* data, size_t count, unsigned char* md, unsigned int* size, const void* type,
+                          void* engine) {
+  if (triggered("HWFARM_FAIL_DIGEST")) return 0;
+  using Fn = int (*)(const void*, size_t, unsigned char*, unsigned int*, const void*, void*);
+  return real<Fn>("EVP_Digest")(data, count, md, size, type, engine);
+}
+
+extern "C" int libusb_hotplug_register_callback(void* ctx, int events, int flags, int vendor, int product,
+                                                int dev_class, void* cb, void* user_data, int* handle) {
+  if (set("HWFARM_FAIL_HOTPLUG")) return -12; // LIBUSB_ERROR_NOT_SUPPORTED
+  using Fn = int (*)(void*, int, int, int, int, int, void*, void*, int*);
+  return real<Fn>("libusb_hotplug_register_callback")(ctx, events, flags, vendor, product, dev_class, cb, user_data,
+                                                     handle);
+}

@@ -63,9 +63,7 @@ Process::Process(std::vector<std::string> argv, const std::string& stdout_path, 
     int err = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     int in = ::open("/dev/null", O_RDONLY);
     if (out < 0 || err < 0 || in < 0) _exit(126);
-    dup2(in, 0);
-    dup2(out, 1);
-    dup2(err, 2);
+    if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
     for (const auto& [k, v] : env) {
       if (v.empty()) unsetenv(k.c_str());
       else setenv(k.c_str(), v.c_str(), 1);
