@@ -1,5 +1,7 @@
 #include "daemon/api/router.h"
 
+#include "config/echo.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,7 +20,9 @@ using config::Role;
 HttpResponse jsonError(int status, const std::string& error, const std::string& detail) {
   HttpResponse r;
   r.status = status;
-  r.body = json::serialize(json::object{{"error", error}, {"detail", detail}});
+  JsonWriter w;
+  w.beginObject().member("error", error).member("detail", detail).endObject();
+  r.body = w.take();
   return r;
 }
 
@@ -64,7 +68,11 @@ HttpResponse okText(std::string body, int status = 200) {
   return r;
 }
 
-HttpResponse ok(const json::value& body, int status = 200) { return okText(json::serialize(body), status); }
+HttpResponse ok(const json::value& body, int status = 200) { return okText(toJson(body), status); }
+
+// A value from the request (a path, an id from the URL) in a message:
+// escaped and bounded (config/echo.h).
+std::string echoed(std::string_view s) { return config::echo(s); }
 
 HttpResponse withAllow(HttpResponse r, const std::string& allow) {
   r.headers.emplace_back("Allow", allow);
@@ -111,7 +119,8 @@ struct Router::Call {
     if (!hasRole(*principal, role)) {
       respond(jsonError(403, "forbidden",
                         "role " + std::string(config::toString(principal->role)) + " of \"" + principal->name +
-                            "\" may not " + request.method + " " + target.path + " (needs " + config::toString(role) +
+                            "\" may not " + request.method + " " + config::echo(target.path) + " (needs " +
+                            config::toString(role) +
                             ")"));
       return false;
     }
@@ -131,9 +140,17 @@ void Router::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
 void Router::route(Call& c) {
   const auto& s = c.target.segments;
   const std::string& m = c.request.method;
+  // Lease ids and board names come from the path. (Beast refuses control
+  // characters in a request line; this holds for any other caller too.)
+  if (size_t at = config::findControlCharacter(c.target.path); at != std::string::npos) {
+    char code[8];
+    std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned char>(c.target.path[at]));
+    return c.respond(jsonError(400, "invalid_request", std::string("path: contains the control character ") + code +
+                                                           " at byte " + std::to_string(at)));
+  }
   auto method = [&](const char* allowed) {
     if (m == allowed) return true;
-    c.respond(withAllow(jsonError(405, "method_not_allowed", m + " is not allowed on " + c.target.path), allowed));
+    c.respond(withAllow(jsonError(405, "method_not_allowed", echoed(m) + " is not allowed on " + echoed(c.target.path)), allowed));
     return false;
   };
   if (s.size() == 1 && s[0] == "metrics") {
@@ -163,7 +180,7 @@ void Router::route(Call& c) {
       } else if (m == "POST") {
         if (c.allowed(Role::pipeline)) acquire(c);
       } else {
-        c.respond(withAllow(jsonError(405, "method_not_allowed", m + " is not allowed on " + c.target.path),
+        c.respond(withAllow(jsonError(405, "method_not_allowed", echoed(m) + " is not allowed on " + echoed(c.target.path)),
                             "GET, POST"));
       }
       return;
@@ -174,7 +191,7 @@ void Router::route(Call& c) {
       } else if (m == "DELETE") {
         if (c.allowed(Role::pipeline)) release(c, s[2]);
       } else {
-        c.respond(withAllow(jsonError(405, "method_not_allowed", m + " is not allowed on " + c.target.path),
+        c.respond(withAllow(jsonError(405, "method_not_allowed", echoed(m) + " is not allowed on " + echoed(c.target.path)),
                             "GET, DELETE"));
       }
       return;
@@ -189,13 +206,15 @@ void Router::route(Call& c) {
       return;
     }
   }
-  c.respond(jsonError(404, "not_found", "no such endpoint: " + c.target.path));
+  c.respond(jsonError(404, "not_found", "no such endpoint: " + echoed(c.target.path)));
 }
 
 void Router::healthz(Call& c) {
   const auto& cs = state_.config_status;
   json::array errors;
   for (const auto& e : cs.last_reload_errors) errors.emplace_back(e);
+  json::array restart_needed;
+  for (const auto& n : cs.last_reload_restart_needed) restart_needed.emplace_back(n);
   json::object body{
       {"status", "ok"},
       {"agent", state_.config->agent.name},
@@ -215,7 +234,8 @@ void Router::healthz(Call& c) {
                     {"last_reload",
                      json::object{{"at", cs.last_reload_at_ms ? json::value(rfc3339(cs.last_reload_at_ms)) : json::value(nullptr)},
                                   {"ok", cs.last_reload_ok},
-                                  {"errors", errors}}}}},
+                                  {"errors", errors},
+                                  {"restart_needed", restart_needed}}}}},
   };
   c.respond(ok(body));
 }
@@ -249,6 +269,7 @@ void Router::boardAction(Call& c, const std::string& name, const std::string& ac
   std::string error;
   auto reason = parseReason(c.request.body, &error);
   if (!reason) return c.respond(jsonError(400, "invalid_request", error));
+  if (!leases_.scheduler().board(name)) return c.respond(jsonError(404, "not_found", "no board " + echoed(name)));
   auto respond = c.respond;
   auto done = [this, respond, name](lease::OpResult r) {
     if (r.status == lease::OpStatus::not_found) return respond(jsonError(404, "not_found", r.detail));
@@ -293,7 +314,7 @@ void Router::listLeases(Call& c) {
 
 void Router::showLease(Call& c, const std::string& id) {
   const lease::Lease* l = leases_.scheduler().lease(id);
-  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + id));
+  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
   c.respond(okText(leaseJson(*l, leases_.scheduler())));
 }
 
@@ -315,7 +336,7 @@ void Router::acquire(Call& c) {
     body["effective_tier"] = state_.effective_tier;
     body["registered_tier"] = state_.config->agent.tier;
     body["since"] = rfc3339(state_.tier_since_ms);
-    refused.body = json::serialize(body);
+    refused.body = toJson(body);
     return c.respond(refused);
   }
   auto respond = c.respond;
@@ -350,7 +371,7 @@ void Router::acquire(Call& c) {
 
 void Router::renew(Call& c, const std::string& id) {
   const lease::Lease* l = leases_.scheduler().lease(id);
-  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + id));
+  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
   if (!hasRole(*c.principal, Role::operator_) && l->holder.principal != c.principal->name)
     return c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
   std::string error;
@@ -371,7 +392,7 @@ void Router::renew(Call& c, const std::string& id) {
 
 void Router::release(Call& c, const std::string& id) {
   const lease::Lease* l = leases_.scheduler().lease(id);
-  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + id));
+  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
   bool own = l->holder.principal == c.principal->name;
   if (!own && !hasRole(*c.principal, Role::operator_))
     return c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
@@ -390,14 +411,14 @@ void Router::release(Call& c, const std::string& id) {
 
 void Router::boardOperation(Call& c, const std::string& id, const std::string& board, const std::string& what) {
   const lease::Lease* l = leases_.scheduler().lease(id);
-  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + id));
+  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
   if (!hasRole(*c.principal, Role::operator_) && l->holder.principal != c.principal->name)
     return c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
   if (l->state != lease::LeaseState::active)
     return c.respond(jsonError(409, "not_active", "lease " + id + " is " + lease::toString(l->state)));
   auto member = std::find_if(l->boards.begin(), l->boards.end(), [&](const auto& b) { return b.name == board; });
   if (member == l->boards.end())
-    return c.respond(jsonError(404, "not_found", "board " + board + " is not in lease " + id));
+    return c.respond(jsonError(404, "not_found", "board " + echoed(board) + " is not in lease " + id));
   if (member->lost) return c.respond(jsonError(409, "board_lost", "board " + board + " left while leased"));
   lease::Lease lease = *l;
   auto respond = c.respond;
