@@ -142,7 +142,7 @@ std::optional<ConfigError> parseToml(std::string_view text, const std::string& f
     *root = toml::parse(text, file);
   } catch (const toml::parse_error& e) {
     return ConfigError{file, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
-                       "", "TOML syntax error: " + std::string(e.description())};
+                       "", "TOML syntax error: " + echo(e.description(), 512)}; // it may quote the file
   }
   return std::nullopt;
 }

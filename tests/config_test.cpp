@@ -604,3 +604,14 @@ TEST_CASE("issue 9: an oversized config or tokens file is refused without readin
   auto read = hwfarm::config::loadFleetConfigFile(fits);
   REQUIRE(read.errors.at(0).message == "agent: required key is missing"); // parsed, not refused
 }
+
+TEST_CASE("issue 9: a TOML syntax error quoting the file is escaped and bounded") {
+  std::string key(100000, 'k');
+  auto errors = errorsOf("\"" + key + "\" = 1\n\"" + key + "\" = 2\n");
+  REQUIRE(errors.size() == 1);
+  REQUIRE(errors[0].size() < 1024);
+  errors = errorsOf("x = \"a\xff\"\n");
+  REQUIRE(errors.size() == 1);
+  REQUIRE(errors[0].find('\xff') == std::string::npos);
+  REQUIRE(hwfarm::config::isValidUtf8(errors[0]));
+}
