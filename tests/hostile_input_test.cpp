@@ -282,6 +282,9 @@ TEST_CASE("issue 9: a state_dir change by SIGHUP moves nothing and says a restar
   REQUIRE(health.at("config").at("last_reload").at("ok").as_bool());
   REQUIRE(health.at("config").at("last_reload").at("restart_needed") == json::array{json::value(note)});
   REQUIRE(d.log().find(note) != std::string::npos);
+  auto status = runCommand({HWFARMCTL_PATH, "--url", d.url(), "status"});
+  REQUIRE(status.status.code == 0);
+  REQUIRE(status.out.find("\nrestart needed: " + note + "\n") != std::string::npos);
   // The rest of the reload applied (a second board), and a lease on the new
   // board keeps its files in the old state_dir.
   REQUIRE(parse(d.get("/v1/boards", kOperator).body).at("boards").as_array().size() == 2);
