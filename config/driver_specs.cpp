@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "config/echo.h"
+
 namespace hwfarm::config {
 
 const std::vector<std::string>& boardDriverNames() {
@@ -75,15 +77,15 @@ const std::vector<std::string>& powerPlaceholders() {
 
 std::string checkTemplate(std::string_view arg, const std::vector<std::string>& allowed) {
   for (size_t i = 0; i < arg.size(); ++i) {
-    if (arg[i] == '}') return "unbalanced \"}\" in \"" + std::string(arg) + "\"";
+    if (arg[i] == '}') return "unbalanced \"}\" in " + quoteForMessage(arg);
     if (arg[i] != '{') continue;
     size_t close = arg.find('}', i);
-    if (close == std::string_view::npos) return "unbalanced \"{\" in \"" + std::string(arg) + "\"";
+    if (close == std::string_view::npos) return "unbalanced \"{\" in " + quoteForMessage(arg);
     std::string name(arg.substr(i + 1, close - i - 1));
     if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
       std::string known;
       for (const auto& a : allowed) known += (known.empty() ? "{" : ", {") + a + "}";
-      return "unknown placeholder {" + name + "} (known: " + known + ")";
+      return "unknown placeholder {" + echo(name) + "} (known: " + known + ")";
     }
     i = close;
   }

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "config/driver_specs.h"
+#include "config/echo.h"
 #include "config/suggest.h"
 #include "config/toml_reader.h"
 
@@ -30,7 +31,8 @@ const char* kNameRule =
     "a name of letters, digits, \".\", \"_\" or \"-\" that starts with a letter or digit (at most 64 "
     "characters)";
 
-std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+// A value quoted back in a message: escaped and at most kMaxEchoBytes long.
+std::string quoted(std::string_view s) { return quoteForMessage(s); }
 
 // Where a unique value was first seen, for "first defined at" messages.
 struct FirstSeen {
@@ -61,6 +63,7 @@ class FleetParser {
     std::stable_sort(result.errors.begin(), result.errors.end(), [](const ConfigError& a, const ConfigError& b) {
       return std::pair(a.line, a.column) < std::pair(b.line, b.column);
     });
+    errors_.appendDropped(result.errors);
     if (result.errors.empty()) result.config = std::move(config_);
     return result;
   }
@@ -676,40 +679,53 @@ std::string ConfigError::format() const {
 
 LoadResult parseFleetConfig(std::string_view text, const std::string& file) {
   toml::table root;
-  try {
-    root = toml::parse(text, file);
-  } catch (const toml::parse_error& e) {
+  if (auto problem = parseToml(text, file, &root)) {
     LoadResult result;
-    result.errors.push_back(ConfigError{file, static_cast<int>(e.source().begin.line),
-                                        static_cast<int>(e.source().begin.column), "", "",
-                                        "TOML syntax error: " + std::string(e.description())});
+    result.errors.push_back(std::move(*problem));
     return result;
   }
   return FleetParser(file).parse(root);
 }
 
-bool readTextFile(const std::string& path, std::string* text, std::string* error) {
+bool readTextFd(int fd, std::string* text, std::string* error, size_t max_bytes) {
+  text->clear();
+  while (true) {
+    char buffer[65536];
+    size_t want = sizeof buffer;
+    if (max_bytes != SIZE_MAX) want = std::min(want, max_bytes + 1 - text->size()); // one more shows "too large"
+    ssize_t n = ::read(fd, buffer, want);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *error = std::string("cannot read file: ") + std::strerror(errno);
+      return false;
+    }
+    if (n == 0) return true;
+    text->append(buffer, static_cast<size_t>(n));
+    if (text->size() > max_bytes) {
+      text->clear();
+      *error = "file is larger than " + std::to_string(max_bytes) + " bytes";
+      return false;
+    }
+  }
+}
+
+bool readTextFile(const std::string& path, std::string* text, std::string* error, size_t max_bytes) {
   text->clear();
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  int err = fd < 0 ? errno : 0;
-  while (fd >= 0) {
-    char buffer[65536];
-    ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) err = errno;
-    if (n <= 0) break;
-    text->append(buffer, static_cast<size_t>(n));
+  if (fd < 0) {
+    *error = std::string("cannot read file: ") + std::strerror(errno);
+    return false;
   }
-  if (fd >= 0) ::close(fd);
-  if (err == 0) return true;
-  *error = std::string("cannot read file: ") + std::strerror(err);
-  return false;
+  bool ok = readTextFd(fd, text, error, max_bytes);
+  ::close(fd);
+  return ok;
 }
 
 LoadResult loadFleetConfigFile(const std::string& path, std::string* text_out) {
   std::string text, error;
-  if (!readTextFile(path, &text, &error)) {
+  if (!readTextFile(path, &text, &error, kMaxConfigBytes)) {
     LoadResult result;
+    if (error.rfind("file is larger", 0) == 0) error += ", the limit for a config file";
     result.errors.push_back(ConfigError{path, 0, 0, "", "", error});
     return result;
   }

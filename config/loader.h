@@ -5,6 +5,8 @@
 // expected versus found, and all errors of a file are reported at once.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +15,15 @@
 #include "config/fleet_config.h"
 
 namespace hwfarm::config {
+
+// Limits on config input (docs/configuration.md, "Limits on the files"). They
+// hold before any parsing, in the daemon and in --check-config alike.
+inline constexpr size_t kMaxConfigBytes = 4 * 1024 * 1024; // a fleet config file
+inline constexpr size_t kMaxTokensBytes = 1024 * 1024;     // a tokens file
+inline constexpr size_t kMaxTomlKeyParts = 32;             // parts of one dotted key: a.b.c is 3
+inline constexpr size_t kMaxTomlNesting = 32;              // arrays and inline tables inside each other
+// Errors reported per file; the rest are counted in one last error.
+inline constexpr size_t kMaxReportedErrors = 100;
 
 struct ConfigError {
   std::string file;
@@ -36,13 +47,18 @@ struct LoadResult {
 // Parses and validates `text`; `file` names it in errors.
 LoadResult parseFleetConfig(std::string_view text, const std::string& file);
 
-// Reads `path` and parses it. An unreadable file is one error without a
-// position. `text`, when given, receives the file's contents.
+// Reads `path` (at most kMaxConfigBytes) and parses it. An unreadable or
+// oversized file is one error without a position. `text`, when given,
+// receives the file's contents.
 LoadResult loadFleetConfigFile(const std::string& path, std::string* text = nullptr);
 
 // Reads a whole file. On failure returns false with `error` set to
-// "cannot read file: <strerror>".
-bool readTextFile(const std::string& path, std::string* text, std::string* error);
+// "cannot read file: <strerror>", or "file is larger than N bytes" when it
+// holds more than `max_bytes` (reading stops there: /dev/zero is refused).
+bool readTextFile(const std::string& path, std::string* text, std::string* error,
+                  size_t max_bytes = SIZE_MAX);
+// The same from an open descriptor, which stays open.
+bool readTextFd(int fd, std::string* text, std::string* error, size_t max_bytes = SIZE_MAX);
 
 // The built-in simulated fleet (config/examples/sim-fleet.toml).
 std::string_view embeddedSimFleet();

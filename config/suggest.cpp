@@ -32,6 +32,8 @@ std::string closestMatch(std::string_view word, const std::vector<std::string>& 
     // word begins is a likely intent even when many characters differ.
     bool prefix = candidate.size() >= 3 && (word.rfind(candidate, 0) == 0 ||
                                             std::string_view(candidate).rfind(word, 0) == 0);
+    size_t length_gap = word.size() > candidate.size() ? word.size() - candidate.size() : candidate.size() - word.size();
+    if (!prefix && length_gap > limit) continue; // the distance is at least the gap: no need to compute it
     size_t d = prefix ? 1 : editDistance(word, candidate);
     if (d < best_distance) {
       best_distance = d;

@@ -1,8 +1,10 @@
 #include "config/tokens.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +13,7 @@
 #include <regex>
 #include <stdexcept>
 
+#include "config/echo.h"
 #include "config/toml_reader.h"
 
 namespace hwfarm::config {
@@ -76,11 +79,8 @@ std::string randomHex(size_t bytes) {
 TokensResult parseTokens(std::string_view text, const std::string& file) {
   TokensResult result;
   toml::table root;
-  try {
-    root = toml::parse(text, file);
-  } catch (const toml::parse_error& e) {
-    result.errors.push_back({file, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column),
-                             "", "", "TOML syntax error: " + std::string(e.description())});
+  if (auto problem = parseToml(text, file, &root)) {
+    result.errors.push_back(std::move(*problem));
     return result;
   }
   ErrorSink errors(file);
@@ -95,7 +95,7 @@ TokensResult parseTokens(std::string_view text, const std::string& file) {
       if (auto v = r.text("name", Need::required)) {
         static const std::regex re("[A-Za-z0-9][A-Za-z0-9._@-]{0,63}");
         if (!std::regex_match(*v, re)) {
-          r.error("name", "expected a name of letters, digits, \".\", \"_\", \"@\" or \"-\", got \"" + *v + "\"");
+          r.error("name", "expected a name of letters, digits, \".\", \"_\", \"@\" or \"-\", got " + quoteForMessage(*v));
           ok = false;
         } else if (*v == "anonymous") {
           r.error("name", "\"anonymous\" is reserved for anonymous loopback access");
@@ -113,7 +113,7 @@ TokensResult parseTokens(std::string_view text, const std::string& file) {
         else if (*v == "pipeline") token.role = Role::pipeline;
         else if (*v == "operator") token.role = Role::operator_;
         else {
-          r.error("role", "expected \"viewer\", \"pipeline\" or \"operator\", got \"" + *v + "\"");
+          r.error("role", "expected \"viewer\", \"pipeline\" or \"operator\", got " + quoteForMessage(*v));
           ok = false;
         }
       } else {
@@ -140,6 +140,7 @@ TokensResult parseTokens(std::string_view text, const std::string& file) {
   }
   top.finish();
   result.errors = errors.take();
+  errors.appendDropped(result.errors);
   if (!result.errors.empty()) result.tokens.clear();
   return result;
 }
@@ -150,16 +151,37 @@ TokensResult loadTokensFile(const std::string& path) {
     result.errors.push_back({path, 0, 0, "", "", message});
     return result;
   };
+  // The checks and the read use one descriptor: the file cannot be swapped
+  // between them. O_NOFOLLOW refuses a symbolic link (another user could aim
+  // it anywhere); O_NONBLOCK keeps a FIFO from blocking the open.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0 && errno == ELOOP)
+    return fail("tokens file is a symbolic link; name the file itself (symbolic links are refused)");
+  if (fd < 0) return fail(std::string("cannot read file: ") + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return fail(std::string("cannot read file: ") + std::strerror(errno));
+  if (::fstat(fd, &st) != 0) return fail(std::string("cannot read file: ") + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) return fail("not a regular file");
-  if (st.st_mode & S_IROTH) {
+  // Whoever may write the file may add an operator token; whoever may read
+  // it learns the principals. Only the daemon's user (or root) may do either.
+  uid_t self = ::geteuid();
+  if (st.st_uid != self && st.st_uid != 0)
+    return fail("tokens file is owned by uid " + std::to_string(st.st_uid) + ", not by hwfarmd's user (uid " +
+                std::to_string(self) + ") or root; run: chown " + std::to_string(self) + " " + path);
+  if (st.st_mode & (S_IRWXG | S_IRWXO)) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return fail(std::string("tokens file is readable by others (mode ") + mode + "); run: chmod o-rwx " + path);
+    return fail(std::string("tokens file is open to group or others (mode ") + mode +
+                "); only its owner may read or write it; run: chmod go-rwx " + path);
   }
   std::string text, error;
-  if (!readTextFile(path, &text, &error)) return fail(error);
+  if (!readTextFd(fd, &text, &error, kMaxTokensBytes)) {
+    if (error.rfind("file is larger", 0) == 0) error += ", the limit for a tokens file";
+    return fail(error);
+  }
   return parseTokens(text, path);
 }
 

@@ -39,8 +39,11 @@ std::string sha256Hex(const std::string& data);
 // lease ids, idempotency keys). Throws std::runtime_error if it fails.
 std::string randomHex(size_t bytes);
 
-// Reads `path`; refuses (an error) a file that others may read, or that is
-// not a regular file.
+// Reads `path` (at most kMaxTokensBytes). Refuses, with one error naming the
+// fix: a symbolic link, anything but a regular file, a file owned by anyone
+// but the daemon's effective user or root, and a file its group or others
+// may read, write or execute (any bit of 0077). The checks are made with
+// fstat on the descriptor that is then read.
 TokensResult loadTokensFile(const std::string& path);
 
 } // namespace hwfarm::config

@@ -1,17 +1,180 @@
 #include "config/toml_reader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
+#include "config/echo.h"
 #include "config/suggest.h"
 
 namespace hwfarm::config {
 
+namespace {
+
+// Walks TOML text the way toml++ tokenizes it: strings and comments are
+// skipped, and outside them a run of key parts joined by "." is counted until
+// a character that ends a key ("=", brackets, braces, ",", a newline).
+class ShapeScanner {
+ public:
+  ShapeScanner(std::string_view text, const std::string& file) : text_(text), file_(file) {}
+
+  std::optional<ConfigError> run() {
+    while (at_ < text_.size()) {
+      char c = text_[at_];
+      if (c == '#') {
+        while (at_ < text_.size() && text_[at_] != '\n') advance();
+        continue;
+      }
+      if (c == '"' || c == '\'') {
+        startPart();
+        bool multi = text_.substr(at_, 3) == std::string_view(c == '"' ? "\"\"\"" : "'''");
+        if (multi) {
+          skipMultiLine(c);
+          endRun(); // a multi-line string is a value, never a key part
+        } else {
+          skipString(c);
+        }
+        continue;
+      }
+      if (c == '.') {
+        if (run_parts_ == 0) startPart();
+        if (++run_parts_ > kMaxTomlKeyParts)
+          return error(run_line_, run_column_,
+                       "dotted key has more than " + std::to_string(kMaxTomlKeyParts) + " parts (the limit)");
+        advance();
+        continue;
+      }
+      if (c == '[' || c == '{') {
+        endRun();
+        if (++nesting_ > kMaxTomlNesting)
+          return error(line_, column_, "arrays and inline tables nest deeper than " +
+                                           std::to_string(kMaxTomlNesting) + " levels (the limit)");
+        advance();
+        continue;
+      }
+      if (c == ']' || c == '}') {
+        endRun();
+        if (nesting_ > 0) --nesting_;
+        advance();
+        continue;
+      }
+      if (c == '=' || c == ',' || c == '\n') {
+        endRun();
+      } else if (c != ' ' && c != '\t' && c != '\r') {
+        startPart();
+      }
+      advance();
+    }
+    return std::nullopt;
+  }
+
+ private:
+  void advance() {
+    auto c = static_cast<unsigned char>(text_[at_++]);
+    if (c == '\n') {
+      ++line_;
+      column_ = 1;
+    } else if ((c & 0xc0) != 0x80) {
+      ++column_; // columns count characters, as toml++'s do
+    }
+  }
+  // A key part starts here (the first of a run is where errors point).
+  void startPart() {
+    if (run_parts_ > 0) return;
+    run_parts_ = 1;
+    run_line_ = line_;
+    run_column_ = column_;
+  }
+  void endRun() { run_parts_ = 0; }
+  // A one-line string; a newline ends it (toml++ reports that as an error).
+  void skipString(char quote) {
+    advance();
+    while (at_ < text_.size() && text_[at_] != '\n') {
+      char c = text_[at_];
+      if (quote == '"' && c == '\\' && at_ + 1 < text_.size() && text_[at_ + 1] != '\n') {
+        advance();
+        advance();
+        continue;
+      }
+      advance();
+      if (c == quote) return;
+    }
+  }
+  // """…""" or '''…''', which may end with up to two more quotes of its kind.
+  void skipMultiLine(char quote) {
+    for (int i = 0; i < 3; ++i) advance();
+    while (at_ < text_.size()) {
+      char c = text_[at_];
+      if (quote == '"' && c == '\\' && at_ + 1 < text_.size()) {
+        advance();
+        advance();
+        continue;
+      }
+      if (c == quote && text_.substr(at_, 3) == std::string(3, quote)) {
+        for (int i = 0; i < 3; ++i) advance();
+        for (int i = 0; i < 2 && at_ < text_.size() && text_[at_] == quote; ++i) advance();
+        return;
+      }
+      advance();
+    }
+  }
+  ConfigError error(size_t line, size_t column, std::string message) const {
+    return ConfigError{file_, static_cast<int>(line), static_cast<int>(column), "", "", std::move(message)};
+  }
+
+  std::string_view text_;
+  const std::string& file_;
+  size_t at_ = 0;
+  size_t line_ = 1, column_ = 1;
+  size_t run_parts_ = 0, run_line_ = 0, run_column_ = 0;
+  size_t nesting_ = 0;
+};
+
+} // namespace
+
+std::optional<ConfigError> checkTomlShape(std::string_view text, const std::string& file) {
+  return ShapeScanner(text, file).run();
+}
+
+std::optional<ConfigError> parseToml(std::string_view text, const std::string& file, toml::table* root) {
+  if (auto problem = checkTomlShape(text, file)) return problem;
+  try {
+    *root = toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    return ConfigError{file, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column), "",
+                       "", "TOML syntax error: " + echo(e.description(), 512)}; // it may quote the file
+  }
+  return std::nullopt;
+}
+
 void ErrorSink::add(const toml::source_region& where, std::string context, std::string key,
                     std::string message) {
+  if (errors_.size() >= 2 * kMaxReportedErrors) compact();
+  // A key is the file's text too: bounded and escaped like any echoed value.
   errors_.push_back(ConfigError{file_, static_cast<int>(where.begin.line),
                                 static_cast<int>(where.begin.column), std::move(context),
-                                std::move(key), std::move(message)});
+                                echo(key), std::move(message)});
+}
+
+void ErrorSink::compact() {
+  std::stable_sort(errors_.begin(), errors_.end(), [](const ConfigError& a, const ConfigError& b) {
+    return std::pair(a.line, a.column) < std::pair(b.line, b.column);
+  });
+  if (errors_.size() <= kMaxReportedErrors) return;
+  dropped_ += errors_.size() - kMaxReportedErrors;
+  errors_.resize(kMaxReportedErrors);
+}
+
+std::vector<ConfigError> ErrorSink::take() {
+  compact();
+  return std::move(errors_);
+}
+
+void ErrorSink::appendDropped(std::vector<ConfigError>& errors) const {
+  if (dropped_ == 0) return;
+  errors.push_back(ConfigError{file_, 0, 0, "", "",
+                               "and " + std::to_string(dropped_) + " more error(s) not shown (at most " +
+                                   std::to_string(kMaxReportedErrors) + " are reported per file)"});
 }
 
 SourcePos ErrorSink::pos(const toml::source_region& where) const {
@@ -24,11 +187,7 @@ std::string ErrorSink::posText(const toml::source_region& where) const {
 
 std::string describeValue(const toml::node& node) {
   switch (node.type()) {
-    case toml::node_type::string: {
-      std::ostringstream out;
-      out << '"' << node.as_string()->get() << '"';
-      return out.str();
-    }
+    case toml::node_type::string: return quoteForMessage(node.as_string()->get());
     case toml::node_type::integer: return std::to_string(node.as_integer()->get());
     case toml::node_type::floating_point: {
       std::ostringstream out;

@@ -19,6 +19,16 @@
 
 namespace hwfarm::config {
 
+// Parses `text` into `root`. Before toml++ sees it, the text is checked for
+// shapes that overflow toml++'s recursive parser and destructor: a dotted key
+// of more than kMaxTomlKeyParts parts (`a.a.a… = 1`) or arrays and inline
+// tables nested deeper than kMaxTomlNesting. Returns the error (file:line:col)
+// for such text or a TOML syntax error; nothing when `root` is set.
+std::optional<ConfigError> parseToml(std::string_view text, const std::string& file, toml::table* root);
+
+// The shape check alone.
+std::optional<ConfigError> checkTomlShape(std::string_view text, const std::string& file);
+
 // Collects errors for one file.
 class ErrorSink {
  public:
@@ -29,12 +39,18 @@ class ErrorSink {
   const std::string& file() const { return file_; }
   SourcePos pos(const toml::source_region& where) const;
   std::string posText(const toml::source_region& where) const;
-  std::vector<ConfigError> take() { return std::move(errors_); }
-  bool empty() const { return errors_.empty(); }
+  // The first kMaxReportedErrors errors in file order (the rest are counted).
+  std::vector<ConfigError> take();
+  bool empty() const { return errors_.empty() && dropped_ == 0; }
+  // Appends one error counting those not kept, if any.
+  void appendDropped(std::vector<ConfigError>& errors) const;
 
  private:
+  void compact(); // sorts by position, keeps the first kMaxReportedErrors
+
   std::string file_;
   std::vector<ConfigError> errors_;
+  size_t dropped_ = 0;
 };
 
 // "a string", "an integer", ... and `"value"`, `5` for messages.

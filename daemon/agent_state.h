@@ -22,6 +22,9 @@ struct ConfigStatus {
   int64_t last_reload_at_ms = 0; // unix ms; 0 = no reload yet
   bool last_reload_ok = true;
   std::vector<std::string> last_reload_errors;
+  // Settings the last good reload changed but did not apply (they keep
+  // their running value until a restart), one message each.
+  std::vector<std::string> last_reload_restart_needed;
 };
 
 // A USB device of a configured vendor:product that no board claims.

@@ -1,5 +1,8 @@
 #include "daemon/auth.h"
 
+#include <cctype>
+#include <string_view>
+
 #include "config/tokens.h"
 
 namespace hwfarm {
@@ -14,10 +17,15 @@ std::optional<Principal> Authenticator::authenticate(const std::string& authoriz
     if (anonymous_loopback_ && local_peer) return Principal{"anonymous", config::Role::operator_};
     return std::nullopt;
   }
-  static const std::string kBearer = "Bearer ";
-  if (authorization.size() <= kBearer.size() || authorization.compare(0, kBearer.size(), kBearer) != 0)
-    return std::nullopt;
-  auto it = by_hash_.find(config::sha256Hex(authorization.substr(kBearer.size())));
+  // RFC 7235: credentials = auth-scheme 1*SP token68, the scheme compared
+  // without regard to case ("bearer", "BEARER").
+  static constexpr std::string_view kBearer = "bearer";
+  if (authorization.size() <= kBearer.size() + 1) return std::nullopt;
+  for (size_t i = 0; i < kBearer.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kBearer[i]) return std::nullopt;
+  size_t token = authorization.find_first_not_of(' ', kBearer.size());
+  if (token == kBearer.size() || token == std::string::npos) return std::nullopt;
+  auto it = by_hash_.find(config::sha256Hex(authorization.substr(token)));
   if (it == by_hash_.end()) return std::nullopt;
   return it->second;
 }

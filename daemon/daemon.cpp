@@ -5,12 +5,15 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include "config/echo.h"
 #include "config/tokens.h"
 #include "daemon/agent_state.h"
 #include "daemon/auth.h"
@@ -87,17 +90,47 @@ bool sameListen(const config::AgentConfig& a, const config::AgentConfig& b) {
   return true;
 }
 
+// A reload's input, read and parsed off the event loop.
+struct PreparedReload {
+  Loaded loaded;
+  std::vector<config::Token> tokens;
+  std::string sha256; // of the config text
+};
+
+// Reads and checks the config and its tokens file: pure file reads and
+// parsing, safe on any thread.
+PreparedReload prepareReload(const std::string& path) {
+  PreparedReload p;
+  p.loaded = loadWithText(path);
+  // The tokens file is part of the configuration: its errors fail the reload too.
+  if (p.loaded.result.ok())
+    for (const auto& e : loadTokens(*p.loaded.result.config, &p.tokens))
+      p.loaded.result.errors.push_back(config::ConfigError{"", 0, 0, "", "", e});
+  p.sha256 = config::sha256Hex(p.loaded.text);
+  return p;
+}
+
+// One reload running on its own thread. `abandoned` (under `mutex`) tells a
+// thread that outlived the daemon not to post its result.
+struct ReloadJob {
+  std::mutex mutex;
+  bool abandoned = false;
+  bool finished = false;
+};
+
 } // namespace
 
 config::LoadResult loadConfig(const std::string& path) { return loadWithText(path).result; }
 
 struct Daemon::Impl {
   explicit Impl(DaemonOptions o) : options(std::move(o)), signals(io, SIGHUP, SIGTERM, SIGINT) {}
+  ~Impl();
 
   int run();
   void waitForSignal();
   void onSignal(int signal);
   void reload();
+  void applyReload(PreparedReload prepared);
   void beginStop(const char* why);
   void pingWatchdog();
   void pruneLogs(); // now, then hourly
@@ -124,7 +157,26 @@ struct Daemon::Impl {
   std::unique_ptr<api::Router> router;
   std::unique_ptr<api::HttpServer> server;
   bool stopping = false;
+  // The reload in progress (parsed on reload_thread), and whether another
+  // SIGHUP came meanwhile.
+  std::shared_ptr<ReloadJob> reload_job;
+  std::thread reload_thread;
+  bool reload_again = false;
 };
+
+Daemon::Impl::~Impl() {
+  if (!reload_thread.joinable()) return;
+  bool finished;
+  {
+    std::lock_guard lock(reload_job->mutex);
+    reload_job->abandoned = true;
+    finished = reload_job->finished;
+  }
+  // A reload blocked reading its file (a FIFO, a hung mount) must not hold up
+  // the exit: it is left to end with the process and will post nothing.
+  if (finished) reload_thread.join();
+  else reload_thread.detach();
+}
 
 int Daemon::Impl::run() {
   Loaded loaded = loadWithText(options.config_path);
@@ -281,20 +333,39 @@ void Daemon::Impl::beginStop(const char* why) {
   });
 }
 
+// SIGHUP: the config and tokens files are read and parsed on a thread of
+// their own (a large file, or one that blocks, never stalls the loop); the
+// result is applied on the loop by applyReload.
 void Daemon::Impl::reload() {
   if (stopping) return;
+  if (reload_job) {
+    reload_again = true; // the file may have changed after the running reload read it
+    spdlog::info("SIGHUP during a reload: reloading again once it is done");
+    return;
+  }
   systemd::reloading();
   std::string source = options.config_path.empty() ? config::kEmbeddedSimFleetName : options.config_path;
   spdlog::info("SIGHUP: reloading configuration from {}", source);
-  Loaded loaded = loadWithText(options.config_path);
+  auto job = std::make_shared<ReloadJob>();
+  reload_job = job;
+  reload_thread = std::thread([this, job, path = options.config_path] {
+    PreparedReload prepared = prepareReload(path);
+    std::lock_guard lock(job->mutex);
+    job->finished = true;
+    if (job->abandoned) return;
+    asio::post(io, [this, prepared = std::move(prepared)]() mutable { applyReload(std::move(prepared)); });
+  });
+}
+
+void Daemon::Impl::applyReload(PreparedReload prepared) {
+  reload_thread.join(); // it has posted this and is returning
+  reload_job.reset();
+  if (stopping) return;
+  Loaded& loaded = prepared.loaded;
   ConfigStatus& status = state.config_status;
   status.last_reload_at_ms = unixNowMs();
   status.last_reload_errors.clear();
-  // The tokens file is part of the configuration: its errors fail the reload too.
-  std::vector<config::Token> tokens;
-  if (loaded.result.ok())
-    for (const auto& e : loadTokens(*loaded.result.config, &tokens))
-      loaded.result.errors.push_back(config::ConfigError{"", 0, 0, "", "", e});
+  status.last_reload_restart_needed.clear();
   status.last_reload_ok = loaded.result.ok();
   if (!loaded.result.ok()) {
     for (const auto& e : loaded.result.errors) {
@@ -304,37 +375,55 @@ void Daemon::Impl::reload() {
     spdlog::error("reload failed with {} error(s); keeping configuration generation {}",
                   loaded.result.errors.size(), status.generation);
     systemd::ready("reload failed; serving configuration generation " + std::to_string(status.generation));
-    return;
+  } else {
+    config::FleetConfig next = std::move(*loaded.result.config);
+    const config::FleetConfig& previous = *state.config;
+    // What only a restart can change keeps its running value, so that no
+    // part of the daemon moves while another stays (the database cannot
+    // move under open leases).
+    if (!sameListen(previous.agent, next.agent)) {
+      status.last_reload_restart_needed.push_back(
+          "agent.listen changed: the daemon keeps listening where it does until it is restarted");
+      next.agent.listen = previous.agent.listen;
+    }
+    if (previous.agent.state_dir != next.agent.state_dir) {
+      status.last_reload_restart_needed.push_back(
+          "agent.state_dir changed from " + config::quoteForMessage(previous.agent.state_dir) + " to " +
+          config::quoteForMessage(next.agent.state_dir) +
+          ": nothing moves until hwfarmd is restarted (database, consoles and board work directories stay in " +
+          config::quoteForMessage(previous.agent.state_dir) + ")");
+      next.agent.state_dir = previous.agent.state_dir;
+    }
+    for (const auto& note : status.last_reload_restart_needed) spdlog::warn("{}", note);
+    auto applied = std::make_shared<const config::FleetConfig>(std::move(next));
+    if (!applied->agent.tokens_file.empty())
+      spdlog::info("{} token(s) loaded from {}", prepared.tokens.size(), applied->agent.tokens_file);
+    setLogLevel(applied->agent.log_level);
+    server->setLimits(applied->limits);
+    auth.setTokens(prepared.tokens);
+    auth.setAnonymousLoopback(applied->agent.anonymous_loopback);
+    if (effectiveTier(*applied) != state.effective_tier) {
+      spdlog::info("effective tier {} -> {} (sla.pin_tier / agent.tier changed)", state.effective_tier,
+                   effectiveTier(*applied));
+      state.effective_tier = effectiveTier(*applied);
+      state.tier_since_ms = unixNowMs();
+    }
+    state.config = applied;
+    boards->reconfigure(*applied);
+    leases->reconfigure(*applied);
+    presence->watch(watchedPaths(*applied));
+    if (usb) usbChanged();
+    status.generation += 1;
+    status.source = applied->source;
+    status.sha256 = prepared.sha256;
+    status.loaded_at_ms = status.last_reload_at_ms;
+    spdlog::info("configuration generation {} loaded: {}", status.generation, summary(*applied));
+    systemd::ready("serving " + summary(*applied));
   }
-  auto next = std::make_shared<const config::FleetConfig>(std::move(*loaded.result.config));
-  const config::FleetConfig& previous = *state.config;
-  if (!sameListen(previous.agent, next->agent))
-    spdlog::warn("agent.listen changed: takes effect at the next restart");
-  if (previous.agent.state_dir != next->agent.state_dir)
-    spdlog::warn("agent.state_dir changed: takes effect at the next restart");
-  if (!next->agent.tokens_file.empty())
-    spdlog::info("{} token(s) loaded from {}", tokens.size(), next->agent.tokens_file);
-  setLogLevel(next->agent.log_level);
-  server->setLimits(next->limits);
-  auth.setTokens(tokens);
-  auth.setAnonymousLoopback(next->agent.anonymous_loopback);
-  if (effectiveTier(*next) != state.effective_tier) {
-    spdlog::info("effective tier {} -> {} (sla.pin_tier / agent.tier changed)", state.effective_tier,
-                 effectiveTier(*next));
-    state.effective_tier = effectiveTier(*next);
-    state.tier_since_ms = unixNowMs();
+  if (reload_again) {
+    reload_again = false;
+    reload();
   }
-  state.config = next;
-  boards->reconfigure(*next);
-  leases->reconfigure(*next);
-  presence->watch(watchedPaths(*next));
-  if (usb) usbChanged();
-  status.generation += 1;
-  status.source = next->source;
-  status.sha256 = config::sha256Hex(loaded.text);
-  status.loaded_at_ms = status.last_reload_at_ms;
-  spdlog::info("configuration generation {} loaded: {}", status.generation, summary(*next));
-  systemd::ready("serving " + summary(*next));
 }
 
 // Boards without an explicit console path are present while USB discovery

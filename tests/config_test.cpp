@@ -3,13 +3,16 @@
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
 
 #include "config/driver_specs.h"
+#include "config/echo.h"
 #include "config/loader.h"
 #include "config/tokens.h"
+#include "tests/support/process.h"
 
 using hwfarm::config::LoadResult;
 using hwfarm::config::parseFleetConfig;
@@ -510,4 +513,172 @@ TEST_CASE("issue 9: console log quotas and the disk reserve have defaults and bo
   REQUIRE(errorsOf(kAgent + "[limits]\nconsole_log_bytes_total = 1048576\n[[worker]]\nname = \"w\"\n") ==
           std::vector<std::string>{"fleet.toml:5:27: limits.console_log_bytes_total: must be at least "
                                    "limits.console_log_bytes_per_lease (67108864)"});
+}
+
+// Issue 9, item 11: a 40,000-part dotted key overflowed toml++'s stack
+// (rc 139). Such shapes are refused before toml++ sees them, with a position.
+TEST_CASE("issue 9: a deep dotted key or deep nesting is refused with its position before toml++ parses it") {
+  std::string deep;
+  for (int i = 0; i < 40000; ++i) deep += i ? ".a" : "a";
+  REQUIRE(errorsOf(kAgent + deep + " = 1\n") ==
+          std::vector<std::string>{"fleet.toml:4:1: dotted key has more than 32 parts (the limit)"});
+  // In a table header, an inline table and with spaces and quoted parts.
+  REQUIRE(errorsOf(kAgent + "[" + deep + "]\n") ==
+          std::vector<std::string>{"fleet.toml:4:2: dotted key has more than 32 parts (the limit)"});
+  REQUIRE(errorsOf(kAgent + "x = { " + deep + " = 1 }\n") ==
+          std::vector<std::string>{"fleet.toml:4:7: dotted key has more than 32 parts (the limit)"});
+  std::string spaced;
+  for (int i = 0; i < 33; ++i) spaced += i ? (i % 2 ? " . \"a\"" : " .'b'") : "  a";
+  REQUIRE(errorsOf(kAgent + spaced + " = 1\n") ==
+          std::vector<std::string>{"fleet.toml:4:3: dotted key has more than 32 parts (the limit)"});
+  // Arrays and inline tables nested 40,000 deep.
+  REQUIRE(errorsOf(kAgent + "x = " + std::string(40000, '[') + std::string(40000, ']') + "\n") ==
+          std::vector<std::string>{"fleet.toml:4:37: arrays and inline tables nest deeper than 32 levels (the limit)"});
+  REQUIRE(errorsOf(kAgent + "x = " + std::string(20000, '{') + "\n") ==
+          std::vector<std::string>{"fleet.toml:4:37: arrays and inline tables nest deeper than 32 levels (the limit)"});
+  // The tokens file goes through the same check.
+  auto tokens = hwfarm::config::parseTokens(deep + " = 1\n", "tokens.toml");
+  REQUIRE(tokens.errors.size() == 1);
+  REQUIRE(tokens.errors[0].format() == "tokens.toml:1:1: dotted key has more than 32 parts (the limit)");
+}
+
+TEST_CASE("issue 9: keys of 32 parts and dots inside strings and comments are not refused") {
+  std::string key32;
+  for (int i = 0; i < 32; ++i) key32 += i ? ".a" : "a";
+  // 32 parts reach toml++ (and the schema, which does not know the key).
+  REQUIRE(errorsOf(kAgent + "[[worker]]\nname = \"w\"\n" + key32 + " = 1\n") ==
+          std::vector<std::string>{"fleet.toml:6:1: worker \"w\": a: unknown key"});
+  std::string dots(200, '.');
+  std::string text = kAgent + "# " + dots + " [[[[\n" + "[[worker]]\nname = \"w\"\n  [[worker.board]]\n" +
+                     "  name = \"b\"\n  type = \"t\"\n  driver = \"qemu\"\n" +
+                     "  qemu = { extra_args = [\"" + dots + "\", '" + dots + "', \"\\\"" + dots + "[[[[{{{{\"] }\n" +
+                     "  [worker.board.health]\n  banner = \"\"\"\n" + dots + "\n\"\" x \"\"\"\"\n" +
+                     "  image = \'\'\'" + dots + "[[[[{{{{\n\'\'\'\n";
+  REQUIRE(errorsOf(text).empty());
+  // Arrays nested 32 deep are fine for the check (toml++ and the schema judge them).
+  REQUIRE(errorsOf(kAgent + "[[worker]]\nname = \"w\"\nx = " + std::string(31, '[') + std::string(31, ']') + "\n") ==
+          std::vector<std::string>{"fleet.toml:6:1: worker \"w\": x: unknown key"});
+}
+
+// Issue 9, item 10: a 20 MB value was echoed whole into the log and /v1/healthz.
+TEST_CASE("issue 9: a long or unprintable value is echoed escaped and cut at 128 bytes with its length") {
+  std::string long_name(1000000, 'n');
+  auto errors = errorsOf("[agent]\nname = \"" + long_name + "\"\ntier = 2\n[[worker]]\nname = \"w\"\n");
+  REQUIRE(errors.size() == 1);
+  REQUIRE(errors[0] == "fleet.toml:2:8: agent.name: expected a name of letters, digits, \".\", \"_\" or \"-\" that "
+                       "starts with a letter or digit (at most 64 characters), got \"" +
+                           std::string(128, 'n') + "\xe2\x80\xa6\" (1000000 bytes)");
+  errors = errorsOf("[agent]\nname = \"a\\u0000b\\n\\\"\\u007f\"\ntier = 2\n[[worker]]\nname = \"w\"\n");
+  REQUIRE(errors.size() == 1);
+  REQUIRE(errors[0].find("got \"a\\x00b\\n\\\"\\x7f\"") != std::string::npos);
+  // A long unknown key is cut the same way.
+  errors = errorsOf(kAgent + "[[worker]]\nname = \"w\"\n\"" + std::string(5000, 'k') + "\" = 1\n");
+  REQUIRE(errors == std::vector<std::string>{"fleet.toml:6:1: worker \"w\": " + std::string(128, 'k') +
+                                             "\xe2\x80\xa6 (5000 bytes): unknown key"});
+}
+
+TEST_CASE("issue 9: echo keeps valid UTF-8 whole and escapes invalid bytes") {
+  using hwfarm::config::echo;
+  using hwfarm::config::quoteForMessage;
+  REQUIRE(echo("caf\xc3\xa9 \xe2\x9c\x93") == "caf\xc3\xa9 \xe2\x9c\x93");
+  REQUIRE(echo("\xff\xfe/\xc3") == "\\xff\\xfe/\\xc3");           // stray bytes, a truncated sequence
+  REQUIRE(echo("\xed\xa0\x80") == "\\xed\\xa0\\x80");             // a surrogate
+  REQUIRE(echo("\xc0\xaf") == "\\xc0\\xaf");                      // an overlong "/"
+  REQUIRE(echo("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80");    // above U+10FFFF
+  // A cut never splits a character: 3 bytes of "é" fit in 4, the fourth would split one.
+  REQUIRE(echo("ab\xc3\xa9\xc3\xa9", 5) == "ab\xc3\xa9\xe2\x80\xa6 (6 bytes)");
+  REQUIRE(quoteForMessage(std::string(10, 'x'), 4) == "\"xxxx\xe2\x80\xa6\" (10 bytes)");
+  REQUIRE(quoteForMessage("short") == "\"short\"");
+  REQUIRE(hwfarm::config::isValidUtf8("caf\xc3\xa9"));
+  REQUIRE(!hwfarm::config::isValidUtf8("caf\xc3"));
+  REQUIRE(hwfarm::config::findControlCharacter(std::string("ab\0c", 4)) == 2);
+  REQUIRE(hwfarm::config::findControlCharacter("ab\x7f") == 2);
+  REQUIRE(hwfarm::config::findControlCharacter("tab-free caf\xc3\xa9") == std::string_view::npos);
+}
+
+TEST_CASE("issue 9: at most 100 errors are reported per file and the rest are counted") {
+  std::string text = kAgent + "[[worker]]\nname = \"w\"\n";
+  for (int i = 0; i < 150; ++i) text += "unknown" + std::to_string(i) + " = 1\n";
+  auto errors = errorsOf(text);
+  REQUIRE(errors.size() == 101);
+  REQUIRE(errors[99].find("unknown99: unknown key") != std::string::npos);
+  REQUIRE(errors[100] == "fleet.toml: and 50 more error(s) not shown (at most 100 are reported per file)");
+}
+
+// Issue 9, item 4: a group- or world-writable tokens file passed, so a local
+// user could add an operator token for the next SIGHUP to load.
+TEST_CASE("issue 9: a tokens file open to group or others, a symlink or another owner's file is refused") {
+  hwfarm::test::TempDir dir;
+  std::string text = "[[token]]\nname = \"ci\"\nrole = \"operator\"\nsha256 = \"" + std::string(64, 'a') + "\"\n";
+  std::string path = dir.write("tokens.toml", text);
+  auto errorOf = [](const std::string& file) {
+    auto r = hwfarm::config::loadTokensFile(file);
+    REQUIRE(r.tokens.empty());
+    REQUIRE(r.errors.size() == 1);
+    return r.errors[0].format();
+  };
+  for (unsigned mode : {0602u, 0620u, 0660u, 0640u, 0604u, 0606u, 0610u, 0601u}) {
+    REQUIRE(::chmod(path.c_str(), mode) == 0);
+    char octal[8];
+    std::snprintf(octal, sizeof octal, "%04o", mode);
+    INFO("mode " << octal);
+    REQUIRE(errorOf(path) == path + ": tokens file is open to group or others (mode " + octal +
+                                 "); only its owner may read or write it; run: chmod go-rwx " + path);
+  }
+  // 0600 (and 0400) is accepted.
+  for (unsigned mode : {0600u, 0400u}) {
+    REQUIRE(::chmod(path.c_str(), mode) == 0);
+    auto ok = hwfarm::config::loadTokensFile(path);
+    REQUIRE(ok.ok());
+    REQUIRE(ok.tokens.size() == 1);
+  }
+  ::chmod(path.c_str(), 0600);
+  // A symbolic link is refused even when its target is fine.
+  std::string link = dir.file("link.toml");
+  REQUIRE(::symlink(path.c_str(), link.c_str()) == 0);
+  REQUIRE(errorOf(link) == link + ": tokens file is a symbolic link; name the file itself (symbolic links are refused)");
+  // A FIFO is not a regular file (and does not block the open).
+  std::string fifo = dir.file("fifo.toml");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  REQUIRE(errorOf(fifo) == fifo + ": not a regular file");
+  // A file owned by another user, even with mode 0600.
+  uid_t self = ::geteuid();
+  REQUIRE(self == 0); // the test suite runs as root (CI's container and the lab image)
+  std::string foreign = dir.write("foreign.toml", text);
+  REQUIRE(::chmod(foreign.c_str(), 0600) == 0);
+  REQUIRE(::chown(foreign.c_str(), 65534, 65534) == 0); // nobody
+  REQUIRE(errorOf(foreign) == foreign + ": tokens file is owned by uid 65534, not by hwfarmd's user (uid 0) or root; "
+                                        "run: chown 0 " + foreign);
+}
+
+// Issue 9, item 10: no file is read without a bound.
+TEST_CASE("issue 9: an oversized config or tokens file is refused without reading it all") {
+  hwfarm::test::TempDir dir;
+  std::string big = dir.write("big.toml", std::string(hwfarm::config::kMaxConfigBytes + 1, '#'));
+  auto config = hwfarm::config::loadFleetConfigFile(big);
+  REQUIRE(config.errors.size() == 1);
+  REQUIRE(config.errors[0].format() == big + ": file is larger than 4194304 bytes, the limit for a config file");
+  auto zero = hwfarm::config::loadFleetConfigFile("/dev/zero");
+  REQUIRE(zero.errors.size() == 1);
+  REQUIRE(zero.errors[0].format() == "/dev/zero: file is larger than 4194304 bytes, the limit for a config file");
+  std::string tokens = dir.write("tokens.toml", std::string(hwfarm::config::kMaxTokensBytes + 1, '#'));
+  ::chmod(tokens.c_str(), 0600);
+  auto t = hwfarm::config::loadTokensFile(tokens);
+  REQUIRE(t.errors.size() == 1);
+  REQUIRE(t.errors[0].format() == tokens + ": file is larger than 1048576 bytes, the limit for a tokens file");
+  // A file of exactly the limit is read.
+  std::string fits = dir.write("fits.toml", std::string(hwfarm::config::kMaxConfigBytes, '#'));
+  auto read = hwfarm::config::loadFleetConfigFile(fits);
+  REQUIRE(read.errors.at(0).message == "agent: required key is missing"); // parsed, not refused
+}
+
+TEST_CASE("issue 9: a TOML syntax error quoting the file is escaped and bounded") {
+  std::string key(100000, 'k');
+  auto errors = errorsOf("\"" + key + "\" = 1\n\"" + key + "\" = 2\n");
+  REQUIRE(errors.size() == 1);
+  REQUIRE(errors[0].size() < 1024);
+  errors = errorsOf("x = \"a\xff\"\n");
+  REQUIRE(errors.size() == 1);
+  REQUIRE(errors[0].find('\xff') == std::string::npos);
+  REQUIRE(hwfarm::config::isValidUtf8(errors[0]));
 }

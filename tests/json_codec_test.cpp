@@ -7,6 +7,7 @@
 
 #include <boost/json.hpp>
 
+#include "config/fleet_config.h"
 #include "daemon/api/json_codec.h"
 #include "daemon/api/json_writer.h"
 
@@ -61,5 +62,114 @@ TEST_CASE("JSON writer escapes a character wherever it falls in a long string") 
       INFO("character " << static_cast<int>(special) << " at " << at);
       REQUIRE(boost::json::parse(w.text()).as_array().at(0).as_string() == s);
     }
+  }
+}
+
+namespace {
+
+// The 400 detail parseAcquire gives for `body` ("" when it is accepted).
+std::string acquireError(const std::string& body) {
+  std::string error;
+  auto parsed = api::parseAcquire(body, config::Limits{}, config::LeaseConfig{}, &error);
+  return parsed ? "" : error;
+}
+
+const std::string kBase = R"("selector":{"type":"mps2-an385"},"context":"manual")";
+
+} // namespace
+
+// Issue 9, item 12: {"context":"weekly","context":"manual"} was accepted,
+// the last one winning.
+TEST_CASE("issue 9: a repeated JSON key is refused naming it, at any depth") {
+  REQUIRE(acquireError(R"({"selector":{"type":"x"},"context":"weekly","context":"manual"})") ==
+          "context: duplicate field");
+  REQUIRE(acquireError("{" + kBase + R"(,"holder":{"job":"a","build":"1","job":"b"}})") == "holder.job: duplicate field");
+  REQUIRE(acquireError(R"({"selector":{"type":"x","type":"y"},"context":"manual"})") == "selector.type: duplicate field");
+  // The same key in two different objects is no duplicate.
+  REQUIRE(acquireError("{" + kBase + R"(,"holder":{"job":"context"},"idempotency_key":"k"})") == "");
+  // Keys split by escapes are compared whole: "\u0063ontext" is "context".
+  REQUIRE(acquireError("{" + kBase + R"(,"\u0063ontext":"pr"})") == "context: duplicate field");
+  std::string error;
+  REQUIRE(!api::parseRenew(R"({"ttl_s":5,"ttl_s":6})", config::Limits{}, 1000, &error));
+  REQUIRE(error == "ttl_s: duplicate field");
+  REQUIRE(!api::parseReason(R"({"reason":"a","reason":"b"})", &error));
+  REQUIRE(error == "reason: duplicate field");
+  // Malformed JSON still says so; trailing data is malformed.
+  REQUIRE(acquireError("{" + kBase + "} x").rfind("malformed JSON: ", 0) == 0);
+  REQUIRE(acquireError("{" + kBase).rfind("malformed JSON: ", 0) == 0);
+  REQUIRE(acquireError(" {" + kBase + "}\n ") == "");
+}
+
+// Issue 9, item 8: "retry\u0000-7" was stored as "retry", and after a restart
+// the retry got a second lease.
+TEST_CASE("issue 9: control characters in identifiers and holder fields are refused naming the field") {
+  const std::string nul = "\\u0000";
+  struct Case {
+    std::string body, detail;
+  };
+  std::vector<Case> cases{
+      {"{" + kBase + R"(,"idempotency_key":"retry)" + nul + R"(-7"})",
+       "idempotency_key: contains the control character U+0000 at byte 5"},
+      {"{" + kBase + R"(,"holder":{"job":"tvm\nPR-1"}})", "holder.job: contains the control character U+000A at byte 3"},
+      {"{" + kBase + R"(,"holder":{"build":"7\u001f"}})", "holder.build: contains the control character U+001F at byte 1"},
+      {"{" + kBase + R"(,"holder":{"stage":"\u007fhw"}})", "holder.stage: contains the control character U+007F at byte 0"},
+      {"{" + kBase + R"(,"holder":{"url":"http://x/\r\nX-Evil: 1"}})",
+       "holder.url: contains the control character U+000D at byte 9"},
+      {R"({"selector":{"type":"mps)" + nul + R"("},"context":"manual"})",
+       "selector.type: contains the control character U+0000 at byte 3"},
+      {R"({"selector":{"type":"x","worker":"w\t"},"context":"manual"})",
+       "selector.worker: contains the control character U+0009 at byte 1"},
+      {R"({"selector":{"labels":["ok","bad)" + nul + R"("]},"context":"manual"})",
+       "selector.labels[1]: contains the control character U+0000 at byte 3"},
+      {R"({"selector":{"type":"x"},"context":"manual)" + nul + R"("})",
+       "context: contains the control character U+0000 at byte 6"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.body);
+    REQUIRE(acquireError(c.body) ==
+            c.detail + " (control characters U+0000-U+001F and U+007F are not allowed)");
+  }
+  std::string error;
+  REQUIRE(!api::parseReason(R"({"reason":"flaky\u0000"})", &error));
+  REQUIRE(error.rfind("reason: contains the control character U+0000 at byte 5", 0) == 0);
+  // Printable UTF-8 is kept whole, every byte of it.
+  std::string key = "retry-\xc3\xa9-" + std::string(118, 'k'); // 128 bytes
+  auto ok = api::parseAcquire("{" + kBase + R"(,"idempotency_key":")" + key + "\"}", config::Limits{},
+                              config::LeaseConfig{}, &error);
+  REQUIRE(ok);
+  REQUIRE(ok->request.idempotency_key == key);
+}
+
+TEST_CASE("issue 9: a long unknown field name is echoed cut") {
+  REQUIRE(acquireError("{" + kBase + ",\"" + std::string(1000, 'f') + "\":1}") ==
+          std::string(128, 'f') + "\xe2\x80\xa6 (1000 bytes): unknown field");
+}
+
+// Issue 9, item 10: invalid UTF-8 from a URL was echoed raw inside JSON.
+TEST_CASE("issue 9: JSON output is valid UTF-8 whatever the strings hold") {
+  std::string bad = "a\xff\xfe" "b\xc3\xa9" "c\xe2\x9c" "d\xed\xa0\x80" "e\xc0\xaf";
+  api::JsonWriter w;
+  w.beginObject().member("s", bad).endObject();
+  REQUIRE(w.text() == "{\"s\":\"a\\ufffd\\ufffdb\xc3\xa9" "c\\ufffd\\ufffdd\\ufffd\\ufffd\\ufffde\\ufffd\\ufffd\"}");
+  // Boost.JSON's parser refuses invalid UTF-8: this parses only if it is valid.
+  auto parsed = boost::json::parse(w.text());
+  REQUIRE(parsed.at("s").as_string() == "a\xef\xbf\xbd\xef\xbf\xbd" "b\xc3\xa9" "c\xef\xbf\xbd\xef\xbf\xbd"
+                                        "d\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" "e\xef\xbf\xbd\xef\xbf\xbd");
+  // A DOM (as the router builds) goes through the same writer, keys too.
+  boost::json::value dom{{"detail", "no lease " + bad}, {bad, {1, 2.5, nullptr, true, "x"}}};
+  std::string text = api::toJson(dom);
+  auto again = boost::json::parse(text).as_object();
+  REQUIRE(again.at("detail").as_string() == "no lease " + std::string(parsed.at("s").as_string()));
+  REQUIRE(again.size() == 2);
+  REQUIRE(boost::json::serialize(again.begin()[1].value()) == "[1,2.5E0,null,true,\"x\"]");
+  // Long strings with a bad byte at every offset (the 8-byte fast path).
+  for (size_t at = 0; at < 40; ++at) {
+    std::string s(40, 'p');
+    s[at] = '\x80';
+    api::JsonWriter one;
+    one.beginArray().value(s).endArray();
+    INFO(at);
+    REQUIRE(boost::json::parse(one.text()).as_array().at(0).as_string() ==
+            s.substr(0, at) + "\xef\xbf\xbd" + s.substr(at + 1));
   }
 }

@@ -395,8 +395,9 @@ TEST_CASE("a tokens file readable by others stops the daemon from starting") {
   Process p({HWFARMD_PATH, "--config", path}, dir.file("out"), dir.file("err"), {{"JOURNAL_STREAM", ""}});
   auto status = p.wait(15s);
   REQUIRE((status && status->code == 1));
-  REQUIRE(readFile(dir.file("err")).find(dir.file("tokens.toml") + ": tokens file is readable by others (mode 0644); "
-                                                                   "run: chmod o-rwx " + dir.file("tokens.toml")) !=
+  REQUIRE(readFile(dir.file("err")).find(dir.file("tokens.toml") + ": tokens file is open to group or others (mode 0644); "
+                                                                   "only its owner may read or write it; "
+                                                                   "run: chmod go-rwx " + dir.file("tokens.toml")) !=
           std::string::npos);
 }
 

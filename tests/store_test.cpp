@@ -409,3 +409,38 @@ TEST_CASE("issue 9: start-up reads and writes that fail name the database") {
     CHECK(std::string(e.what()).rfind("database " + path + ": ", 0) == 0);
   }
 }
+
+// Issue 9, item 8: strings were read back with sqlite3_column_text and cut at
+// the first NUL ("retry\0-7" came back as "retry" and the retry got a second
+// lease). Every string field keeps every byte.
+TEST_CASE("issue 9: every string survives reopening with all its bytes") {
+  test::TempDir dir;
+  std::string path = dir.file("hwfarm.db");
+  const std::string nul("\0", 1);
+  lease::Lease l = makeLease("L" + nul + "1", 1000, "b0");
+  l.idempotency_key = "retry" + nul + "-7 \xc3\xa9\xe2\x9c\x93" + std::string(100, 'k');
+  l.holder = {"ci" + nul, "job" + nul + "x", "7" + nul, "st" + nul + "age", "http://j/" + nul + "7"};
+  l.selector.type = "nu" + nul + "cleo";
+  l.selector.worker = "w" + nul + "0";
+  l.end_reason = "why" + nul + "not";
+  {
+    store::Store s(path, {false});
+    store::Batch b;
+    b.leases.push_back(l);
+    s.commitNow(b);
+  }
+  store::Store s(path, {false});
+  auto leases = s.loadLeases(0);
+  REQUIRE(leases.size() == 1);
+  const lease::Lease& back = leases[0];
+  CHECK(back.id == l.id);
+  CHECK(back.idempotency_key == l.idempotency_key);
+  CHECK(back.holder.principal == l.holder.principal);
+  CHECK(back.holder.job == l.holder.job);
+  CHECK(back.holder.build == l.holder.build);
+  CHECK(back.holder.stage == l.holder.stage);
+  CHECK(back.holder.url == l.holder.url);
+  CHECK(back.selector.type == l.selector.type);
+  CHECK(back.selector.worker == l.selector.worker);
+  CHECK(back.end_reason == l.end_reason);
+}

@@ -5,10 +5,13 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <set>
 #include <sstream>
 
 #include <boost/json.hpp>
+#include <boost/json/basic_parser_impl.hpp>
 
+#include "config/echo.h"
 #include "daemon/api/json_writer.h"
 
 namespace hwfarm::api {
@@ -48,14 +51,179 @@ std::string rfc3339(int64_t unix_ms) { return std::string(Rfc3339(unix_ms).view(
 
 namespace {
 
+// Builds a value as Boost.JSON's own parser does (through a value_stack) and
+// counts the members it saw; an object built from n members with fewer keys
+// had duplicates (Boost.JSON keeps the last one silently).
+struct CountingHandler {
+  static constexpr size_t max_object_size = json::object::max_size();
+  static constexpr size_t max_array_size = json::array::max_size();
+  static constexpr size_t max_key_size = json::string::max_size();
+  static constexpr size_t max_string_size = json::string::max_size();
+
+  json::value_stack st;
+  size_t members = 0;
+
+  CountingHandler(json::storage_ptr sp, unsigned char* buffer, size_t size) : st(std::move(sp), buffer, size) {}
+  bool on_document_begin(json::error_code&) { return true; }
+  bool on_document_end(json::error_code&) { return true; }
+  bool on_object_begin(json::error_code&) { return true; }
+  bool on_object_end(size_t n, json::error_code&) {
+    members += n;
+    st.push_object(n);
+    return true;
+  }
+  bool on_array_begin(json::error_code&) { return true; }
+  bool on_array_end(size_t n, json::error_code&) {
+    st.push_array(n);
+    return true;
+  }
+  bool on_key_part(json::string_view s, size_t, json::error_code&) {
+    st.push_chars(s);
+    return true;
+  }
+  bool on_key(json::string_view s, size_t, json::error_code&) {
+    st.push_key(s);
+    return true;
+  }
+  bool on_string_part(json::string_view s, size_t, json::error_code&) {
+    st.push_chars(s);
+    return true;
+  }
+  bool on_string(json::string_view s, size_t, json::error_code&) {
+    st.push_string(s);
+    return true;
+  }
+  bool on_number_part(json::string_view, json::error_code&) { return true; }
+  bool on_int64(int64_t i, json::string_view, json::error_code&) {
+    st.push_int64(i);
+    return true;
+  }
+  bool on_uint64(uint64_t u, json::string_view, json::error_code&) {
+    st.push_uint64(u);
+    return true;
+  }
+  bool on_double(double d, json::string_view, json::error_code&) {
+    st.push_double(d);
+    return true;
+  }
+  bool on_bool(bool b, json::error_code&) {
+    st.push_bool(b);
+    return true;
+  }
+  bool on_null(json::error_code&) {
+    st.push_null();
+    return true;
+  }
+  bool on_comment_part(json::string_view, json::error_code&) { return true; }
+  bool on_comment(json::string_view, json::error_code&) { return true; }
+};
+
+// Names the first repeated key of `body` (which parsed cleanly): its path,
+// e.g. "holder.job". Only run once a duplicate is known to exist.
+struct DuplicateFinder {
+  static constexpr size_t max_object_size = json::object::max_size();
+  static constexpr size_t max_array_size = json::array::max_size();
+  static constexpr size_t max_key_size = json::string::max_size();
+  static constexpr size_t max_string_size = json::string::max_size();
+
+  struct Level {
+    bool object = false;
+    std::string key; // the key this value sits under, in its parent
+    std::set<std::string, std::less<>> keys;
+  };
+  std::vector<Level> levels;
+  std::string pending_key, partial, found;
+
+  bool open(bool object) {
+    levels.push_back(Level{object, std::move(pending_key), {}});
+    pending_key.clear();
+    return true;
+  }
+  bool close() {
+    levels.pop_back();
+    return true;
+  }
+  bool on_document_begin(json::error_code&) { return true; }
+  bool on_document_end(json::error_code&) { return true; }
+  bool on_object_begin(json::error_code&) { return open(true); }
+  bool on_object_end(size_t, json::error_code&) { return close(); }
+  bool on_array_begin(json::error_code&) { return open(false); }
+  bool on_array_end(size_t, json::error_code&) { return close(); }
+  bool on_key_part(json::string_view s, size_t, json::error_code&) {
+    partial.append(s.data(), s.size());
+    return true;
+  }
+  bool on_key(json::string_view s, size_t, json::error_code& ec) {
+    partial.append(s.data(), s.size());
+    Level& level = levels.back();
+    if (!level.keys.insert(partial).second) {
+      for (const Level& l : levels)
+        if (!l.key.empty()) found += l.key + ".";
+      found += partial;
+      ec = json::error::syntax; // stops the parse: the answer is known
+      return false;
+    }
+    pending_key = std::move(partial);
+    partial.clear();
+    return true;
+  }
+  bool value() {
+    pending_key.clear();
+    return true;
+  }
+  bool on_string_part(json::string_view, size_t, json::error_code&) { return true; }
+  bool on_string(json::string_view, size_t, json::error_code&) { return value(); }
+  bool on_number_part(json::string_view, json::error_code&) { return true; }
+  bool on_int64(int64_t, json::string_view, json::error_code&) { return value(); }
+  bool on_uint64(uint64_t, json::string_view, json::error_code&) { return value(); }
+  bool on_double(double, json::string_view, json::error_code&) { return value(); }
+  bool on_bool(bool, json::error_code&) { return value(); }
+  bool on_null(json::error_code&) { return value(); }
+  bool on_comment_part(json::string_view, json::error_code&) { return true; }
+  bool on_comment(json::string_view, json::error_code&) { return true; }
+};
+
+// Members of every object in `v`.
+size_t countMembers(const json::value& v) {
+  if (const json::object* o = v.if_object()) {
+    size_t n = o->size();
+    for (const auto& kv : *o) n += countMembers(kv.value());
+    return n;
+  }
+  if (const json::array* a = v.if_array()) {
+    size_t n = 0;
+    for (const auto& item : *a) n += countMembers(item);
+    return n;
+  }
+  return 0;
+}
+
+std::string duplicateKeyIn(const std::string& body) {
+  json::basic_parser<DuplicateFinder> p(json::parse_options{});
+  json::error_code ec;
+  p.write_some(false, body.data(), body.size(), ec);
+  return std::move(p.handler().found);
+}
+
 // Parses `body` into `into` (its memory from `storage`); the object, or null
-// with the 400 detail in `error`.
+// with the 400 detail in `error`. A key repeated within one object is an
+// error naming it: which of the two was meant is not ours to guess.
 json::object* parseInto(const std::string& body, json::value& into, json::storage_ptr storage, std::string* error) {
-  boost::system::error_code ec;
+  unsigned char temp[BOOST_JSON_STACK_BUFFER_SIZE];
+  json::basic_parser<CountingHandler> p(json::parse_options{}, json::storage_ptr(), temp, sizeof temp);
   // `into` must use `storage` too, or the parsed tree is copied into it.
-  into = json::parse(body, ec, std::move(storage));
+  p.handler().st.reset(std::move(storage));
+  json::error_code ec;
+  size_t used = p.write_some(false, body.data(), body.size(), ec);
+  if (!ec && used < body.size()) ec = json::error::extra_data;
+  if (!ec && !p.done()) ec = json::error::incomplete;
   if (ec) {
     *error = "malformed JSON: " + ec.message();
+    return nullptr;
+  }
+  into = p.handler().st.release();
+  if (countMembers(into) != p.handler().members) {
+    *error = config::echo(duplicateKeyIn(body)) + ": duplicate field";
     return nullptr;
   }
   if (!into.is_object()) {
@@ -97,10 +265,11 @@ class Fields {
       : o_(o), prefix_(std::move(prefix)), error_(error) {}
 
   bool failed() const { return failed_; }
+  // The key may be the client's (an unknown field): it is echoed bounded.
   void fail(std::string_view key, const std::string& message) {
     if (failed_) return;
     failed_ = true;
-    *error_ = prefix_ + std::string(key) + ": " + message;
+    *error_ = prefix_ + config::echo(key) + ": " + message;
   }
   const json::value* get(std::string_view key, bool required = false) {
     if (known_count_ < known_.size()) known_[known_count_++] = key;
@@ -122,7 +291,20 @@ class Fields {
       fail(key, "longer than " + std::to_string(max) + " characters");
       return std::nullopt;
     }
-    return std::string(v->as_string());
+    std::string_view text(v->as_string().data(), v->as_string().size());
+    if (!checkText(key, text)) return std::nullopt;
+    return std::string(text);
+  }
+  // Identifiers and holder fields are compared, stored and shown: a control
+  // character (U+0000-U+001F, U+007F) in one is refused, never cut or kept.
+  bool checkText(std::string_view key, std::string_view text) {
+    size_t at = config::findControlCharacter(text);
+    if (at == std::string_view::npos) return true;
+    char code[8];
+    std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned char>(text[at]));
+    fail(key, std::string("contains the control character ") + code + " at byte " + std::to_string(at) +
+                  " (control characters U+0000-U+001F and U+007F are not allowed)");
+    return false;
   }
   std::optional<double> number(std::string_view key, double lo, double hi, bool lo_open, const char* limit) {
     const json::value* v = get(key);
@@ -182,7 +364,9 @@ class Fields {
         fail(key, "expected non-empty strings of at most 64 characters");
         return std::nullopt;
       }
-      out.emplace_back(item.as_string());
+      std::string_view text(item.as_string().data(), item.as_string().size());
+      if (!checkText(std::string(key) + "[" + std::to_string(out.size()) + "]", text)) return std::nullopt;
+      out.emplace_back(text);
     }
     return out;
   }
@@ -257,7 +441,7 @@ std::optional<AcquireRequest> parseAcquire(const std::string& body, const config
   }
   if (auto v = f.text("context", 16, true)) {
     auto c = lease::contextFromString(*v);
-    if (!c) f.fail("context", "expected \"pr\", \"pr-tagged\", \"nightly\" or \"manual\", got \"" + *v + "\"");
+    if (!c) f.fail("context", "expected \"pr\", \"pr-tagged\", \"nightly\" or \"manual\", got " + config::quoteForMessage(*v));
     else r.context = *c;
   }
   if (auto v = f.text("idempotency_key", 128)) r.idempotency_key = *v;
@@ -301,6 +485,36 @@ void writeSeconds(JsonWriter& w, int64_t ms) {
 }
 
 } // namespace
+
+void writeJson(JsonWriter& w, const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null: w.null(); return;
+    case json::kind::bool_: w.value(v.get_bool()); return;
+    case json::kind::int64: w.value(v.get_int64()); return;
+    case json::kind::uint64: w.value(v.get_uint64()); return;
+    case json::kind::double_: w.raw(json::serialize(v)); return;
+    case json::kind::string: w.value(std::string_view(v.get_string().data(), v.get_string().size())); return;
+    case json::kind::array:
+      w.beginArray();
+      for (const auto& item : v.get_array()) writeJson(w, item);
+      w.endArray();
+      return;
+    case json::kind::object:
+      w.beginObject();
+      for (const auto& kv : v.get_object()) {
+        w.escapedKey(std::string_view(kv.key().data(), kv.key().size()));
+        writeJson(w, kv.value());
+      }
+      w.endObject();
+      return;
+  }
+}
+
+std::string toJson(const json::value& v) {
+  JsonWriter w;
+  writeJson(w, v);
+  return w.take();
+}
 
 void writeSelector(JsonWriter& w, const lease::Selector& s) {
   w.beginObject().member("type", s.type).key("labels").beginArray();

@@ -47,6 +47,12 @@ std::optional<std::string> parseReason(const std::string& body, std::string* err
 
 class JsonWriter;
 
+// `v` as JSON text written by JsonWriter, so that it is valid UTF-8 whatever
+// its strings hold (Boost.JSON's serializer copies invalid UTF-8 unchanged).
+// Every answer the router builds as a DOM goes through this.
+std::string toJson(const boost::json::value& v);
+void writeJson(JsonWriter& w, const boost::json::value& v);
+
 // A lease as the API shows it (JSON text; rendered on every acquire, renew
 // and release, so written directly rather than through a DOM).
 std::string leaseJson(const lease::Lease& lease, const lease::Scheduler& scheduler);

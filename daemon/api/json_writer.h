@@ -1,7 +1,10 @@
 // Writes JSON text straight into a string, for the API's hot answers (a
 // lease is rendered on every acquire, renew and release): no DOM, one buffer.
 // Keys and values appear in the order written; strings are escaped as
-// RFC 8259 requires (quote, backslash, control characters).
+// RFC 8259 requires (quote, backslash, control characters), and the output
+// is always valid UTF-8: a byte of a string that is not part of a valid UTF-8
+// sequence is written as \ufffd (U+FFFD, the replacement character), one per
+// byte. Valid UTF-8 is copied as it is.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +13,8 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+
+#include "config/echo.h"
 
 namespace hwfarm::api {
 
@@ -32,6 +37,14 @@ class JsonWriter {
     *p++ = '"';
     *p++ = ':';
     size_ = static_cast<size_t>(p - buf_.data());
+    need_comma_ = false;
+    return *this;
+  }
+  // A key from outside (e.g. a Boost.JSON object's), escaped like a value.
+  JsonWriter& escapedKey(std::string_view k) {
+    if (need_comma_) put(',');
+    quoted(k);
+    put(':');
     need_comma_ = false;
     return *this;
   }
@@ -110,8 +123,9 @@ class JsonWriter {
     if (need_comma_) put(',');
     need_comma_ = true;
   }
-  static bool plain(unsigned char c) { return c >= 0x20 && c != '"' && c != '\\'; }
-  // Length of the prefix of `s` that needs no escape, 8 bytes at a time.
+  // ASCII that needs no escape (bytes from 0x80 on are checked as UTF-8).
+  static bool plain(unsigned char c) { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\'; }
+  // Length of the prefix of `s` that is plain ASCII, 8 bytes at a time.
   static size_t plainPrefix(std::string_view s) {
     constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
     auto zeroByte = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; }; // a 0x00 byte in v
@@ -119,9 +133,9 @@ class JsonWriter {
     for (; i + 8 <= s.size(); i += 8) {
       uint64_t v;
       std::memcpy(&v, s.data() + i, 8);
-      // Bytes below 0x20 (ASCII only: high bytes are UTF-8 and fine), '"' and '\\'.
+      // Bytes below 0x20, '"', '\\' and bytes from 0x80 (UTF-8, validated one by one).
       uint64_t control = (v - 0x2020202020202020ULL) & ~v & kHigh;
-      if (control | zeroByte(v ^ (kOnes * '"')) | zeroByte(v ^ (kOnes * '\\'))) break;
+      if ((v & kHigh) | control | zeroByte(v ^ (kOnes * '"')) | zeroByte(v ^ (kOnes * '\\'))) break;
     }
     while (i < s.size() && plain(static_cast<unsigned char>(s[i]))) ++i;
     return i;
@@ -142,10 +156,23 @@ class JsonWriter {
     std::memcpy(p, s.data(), clean);
     p += clean;
     static constexpr char kHex[] = "0123456789abcdef";
-    for (char ch : s.substr(clean)) {
+    for (size_t i = clean; i < s.size(); ++i) {
+      char ch = s[i];
       auto c = static_cast<unsigned char>(ch);
       if (plain(c)) {
         *p++ = ch;
+        continue;
+      }
+      if (c >= 0x80) {
+        size_t n = config::utf8SequenceLength(s.substr(i));
+        if (n == 0) {
+          std::memcpy(p, "\\ufffd", 6);
+          p += 6;
+        } else {
+          std::memcpy(p, s.data() + i, n); // at most 4 bytes: within the 6 per byte reserved
+          p += n;
+          i += n - 1;
+        }
         continue;
       }
       *p++ = '\\';

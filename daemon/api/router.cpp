@@ -1,5 +1,7 @@
 #include "daemon/api/router.h"
 
+#include "config/echo.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,7 +22,9 @@ using config::Role;
 HttpResponse jsonError(int status, const std::string& error, const std::string& detail) {
   HttpResponse r;
   r.status = status;
-  r.body = json::serialize(json::object{{"error", error}, {"detail", detail}});
+  JsonWriter w;
+  w.beginObject().member("error", error).member("detail", detail).endObject();
+  r.body = w.take();
   return r;
 }
 
@@ -66,7 +70,11 @@ HttpResponse okText(std::string body, int status = 200) {
   return r;
 }
 
-HttpResponse ok(const json::value& body, int status = 200) { return okText(json::serialize(body), status); }
+HttpResponse ok(const json::value& body, int status = 200) { return okText(toJson(body), status); }
+
+// A value from the request (a path, an id from the URL) in a message:
+// escaped and bounded (config/echo.h).
+std::string echoed(std::string_view s) { return config::echo(s); }
 
 // "application/octet-stream", with or without parameters, in any case.
 bool isOctetStream(const std::string& content_type) {
@@ -155,7 +163,8 @@ struct Router::Call {
     if (!hasRole(*principal, role)) {
       respond(jsonError(403, "forbidden",
                         "role " + std::string(config::toString(principal->role)) + " of \"" + principal->name +
-                            "\" may not " + request.method + " " + target.path + " (needs " + config::toString(role) +
+                            "\" may not " + request.method + " " + config::echo(target.path) + " (needs " +
+                            config::toString(role) +
                             ")"));
       return false;
     }
@@ -182,9 +191,17 @@ void Router::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
 void Router::route(Call& c) {
   const auto& s = c.target.segments;
   const std::string& m = c.request.method;
+  // Lease ids and board names come from the path. (Beast refuses control
+  // characters in a request line; this holds for any other caller too.)
+  if (size_t at = config::findControlCharacter(c.target.path); at != std::string::npos) {
+    char code[8];
+    std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned char>(c.target.path[at]));
+    return c.respond(jsonError(400, "invalid_request", std::string("path: contains the control character ") + code +
+                                                           " at byte " + std::to_string(at)));
+  }
   auto method = [&](const char* allowed) {
     if (m == allowed) return true;
-    c.respond(withAllow(jsonError(405, "method_not_allowed", m + " is not allowed on " + c.target.path), allowed));
+    c.respond(withAllow(jsonError(405, "method_not_allowed", echoed(m) + " is not allowed on " + echoed(c.target.path)), allowed));
     return false;
   };
   if (s.size() == 1 && s[0] == "metrics") {
@@ -214,7 +231,7 @@ void Router::route(Call& c) {
       } else if (m == "POST") {
         if (c.allowed(Role::pipeline)) acquire(c);
       } else {
-        c.respond(withAllow(jsonError(405, "method_not_allowed", m + " is not allowed on " + c.target.path),
+        c.respond(withAllow(jsonError(405, "method_not_allowed", echoed(m) + " is not allowed on " + echoed(c.target.path)),
                             "GET, POST"));
       }
       return;
@@ -225,7 +242,7 @@ void Router::route(Call& c) {
       } else if (m == "DELETE") {
         if (c.allowed(Role::pipeline)) release(c, s[2]);
       } else {
-        c.respond(withAllow(jsonError(405, "method_not_allowed", m + " is not allowed on " + c.target.path),
+        c.respond(withAllow(jsonError(405, "method_not_allowed", echoed(m) + " is not allowed on " + echoed(c.target.path)),
                             "GET, DELETE"));
       }
       return;
@@ -240,13 +257,15 @@ void Router::route(Call& c) {
       return;
     }
   }
-  c.respond(jsonError(404, "not_found", "no such endpoint: " + c.target.path));
+  c.respond(jsonError(404, "not_found", "no such endpoint: " + echoed(c.target.path)));
 }
 
 void Router::healthz(Call& c) {
   const auto& cs = state_.config_status;
   json::array errors;
   for (const auto& e : cs.last_reload_errors) errors.emplace_back(e);
+  json::array restart_needed;
+  for (const auto& n : cs.last_reload_restart_needed) restart_needed.emplace_back(n);
   json::object body{
       {"status", "ok"},
       {"agent", state_.config->agent.name},
@@ -266,7 +285,8 @@ void Router::healthz(Call& c) {
                     {"last_reload",
                      json::object{{"at", cs.last_reload_at_ms ? json::value(rfc3339(cs.last_reload_at_ms)) : json::value(nullptr)},
                                   {"ok", cs.last_reload_ok},
-                                  {"errors", errors}}}}},
+                                  {"errors", errors},
+                                  {"restart_needed", restart_needed}}}}},
   };
   c.respond(ok(body));
 }
@@ -300,6 +320,7 @@ void Router::boardAction(Call& c, const std::string& name, const std::string& ac
   std::string error;
   auto reason = parseReason(c.request.body, &error);
   if (!reason) return c.respond(jsonError(400, "invalid_request", error));
+  if (!leases_.scheduler().board(name)) return c.respond(jsonError(404, "not_found", "no board " + echoed(name)));
   auto respond = c.respond;
   auto done = [this, respond, name](lease::OpResult r) {
     if (r.status == lease::OpStatus::not_found) return respond(jsonError(404, "not_found", r.detail));
@@ -346,7 +367,7 @@ void Router::listLeases(Call& c) {
 
 void Router::showLease(Call& c, const std::string& id) {
   const lease::Lease* l = leases_.scheduler().lease(id);
-  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + id));
+  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
   c.respond(okText(leaseJson(*l, leases_.scheduler())));
 }
 
@@ -368,7 +389,7 @@ void Router::acquire(Call& c) {
     body["effective_tier"] = state_.effective_tier;
     body["registered_tier"] = state_.config->agent.tier;
     body["since"] = rfc3339(state_.tier_since_ms);
-    refused.body = json::serialize(body);
+    refused.body = toJson(body);
     return c.respond(refused);
   }
   auto respond = c.respond;
@@ -403,7 +424,7 @@ void Router::acquire(Call& c) {
 
 void Router::renew(Call& c, const std::string& id) {
   const lease::Lease* l = leases_.scheduler().lease(id);
-  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + id));
+  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
   if (!hasRole(*c.principal, Role::operator_) && l->holder.principal != c.principal->name)
     return c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
   std::string error;
@@ -424,7 +445,7 @@ void Router::renew(Call& c, const std::string& id) {
 
 void Router::release(Call& c, const std::string& id) {
   const lease::Lease* l = leases_.scheduler().lease(id);
-  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + id));
+  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
   bool own = l->holder.principal == c.principal->name;
   if (!own && !hasRole(*c.principal, Role::operator_))
     return c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
@@ -501,7 +522,7 @@ BodyPlan Router::planBody(const HttpRequest& head) {
 const lease::Lease* Router::leaseForBoard(Call& c, const std::string& id, const std::string& board) {
   const lease::Lease* l = leases_.scheduler().lease(id);
   if (!l) {
-    c.respond(jsonError(404, "not_found", "no lease " + id));
+    c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
     return nullptr;
   }
   if (!hasRole(*c.principal, Role::operator_) && l->holder.principal != c.principal->name) {
@@ -514,7 +535,7 @@ const lease::Lease* Router::leaseForBoard(Call& c, const std::string& id, const 
   }
   auto member = std::find_if(l->boards.begin(), l->boards.end(), [&](const auto& b) { return b.name == board; });
   if (member == l->boards.end()) {
-    c.respond(jsonError(404, "not_found", "board " + board + " is not in lease " + id));
+    c.respond(jsonError(404, "not_found", "board " + echoed(board) + " is not in lease " + id));
     return nullptr;
   }
   if (member->lost) {

@@ -116,6 +116,8 @@ int printStatus(const json::value& body, std::ostream& out) {
     out << "last reload FAILED; still serving generation " << text(c.at("generation")) << ":\n";
     for (const auto& e : last.at("errors").as_array()) out << "  " << text(e) << "\n";
   }
+  if (const auto* pending = last.if_contains("restart_needed"); pending && pending->is_array())
+    for (const auto& n : pending->as_array()) out << "restart needed: " << text(n) << "\n";
   return kOk;
 }
 

@@ -119,9 +119,12 @@ class Statement {
     step();
     sqlite3_reset(stmt_);
   }
+  // Every byte of the column, NULs included (its length is
+  // sqlite3_column_bytes, read after sqlite3_column_text as SQLite requires).
   std::string text(int col) const {
     const unsigned char* t = sqlite3_column_text(stmt_, col);
-    return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
+    if (!t) return std::string();
+    return std::string(reinterpret_cast<const char*>(t), static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
   }
   int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
 
