@@ -49,7 +49,7 @@ namespace {
 // (no network, no host processes), no capabilities, no new user namespaces,
 // killed with its parent.
 std::vector<std::string> sandboxArgv(const std::string& bwrap, int info_fd, const std::string& qemu,
-                                     const std::string& image, const std::string& socket_dir) {
+                                     const std::string& image, const std::string& socket_dir, bool with_proc) {
   std::vector<std::string> argv{bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
                                 "--disable-userns", "--cap-drop", "ALL", "--clearenv", "--setenv", "PATH",
                                 "/usr/bin:/bin", "--info-fd", std::to_string(info_fd), "--ro-bind", "/usr", "/usr"};
@@ -64,7 +64,8 @@ std::vector<std::string> sandboxArgv(const std::string& bwrap, int info_fd, cons
     else if (std::filesystem::is_directory(status))
       argv.insert(argv.end(), {"--ro-bind", top, top});
   }
-  argv.insert(argv.end(), {"--proc", "/proc", "--dev", "/dev"});
+  if (with_proc) argv.insert(argv.end(), {"--proc", "/proc"});
+  argv.insert(argv.end(), {"--dev", "/dev"});
   if (qemu.rfind("/usr/", 0) != 0) argv.insert(argv.end(), {"--ro-bind", qemu, qemu});
   argv.insert(argv.end(), {"--ro-bind", image, image, "--bind", socket_dir, socket_dir, "--chdir", socket_dir, "--"});
   return argv;
@@ -128,10 +129,22 @@ Status QemuBoard::powerOn(std::string* console) {
   if (bwrap.empty())
     return Status::failure("cannot confine QEMU for board " + name_ +
                            ": bwrap not found in PATH (install Debian's bubblewrap package)");
+  // A private /proc where the kernel allows one; where it does not (a
+  // service whose /proc has read-only overmounts, e.g. systemd's
+  // ProtectKernelTunables=), QEMU runs without /proc: it needs none.
+  Status started = startSandboxed(bwrap, qemu, image, socket_dir, socket, true, console);
+  if (!started.ok && started.message.find("Can't mount proc") != std::string::npos)
+    started = startSandboxed(bwrap, qemu, image, socket_dir, socket, false, console);
+  return started;
+}
+
+Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qemu, const std::string& image,
+                                 const std::string& socket_dir, const std::string& socket, bool with_proc,
+                                 std::string* console) {
   int info[2];
   if (::pipe2(info, O_CLOEXEC) != 0)
     return Status::failure("cannot confine QEMU for board " + name_ + ": pipe: " + std::strerror(errno));
-  std::vector<std::string> argv = sandboxArgv(bwrap, info[1], qemu, image, socket_dir);
+  std::vector<std::string> argv = sandboxArgv(bwrap, info[1], qemu, image, socket_dir, with_proc);
   // No semihosting: the firmware reports its status on the console.
   argv.insert(argv.end(), {qemu, "-M", config_.machine});
   if (!config_.cpu.empty()) argv.insert(argv.end(), {"-cpu", config_.cpu});

@@ -49,6 +49,10 @@ class QemuBoard {
 
  private:
   void reap(bool block);
+  // Starts QEMU inside bubblewrap, with or without a private /proc.
+  Status startSandboxed(const std::string& bwrap, const std::string& qemu, const std::string& image,
+                        const std::string& socket_dir, const std::string& socket, bool with_proc,
+                        std::string* console);
 
   std::string name_;
   config::QemuConfig config_;

@@ -17,11 +17,14 @@
 # Exits non-zero on the first failed check.
 set -euo pipefail
 
-# hwfarmd.service scores 1.5 with systemd 252. The limit leaves a little room
+# hwfarmd.service scores 2.5 with systemd 252: 1.5 for the daemon itself,
+# plus 1.0 for what bubblewrap needs to confine QEMU (user, mount, pid, net,
+# ipc, uts and cgroup namespaces; @mount, capset and pivot_root), which act
+# inside the simulator's own user namespace. The limit leaves a little room
 # for scoring changes in newer systemd; a setting dropped from the sandbox
 # shows up here. Same 0-100 scale as `systemd-analyze security --threshold`
-# (20 means 2.0 on the printed 0-10 scale).
-readonly MAX_EXPOSURE=20
+# (28 means 2.8 on the printed 0-10 scale).
+readonly MAX_EXPOSURE=28
 
 if [[ $# -ne 2 ]]; then
   echo "usage: $0 BUILD_DIR SOURCE_DIR" >&2

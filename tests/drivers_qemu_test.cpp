@@ -275,3 +275,37 @@ TEST_CASE("issue 9: QEMU does not run when its sandbox cannot be set up") {
   REQUIRE_FALSE(board.running());
   REQUIRE_FALSE(std::filesystem::exists(dir.file("qemu-ran")));
 }
+
+TEST_CASE("issue 9: where no private /proc can be mounted, QEMU runs confined without one") {
+  TempDir dir;
+  // Given a bubblewrap that cannot mount a /proc (as in a service whose /proc
+  // has read-only overmounts: systemd's ProtectKernelTunables=),
+  std::filesystem::create_directories(dir.file("bin"));
+  script(dir, "bin/bwrap",
+         "for a in \"$@\"; do [ \"$a\" = --proc ] && { echo \"$*\" >> " + dir.file("with-proc") +
+             "; echo 'bwrap: Can'\"'\"'t mount proc on /newroot/proc: Operation not permitted' >&2; exit 1; }; "
+             "[ \"$a\" = -- ] && break; done\n"
+             "echo \"$*\" >> " + dir.file("without-proc") + "\nexec /usr/bin/bwrap \"$@\"\n");
+  const char* saved = std::getenv("PATH");
+  std::string path = saved ? saved : "/usr/bin:/bin";
+  ::setenv("PATH", (dir.file("bin") + ":" + path).c_str(), 1);
+  hwfarm::config::QemuConfig c = machine();
+  c.binary = script(dir, "qemu-look",
+                    "if [ -e /proc/self ]; then echo 'proc visible'; else echo 'proc hidden'; fi\n"
+                    "if [ -e /etc/passwd ]; then echo 'passwd visible'; else echo 'passwd hidden'; fi\n"
+                    "exec qemu-system-arm \"$@\"\n");
+  QemuBoard board("sim", c, dir.file("qemu"));
+  REQUIRE(board.flash(firmware("pass")).ok);
+  boost::asio::io_context io;
+  std::string text = runToEnd(board, io, dir.file("console.txt"));
+  ::setenv("PATH", path.c_str(), 1);
+  // the first try asked for one, the second ran the firmware to its end
+  // without /proc and still without the host's files.
+  REQUIRE(std::filesystem::exists(dir.file("with-proc")));
+  REQUIRE(readFile(dir.file("without-proc")).find("--unshare-all") != std::string::npos);
+  REQUIRE(text.find("] HWFARM END status=0\n") != std::string::npos);
+  std::string seen = readFile(board.logPath());
+  INFO(seen);
+  REQUIRE(seen.find("proc hidden\n") != std::string::npos);
+  REQUIRE(seen.find("passwd hidden\n") != std::string::npos);
+}
