@@ -17,6 +17,8 @@ packages=(
   catch2 systemd procps util-linux python3 curl
   qemu-system-arm gcc-arm-none-eabi libnewlib-arm-none-eabi
   umockdev libumockdev-dev libudev-dev
+  # fuzzing (make fuzz): clang with libFuzzer
+  clang-14 libfuzzer-14-dev
 )
 
 missing=()
