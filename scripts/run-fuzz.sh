@@ -22,6 +22,8 @@ targets=(
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:abort_on_error=1:detect_leaks=1:print_stacktrace=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+# The HTTP target makes a state directory (SQLite) per input: in memory.
+[ -z "${TMPDIR:-}" ] && [ -w /dev/shm ] && export TMPDIR=/dev/shm
 failed=()
 mkdir -p "$build/fuzz-artifacts"
 for t in "${targets[@]}"; do

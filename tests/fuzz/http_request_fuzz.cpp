@@ -56,7 +56,7 @@ namespace json = boost::json;
 namespace {
 
 constexpr size_t kMaxRequests = 16;
-constexpr auto kAnswerBudget = std::chrono::milliseconds(20); // per request, then the next one goes in
+constexpr auto kAnswerBudget = std::chrono::milliseconds(500); // per request at most, then the next one goes in
 
 // Records what the router answers, as the server's exchange would send it.
 class CaptureExchange : public api::Exchange {
@@ -153,26 +153,30 @@ struct World {
   std::string root;    // per-process scratch directory
   std::string tty[2];        // ptys' slaves: consoles that exist
   int pty_master[2] = {-1, -1}; // kept open so the slaves stay usable
-  std::string tokens_path;
 };
 
+// Made once per process, never destroyed: the exit handler that removes the
+// scratch directory needs it.
 World& world() {
-  static World w = [] {
-    World w;
+  static World* w = [] {
+    auto* w = new World;
     const char* tmp = getenv("TMPDIR");
     std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/hwfarm-fuzz-http.XXXXXX";
     FUZZ_CHECK(mkdtemp(tmpl.data()) != nullptr, "mkdtemp failed");
-    w.root = tmpl;
+    w->root = tmpl;
     for (int i = 0; i < 2; ++i) {
       int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
       FUZZ_CHECK(m >= 0 && grantpt(m) == 0 && unlockpt(m) == 0, "no pty");
-      w.pty_master[i] = m;
-      w.tty[i] = ptsname(m);
+      w->pty_master[i] = m;
+      w->tty[i] = ptsname(m);
     }
-    std::atexit([] { std::filesystem::remove_all(world().root); });
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(world().root, ec);
+    });
     return w;
   }();
-  return w;
+  return *w;
 }
 
 std::string fleetText(const World& w, const std::string& state_dir) {
@@ -268,8 +272,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       auto x = std::make_shared<CaptureExchange>();
       exchanges.push_back(x);
       router.handle(r.http, x);
+      // Until it is answered, or what it changed is committed (a long-poll
+      // wait: the next request goes in while it waits).
+      auto settled = std::make_shared<bool>(false);
+      leases.whenCommitted([settled] { *settled = true; });
       auto deadline = std::chrono::steady_clock::now() + kAnswerBudget;
-      while (!x->answered && std::chrono::steady_clock::now() < deadline) {
+      while (!x->answered && !*settled && std::chrono::steady_clock::now() < deadline) {
         io.restart();
         io.run_one_for(std::chrono::milliseconds(1));
       }
@@ -284,7 +292,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (x->answered && x->response.stream) {
         auto sink = std::make_shared<CaptureSink>();
         sinks.push_back(sink);
-        x->response.stream(sink);
+        // Moved out, as the server does: the stream holds the exchange.
+        auto stream = std::move(x->response.stream);
+        x->response.stream = nullptr;
+        stream(sink);
         io.restart();
         io.poll();
         // The reader leaves after what was there.
@@ -326,6 +337,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                static_cast<unsigned long long>(counted), static_cast<unsigned long long>(delivered));
     io.restart();
     io.poll();
+    for (auto& x : exchanges) x->hooks.clear(); // they hold the exchange
   }
   // Handlers still queued belong to the services just destroyed: the
   // io_context drops them without running them, as the daemon's does.
