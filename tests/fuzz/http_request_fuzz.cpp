@@ -23,7 +23,9 @@
 // Invariants: every request is answered at most once, and once the services
 // stop every request whose client stayed is answered; statuses are ones the
 // API documents; JSON answers parse; 401 carries WWW-Authenticate; the
-// router's response counts match the answers delivered.
+// router's response counts match the answers delivered; after every request
+// a board is in at most one active lease; and a restart on the state dir
+// finds every active lease with the same holder, boards and expiry.
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -32,6 +34,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -220,6 +223,54 @@ void checkAnswer(const CaptureExchange& x, const Request& r) {
   }
 }
 
+// A board is in at most one active lease, and says it is leased to it.
+void checkOneLeasePerBoard(const lease::Scheduler& s) {
+  std::map<std::string, std::string> lease_of;
+  for (const auto& [id, l] : s.leases()) {
+    if (l.state != lease::LeaseState::active) continue;
+    for (const auto& b : l.boards) {
+      auto [it, fresh] = lease_of.emplace(b.name, id);
+      FUZZ_CHECK(fresh, "board %s is in active leases %s and %s", b.name.c_str(), it->second.c_str(), id.c_str());
+      if (b.lost) continue;
+      const lease::Board* board = s.board(b.name);
+      FUZZ_CHECK(board && board->state == lease::BoardState::leased && board->lease_id == id,
+                 "board %s of active lease %s is %s (lease \"%s\")", b.name.c_str(), id.c_str(),
+                 board ? lease::toString(board->state) : "gone", board ? board->lease_id.c_str() : "");
+    }
+  }
+}
+
+// Text the store keeps whole. Item 8 of issue 9 (a NUL cut strings short in
+// SQLite) is fixed separately; until then text with a NUL is not compared.
+bool comparable(const std::string& a) { return a.find('\0') == std::string::npos; }
+
+// After a restart on the same state dir, every lease that was active (and
+// has not expired since) is active again with the same holder, boards and
+// expiry.
+void checkRestart(const config::FleetConfig& config, const std::vector<lease::Lease>& before, bool trace) {
+  boost::asio::io_context io;
+  LeaseService restarted(io, config);
+  int64_t now = restarted.nowMs();
+  size_t compared = 0;
+  for (const lease::Lease& l : before) {
+    if (l.expires_ms < now + 2000) continue; // may have expired in between
+    ++compared;
+    const lease::Lease* r = restarted.scheduler().lease(l.id);
+    FUZZ_CHECK(r && r->state == lease::LeaseState::active, "lease %s not active after a restart", l.id.c_str());
+    FUZZ_CHECK(r->expires_ms == l.expires_ms, "lease %s expiry %lld became %lld", l.id.c_str(),
+               static_cast<long long>(l.expires_ms), static_cast<long long>(r->expires_ms));
+    FUZZ_CHECK(r->holder.principal == l.holder.principal, "lease %s principal changed", l.id.c_str());
+    FUZZ_CHECK(r->boards.size() == l.boards.size(), "lease %s boards changed", l.id.c_str());
+    for (size_t i = 0; i < l.boards.size(); ++i)
+      FUZZ_CHECK(r->boards[i].name == l.boards[i].name, "lease %s board %zu changed", l.id.c_str(), i);
+    for (auto [a, b] : {std::pair{&l.idempotency_key, &r->idempotency_key}, std::pair{&l.holder.job, &r->holder.job},
+                        std::pair{&l.holder.url, &r->holder.url}})
+      if (comparable(*a)) FUZZ_CHECK(*a == *b, "lease %s: \"%s\" stored as \"%s\"", l.id.c_str(), a->c_str(), b->c_str());
+  }
+  if (trace) std::fprintf(stderr, "restart: %zu active lease(s) found again\n", compared);
+  restarted.stop();
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -253,6 +304,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auth.setTokens(tokens);
   auth.setAnonymousLoopback(true);
 
+  std::vector<lease::Lease> active; // when the services stopped
   boost::asio::io_context io;
   std::vector<std::shared_ptr<CaptureExchange>> exchanges;
   std::vector<std::shared_ptr<CaptureSink>> sinks;
@@ -302,6 +354,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!sink->ended && sink->gone_hook) sink->gone_hook();
         if (trace) std::fprintf(stderr, "< stream: %.300s\n", sink->text.c_str());
       }
+      checkOneLeasePerBoard(leases.scheduler());
       if (x->answered) {
         json::parse_options options;
         options.allow_invalid_utf8 = true;
@@ -335,11 +388,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& x : exchanges) delivered += x->answered ? 1 : 0;
     FUZZ_CHECK(counted == delivered, "router counted %llu answers, %llu delivered",
                static_cast<unsigned long long>(counted), static_cast<unsigned long long>(delivered));
+    // Everything changed so far committed, then the state a restart must find.
+    auto committed = std::make_shared<bool>(false);
+    leases.whenCommitted([committed] { *committed = true; });
+    deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!*committed && std::chrono::steady_clock::now() < deadline) {
+      io.restart();
+      io.run_one_for(std::chrono::milliseconds(5));
+    }
+    FUZZ_CHECK(*committed, "changes not committed within 5 s");
+    checkOneLeasePerBoard(leases.scheduler());
+    for (const auto& [id, l] : leases.scheduler().leases())
+      if (l.state == lease::LeaseState::active) active.push_back(l);
     io.restart();
     io.poll();
     for (auto& x : exchanges) x->hooks.clear(); // they hold the exchange
   }
   // Handlers still queued belong to the services just destroyed: the
-  // io_context drops them without running them, as the daemon's does.
+  // io_context drops them without running them, as the daemon's does; the
+  // restart gets an io_context of its own.
+  checkRestart(*state.config, active, trace);
   return 0;
 }
