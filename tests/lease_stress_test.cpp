@@ -137,6 +137,13 @@ TEST_CASE("SIGKILL under traffic loses no acknowledged lease and double-leases n
     std::map<std::string, Known> acked; // active leases as the clients know them
     std::atomic<bool> stop{false};
     std::atomic<int> unexpected{0};
+    // The clients talk to the daemon that is running when they start: its
+    // address is read here, not from `d`, which killAndRestart() rewrites
+    // while they run (a data race ThreadSanitizer reported).
+    const std::string url = d.url();
+    auto request = [&url](const std::string& method, const std::string& target, const std::string& body) {
+      return hwfarm::cli::HttpClient(url, 5).request(method, target, body, "");
+    };
     auto client = [&](int seed) {
       std::mt19937 local(static_cast<unsigned>(seed));
       while (!stop) {
@@ -157,10 +164,9 @@ TEST_CASE("SIGKILL under traffic loses no acknowledged lease and double-leases n
             }
           }
           if (id.empty()) {
-            auto r = d.request("POST", "/v1/leases", acquireBody(1 + static_cast<int>(local() % 2), 600, 0,
-                                                                  "r" + std::to_string(seed) + "-" +
-                                                                      std::to_string(local())),
-                               "", 5);
+            auto r = request("POST", "/v1/leases", acquireBody(1 + static_cast<int>(local() % 2), 600, 0,
+                                                                "r" + std::to_string(seed) + "-" +
+                                                                    std::to_string(local())));
             if (r.status == 201) {
               json::value l = json::parse(r.body);
               std::string boards;
@@ -170,7 +176,7 @@ TEST_CASE("SIGKILL under traffic loses no acknowledged lease and double-leases n
               acked[std::string(l.at("id").as_string())] = Known{expires, boards, false, false, {expires}};
             }
           } else if (op == 1) {
-            auto r = d.request("POST", "/v1/leases/" + id + "/renew", "", "", 5);
+            auto r = request("POST", "/v1/leases/" + id + "/renew", "");
             std::lock_guard lock(m);
             if (r.status != 200) { // only this client touches the lease
               ++unexpected;
@@ -181,7 +187,7 @@ TEST_CASE("SIGKILL under traffic loses no acknowledged lease and double-leases n
             acked.at(id).expiries.insert(expires);
             acked.at(id).renew_in_flight = false;
           } else {
-            auto r = d.request("DELETE", "/v1/leases/" + id, "", "", 5);
+            auto r = request("DELETE", "/v1/leases/" + id, "");
             std::lock_guard lock(m);
             if (r.status == 200) acked.erase(id);
           }
