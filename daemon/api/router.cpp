@@ -13,7 +13,7 @@
 #include "daemon/api/json_codec.h"
 #include "daemon/api/json_writer.h"
 #include "daemon/api/metrics.h"
-#include "daemon/image_store.h"
+#include "daemon/services/image_store.h"
 
 namespace hwfarm::api {
 namespace json = boost::json;

@@ -5,11 +5,11 @@
 
 #include <map>
 
-#include "daemon/agent_state.h"
+#include "daemon/api/agent_state.h"
 #include "daemon/api/http_types.h"
-#include "daemon/auth.h"
-#include "daemon/board_service.h"
-#include "daemon/lease_service.h"
+#include "daemon/api/auth.h"
+#include "daemon/services/board_service.h"
+#include "daemon/services/lease_service.h"
 
 namespace hwfarm::api {
 
