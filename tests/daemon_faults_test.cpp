@@ -12,8 +12,8 @@
 
 #include "config/loader.h"
 #include "daemon/api/agent_state.h"
-#include "daemon/api/router.h"
 #include "daemon/api/auth.h"
+#include "daemon/api/router.h"
 #include "daemon/services/board_service.h"
 #include "daemon/services/lease_service.h"
 #include "tests/support/daemon_harness.h"

@@ -6,8 +6,8 @@
 #include <map>
 
 #include "daemon/api/agent_state.h"
-#include "daemon/api/http_types.h"
 #include "daemon/api/auth.h"
+#include "daemon/api/http_types.h"
 #include "daemon/services/board_service.h"
 #include "daemon/services/lease_service.h"
 

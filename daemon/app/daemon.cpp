@@ -17,15 +17,15 @@
 #include "config/tokens.h"
 #include "daemon/api/agent_state.h"
 #include "daemon/api/auth.h"
-#include "daemon/services/board_service.h"
-#include "daemon/services/lease_service.h"
 #include "daemon/api/router.h"
 #include "daemon/api/server.h"
 #include "daemon/app/log.h"
-#include "daemon/services/presence.h"
 #include "daemon/app/sd_notify.h"
 #include "daemon/app/state_dir.h"
 #include "daemon/app/version.h"
+#include "daemon/services/board_service.h"
+#include "daemon/services/lease_service.h"
+#include "daemon/services/presence.h"
 #include "drivers/usb_discovery.h"
 
 namespace hwfarm {
