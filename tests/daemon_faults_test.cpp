@@ -11,11 +11,11 @@
 #include <filesystem>
 
 #include "config/loader.h"
-#include "daemon/agent_state.h"
+#include "daemon/api/agent_state.h"
+#include "daemon/api/auth.h"
 #include "daemon/api/router.h"
-#include "daemon/auth.h"
-#include "daemon/board_service.h"
-#include "daemon/lease_service.h"
+#include "daemon/services/board_service.h"
+#include "daemon/services/lease_service.h"
 #include "tests/support/daemon_harness.h"
 
 using namespace hwfarm;

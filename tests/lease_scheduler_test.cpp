@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "daemon/lease/scheduler.h"
+#include "daemon/core/lease/scheduler.h"
 
 using namespace hwfarm::lease;
 

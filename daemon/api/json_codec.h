@@ -9,7 +9,7 @@
 #include <boost/json/fwd.hpp>
 
 #include "config/fleet_config.h"
-#include "daemon/lease/scheduler.h"
+#include "daemon/core/lease/scheduler.h"
 
 namespace hwfarm::api {
 

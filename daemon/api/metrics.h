@@ -4,8 +4,8 @@
 #include <map>
 #include <string>
 
-#include "daemon/agent_state.h"
-#include "daemon/lease_service.h"
+#include "daemon/api/agent_state.h"
+#include "daemon/services/lease_service.h"
 
 namespace hwfarm::api {
 

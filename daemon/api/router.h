@@ -5,11 +5,11 @@
 
 #include <map>
 
-#include "daemon/agent_state.h"
+#include "daemon/api/agent_state.h"
+#include "daemon/api/auth.h"
 #include "daemon/api/http_types.h"
-#include "daemon/auth.h"
-#include "daemon/board_service.h"
-#include "daemon/lease_service.h"
+#include "daemon/services/board_service.h"
+#include "daemon/services/lease_service.h"
 
 namespace hwfarm::api {
 
@@ -41,18 +41,20 @@ class Router {
   const std::map<int, uint64_t>& responseCounts() const { return responses_; }
 
  private:
-  struct Call;
+  struct Call; // routes.h
   void route(Call& call);
+  // The handlers, by resource: routes_health.cpp, routes_metrics.cpp,
+  // routes_leases.cpp, routes_boards.cpp.
   void healthz(Call& call);
   void metrics(Call& call);
-  void boards(Call& call);
-  void boardAction(Call& call, const std::string& name, const std::string& action);
   void queue(Call& call);
   void listLeases(Call& call);
   void acquire(Call& call);
   void showLease(Call& call, const std::string& id);
   void renew(Call& call, const std::string& id);
   void release(Call& call, const std::string& id);
+  void boards(Call& call);
+  void boardAction(Call& call, const std::string& name, const std::string& action);
   void boardOperation(Call& call, const std::string& id, const std::string& board, const std::string& what);
   // The active lease `id` holding `board` that the caller may operate, or
   // nullptr once the refusal is answered.

@@ -28,7 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "daemon/lease/scheduler.h"
+#include "daemon/core/lease/scheduler.h"
 
 struct sqlite3;
 

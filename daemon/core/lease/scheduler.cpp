@@ -1,4 +1,4 @@
-#include "daemon/lease/scheduler.h"
+#include "daemon/core/lease/scheduler.h"
 
 #include <algorithm>
 #include <climits>

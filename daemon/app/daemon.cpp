@@ -1,4 +1,4 @@
-#include "daemon/daemon.h"
+#include "daemon/app/daemon.h"
 
 #include <csignal>
 #include <ctime>
@@ -15,17 +15,17 @@
 
 #include "config/echo.h"
 #include "config/tokens.h"
-#include "daemon/agent_state.h"
-#include "daemon/auth.h"
-#include "daemon/board_service.h"
-#include "daemon/lease_service.h"
+#include "daemon/api/agent_state.h"
+#include "daemon/api/auth.h"
 #include "daemon/api/router.h"
 #include "daemon/api/server.h"
-#include "daemon/log.h"
-#include "daemon/presence.h"
-#include "daemon/sd_notify.h"
-#include "daemon/state_dir.h"
-#include "daemon/version.h"
+#include "daemon/app/log.h"
+#include "daemon/app/sd_notify.h"
+#include "daemon/app/state_dir.h"
+#include "daemon/app/version.h"
+#include "daemon/services/board_service.h"
+#include "daemon/services/lease_service.h"
+#include "daemon/services/presence.h"
 #include "drivers/usb_discovery.h"
 
 namespace hwfarm {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "config/fleet_config.h"
-#include "daemon/lease/scheduler.h"
+#include "daemon/core/lease/scheduler.h"
 
 namespace boost::asio {
 class io_context;

@@ -27,7 +27,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "daemon/lease/types.h"
+#include "daemon/core/lease/types.h"
 
 namespace hwfarm::lease {
 

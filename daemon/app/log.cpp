@@ -1,4 +1,4 @@
-#include "daemon/log.h"
+#include "daemon/app/log.h"
 
 #include <sys/stat.h>
 

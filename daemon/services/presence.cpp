@@ -1,4 +1,4 @@
-#include "daemon/presence.h"
+#include "daemon/services/presence.h"
 
 #include <sys/inotify.h>
 #include <sys/stat.h>

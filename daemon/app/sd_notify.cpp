@@ -1,4 +1,4 @@
-#include "daemon/sd_notify.h"
+#include "daemon/app/sd_notify.h"
 
 #include <systemd/sd-daemon.h>
 

@@ -1,4 +1,4 @@
-#include "daemon/image_store.h"
+#include "daemon/services/image_store.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "config/fleet_config.h"
-#include "daemon/lease/types.h"
+#include "daemon/core/lease/types.h"
 #include "drivers/power.h"
 #include "drivers/status.h"
 

@@ -1,4 +1,4 @@
-#include "daemon/board_service.h"
+#include "daemon/services/board_service.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -17,7 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "config/loader.h"
-#include "daemon/image_store.h"
+#include "daemon/services/image_store.h"
 #include "drivers/board.h"
 #include "drivers/console_log.h"
 #include "drivers/serial_port.h"

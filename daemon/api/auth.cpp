@@ -1,4 +1,4 @@
-#include "daemon/auth.h"
+#include "daemon/api/auth.h"
 
 #include <cctype>
 #include <string_view>

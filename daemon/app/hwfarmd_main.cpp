@@ -10,9 +10,9 @@
 #include <spdlog/spdlog.h>
 
 #include "config/tokens.h"
-#include "daemon/daemon.h"
-#include "daemon/log.h"
-#include "daemon/version.h"
+#include "daemon/app/daemon.h"
+#include "daemon/app/log.h"
+#include "daemon/app/version.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "daemon/state_dir.h"
+#include "daemon/app/state_dir.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -1,4 +1,4 @@
-#include "daemon/lease_service.h"
+#include "daemon/services/lease_service.h"
 
 #include <chrono>
 #include <set>

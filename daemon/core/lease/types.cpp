@@ -1,4 +1,4 @@
-#include "daemon/lease/types.h"
+#include "daemon/core/lease/types.h"
 
 #include <algorithm>
 

@@ -1,0 +1,186 @@
+// The board routes: /v1/boards and its operator actions, and a lease's
+// board operations (/v1/leases/{id}/boards/{board}/flash|power|console).
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "daemon/api/routes.h"
+#include "daemon/services/image_store.h"
+
+namespace hwfarm::api {
+using config::Role;
+
+void Router::boards(Call& c) {
+  json::array list;
+  const auto& scheduler = leases_.scheduler();
+  for (const auto& worker : state_.config->workers)
+    for (const auto& board : worker.boards) list.push_back(boardJson(worker, board, scheduler.board(board.name)));
+  json::object body{{"boards", std::move(list)}};
+  if (c.target.has("all")) {
+    // Devices of a configured vendor:product that no board claims.
+    json::array unclaimed;
+    for (const auto& d : state_.unclaimed)
+      unclaimed.push_back(json::object{{"vendor", d.vendor}, {"product", d.product}, {"serial", d.serial},
+                                       {"port", d.port}, {"tty", d.tty}, {"snippet", d.snippet}});
+    body["unclaimed"] = std::move(unclaimed);
+    body["usb_discovery"] = state_.usb_discovery;
+  }
+  c.respond(ok(body));
+}
+
+void Router::boardAction(Call& c, const std::string& name, const std::string& action) {
+  std::string error;
+  auto reason = parseReason(c.request.body, &error);
+  if (!reason) return c.respond(jsonError(400, "invalid_request", error));
+  if (!leases_.scheduler().board(name)) return c.respond(jsonError(404, "not_found", "no board " + echoed(name)));
+  auto respond = c.respond;
+  auto done = [this, respond, name](lease::OpResult r) {
+    if (r.status == lease::OpStatus::not_found) return respond(jsonError(404, "not_found", r.detail));
+    if (r.status != lease::OpStatus::ok) return respond(jsonError(409, "conflict", r.detail));
+    // A reload may have removed the board while the change was committed.
+    const lease::Board* b = leases_.scheduler().board(name);
+    if (!b) return respond(jsonError(404, "not_found", "board " + name + " was removed from the configuration"));
+    respond(ok(json::object{{"name", name}, {"state", lease::toString(b->state)}, {"reason", b->reason}}));
+  };
+  if (action == "maintenance") {
+    std::string text = reason->empty() ? "maintenance by " + c.principal->name : *reason + " (" + c.principal->name + ")";
+    leases_.maintenance(name, text, done);
+  } else {
+    leases_.resume(name, done);
+  }
+}
+
+namespace {
+
+// The answer to a flash or power operation; `extra` adds members (the image).
+void answerOperation(const Reply& respond, const std::string& board, const drivers::Status& status, double seconds,
+                     const std::string& log, const json::object& extra = {}) {
+  if (status.busy) return respond(jsonError(409, "busy", status.message));
+  if (status.unsupported) return respond(jsonError(409, "not_supported", status.message));
+  if (!status.ok) {
+    json::object body{{"error", "infrastructure_failure"}, {"detail", status.message}, {"board", board}};
+    if (!log.empty()) body["log"] = log;
+    return respond(ok(body, 502));
+  }
+  json::object body{{"board", board}, {"ok", true}, {"ms", static_cast<int64_t>(seconds * 1000)}};
+  if (!log.empty()) body["log"] = log;
+  for (const auto& [k, v] : extra) body[k] = v;
+  respond(ok(body));
+}
+
+} // namespace
+
+const lease::Lease* Router::leaseForBoard(Call& c, const std::string& id, const std::string& board) {
+  const lease::Lease* l = leases_.scheduler().lease(id);
+  if (!l) {
+    c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
+    return nullptr;
+  }
+  if (!hasRole(*c.principal, Role::operator_) && l->holder.principal != c.principal->name) {
+    c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
+    return nullptr;
+  }
+  if (l->state != lease::LeaseState::active) {
+    c.respond(jsonError(409, "not_active", "lease " + id + " is " + lease::toString(l->state)));
+    return nullptr;
+  }
+  auto member = std::find_if(l->boards.begin(), l->boards.end(), [&](const auto& b) { return b.name == board; });
+  if (member == l->boards.end()) {
+    c.respond(jsonError(404, "not_found", "board " + echoed(board) + " is not in lease " + id));
+    return nullptr;
+  }
+  if (member->lost) {
+    c.respond(jsonError(409, "board_lost", "board " + board + " left while leased"));
+    return nullptr;
+  }
+  return l;
+}
+
+void Router::flash(Call& c, const lease::Lease& lease, const std::string& board) {
+  auto respond = c.respond;
+  std::string log = boards_.flashLogPath(lease.id, board);
+  auto done = [respond, board, log](json::object image) {
+    return [respond, board, log, image](drivers::Status s, double seconds) {
+      answerOperation(respond, board, s, seconds, log, json::object{{"image", image}});
+    };
+  };
+  std::string error;
+  if (const auto& upload = c.request.upload) {
+    // The image came in the body, already spooled into the lease's store.
+    std::string name = uploadName(c.target);
+    std::string ext = imageExtension(name, &error);
+    if (ext.empty()) return c.respond(jsonError(400, "invalid_request", error));
+    std::string stored = storeUpload(upload->path, upload->sha256, boards_.imageDir(lease.id), ext, &error);
+    if (stored.empty()) return c.respond(jsonError(500, "storage_error", "cannot store the upload: " + error));
+    json::object image{{"sha256", upload->sha256}, {"bytes", upload->bytes}, {"name", sanitizeImageName(name)},
+                       {"stored", stored}};
+    return boards_.flash(lease, board, stored, done(image));
+  }
+  auto object = c.request.body.empty() ? std::optional<json::object>(json::object{}) : parseObject(c.request.body, &error);
+  if (!object) return c.respond(jsonError(400, "invalid_request", error));
+  const json::value* image = object->if_contains("image");
+  if (!image || !image->is_string() || image->as_string().empty() || image->as_string()[0] != '/' ||
+      object->size() != 1)
+    return c.respond(jsonError(400, "invalid_request",
+                               "expected the image as an application/octet-stream body, or "
+                               "{\"image\": \"/absolute/path/under/agent.image_roots\"}"));
+  std::string path(image->as_string());
+  ServerImage file = openServerImage(path, state_.config->agent.image_roots,
+                                     static_cast<uint64_t>(state_.config->limits.max_image_bytes));
+  if (file.fd < 0) return c.respond(jsonError(file.http_status, file.error, file.detail));
+  std::string ext = imageExtension(file.real_path, &error);
+  if (ext.empty()) {
+    ::close(file.fd);
+    return c.respond(jsonError(400, "invalid_image", error));
+  }
+  boards_.flashCopy(lease, board, file.fd, ext, done(json::object{{"path", path}, {"bytes", file.bytes}}));
+}
+
+void Router::boardOperation(Call& c, const std::string& id, const std::string& board, const std::string& what) {
+  const lease::Lease* l = leaseForBoard(c, id, board);
+  if (!l) return;
+  if (what == "flash") return flash(c, *l, board);
+  lease::Lease lease = *l;
+  auto respond = c.respond;
+  std::string error;
+  auto object = c.request.body.empty() ? std::optional<json::object>(json::object{}) : parseObject(c.request.body, &error);
+  if (!object) return c.respond(jsonError(400, "invalid_request", error));
+  if (what == "power") {
+    const json::value* action = object->if_contains("action");
+    std::string a = action && action->is_string() ? std::string(action->as_string()) : "";
+    if ((a != "on" && a != "off" && a != "cycle") || object->size() != 1)
+      return c.respond(jsonError(400, "invalid_request", "expected {\"action\": \"on\" | \"off\" | \"cycle\"}"));
+    drivers::PowerAction pa = a == "on" ? drivers::PowerAction::on
+                              : a == "off" ? drivers::PowerAction::off
+                                           : drivers::PowerAction::cycle;
+    boards_.power(lease, board, pa,
+                  [respond, board](drivers::Status s, double seconds) { answerOperation(respond, board, s, seconds, ""); });
+  } else {
+    int64_t most = state_.config->limits.max_console_streams;
+    if (boards_.consoleReaders(id) >= static_cast<size_t>(most))
+      return c.respond(jsonError(429, "too_many_streams",
+                                 "lease " + id + " already has " + std::to_string(most) +
+                                     " console streams open (limits.max_console_streams); close one first"));
+    HttpResponse r;
+    r.content_type = "text/plain; charset=utf-8";
+    BoardService* boards = &boards_;
+    r.stream = [boards, lease, board, respond](std::shared_ptr<StreamSink> sink) {
+      std::string error;
+      auto cancel = std::make_shared<std::function<void()>>();
+      BoardService::Reader reader{[sink](const std::string& text) { return sink->write(text); },
+                                  [sink] { sink->end(); }, [sink] { return sink->queued(); },
+                                  [sink](std::function<void()> on_drained) { sink->onDrained(std::move(on_drained)); }};
+      if (!boards->readConsole(lease, board, reader, &error, cancel.get())) {
+        sink->write("-- hwfarmd: " + error + " --\n");
+        sink->end();
+        return;
+      }
+      sink->onGone([cancel] {
+        if (*cancel) (*cancel)();
+      });
+    };
+    c.respond(r);
+  }
+}
+
+} // namespace hwfarm::api

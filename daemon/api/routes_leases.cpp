@@ -1,0 +1,135 @@
+// The lease routes: /v1/queue, /v1/leases, /v1/leases/{id} and its renew.
+#include <algorithm>
+#include <sstream>
+
+#include "daemon/api/json_writer.h"
+#include "daemon/api/routes.h"
+
+namespace hwfarm::api {
+using config::Role;
+
+void Router::queue(Call& c) {
+  JsonWriter w;
+  w.beginObject().key("queue").beginArray();
+  int64_t now = leases_.nowMs();
+  size_t position = 0;
+  for (const lease::LeaseRequest* r : leases_.scheduler().queue(now))
+    writeQueueEntry(w, *r, ++position, now, static_cast<int64_t>(state_.config->leases.aging_s * 1000));
+  w.endArray().endObject();
+  c.respond(okText(w.take()));
+}
+
+void Router::listLeases(Call& c) {
+  bool all = c.target.has("all");
+  // Oldest grant first.
+  std::vector<const lease::Lease*> list;
+  for (const auto& [id, l] : leases_.scheduler().leases())
+    if (all || l.state == lease::LeaseState::active) list.push_back(&l);
+  std::sort(list.begin(), list.end(), [](const lease::Lease* a, const lease::Lease* b) {
+    return a->granted_ms != b->granted_ms ? a->granted_ms < b->granted_ms : a->id < b->id;
+  });
+  JsonWriter w;
+  w.beginObject().key("leases").beginArray();
+  for (const lease::Lease* l : list) writeLease(w, *l, leases_.scheduler());
+  w.endArray().endObject();
+  c.respond(okText(w.take()));
+}
+
+void Router::showLease(Call& c, const std::string& id) {
+  const lease::Lease* l = leases_.scheduler().lease(id);
+  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
+  c.respond(okText(leaseJson(*l, leases_.scheduler())));
+}
+
+void Router::acquire(Call& c) {
+  std::string error;
+  auto parsed = parseAcquire(c.request.body, state_.config->limits, state_.config->leases, &error);
+  if (!parsed) return c.respond(jsonError(400, "invalid_request", error));
+  lease::LeaseRequest& r = parsed->request;
+  r.holder.principal = c.principal->name;
+  // A retry of a request that was admitted gets its lease (or rejoins its
+  // wait) even if the tier changed since.
+  bool retry = !r.idempotency_key.empty() && leases_.scheduler().knowsKey(r.holder.principal, r.idempotency_key);
+  if (!retry && !lease::tierServes(state_.effective_tier, r.context)) {
+    HttpResponse refused = jsonError(
+        409, "tier_refused",
+        "this agent serves tier " + std::to_string(state_.effective_tier) + " since " +
+            rfc3339(state_.tier_since_ms) + ", which does not take \"" + lease::toString(r.context) + "\" requests");
+    json::object body = json::parse(refused.body).as_object();
+    body["effective_tier"] = state_.effective_tier;
+    body["registered_tier"] = state_.config->agent.tier;
+    body["since"] = rfc3339(state_.tier_since_ms);
+    refused.body = toJson(body);
+    return c.respond(refused);
+  }
+  auto respond = c.respond;
+  double wait_s = static_cast<double>(parsed->wait_ms) / 1000.0;
+  lease::Selector selector = r.selector;
+  leases_.acquire(
+      std::move(r), parsed->wait_ms,
+      [this, respond, wait_s, selector](const AcquireOutcome& o) {
+        using K = AcquireOutcome::Kind;
+        switch (o.kind) {
+          case K::granted: return respond(okText(leaseJson(o.lease, leases_.scheduler()), 201));
+          case K::existing: return respond(okText(leaseJson(o.lease, leases_.scheduler()), 200));
+          case K::timeout: {
+            std::ostringstream detail;
+            detail << "no matching board was free within wait_s = " << wait_s;
+            json::object body{{"error", "wait_timeout"}, {"detail", detail.str()}, {"queue_position", o.position}};
+            return respond(ok(body, 408));
+          }
+          case K::unsatisfiable: {
+            JsonWriter w;
+            w.beginObject().member("error", "unsatisfiable").member("detail", o.detail).key("selector");
+            writeSelector(w, selector);
+            w.endObject();
+            return respond(okText(w.take(), 422));
+          }
+          case K::queue_full: return respond(jsonError(503, "queue_full", o.detail));
+          case K::shutting_down: return respond(jsonError(503, "shutting_down", o.detail));
+        }
+      },
+      [exchange = c.respond.exchange()](std::function<void()> hook) { exchange->onClientGone(std::move(hook)); });
+}
+
+void Router::renew(Call& c, const std::string& id) {
+  const lease::Lease* l = leases_.scheduler().lease(id);
+  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
+  if (!hasRole(*c.principal, Role::operator_) && l->holder.principal != c.principal->name)
+    return c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
+  std::string error;
+  auto ttl = parseRenew(c.request.body, state_.config->limits, l->ttl_ms, &error);
+  if (!ttl) return c.respond(jsonError(400, "invalid_request", error));
+  auto respond = c.respond;
+  leases_.renew(id, *ttl, [this, respond](lease::OpResult r) {
+    if (r.status == lease::OpStatus::not_active) {
+      JsonWriter w;
+      w.beginObject().member("error", "not_active").member("detail", r.detail).key("lease");
+      writeLease(w, r.lease, leases_.scheduler());
+      w.endObject();
+      return respond(okText(w.take(), 409));
+    }
+    respond(okText(leaseJson(r.lease, leases_.scheduler())));
+  });
+}
+
+void Router::release(Call& c, const std::string& id) {
+  const lease::Lease* l = leases_.scheduler().lease(id);
+  if (!l) return c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
+  bool own = l->holder.principal == c.principal->name;
+  if (!own && !hasRole(*c.principal, Role::operator_))
+    return c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
+  // Releasing an ended lease is a no-op answer: a retried DELETE succeeds.
+  if (l->state != lease::LeaseState::active) {
+    // Answered once the end it reports is committed.
+    auto respond = c.respond;
+    return leases_.whenCommitted(
+        [this, respond, ended = *l] { respond(okText(leaseJson(ended, leases_.scheduler()))); });
+  }
+  auto respond = c.respond;
+  auto done = [this, respond](const lease::OpResult& r) { respond(okText(leaseJson(r.lease, leases_.scheduler()))); };
+  if (own) leases_.release(id, done);
+  else leases_.revoke(id, "force-released by operator \"" + c.principal->name + "\"", done);
+}
+
+} // namespace hwfarm::api
