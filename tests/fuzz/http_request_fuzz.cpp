@@ -48,11 +48,11 @@
 
 #include "config/loader.h"
 #include "config/tokens.h"
-#include "daemon/agent_state.h"
+#include "daemon/api/agent_state.h"
+#include "daemon/api/auth.h"
 #include "daemon/api/router.h"
-#include "daemon/auth.h"
-#include "daemon/board_service.h"
-#include "daemon/lease_service.h"
+#include "daemon/services/board_service.h"
+#include "daemon/services/lease_service.h"
 #include "tests/fuzz/fuzz_check.h"
 
 using namespace hwfarm;
