@@ -589,8 +589,13 @@ void Store::complete(std::vector<Pending>& group, bool ok, const std::string& er
 
 void Store::committed(std::vector<Pending> group, Outcome outcome) {
   if (!fsync_) {
+    // Moved into the task, not copied: the completions (which hold HTTP
+    // sessions) must be destroyed on the loop, never here as the last
+    // reference once the loop has run the task (found by TSan).
     auto completions = std::make_shared<std::vector<Pending>>(std::move(group));
-    post_([this, completions, outcome = std::move(outcome)] { complete(*completions, outcome.ok, outcome.error); });
+    post_([this, completions = std::move(completions), outcome = std::move(outcome)] {
+      complete(*completions, outcome.ok, outcome.error);
+    });
     return;
   }
   std::lock_guard lock(sync_mutex_);
@@ -609,7 +614,8 @@ void Store::postSynced() {
   }
   if (ready->empty()) return;
   // Posted with the lock held: completions reach the loop in commit order.
-  post_([this, ready, sync_error = sync_error_] {
+  // Moved in, so they are destroyed on the loop (see committed()).
+  post_([this, ready = std::move(ready), sync_error = sync_error_] {
     for (auto& a : *ready) complete(a.group, a.ok && sync_error.empty(), a.ok ? sync_error : a.error);
   });
 }
