@@ -54,10 +54,10 @@ int64_t count(const std::string& path, const std::string& sql) {
   return n;
 }
 
-// Holds the store's syncs of one WAL file on command: a forwarding wrapper
-// over libc's fdatasync (the store calls it from its sync thread). While
-// `closed`, a sync of `path` waits at the gate; every other call is the
-// real one.
+// Holds syncs of one file on command: a forwarding wrapper over libc's
+// fdatasync, which the store's sync thread calls for the WAL, and SQLite
+// for the database file when it checkpoints. While `closed`, a sync of
+// `path` waits at the gate; every other call is the real one.
 struct SyncGate {
   std::mutex mutex;
   std::condition_variable changed;
@@ -65,9 +65,10 @@ struct SyncGate {
   bool closed = false;
   int waiting = 0; // syncs of `path` held at the gate now
 
-  void close(const std::string& wal) {
+  void close(const std::string& file) {
+    char real[PATH_MAX];
     std::lock_guard lock(mutex);
-    path = wal;
+    path = ::realpath(file.c_str(), real) ? real : file;
     closed = true;
   }
   void open() {
@@ -346,33 +347,37 @@ TEST_CASE("without fsync an idle store commits in place and a queued group keeps
     REQUIRE(done == std::vector<std::string>{"A"});
     REQUIRE(s.idle());
 
-    // After a group that makes the writer checkpoint, the next group goes to
-    // the writer while the checkpoint runs. Whether it still runs when the
-    // next commit comes is up to the scheduler of a loaded machine: try until
-    // one did.
-    bool queued = false;
-    for (int attempt = 0; attempt < 20 && !queued; ++attempt) {
-      std::string n = std::to_string(attempt);
-      s.commit(bigBatch(2, "F" + n + "-"), loop.record("big" + n));
-      rows += 1500;
-      loop.runUntilIdle(s); // in place unless an earlier checkpoint still runs
-      REQUIRE(done.back() == "big" + n);
-      s.commit(batchOf(makeLease("B" + n, 3, "b2")), loop.record("B" + n));
-      s.commit(batchOf(makeLease("C" + n, 4, "b3")), loop.record("C" + n));
-      rows += 2;
-      if (done.back() == "big" + n) {
-        // B went to the writer, and while B's completion has not run, C
-        // queues behind it even once the checkpoint is over.
-        queued = true;
-        REQUIRE_FALSE(s.idle());
-        loop.runUntilIdle(s);
-        REQUIRE(s.idle());
-      }
-      INFO("attempt " << attempt);
-      REQUIRE(std::vector<std::string>(done.end() - 3, done.end()) ==
-              std::vector<std::string>{"big" + n, "B" + n, "C" + n});
+    // After a group that makes the writer checkpoint (held here at its sync
+    // of the database file), the next group goes to the writer,
+    sync_gate.close(path);
+    s.commit(bigBatch(2), loop.record("big"));
+    rows += 1500;
+    bool big_in_place = done.back() == "big";
+    bool held = sync_gate.awaitHeld();
+    s.commit(batchOf(makeLease("B", 3, "b2")), loop.record("B"));
+    rows += 1;
+    bool b_queued = done.back() == "big";
+    sync_gate.open(); // before any REQUIRE: the store's destructor waits for its writer
+    REQUIRE(big_in_place);
+    REQUIRE(held);
+    REQUIRE(b_queued);
+    // and once it committed B and posted B's completion, the checkpoint is
+    // over, but C, committed while B's completion has not run, queues
+    // behind it instead of overtaking it.
+    bool posted = false;
+    for (int i = 0; i < 2000 && !posted; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::lock_guard lock(loop.mutex);
+      posted = !loop.posted.empty();
     }
-    REQUIRE(queued);
+    REQUIRE(posted);
+    s.commit(batchOf(makeLease("C", 4, "b3")), loop.record("C"));
+    rows += 1;
+    REQUIRE(done.back() == "big");
+    REQUIRE_FALSE(s.idle());
+    loop.runUntilIdle(s);
+    REQUIRE(s.idle());
+    REQUIRE(std::vector<std::string>(done.end() - 3, done.end()) == std::vector<std::string>{"big", "B", "C"});
     s.commit(batchOf(makeLease("D", 5, "b0")), loop.record("D"));
     ++rows;
     loop.runUntilIdle(s); // in place, or behind a checkpoint still running
