@@ -18,7 +18,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/write.hpp>
 
 #include "drivers/console_log.h"
 
@@ -257,11 +256,6 @@ void SerialPort::expect(const std::regex& pattern, std::chrono::milliseconds tim
     list.erase(it);
     done(std::nullopt);
   });
-}
-
-void SerialPort::write(const std::string& data) {
-  boost::system::error_code ec;
-  asio::write(impl_->stream, asio::buffer(data), ec);
 }
 
 void SerialPort::close() {

@@ -49,7 +49,6 @@ class SerialPort {
   void expect(const std::regex& pattern, std::chrono::milliseconds timeout,
               std::function<void(std::optional<std::string>)> done);
 
-  void write(const std::string& data);
   // Ends the port now. Neither `on_line` nor `on_closed` runs during or
   // after it (not even for data already read); pending expects get nothing.
   void close();

@@ -5,14 +5,19 @@
 
 #include <climits>
 #include <fcntl.h>
+#include <grp.h>
 #include <cstdlib>
 #include <poll.h>
 #include <pty.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
+#include <atomic>
 #include <fstream>
 #include <regex>
 #include <thread>
@@ -56,6 +61,22 @@ struct FakeUart {
   }
 };
 
+// Opens `path` from a child process without CAP_SYS_ADMIN (the kernel lets
+// that capability past TIOCEXCL; tests may run as root): as uid/gid 65534
+// when root, as the test's own user otherwise. Returns 0 if the open
+// worked, else its errno.
+int openUnprivileged(const std::string& path) {
+  pid_t child = ::fork();
+  if (child == 0) {
+    if (::geteuid() == 0 && (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0)) _exit(126);
+    int fd = ::open(path.c_str(), O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    _exit(fd >= 0 ? 0 : errno);
+  }
+  int status = 0;
+  if (child < 0 || ::waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
 SerialOptions options(const TempDir& dir) {
   SerialOptions o;
   o.lock_dir = dir.path();
@@ -77,10 +98,22 @@ TEST_CASE("no byte is lost from a fast stream and lines are logged with timestam
   // 3 Mbaud for one second is ~300 KB: write that much as fast as the pty takes it.
   const size_t kLines = 5000;
   std::string line(59, 'x');
+  // The writer gives up when told: a reader that stops must not leave it
+  // blocked on a full pty.
+  REQUIRE(::fcntl(uart.master, F_SETFL, O_NONBLOCK) == 0);
+  std::atomic<bool> stop{false};
   std::thread writer([&] {
-    for (size_t i = 0; i < kLines; ++i) uart.send(line + "\n");
+    std::string data = line + "\n";
+    for (size_t i = 0; i < kLines && !stop; ++i)
+      for (size_t done = 0; done < data.size() && !stop;) {
+        ssize_t n = ::write(uart.master, data.data() + done, data.size() - done);
+        if (n > 0) done += static_cast<size_t>(n);
+        else std::this_thread::sleep_for(1ms);
+      }
   });
-  while (lines < kLines) io.run_one_for(2s);
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (lines < kLines && std::chrono::steady_clock::now() < deadline) io.run_one_for(100ms);
+  stop = true;
   writer.join();
   REQUIRE(lines == kLines);
   REQUIRE(chars == kLines * line.size());
@@ -113,10 +146,17 @@ TEST_CASE("expect waits for a matching line or gives up at its deadline") {
 TEST_CASE("a console is exclusive while open and its lock goes with it") {
   TempDir dir;
   FakeUart uart;
+  // Anyone may open the tty but for its exclusivity.
+  REQUIRE(::chmod(uart.path.c_str(), 0666) == 0);
+  REQUIRE(openUnprivileged(uart.path) == 0);
   boost::asio::io_context io;
   std::string error;
   auto first = SerialPort::open(io, uart.path, options(dir), &error);
   REQUIRE(first);
+  // While hwfarm holds it, another process's open of the tty is refused
+  // (TIOCEXCL), lock file or not,
+  CHECK(openUnprivileged(uart.path) == EBUSY);
+  // and another SerialPort is refused by the UUCP lock.
   std::string lock = dir.file("LCK.." + uart.path.substr(5).replace(uart.path.substr(5).find('/'), 1, "_"));
   REQUIRE(std::stoi(readFile(lock)) == ::getpid());
   auto second = SerialPort::open(io, uart.path, options(dir), &error);
@@ -124,6 +164,8 @@ TEST_CASE("a console is exclusive while open and its lock goes with it") {
   REQUIRE(error == uart.path + " is locked by pid " + std::to_string(::getpid()) + " (" + lock + ")");
   first.reset();
   REQUIRE(::access(lock.c_str(), F_OK) != 0);
+  // (TIOCEXCL ends with a USB tty's last close; a pty slave keeps the flag
+  // while its master is open, so it is not checked again here.)
   // A lock left by a process that is gone is stale and taken over.
   std::ofstream(lock) << "    999999\n";
   REQUIRE(SerialPort::open(io, uart.path, options(dir), &error));

@@ -155,7 +155,7 @@ TEST_CASE("a tool past its deadline is killed with every process it started") {
   REQUIRE(r.describe() == "killed after its 0.3 s timeout");
   REQUIRE(r.output_tail == "flashing\n");
   pid_t grandchild = std::stoi(readFile(pidfile));
-  std::this_thread::sleep_for(100ms);
+  for (int i = 0; i < 500 && alive(grandchild); ++i) std::this_thread::sleep_for(10ms); // killed, not yet reaped
   REQUIRE_FALSE(alive(grandchild));
 }
 

@@ -9,12 +9,14 @@
 
 #include <atomic>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "tests/support/daemon_harness.h"
 
 using namespace hwfarm::test;
 namespace json = boost::json;
+namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 namespace {
@@ -63,6 +65,33 @@ std::string leaseTheBoard(const RunningDaemon& d) {
   return std::string(json::parse(granted.body).at("id").as_string());
 }
 
+// True once the board's flasher (`fake_board flash SOCK ...`) runs, as
+// hwfarmd's child; false after 10 s.
+bool waitFlasherRunning(const std::string& sock) {
+  for (int i = 0; i < 1000; ++i) {
+    std::error_code ec;
+    for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+      std::string argv = readFile(it->path().string() + "/cmdline");
+      if (argv.rfind(std::string(FAKE_BOARD_PATH) + '\0' + "flash" + '\0' + sock + '\0', 0) == 0) return true;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+// Every path under `dir`, relative to it.
+std::set<std::string> tree(const std::string& dir) {
+  std::set<std::string> paths;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) paths.insert(fs::relative(e.path(), dir).string());
+  return paths;
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 } // namespace
 
 TEST_CASE("a fake board comes and goes with its device link and fails on command") {
@@ -92,8 +121,56 @@ TEST_CASE("a fake board comes and goes with its device link and fails on command
   std::string console = dir.file("state/consoles/" + id + "/fake-1.log");
   REQUIRE(waitForText(console, "] HWFARM END\n", 10s));
 
+  SECTION("no path tricks reach the board or a file outside the image root") {
+    // Given an image outside the image root, and another inside it,
+    TempDir outside;
+    std::string secret = outside.write("secret.bin", "HWFARM BEGIN suite=SECRET\nHWFARM END\n");
+    std::string other = dir.write("other.bin", "HWFARM BEGIN suite=OTHER\nHWFARM END\n");
+    auto flashBody = [](const std::string& path) { return json::serialize(json::object{{"image", path}}); };
+    auto refusal = [](const std::string& error, const std::string& detail) {
+      return json::value(json::object{{"error", error}, {"detail", detail}});
+    };
+    std::string lease_dir = dir.file("state/consoles/" + id);
+    auto before = tree(lease_dir);
+    // dot segments are not resolved: a path that would name this board's
+    // flash route once resolved names no route,
+    std::string dotted = base + "../fake-1/flash";
+    auto r = d.request("POST", dotted, flashBody(other), "");
+    CHECK(r.status == 404);
+    CHECK(json::parse(r.body) == refusal("not_found", "no such endpoint: " + dotted));
+    // a board named by a path is no board of the lease,
+    for (std::string name : {"..", "..%2F..%2Ffake-1"}) {
+      r = d.request("POST", "/v1/leases/" + id + "/boards/" + name + "/flash", flashBody(other), "");
+      CHECK(r.status == 404);
+      CHECK(json::parse(r.body) == refusal("not_found", "board " + name + " is not in lease " + id));
+    }
+    // and an image path that starts in the image root but leads out of it,
+    // by "..", or by a symbolic link, is refused by where it leads.
+    std::string climbing = dir.path() + "/../" + fs::path(outside.path()).filename().string() + "/secret.bin";
+    fs::create_symlink(secret, dir.file("link.bin"));
+    for (const std::string& path : {climbing, dir.file("link.bin")}) {
+      r = d.request("POST", base + "flash", flashBody(path), "");
+      CHECK(r.status == 403);
+      CHECK(json::parse(r.body) == refusal("image_path_refused", "image " + path + " is not under agent.image_roots (" +
+                                                                     dir.path() + "): upload it instead"));
+    }
+    // Nothing was written: not in the lease's directory (no image copied, no
+    // flash logged), not outside;
+    CHECK(tree(lease_dir) == before);
+    CHECK(tree(outside.path()) == std::set<std::string>{"secret.bin"});
+    // and the board still runs the image flashed first.
+    REQUIRE(d.request("POST", base + "power", R"({"action":"cycle"})", "").status == 200);
+    std::string text;
+    for (int i = 0; i < 1000 && occurrences(text, "] HWFARM END\n") < 2; ++i) {
+      std::this_thread::sleep_for(10ms);
+      text = readFile(console);
+    }
+    REQUIRE(occurrences(text, "] HWFARM END\n") == 2);
+    CHECK(occurrences(text, "HWFARM BEGIN suite=fake") == 2);
+    CHECK(text.find("SECRET") == std::string::npos);
+    CHECK(text.find("OTHER") == std::string::npos);
+  }
   SECTION("a flasher that fails reports its status and output") {
-    REQUIRE(d.request("POST", base + "../../../../../v1/healthz", "", "").status == 404); // no path tricks
     runCommand({FAKE_BOARD_PATH, "mode", dir.file("fake.sock"), "flash-fail"});
     auto r = d.request("POST", base + "flash", "{\"image\":\"" + image + "\"}", "");
     REQUIRE(r.status == 502);
@@ -102,14 +179,22 @@ TEST_CASE("a fake board comes and goes with its device link and fails on command
   }
   SECTION("a flasher that hangs is killed at its timeout and the board is busy meanwhile") {
     runCommand({FAKE_BOARD_PATH, "mode", dir.file("fake.sock"), "flash-hang"});
-    std::thread slow([&] {
-      auto r = d.request("POST", base + "flash", "{\"image\":\"" + image + "\"}", "");
-      CHECK(r.status == 502);
-      CHECK(json::parse(r.body).at("detail").as_string() == "flashing board fake-1: killed after its 1 s timeout");
+    hwfarm::cli::HttpResult slow_result;
+    std::string slow_error;
+    std::thread slow([&] { // no Catch2 macros off the main thread: the result is checked below
+      try {
+        slow_result = d.request("POST", base + "flash", "{\"image\":\"" + image + "\"}", "");
+      } catch (const std::exception& e) {
+        slow_error = e.what();
+      }
     });
-    std::this_thread::sleep_for(300ms);
+    bool flasher_ran = waitFlasherRunning(dir.file("fake.sock"));
     auto busy = d.request("POST", base + "power", R"({"action":"cycle"})", "");
     slow.join();
+    REQUIRE(flasher_ran);
+    REQUIRE(slow_error == "");
+    CHECK(slow_result.status == 502);
+    CHECK(json::parse(slow_result.body).at("detail").as_string() == "flashing board fake-1: killed after its 1 s timeout");
     REQUIRE(busy.status == 409);
     REQUIRE(json::parse(busy.body).at("detail").as_string() == "board fake-1 is busy (flash in progress)");
   }
@@ -165,15 +250,20 @@ TEST_CASE("a reload that drops a board while it is being flashed waits for the f
   std::string image = dir.write("image.bin", "HWFARM BEGIN suite=fake\nHWFARM END\n");
   std::atomic<int> flash_status{0};
   std::thread flash([&] {
-    flash_status = d.request("POST", "/v1/leases/" + id + "/boards/fake-1/flash", "{\"image\":\"" + image + "\"}", "")
-                       .status;
+    try {
+      flash_status = d.request("POST", "/v1/leases/" + id + "/boards/fake-1/flash", "{\"image\":\"" + image + "\"}", "")
+                         .status;
+    } catch (const std::exception&) {
+      flash_status = -1; // no answer
+    }
   });
-  std::this_thread::sleep_for(200ms); // the flasher runs (and hangs until its 1 s deadline)
+  bool flasher_ran = waitFlasherRunning(dir.file("fake.sock")); // and hangs until its 1 s deadline
   // The board leaves the configuration while its flasher runs.
   dir.write("fleet.toml", qemuFleet(dir.file("state"), 1, "[leases]\nrecovery_s = 0\n"));
   d.process().signal(SIGHUP);
   REQUIRE(waitForText(d.logPath(), "configuration generation 2 loaded", 10s));
   flash.join();
+  REQUIRE(flasher_ran);
   REQUIRE(flash_status == 502); // the flasher's deadline, reported as before
   REQUIRE(d.process().running());
   REQUIRE(d.get("/v1/healthz").status == 200);

@@ -179,7 +179,7 @@ TEST_CASE("lease run forwards SIGTERM to the command and its children and releas
   REQUIRE(status->exited);
   REQUIRE(status->code == 128 + SIGTERM); // the shell died of the forwarded SIGTERM
   REQUIRE(activeLeases(d) == 0);
-  std::this_thread::sleep_for(100ms);
+  for (int i = 0; i < 500 && alive(sleeper); ++i) std::this_thread::sleep_for(10ms); // killed, not yet reaped
   REQUIRE_FALSE(alive(sleeper)); // the grandchild is gone too
 }
 
@@ -238,8 +238,9 @@ TEST_CASE("lease run stops what the command left running in its group") {
   auto r = Ctl{d, {}}({"lease", "run", "--type", "mps2-an385", "--", "/bin/sh", "-c",
                        "sleep 60 & echo $! > " + pidfile});
   REQUIRE(r.status.code == 0);
-  std::this_thread::sleep_for(100ms);
-  REQUIRE_FALSE(alive(std::stoi(readFile(pidfile))));
+  pid_t left = std::stoi(readFile(pidfile));
+  for (int i = 0; i < 500 && alive(left); ++i) std::this_thread::sleep_for(10ms); // killed, not yet reaped
+  REQUIRE_FALSE(alive(left));
 }
 
 // Issue 9, item 14: header values and the request line were written as

@@ -30,26 +30,35 @@ std::string acquireBody(int count, double ttl_s, double wait_s, const std::strin
 
 // One consistent snapshot per response (the daemon answers from one thread):
 // no board in two active leases, and every configured board counted once.
-void checkInvariants(const RunningDaemon& d, size_t board_count) {
+// Returns what is wrong, or "" if nothing is. No Catch2 macros: client
+// threads call it too, and report to the main thread.
+std::string invariantBroken(const RunningDaemon& d, size_t board_count) {
   json::value leases = json::parse(d.get("/v1/leases").body);
   std::set<std::string> held;
   for (const auto& l : leases.at("leases").as_array()) {
-    REQUIRE(l.at("state").as_string() == "active");
-    for (const auto& b : l.at("boards").as_array()) {
-      INFO("board " << b.at("name").as_string() << " in two active leases");
-      REQUIRE(held.insert(std::string(b.at("name").as_string())).second);
-    }
+    if (l.at("state").as_string() != "active") return "a listed lease is " + json::serialize(l.at("state"));
+    for (const auto& b : l.at("boards").as_array())
+      if (!held.insert(std::string(b.at("name").as_string())).second)
+        return "board " + json::serialize(b.at("name")) + " in two active leases";
   }
   json::value boards = json::parse(d.get("/v1/boards").body);
-  REQUIRE(boards.at("boards").as_array().size() == board_count);
+  if (boards.at("boards").as_array().size() != board_count)
+    return std::to_string(boards.at("boards").as_array().size()) + " boards listed, " + std::to_string(board_count) +
+           " configured";
   std::set<std::string> names;
   for (const auto& b : boards.at("boards").as_array()) {
-    REQUIRE(names.insert(std::string(b.at("name").as_string())).second);
+    if (!names.insert(std::string(b.at("name").as_string())).second)
+      return "board " + json::serialize(b.at("name")) + " listed twice";
     std::string state(b.at("state").as_string());
-    REQUIRE((state == "available" || state == "leased" || state == "recovering"));
-    REQUIRE((state == "leased") == !b.at("lease").is_null());
+    if (state != "available" && state != "leased" && state != "recovering")
+      return "board " + json::serialize(b.at("name")) + " is " + state;
+    if ((state == "leased") != !b.at("lease").is_null())
+      return "board " + json::serialize(b.at("name")) + " is " + state + " with lease " + json::serialize(b.at("lease"));
   }
+  return "";
 }
+
+void checkInvariants(const RunningDaemon& d, size_t board_count) { REQUIRE(invariantBroken(d, board_count) == ""); }
 
 } // namespace
 
@@ -59,6 +68,7 @@ TEST_CASE("random concurrent clients never see a board in two leases") {
   RunningDaemon d(dir, qemuFleet(dir.file("state"), kBoards, "[leases]\nrecovery_s = 0.05\n"));
   std::atomic<int> granted{0}, released{0}, expired_by_ttl{0}, failures{0};
   std::mutex check_mutex;
+  std::vector<std::string> broken; // what the clients saw wrong; asserted on the main thread
   auto client = [&](int seed) {
     std::mt19937 rng(static_cast<unsigned>(seed));
     std::vector<std::string> mine;
@@ -89,16 +99,25 @@ TEST_CASE("random concurrent clients never see a board in two leases") {
           mine.pop_back();
         }
         std::lock_guard lock(check_mutex);
-        checkInvariants(d, kBoards);
+        if (std::string what = invariantBroken(d, kBoards); !what.empty()) broken.push_back(what);
       } catch (const hwfarm::cli::Unreachable&) {
         ++failures;
+      } catch (const std::exception& e) {
+        std::lock_guard lock(check_mutex);
+        broken.push_back(std::string("client ") + std::to_string(seed) + ": " + e.what());
       }
     }
-    for (const auto& id : mine) d.request("DELETE", "/v1/leases/" + id, "", "", 10);
+    try {
+      for (const auto& id : mine) d.request("DELETE", "/v1/leases/" + id, "", "", 10);
+    } catch (const std::exception& e) {
+      std::lock_guard lock(check_mutex);
+      broken.push_back(std::string("client ") + std::to_string(seed) + " releasing: " + e.what());
+    }
   };
   std::vector<std::thread> clients;
   for (int i = 0; i < 12; ++i) clients.emplace_back(client, 1000 + i);
   for (auto& t : clients) t.join();
+  REQUIRE(broken == std::vector<std::string>{});
   REQUIRE(failures == 0);
   REQUIRE(granted > 20);
   REQUIRE(released > 5);
@@ -144,6 +163,7 @@ TEST_CASE("SIGKILL under traffic loses no acknowledged lease and double-leases n
     auto request = [&url](const std::string& method, const std::string& target, const std::string& body) {
       return hwfarm::cli::HttpClient(url, 5).request(method, target, body, "");
     };
+    std::vector<std::string> errors; // exceptions in client threads, asserted on the main thread
     auto client = [&](int seed) {
       std::mt19937 local(static_cast<unsigned>(seed));
       while (!stop) {
@@ -193,6 +213,10 @@ TEST_CASE("SIGKILL under traffic loses no acknowledged lease and double-leases n
           }
         } catch (const hwfarm::cli::Unreachable&) {
           return; // the daemon died under us
+        } catch (const std::exception& e) {
+          std::lock_guard lock(m);
+          errors.push_back(std::string("client ") + std::to_string(seed) + ": " + e.what());
+          return;
         }
       }
     };
@@ -203,6 +227,7 @@ TEST_CASE("SIGKILL under traffic loses no acknowledged lease and double-leases n
     stop = true;
     for (auto& t : clients) t.join();
 
+    REQUIRE(errors == std::vector<std::string>{});
     REQUIRE(unexpected == 0);
     // After the restart every acknowledged lease is intact.
     checkInvariants(d, kBoards);

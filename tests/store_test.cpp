@@ -2,10 +2,14 @@
 // written again keeps its row, a schema-1 database is migrated, and the
 // writer thread commits queued batches in order.
 #include <catch2/catch.hpp>
+#include <dlfcn.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include <climits>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "daemon/store/store.h"
@@ -49,6 +53,58 @@ int64_t count(const std::string& path, const std::string& sql) {
   sqlite3_close(db);
   return n;
 }
+
+// Holds syncs of one file on command: a forwarding wrapper over libc's
+// fdatasync, which the store's sync thread calls for the WAL, and SQLite
+// for the database file when it checkpoints. While `closed`, a sync of
+// `path` waits at the gate; every other call is the real one.
+struct SyncGate {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::string path;
+  bool closed = false;
+  int waiting = 0; // syncs of `path` held at the gate now
+
+  void close(const std::string& file) {
+    char real[PATH_MAX];
+    std::lock_guard lock(mutex);
+    path = ::realpath(file.c_str(), real) ? real : file;
+    closed = true;
+  }
+  void open() {
+    std::lock_guard lock(mutex);
+    closed = false;
+    changed.notify_all();
+  }
+  // True once a sync of `path` waits at the gate (false after 10 s).
+  bool awaitHeld() {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, std::chrono::seconds(10), [this] { return waiting > 0; });
+  }
+  void pass(int fd) {
+    char link[PATH_MAX];
+    std::string proc = "/proc/self/fd/" + std::to_string(fd);
+    ssize_t n = ::readlink(proc.c_str(), link, sizeof link);
+    std::unique_lock lock(mutex);
+    if (!closed || n <= 0 || std::string(link, static_cast<size_t>(n)) != path) return;
+    ++waiting;
+    changed.notify_all();
+    changed.wait(lock, [this] { return !closed; });
+    --waiting;
+  }
+};
+
+SyncGate sync_gate;
+
+} // namespace
+
+extern "C" int fdatasync(int fd) {
+  static auto real = reinterpret_cast<int (*)(int)>(::dlsym(RTLD_NEXT, "fdatasync"));
+  sync_gate.pass(fd);
+  return real(fd);
+}
+
+namespace {
 
 // A stand-in for the event loop: completions the store posts wait here
 // until the test runs them, on its own thread; `done` records which ran.
@@ -218,31 +274,62 @@ TEST_CASE("store refuses a database from a newer schema and says which") {
 TEST_CASE("store writer commits queued batches in order and completes each") {
   test::TempDir dir;
   std::string path = dir.file("hwfarm.db");
+  // The test thread is the event loop: it runs what the store posts, and
+  // notes which threads posted it.
   std::mutex mutex;
-  std::condition_variable done_cv;
+  std::condition_variable posted_cv;
+  std::vector<std::function<void()>> posted;
+  std::set<std::thread::id> posters;
   std::vector<std::string> completed;
   int failures = 0;
+  auto record = [&](const std::string& id) {
+    return [&, id](bool ok, const std::string& error) {
+      if (!ok || !error.empty()) ++failures;
+      completed.push_back(id);
+    };
+  };
+  size_t completed_in_place = 0;
   {
-    store::Store s(path, {true});
-    // The completions' "event loop" is the writer itself here.
-    s.start([](std::function<void()> fn) { fn(); });
-    for (int i = 0; i < 200; ++i) {
-      std::string id = "L" + std::to_string(i);
-      lease::Lease l = makeLease(id, 1000 + i, "b" + std::to_string(i % 4));
-      s.commit(batchOf(l), [&, id](bool ok, const std::string& error) {
-        std::lock_guard lock(mutex); // runs on the writer thread: no Catch2 macros here
-        if (!ok || !error.empty()) ++failures;
-        completed.push_back(id);
-        done_cv.notify_all();
-      });
-    }
+    store::Store s(path, {false});
+    s.start([&](std::function<void()> fn) {
+      std::lock_guard lock(mutex); // on a store thread: no Catch2 macros here
+      posters.insert(std::this_thread::get_id());
+      posted.push_back(std::move(fn));
+      posted_cv.notify_all();
+    });
+    // Given a completion that commits 200 batches while its own batch is
+    // still in flight (committed in place, they would complete before it:
+    // out of order), those 200 are queued for the writer thread,
+    s.commit(batchOf(makeLease("L0", 1000, "b0")), [&](bool ok, const std::string& error) {
+      record("L0")(ok, error);
+      for (int i = 1; i <= 200; ++i) {
+        std::string id = "L" + std::to_string(i);
+        s.commit(batchOf(makeLease(id, 1000 + i, "b" + std::to_string(i % 4))), record(id));
+      }
+    });
+    completed_in_place = completed.size();
+    // and the writer commits them and posts their completions.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     std::unique_lock lock(mutex);
-    REQUIRE(done_cv.wait_for(lock, std::chrono::seconds(20), [&] { return completed.size() == 200; }));
+    while (completed.size() < 201 && std::chrono::steady_clock::now() < deadline) {
+      posted_cv.wait_until(lock, deadline, [&] { return !posted.empty(); });
+      auto run = std::move(posted);
+      posted.clear();
+      lock.unlock();
+      for (auto& fn : run) fn();
+      lock.lock();
+    }
   }
+  // Only L0 completed before commit() returned: the 200 were not committed in place.
+  CHECK(completed_in_place == 1);
+  REQUIRE(completed.size() == 201);
   CHECK(failures == 0);
-  for (int i = 0; i < 200; ++i) CHECK(completed[static_cast<size_t>(i)] == "L" + std::to_string(i));
-  CHECK(count(path, "SELECT count(*) FROM leases") == 200);
-  CHECK(count(path, "SELECT count(DISTINCT seq) FROM leases") == 200);
+  for (int i = 0; i <= 200; ++i) CHECK(completed[static_cast<size_t>(i)] == "L" + std::to_string(i));
+  // Their completions were posted by one thread that is not the loop: the writer.
+  REQUIRE(posters.size() == 1);
+  CHECK(*posters.begin() != std::this_thread::get_id());
+  CHECK(count(path, "SELECT count(*) FROM leases") == 201);
+  CHECK(count(path, "SELECT count(DISTINCT seq) FROM leases") == 201);
 }
 
 TEST_CASE("without fsync an idle store commits in place and a queued group keeps later ones behind it") {
@@ -260,33 +347,37 @@ TEST_CASE("without fsync an idle store commits in place and a queued group keeps
     REQUIRE(done == std::vector<std::string>{"A"});
     REQUIRE(s.idle());
 
-    // After a group that makes the writer checkpoint, the next group goes to
-    // the writer while the checkpoint runs. Whether it still runs when the
-    // next commit comes is up to the scheduler of a loaded machine: try until
-    // one did.
-    bool queued = false;
-    for (int attempt = 0; attempt < 20 && !queued; ++attempt) {
-      std::string n = std::to_string(attempt);
-      s.commit(bigBatch(2, "F" + n + "-"), loop.record("big" + n));
-      rows += 1500;
-      loop.runUntilIdle(s); // in place unless an earlier checkpoint still runs
-      REQUIRE(done.back() == "big" + n);
-      s.commit(batchOf(makeLease("B" + n, 3, "b2")), loop.record("B" + n));
-      s.commit(batchOf(makeLease("C" + n, 4, "b3")), loop.record("C" + n));
-      rows += 2;
-      if (done.back() == "big" + n) {
-        // B went to the writer, and while B's completion has not run, C
-        // queues behind it even once the checkpoint is over.
-        queued = true;
-        REQUIRE_FALSE(s.idle());
-        loop.runUntilIdle(s);
-        REQUIRE(s.idle());
-      }
-      INFO("attempt " << attempt);
-      REQUIRE(std::vector<std::string>(done.end() - 3, done.end()) ==
-              std::vector<std::string>{"big" + n, "B" + n, "C" + n});
+    // After a group that makes the writer checkpoint (held here at its sync
+    // of the database file), the next group goes to the writer,
+    sync_gate.close(path);
+    s.commit(bigBatch(2), loop.record("big"));
+    rows += 1500;
+    bool big_in_place = done.back() == "big";
+    bool held = sync_gate.awaitHeld();
+    s.commit(batchOf(makeLease("B", 3, "b2")), loop.record("B"));
+    rows += 1;
+    bool b_queued = done.back() == "big";
+    sync_gate.open(); // before any REQUIRE: the store's destructor waits for its writer
+    REQUIRE(big_in_place);
+    REQUIRE(held);
+    REQUIRE(b_queued);
+    // and once it committed B and posted B's completion, the checkpoint is
+    // over, but C, committed while B's completion has not run, queues
+    // behind it instead of overtaking it.
+    bool posted = false;
+    for (int i = 0; i < 2000 && !posted; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::lock_guard lock(loop.mutex);
+      posted = !loop.posted.empty();
     }
-    REQUIRE(queued);
+    REQUIRE(posted);
+    s.commit(batchOf(makeLease("C", 4, "b3")), loop.record("C"));
+    rows += 1;
+    REQUIRE(done.back() == "big");
+    REQUIRE_FALSE(s.idle());
+    loop.runUntilIdle(s);
+    REQUIRE(s.idle());
+    REQUIRE(std::vector<std::string>(done.end() - 3, done.end()) == std::vector<std::string>{"big", "B", "C"});
     s.commit(batchOf(makeLease("D", 5, "b0")), loop.record("D"));
     ++rows;
     loop.runUntilIdle(s); // in place, or behind a checkpoint still running
@@ -321,7 +412,6 @@ TEST_CASE("with fsync a completion waits for a sync of the WAL and completions k
     REQUIRE(s.idle());
     REQUIRE(done == std::vector<std::string>{"A", "empty", "B", "big", "C", "D"});
     CHECK(s.syncs() >= 1);
-    CHECK(s.syncs() <= 6); // one sync answers every commit made before it began
     // Nothing pending: an empty answer still goes through the loop.
     s.commit(store::Batch{}, loop.record("after"));
     REQUIRE(done.back() == "D");
@@ -330,6 +420,34 @@ TEST_CASE("with fsync a completion waits for a sync of the WAL and completions k
   }
   REQUIRE(count(path, "SELECT count(*) FROM leases") == 1504);
   REQUIRE(count(path, "SELECT seq FROM leases WHERE id = 'D'") > count(path, "SELECT seq FROM leases WHERE id = 'C'"));
+}
+
+TEST_CASE("with fsync one sync covers every commit made while the one before it ran") {
+  test::TempDir dir;
+  std::string path = dir.file("hwfarm.db");
+  Loop loop;
+  auto& done = loop.done;
+  {
+    store::Store s(path, {true});
+    s.start(loop.post());
+    // Given the first commit's sync held at the disk,
+    sync_gate.close(path + "-wal");
+    s.commit(batchOf(makeLease("A", 1, "b0")), loop.record("A"));
+    bool held = sync_gate.awaitHeld();
+    // when three more commits are made meanwhile,
+    s.commit(batchOf(makeLease("B", 2, "b1")), loop.record("B"));
+    s.commit(batchOf(makeLease("C", 3, "b2")), loop.record("C"));
+    s.commit(batchOf(makeLease("D", 4, "b3")), loop.record("D"));
+    bool waited = done.empty();
+    sync_gate.open();
+    loop.runUntilIdle(s);
+    REQUIRE(held);
+    REQUIRE(waited); // nothing was answered before a sync
+    REQUIRE(done == std::vector<std::string>{"A", "B", "C", "D"});
+    // one more sync answers all three: two syncs for four commits.
+    CHECK(s.syncs() == 2);
+  }
+  REQUIRE(count(path, "SELECT count(*) FROM leases") == 4);
 }
 
 // Issue 9, item 14: labels were stored comma-joined, so "rev,b" came back

@@ -26,8 +26,6 @@ void stopping() { send("STOPPING=1"); }
 
 void watchdog() { send("WATCHDOG=1"); }
 
-void status(const std::string& text) { send("STATUS=" + text); }
-
 std::optional<std::chrono::microseconds> watchdogPingInterval() {
   uint64_t usec = 0;
   if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0) return std::nullopt;

@@ -12,7 +12,6 @@ void ready(const std::string& status);
 void reloading();
 void stopping();
 void watchdog();
-void status(const std::string& status);
 
 // Half the watchdog timeout if $WATCHDOG_USEC applies to this process.
 std::optional<std::chrono::microseconds> watchdogPingInterval();

@@ -99,9 +99,4 @@ void PresenceWatcher::watch(const std::map<std::string, std::string>& paths) {
   impl_->evaluate();
 }
 
-bool PresenceWatcher::present(const std::string& board) const {
-  auto it = impl_->state.find(board);
-  return it != impl_->state.end() && it->second;
-}
-
 } // namespace hwfarm

@@ -26,7 +26,6 @@ class PresenceWatcher {
 
   // Replaces the watched set: board name -> console path.
   void watch(const std::map<std::string, std::string>& paths);
-  bool present(const std::string& board) const;
   // Stops watching (for shutdown: nothing stays pending on the loop).
   void stop();
 
