@@ -38,18 +38,7 @@ size_t boardCountOf(const RunningDaemon& d) {
 // A raw TCP connection to the daemon, for requests no client library sends.
 class RawConnection {
  public:
-  explicit RawConnection(const std::string& url) {
-    std::smatch m;
-    std::regex_search(url, m, std::regex("http://([0-9.]+):([0-9]+)"));
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(std::stoi(m[2])));
-    inet_pton(AF_INET, m[1].str().c_str(), &addr.sin_addr);
-    REQUIRE(connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    timeval tv{10, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
+  explicit RawConnection(const std::string& url) : fd_(connectRaw(url)) { REQUIRE(fd_ >= 0); }
   ~RawConnection() { close(fd_); }
   void send(const std::string& data) { REQUIRE(::send(fd_, data.data(), data.size(), MSG_NOSIGNAL) == (ssize_t)data.size()); }
   // Reads one response with a Content-Length body.

@@ -76,26 +76,6 @@ std::vector<std::string> entries(const std::string& dir) {
   return names;
 }
 
-// Sends `request` on a fresh TCP connection and returns all the daemon
-// sends back until it closes.
-std::string rawExchange(const std::string& url, const std::string& request) {
-  std::smatch m;
-  std::regex_search(url, m, std::regex("http://([0-9.]+):([0-9]+)"));
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(m[2])));
-  inet_pton(AF_INET, m[1].str().c_str(), &addr.sin_addr);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()));
-  std::string out;
-  char buffer[4096];
-  for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) out.append(buffer, static_cast<size_t>(n));
-  ::close(fd);
-  return out;
-}
 
 std::string detailOf(const hwfarm::cli::HttpResult& r) { return std::string(json::parse(r.body).at("detail").as_string()); }
 

@@ -34,28 +34,8 @@ class Raw {
  public:
   // `receive_buffer` > 0 shrinks SO_RCVBUF so a client that does not read
   // stops the daemon's writes soon.
-  explicit Raw(const std::string& url, int receive_buffer = 0) {
-    if (url.rfind("unix:", 0) == 0) {
-      fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_un addr{};
-      addr.sun_family = AF_UNIX;
-      std::strncpy(addr.sun_path, url.c_str() + 5, sizeof addr.sun_path - 1);
-      if (receive_buffer > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
-      connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    } else {
-      std::smatch m;
-      std::regex_search(url, m, std::regex("http://([0-9.]+):([0-9]+)"));
-      fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (receive_buffer > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_port = htons(static_cast<uint16_t>(std::stoi(m[2])));
-      inet_pton(AF_INET, m[1].str().c_str(), &addr.sin_addr);
-      connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    }
-    timeval tv{10, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
+  explicit Raw(const std::string& url, int receive_buffer = 0)
+      : fd_(connectRaw(url, receive_buffer)), connected_(fd_ >= 0) {}
   ~Raw() { ::close(fd_); }
   Raw(const Raw&) = delete;
   Raw& operator=(const Raw&) = delete;

@@ -2,14 +2,65 @@
 
 #include "config/tokens.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include <regex>
 #include <thread>
 #include <stdexcept>
 
 namespace hwfarm::test {
+
+int connectRaw(const std::string& url, int receive_buffer) {
+  bool unix_socket = url.rfind("unix:", 0) == 0;
+  int fd = ::socket(unix_socket ? AF_UNIX : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (receive_buffer > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+  int rc = -1;
+  if (unix_socket) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, url.c_str() + 5, sizeof addr.sun_path - 1);
+    rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  } else {
+    std::smatch m;
+    if (std::regex_search(url, m, std::regex("http://([0-9.]+):([0-9]+)"))) {
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(std::stoi(m[2])));
+      ::inet_pton(AF_INET, m[1].str().c_str(), &addr.sin_addr);
+      rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    }
+  }
+  if (rc != 0) {
+    ::close(fd);
+    return -1;
+  }
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+std::string rawExchange(const std::string& url, const std::string& request) {
+  int fd = connectRaw(url);
+  if (fd < 0) throw std::runtime_error("cannot connect to " + url);
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    throw std::runtime_error("cannot send the request to " + url);
+  }
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) out.append(buffer, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
 
 std::string qemuFleet(const std::string& state_dir, int boards, const std::string& agent_extra) {
   std::string text = "[agent]\nname = \"test-lab\"\nlisten = \"127.0.0.1:0\"\nstate_dir = \"" + state_dir +

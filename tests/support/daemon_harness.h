@@ -17,6 +17,16 @@ std::string qemuFleet(const std::string& state_dir, int boards, const std::strin
 // role, whose secret is "secret-<role>"; returns its path.
 std::string writeTokens(const TempDir& dir);
 
+// A socket connected to the daemon at `url` ("http://HOST:PORT" or
+// "unix:PATH"), close-on-exec, with a 10 s receive timeout, for requests no
+// client library sends; -1 when the connect fails. `receive_buffer` > 0
+// shrinks SO_RCVBUF first (a client that reads slowly).
+int connectRaw(const std::string& url, int receive_buffer = 0);
+// Sends `request` on a fresh connection and returns everything the daemon
+// sends back until it closes (or 10 s of silence). Throws when it cannot
+// connect or send.
+std::string rawExchange(const std::string& url, const std::string& request);
+
 class RunningDaemon {
  public:
   // Writes `config_text` to <dir>/fleet.toml and starts hwfarmd on it; waits
