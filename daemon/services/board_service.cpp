@@ -357,6 +357,10 @@ struct BoardService::Impl {
   // that lease's image store). A store keeps only these, so a lease that
   // uploads build after build holds at most one image per board.
   std::map<std::string, std::string> current_image;
+  // Leases that made an image store: only these have one to remove when
+  // they end (most leases never flash), so the others cost no thread
+  // hand-off and no file system call at their end.
+  std::set<std::string> image_leases;
   // Copies from agent.image_roots in flight: their stored path is known only
   // when they finish, so nothing is dropped meanwhile (it may be theirs).
   int copies = 0;
@@ -396,6 +400,7 @@ std::string BoardService::imageDir(const std::string& lease_id) const { return i
 
 bool BoardService::makeImageDir(const std::string& lease_id, std::string* error) {
   std::error_code ec;
+  impl_->image_leases.insert(lease_id); // even half made, it goes with the lease
   std::filesystem::create_directories(imageDir(lease_id), ec);
   if (ec) *error = "cannot create " + imageDir(lease_id) + ": " + ec.message();
   return !ec;
@@ -568,9 +573,11 @@ struct ImageStoreRemover {
 void BoardService::leaseEnded(const lease::Lease& lease) {
   // After each board's queued work (a flash still reading its image, the
   // reset below), the store goes; the logs beside it stay for pruning.
-  auto remover = std::make_shared<ImageStoreRemover>(imageDir(lease.id));
-  for (const auto& lb : lease.boards) asio::post(impl_->strandOf(lb.name), [remover] {});
-  if (lease.boards.empty()) asio::post(impl_->maintenance, [remover] {});
+  if (impl_->image_leases.erase(lease.id)) {
+    auto remover = std::make_shared<ImageStoreRemover>(imageDir(lease.id));
+    for (const auto& lb : lease.boards) asio::post(impl_->strandOf(lb.name), [remover] {});
+    if (lease.boards.empty()) asio::post(impl_->maintenance, [remover] {});
+  }
   for (const auto& lb : lease.boards) {
     auto it = impl_->consoles.find(lb.name);
     if (it != impl_->consoles.end() && it->second.lease_id == lease.id) {
