@@ -80,6 +80,7 @@ bench: build
 #   make bench-against AGAINST=/path/to/old/hwfarmd
 bench-against: build
 	$(BUILD_DIR)/bench/hwfarm_lease_bench --fsync off --against $(AGAINST)
+	$(BUILD_DIR)/bench/hwfarm_lease_bench --fsync on --against $(AGAINST)
 
 demo: build
 	@./scripts/demo.sh $(BUILD_DIR)
