@@ -27,9 +27,6 @@ const char* toString(Role role) {
   return "viewer";
 }
 
-namespace {
-
-// Appends `size` bytes of `data` to `out` in lowercase hex.
 void appendHex(std::string& out, const unsigned char* data, size_t size) {
   static const char* hex = "0123456789abcdef";
   size_t at = out.size();
@@ -39,8 +36,6 @@ void appendHex(std::string& out, const unsigned char* data, size_t size) {
     out[at + 2 * i + 1] = hex[data[i] & 15];
   }
 }
-
-} // namespace
 
 std::string sha256Hex(const std::string& data) {
   unsigned char digest[EVP_MAX_MD_SIZE];

@@ -34,6 +34,8 @@ TokensResult parseTokens(std::string_view text, const std::string& file);
 // Lower-case hex SHA-256 of `data` (how tokens are stored, and the config
 // fingerprint /v1/healthz reports).
 std::string sha256Hex(const std::string& data);
+// Appends `size` bytes of `data` to `out` in lowercase hex.
+void appendHex(std::string& out, const unsigned char* data, size_t size);
 
 // `bytes` random bytes from OpenSSL's CSPRNG, as lower-case hex (tokens,
 // lease ids, idempotency keys). Throws std::runtime_error if it fails.

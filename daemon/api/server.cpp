@@ -22,6 +22,8 @@
 #include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
+#include "config/tokens.h"
+
 namespace hwfarm::api {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -91,12 +93,8 @@ struct Spool {
       *error = "cannot write " + path + ": " + std::strerror(errno);
       return {};
     }
-    static const char* hex = "0123456789abcdef";
     std::string out;
-    for (unsigned int i = 0; i < size; ++i) {
-      out += hex[digest[i] >> 4];
-      out += hex[digest[i] & 15];
-    }
+    config::appendHex(out, digest, size);
     return out;
   }
 };

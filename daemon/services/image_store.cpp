@@ -13,6 +13,8 @@
 
 #include <openssl/evp.h>
 
+#include "config/tokens.h"
+
 namespace hwfarm {
 namespace {
 
@@ -27,16 +29,6 @@ std::string resolved(const std::string& path) {
 bool under(const std::string& path, const std::string& root) {
   return path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
          (root == "/" || path[root.size()] == '/');
-}
-
-std::string hex(const unsigned char* data, unsigned int size) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < size; ++i) {
-    out += digits[data[i] >> 4];
-    out += digits[data[i] & 15];
-  }
-  return out;
 }
 
 } // namespace
@@ -162,7 +154,8 @@ std::string copyIntoStore(int fd, const std::string& dir, const std::string& ext
   }
   std::string stored;
   if (ok) {
-    *sha256 = hex(digest, size);
+    sha256->clear();
+    config::appendHex(*sha256, digest, size);
     stored = storeUpload(temp, *sha256, dir, ext, error);
   }
   ::unlink(temp.c_str()); // linked into place, or a failure: the temporary name goes
