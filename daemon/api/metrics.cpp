@@ -9,6 +9,14 @@ void family(std::ostringstream& out, const char* name, const char* type, const c
   out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
 }
 
+// A family with one sample, labelled with the agent only.
+template <class T>
+void single(std::ostringstream& out, const char* name, const char* type, const char* help, const std::string& agent,
+            const T& value) {
+  family(out, name, type, help);
+  out << name << '{' << agent << "} " << value << '\n';
+}
+
 } // namespace
 
 std::string renderMetrics(const AgentState& state, const LeaseService& leases,
@@ -24,21 +32,18 @@ std::string renderMetrics(const AgentState& state, const LeaseService& leases,
   for (const auto& b : scheduler.boards()) ++by_state[lease::toString(b.state)];
   for (const auto& [s, n] : by_state) out << "hwfarm_boards{" << agent << ",state=\"" << s << "\"} " << n << '\n';
 
-  family(out, "hwfarm_leases_active", "gauge", "Leases currently held.");
-  out << "hwfarm_leases_active{" << agent << "} " << scheduler.activeLeaseCount() << '\n';
-  family(out, "hwfarm_queue_depth", "gauge", "Lease requests waiting for boards.");
-  out << "hwfarm_queue_depth{" << agent << "} " << scheduler.queueLength() << '\n';
+  single(out, "hwfarm_leases_active", "gauge", "Leases currently held.", agent, scheduler.activeLeaseCount());
+  single(out, "hwfarm_queue_depth", "gauge", "Lease requests waiting for boards.", agent, scheduler.queueLength());
 
-  family(out, "hwfarm_lease_grants_total", "counter", "Leases granted.");
-  out << "hwfarm_lease_grants_total{" << agent << "} " << m.grants << '\n';
-  family(out, "hwfarm_lease_releases_total", "counter", "Leases released by their holder (or because their client left before the grant reached it).");
-  out << "hwfarm_lease_releases_total{" << agent << "} " << m.releases << '\n';
-  family(out, "hwfarm_lease_expiries_total", "counter", "Leases that expired without renewal.");
-  out << "hwfarm_lease_expiries_total{" << agent << "} " << m.expiries << '\n';
-  family(out, "hwfarm_lease_revocations_total", "counter", "Leases revoked by an operator or a config reload.");
-  out << "hwfarm_lease_revocations_total{" << agent << "} " << m.revocations << '\n';
-  family(out, "hwfarm_lease_wait_timeouts_total", "counter", "Lease requests not granted within their wait_s.");
-  out << "hwfarm_lease_wait_timeouts_total{" << agent << "} " << m.wait_timeouts << '\n';
+  single(out, "hwfarm_lease_grants_total", "counter", "Leases granted.", agent, m.grants);
+  single(out, "hwfarm_lease_releases_total", "counter",
+         "Leases released by their holder (or because their client left before the grant reached it).", agent,
+         m.releases);
+  single(out, "hwfarm_lease_expiries_total", "counter", "Leases that expired without renewal.", agent, m.expiries);
+  single(out, "hwfarm_lease_revocations_total", "counter", "Leases revoked by an operator or a config reload.", agent,
+         m.revocations);
+  single(out, "hwfarm_lease_wait_timeouts_total", "counter", "Lease requests not granted within their wait_s.", agent,
+         m.wait_timeouts);
 
   family(out, "hwfarm_lease_wait_seconds", "histogram", "Time from request to grant.");
   for (size_t i = 0; i < LeaseMetrics::kBuckets.size(); ++i)
@@ -54,26 +59,23 @@ std::string renderMetrics(const AgentState& state, const LeaseService& leases,
 
   if (state.server_stats) {
     api::ServerStats st = state.server_stats();
-    family(out, "hwfarm_http_connections", "gauge", "Open HTTP connections.");
-    out << "hwfarm_http_connections{" << agent << "} " << st.connections << '\n';
-    family(out, "hwfarm_http_max_connections", "gauge",
-           "limits.max_connections as applied (fitted under RLIMIT_NOFILE at start-up).");
-    out << "hwfarm_http_max_connections{" << agent << "} " << st.max_connections << '\n';
-    family(out, "hwfarm_http_accept_errors_total", "counter", "Failed accept() calls (EMFILE, ENFILE, ...).");
-    out << "hwfarm_http_accept_errors_total{" << agent << "} " << st.accept_errors << '\n';
-    family(out, "hwfarm_stream_count", "gauge", "Open streamed responses (console readers).");
-    out << "hwfarm_stream_count{" << agent << "} " << st.streams << '\n';
-    family(out, "hwfarm_stream_queued_bytes", "gauge",
-           "Bytes held in memory for streamed responses and not yet sent, all streams together.");
-    out << "hwfarm_stream_queued_bytes{" << agent << "} " << st.stream_bytes_queued << '\n';
+    single(out, "hwfarm_http_connections", "gauge", "Open HTTP connections.", agent, st.connections);
+    single(out, "hwfarm_http_max_connections", "gauge",
+           "limits.max_connections as applied (fitted under RLIMIT_NOFILE at start-up).", agent, st.max_connections);
+    single(out, "hwfarm_http_accept_errors_total", "counter", "Failed accept() calls (EMFILE, ENFILE, ...).", agent,
+           st.accept_errors);
+    single(out, "hwfarm_stream_count", "gauge", "Open streamed responses (console readers).", agent, st.streams);
+    single(out, "hwfarm_stream_queued_bytes", "gauge",
+           "Bytes held in memory for streamed responses and not yet sent, all streams together.", agent,
+           st.stream_bytes_queued);
   }
 
   family(out, "hwfarm_tier", "gauge", "Registered and effective CI tier.");
   out << "hwfarm_tier{" << agent << ",kind=\"registered\"} " << state.config->agent.tier << '\n';
   out << "hwfarm_tier{" << agent << ",kind=\"effective\"} " << state.effective_tier << '\n';
-  family(out, "hwfarm_config_generation", "gauge", "Configuration generation served.");
-  out << "hwfarm_config_generation{" << agent << "} " << state.config_status.generation << '\n';
+  single(out, "hwfarm_config_generation", "gauge", "Configuration generation served.", agent,
+         state.config_status.generation);
   return out.str();
 }
 
-} // namespace hwfarm::api
+}  // namespace hwfarm::api
