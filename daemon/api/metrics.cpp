@@ -78,4 +78,4 @@ std::string renderMetrics(const AgentState& state, const LeaseService& leases,
   return out.str();
 }
 
-}  // namespace hwfarm::api
+} // namespace hwfarm::api
