@@ -30,12 +30,6 @@ namespace {
 const std::string kPipeline = "secret-pipeline";
 const std::string kOperator = "secret-operator";
 
-// A fleet with tokens and no anonymous access.
-std::string tokenFleet(const TempDir& dir, int boards, const std::string& state = "state") {
-  std::string tokens = writeTokens(dir);
-  std::string text = qemuFleet(dir.file(state), boards, "tokens_file = \"" + tokens + "\"\n");
-  return std::regex_replace(text, std::regex("anonymous = \"loopback\"\n"), "");
-}
 
 json::value parse(const std::string& body) { return json::parse(body); }
 
@@ -249,7 +243,7 @@ TEST_CASE("issue 9: a daemon stopped while a reload waits for its file exits pro
 TEST_CASE("issue 9: a state_dir change by SIGHUP moves nothing and says a restart is needed") {
   TempDir dir;
   RunningDaemon d(dir, tokenFleet(dir, 1));
-  std::string next = std::regex_replace(tokenFleet(dir, 2, "moved"), std::regex("lock_dir = \"[^\"]*\""),
+  std::string next = std::regex_replace(tokenFleet(dir, 2, "", "moved"), std::regex("lock_dir = \"[^\"]*\""),
                                         "lock_dir = \"" + dir.file("state") + "\"");
   dir.write("fleet.toml", next);
   d.process().signal(SIGHUP);

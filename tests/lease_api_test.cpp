@@ -23,13 +23,6 @@ const std::string kPipeline = "secret-pipeline";
 const std::string kPipeline2 = "secret-pipeline2";
 const std::string kOperator = "secret-operator";
 
-// A fleet with tokens (no anonymous access) and `boards` boards of type "sim".
-std::string tokenFleet(const TempDir& dir, int boards, const std::string& extra = "") {
-  std::string tokens = writeTokens(dir);
-  std::string text = qemuFleet(dir.file("state"), boards, "tokens_file = \"" + tokens + "\"\n" + extra);
-  return std::regex_replace(text, std::regex("anonymous = \"loopback\"\n"), "");
-}
-
 std::string acquireBody(int count = 1, double ttl_s = 60, double wait_s = 0, const std::string& context = "manual",
                         const std::string& key = "") {
   json::object body{{"selector", json::object{{"type", "mps2-an385"}}},

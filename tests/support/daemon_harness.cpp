@@ -84,6 +84,12 @@ std::string writeTokens(const TempDir& dir) {
   return path;
 }
 
+std::string tokenFleet(const TempDir& dir, int boards, const std::string& agent_extra, const std::string& state) {
+  std::string tokens = writeTokens(dir);
+  std::string text = qemuFleet(dir.file(state), boards, "tokens_file = \"" + tokens + "\"\n" + agent_extra);
+  return std::regex_replace(text, std::regex("anonymous = \"loopback\"\n"), "");
+}
+
 RunningDaemon::RunningDaemon(const TempDir& dir, const std::string& config_text,
                              const std::map<std::string, std::string>& env, std::vector<std::string> launcher)
     : env_(env), launcher_(std::move(launcher)), dir_(dir) {

@@ -17,6 +17,11 @@ std::string qemuFleet(const std::string& state_dir, int boards, const std::strin
 // role, whose secret is "secret-<role>"; returns its path.
 std::string writeTokens(const TempDir& dir);
 
+// qemuFleet with writeTokens' tokens and no anonymous access; state under
+// <dir>/<state>.
+std::string tokenFleet(const TempDir& dir, int boards, const std::string& agent_extra = "",
+                       const std::string& state = "state");
+
 // A socket connected to the daemon at `url` ("http://HOST:PORT" or
 // "unix:PATH"), close-on-exec, with a 10 s receive timeout, for requests no
 // client library sends; -1 when the connect fails. `receive_buffer` > 0
