@@ -42,6 +42,14 @@ store::Batch batchOf(const lease::Lease& l) {
   return b;
 }
 
+// Runs `sql` on the database at `path` through a connection of its own.
+void exec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+}
+
 int64_t count(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
@@ -199,8 +207,6 @@ TEST_CASE("store keeps one row per lease across writes and reopening") {
 TEST_CASE("store migrates a schema 1 database and keeps its leases") {
   test::TempDir dir;
   std::string path = dir.file("hwfarm.db");
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   const char* v1 = R"sql(
     CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
     INSERT INTO meta VALUES('schema_version', '1');
@@ -220,8 +226,7 @@ TEST_CASE("store migrates a schema 1 database and keeps its leases") {
     CREATE TABLE events(id INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, kind TEXT NOT NULL,
                         lease_id TEXT NOT NULL, board TEXT NOT NULL, detail TEXT NOT NULL);
   )sql";
-  REQUIRE(sqlite3_exec(db, v1, nullptr, nullptr, nullptr) == SQLITE_OK);
-  sqlite3_close(db);
+  exec(path, v1);
 
   {
     store::Store s(path, {true});
@@ -256,11 +261,7 @@ TEST_CASE("store refuses a database from a newer schema and says which") {
   test::TempDir dir;
   std::string path = dir.file("hwfarm.db");
   { store::Store s(path, {false}); }
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "UPDATE meta SET value = '7' WHERE key = 'schema_version'", nullptr, nullptr, nullptr) ==
-          SQLITE_OK);
-  sqlite3_close(db);
+  exec(path, "UPDATE meta SET value = '7' WHERE key = 'schema_version'");
   try {
     store::Store s(path, {false});
     FAIL("opened a schema 7 database");
@@ -472,8 +473,6 @@ TEST_CASE("issue 9: a schema 2 database with comma-joined labels is migrated and
   std::string path = dir.file("hwfarm.db");
   { store::Store s(path, {false}); }
   // Given rows as schema 2 wrote them,
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   const char* v2 = R"sql(
     UPDATE meta SET value = '2' WHERE key = 'schema_version';
     INSERT INTO leases(seq, id, state, principal, job, build, stage, url, context, sel_type, sel_labels, sel_worker,
@@ -484,8 +483,7 @@ TEST_CASE("issue 9: a schema 2 database with comma-joined labels is migrated and
             (2, 'a2', 'active', 'ci', 'j', '2', 's', 'u', 'pr', 'nucleo', '', '', 0, '', 60000, 200, 60200, 0, '',
              0, 'b1:0');
   )sql";
-  REQUIRE(sqlite3_exec(db, v2, nullptr, nullptr, nullptr) == SQLITE_OK);
-  sqlite3_close(db);
+  exec(path, v2);
   // when a new hwfarmd opens it, the labels read as before,
   {
     store::Store s(path, {false});
@@ -505,11 +503,7 @@ TEST_CASE("issue 9: start-up reads and writes that fail name the database") {
   test::TempDir dir;
   std::string path = dir.file("hwfarm.db");
   { store::Store s(path, {false}); }
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "DROP TABLE events; CREATE VIEW events AS SELECT 1 AS at_ms", nullptr, nullptr, nullptr) ==
-          SQLITE_OK);
-  sqlite3_close(db);
+  exec(path, "DROP TABLE events; CREATE VIEW events AS SELECT 1 AS at_ms");
   store::Store s(path, {false});
   try {
     s.prune(0);
