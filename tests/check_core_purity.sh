@@ -1,9 +1,10 @@
 #!/bin/sh
 # daemon/core/ is pure logic (daemon/core/README.md): it fails this check when
 # a file there includes Asio, Beast, SQLite, threads, files or a project
-# header from outside daemon/core/, or reads a clock.
+# header from outside daemon/core/ and common/, or reads a clock. common/
+# (Status, Result) is held to the same rules.
 #
-#   check_core_purity.sh DIR     checks the .h/.cpp files under DIR; exit 1
+#   check_core_purity.sh DIR...  checks the .h/.cpp files under DIR; exit 1
 #                                and one "file:line: rule: text" per violation
 #   check_core_purity.sh --self-test
 #                                shows that each rule catches its violation
@@ -12,16 +13,17 @@ set -u
 
 # Includes core code may not use (extended regular expressions).
 banned_includes='^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]((boost/)?(asio|beast)([./][^>"]*)?|sqlite3[^>"]*|thread|mutex|shared_mutex|condition_variable|future|fstream|filesystem|pthread[.]h)[>"]'
-# Project headers ("..."): only daemon/core/ ones.
+# Project headers ("..."): only daemon/core/ and common/ ones.
 quoted_include='^[[:space:]]*#[[:space:]]*include[[:space:]]*"'
-core_include='^[[:space:]]*#[[:space:]]*include[[:space:]]*"daemon/core/'
+core_include='^[[:space:]]*#[[:space:]]*include[[:space:]]*"(daemon/core|common)/'
 # Clock reads: now() of any std::chrono clock, time(), clock_gettime(), gettimeofday().
 clock_reads='(_clock::now[[:space:]]*[(]|(^|[^A-Za-z0-9_.>])time[[:space:]]*[(]|clock_gettime[[:space:]]*[(]|gettimeofday[[:space:]]*[(])'
 
 check() {
-  dir=$1
-  [ -d "$dir" ] || { echo "check_core_purity: no directory $dir" >&2; return 2; }
-  files=$(find "$dir" -type f \( -name '*.h' -o -name '*.cpp' \) | sort)
+  for dir in "$@"; do
+    [ -d "$dir" ] || { echo "check_core_purity: no directory $dir" >&2; return 2; }
+  done
+  files=$(find "$@" -type f \( -name '*.h' -o -name '*.cpp' \) | sort)
   [ -n "$files" ] || { echo "check_core_purity: no sources under $dir" >&2; return 2; }
   bad=0
   for f in $files; do
@@ -29,7 +31,7 @@ check() {
     out=$(sed 's@//.*$@@' "$f" | awk -v f="$f" \
       -v inc="$banned_includes" -v quoted="$quoted_include" -v core="$core_include" -v clk="$clock_reads" '
       $0 ~ inc                     { print f ":" NR ": banned include: " $0 }
-      $0 ~ quoted && $0 !~ core    { print f ":" NR ": include from outside daemon/core/: " $0 }
+      $0 ~ quoted && $0 !~ core    { print f ":" NR ": include from outside daemon/core/ and common/: " $0 }
       $0 ~ clk                     { print f ":" NR ": clock read: " $0 }')
     if [ -n "$out" ]; then
       echo "$out"
@@ -72,6 +74,7 @@ filesystem|#include <filesystem>
 spaced|#  include  <thread>
 services|#include "daemon/services/lease_service.h"
 drivers|#include "drivers/serial_port.h"
+commonish|#include "common_extra/x.h"
 steady|auto t = std::chrono::steady_clock::now();
 system|auto t = std::chrono::system_clock::now();
 time|long t = time(nullptr);
@@ -85,6 +88,7 @@ EOF
 #include <chrono>
 #include <string>
 #include "daemon/core/clock.h"
+#include "common/status.h"
 // Takes the time (ms) as an argument; never calls time() or steady_clock::now().
 int64_t expiry(int64_t now, int64_t ttl) { return now + ttl; }
 std::chrono::steady_clock::time_point at;
@@ -103,5 +107,5 @@ EOF
 case "${1:-}" in
   --self-test) self_test ;;
   "") echo "usage: $0 DIR | --self-test" >&2; exit 2 ;;
-  *) check "$1" ;;
+  *) check "$@" ;;
 esac
