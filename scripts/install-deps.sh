@@ -37,5 +37,16 @@ echo "install-deps: installing ${missing[*]}" >&2
 sudo_cmd=()
 [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
 export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# A mirror that fails for a moment (a fresh CI machine's first apt-get) is
+# retried twice; each failure is reported.
+retry() {
+  local attempt
+  for attempt in 1 2 3; do
+    "$@" && return 0
+    echo "install-deps: '$*' failed (attempt $attempt of 3)" >&2
+    [ $attempt -lt 3 ] && sleep 10
+  done
+  return 1
+}
+retry "${sudo_cmd[@]}" apt-get update -qq
+retry "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -222,7 +222,14 @@ TEST_CASE("issue 9: max_connections above RLIMIT_NOFILE is clamped at start-up w
   for (int i = 0; i < 135; ++i) idle.push_back(std::make_unique<Raw>(d.url()));
   // (the /metrics request is connection 136)
   REQUIRE(eventually([&] { return metric(d, "hwfarm_http_connections") == 136; }));
-  idle.push_back(std::make_unique<Raw>(d.url()));
+  // Connection 136 again, once the daemon has seen the /metrics one close
+  // (until then a new one is refused and closed, and is opened again),
+  REQUIRE(eventually([&] {
+    auto c = std::make_unique<Raw>(d.url());
+    if (c->closedByPeer(200ms)) return false;
+    idle.push_back(std::move(c));
+    return true;
+  }));
   Raw one_more(d.url());
   std::string answer = one_more.readUntil("retry later");
   REQUIRE(answer.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0) == 0);
