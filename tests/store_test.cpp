@@ -1,6 +1,6 @@
-// The SQLite store on a real database file: rows survive reopening, a lease
-// written again keeps its row, a schema-1 database is migrated, and the
-// writer thread commits queued batches in order.
+// The database and its lease tables on a real database file: rows survive
+// reopening, a lease written again keeps its row, a schema-1 database is
+// migrated, and the writer thread commits queued batches in order.
 #include <catch2/catch.hpp>
 #include <dlfcn.h>
 #include <sqlite3.h>
@@ -12,7 +12,9 @@
 #include <set>
 #include <thread>
 
-#include "daemon/store/store.h"
+#include "daemon/store/database.h"
+#include "daemon/store/lease_tables.h"
+#include "daemon/store/sqlite.h"
 #include "tests/support/process.h"
 
 using namespace hwfarm;
@@ -34,6 +36,26 @@ lease::Lease makeLease(const std::string& id, int64_t granted_ms, const std::str
   l.boards = {{board, false, 0}};
   return l;
 }
+
+// The database with the lease tables, as the lease service holds them.
+struct Store {
+  store::LeaseTables tables;
+  store::Database db;
+  Store(const std::string& path, store::DatabaseOptions options) : db(path, options) { db.add(tables); }
+
+  std::vector<store::StoredBoard> loadBoards() { return tables.loadBoards(db); }
+  std::vector<lease::Lease> loadLeases(int64_t ended_since_ms) { return tables.loadLeases(db, ended_since_ms); }
+  void prune(int64_t cutoff_ms) { tables.prune(db, cutoff_ms); }
+  void commitNow(store::Batch batch) { db.commitNow(tables.write(std::move(batch))); }
+  void start(store::Database::Post post) { db.start(std::move(post)); }
+  void commit(store::Batch batch, store::Database::Done done) {
+    std::vector<store::Database::Pending> group;
+    group.push_back(tables.pending(std::move(batch), std::move(done)));
+    db.commit(std::move(group));
+  }
+  bool idle() const { return db.idle(); }
+  uint64_t syncs() const { return db.syncs(); }
+};
 
 store::Batch batchOf(const lease::Lease& l) {
   store::Batch b;
@@ -121,19 +143,19 @@ struct Loop {
   std::vector<std::function<void()>> posted;
   std::vector<std::string> done;
 
-  store::Store::Post post() {
+  store::Database::Post post() {
     return [this](std::function<void()> fn) {
       std::lock_guard lock(mutex);
       posted.push_back(std::move(fn));
     };
   }
-  store::Store::Done record(const std::string& name) {
-    return [this, name](bool ok, const std::string&) {
-      if (ok) done.push_back(name);
+  store::Database::Done record(const std::string& name) {
+    return [this, name](const Status& status) {
+      if (status.ok()) done.push_back(name);
     };
   }
   // Runs what was posted until nothing is in flight (or 10 s pass).
-  void runUntilIdle(store::Store& s) {
+  void runUntilIdle(Store& s) {
     for (int i = 0; i < 2000; ++i) {
       {
         std::lock_guard lock(mutex);
@@ -164,13 +186,13 @@ TEST_CASE("store keeps one row per lease across writes and reopening") {
   test::TempDir dir;
   std::string path = dir.file("hwfarm.db");
   {
-    store::Store s(path, {false});
+    Store s(path, {false});
     REQUIRE(s.loadLeases(0).empty());
     s.commitNow(batchOf(makeLease("L1", 1000, "b0")));
     s.commitNow(batchOf(makeLease("L2", 2000, "b1")));
   }
   {
-    store::Store s(path, {false});
+    Store s(path, {false});
     auto leases = s.loadLeases(0);
     REQUIRE(leases.size() == 2);
     CHECK(leases[0].id == "L1"); // grant order
@@ -195,7 +217,7 @@ TEST_CASE("store keeps one row per lease across writes and reopening") {
   CHECK(count(path, "SELECT count(*) FROM leases WHERE id = 'L1'") == 1);
   CHECK(count(path, "SELECT expires_ms FROM leases WHERE id = 'L1'") == 99000);
   CHECK(count(path, "SELECT count(*) FROM events") == 2);
-  store::Store s(path, {false});
+  Store s(path, {false});
   auto leases = s.loadLeases(0);
   REQUIRE(leases.size() == 2);
   CHECK(leases[0].state == lease::LeaseState::released);
@@ -229,7 +251,7 @@ TEST_CASE("store migrates a schema 1 database and keeps its leases") {
   exec(path, v1);
 
   {
-    store::Store s(path, {true});
+    Store s(path, {true});
     auto leases = s.loadLeases(0);
     REQUIRE(leases.size() == 2);
     CHECK(leases[0].id == "zz"); // grant order, not id order
@@ -260,10 +282,10 @@ TEST_CASE("store migrates a schema 1 database and keeps its leases") {
 TEST_CASE("store refuses a database from a newer schema and says which") {
   test::TempDir dir;
   std::string path = dir.file("hwfarm.db");
-  { store::Store s(path, {false}); }
+  { Store s(path, {false}); }
   exec(path, "UPDATE meta SET value = '7' WHERE key = 'schema_version'");
   try {
-    store::Store s(path, {false});
+    Store s(path, {false});
     FAIL("opened a schema 7 database");
   } catch (const std::runtime_error& e) {
     std::string what = e.what();
@@ -284,14 +306,14 @@ TEST_CASE("store writer commits queued batches in order and completes each") {
   std::vector<std::string> completed;
   int failures = 0;
   auto record = [&](const std::string& id) {
-    return [&, id](bool ok, const std::string& error) {
-      if (!ok || !error.empty()) ++failures;
+    return [&, id](const Status& status) {
+      if (!status.ok() || !status.message().empty()) ++failures;
       completed.push_back(id);
     };
   };
   size_t completed_in_place = 0;
   {
-    store::Store s(path, {false});
+    Store s(path, {false});
     s.start([&](std::function<void()> fn) {
       std::lock_guard lock(mutex); // on a store thread: no Catch2 macros here
       posters.insert(std::this_thread::get_id());
@@ -301,8 +323,8 @@ TEST_CASE("store writer commits queued batches in order and completes each") {
     // Given a completion that commits 200 batches while its own batch is
     // still in flight (committed in place, they would complete before it:
     // out of order), those 200 are queued for the writer thread,
-    s.commit(batchOf(makeLease("L0", 1000, "b0")), [&](bool ok, const std::string& error) {
-      record("L0")(ok, error);
+    s.commit(batchOf(makeLease("L0", 1000, "b0")), [&](const Status& status) {
+      record("L0")(status);
       for (int i = 1; i <= 200; ++i) {
         std::string id = "L" + std::to_string(i);
         s.commit(batchOf(makeLease(id, 1000 + i, "b" + std::to_string(i % 4))), record(id));
@@ -340,7 +362,7 @@ TEST_CASE("without fsync an idle store commits in place and a queued group keeps
   auto& done = loop.done;
   int rows = 0;
   {
-    store::Store s(path, {false});
+    Store s(path, {false});
     s.start(loop.post());
     // Idle: committed here, completed before commit() returns.
     s.commit(batchOf(makeLease("A", 1, "b0")), loop.record("A"));
@@ -393,7 +415,7 @@ TEST_CASE("with fsync a completion waits for a sync of the WAL and completions k
   Loop loop;
   auto& done = loop.done;
   {
-    store::Store s(path, {true});
+    Store s(path, {true});
     s.start(loop.post());
     // Committed in place, but answered only once a sync covers it: never
     // before commit() returns, and only from the loop.
@@ -429,7 +451,7 @@ TEST_CASE("with fsync one sync covers every commit made while the one before it 
   Loop loop;
   auto& done = loop.done;
   {
-    store::Store s(path, {true});
+    Store s(path, {true});
     s.start(loop.post());
     // Given the first commit's sync held at the disk,
     sync_gate.close(path + "-wal");
@@ -459,10 +481,10 @@ TEST_CASE("issue 9: labels containing commas come back whole after reopening") {
   lease::Lease l = makeLease("L1", 1000, "b0");
   l.selector.labels = {"rev,b", "", "quote\"d", "[x]", "plain"};
   {
-    store::Store s(path, {false});
+    Store s(path, {false});
     s.commitNow(batchOf(l));
   }
-  store::Store s(path, {false});
+  Store s(path, {false});
   auto leases = s.loadLeases(0);
   REQUIRE(leases.size() == 1);
   CHECK(leases[0].selector.labels == std::vector<std::string>{"rev,b", "", "quote\"d", "[x]", "plain"});
@@ -471,7 +493,7 @@ TEST_CASE("issue 9: labels containing commas come back whole after reopening") {
 TEST_CASE("issue 9: a schema 2 database with comma-joined labels is migrated and stays readable") {
   test::TempDir dir;
   std::string path = dir.file("hwfarm.db");
-  { store::Store s(path, {false}); }
+  { Store s(path, {false}); }
   // Given rows as schema 2 wrote them,
   const char* v2 = R"sql(
     UPDATE meta SET value = '2' WHERE key = 'schema_version';
@@ -486,7 +508,7 @@ TEST_CASE("issue 9: a schema 2 database with comma-joined labels is migrated and
   exec(path, v2);
   // when a new hwfarmd opens it, the labels read as before,
   {
-    store::Store s(path, {false});
+    Store s(path, {false});
     auto leases = s.loadLeases(0);
     REQUIRE(leases.size() == 2);
     CHECK(leases[0].selector.labels == std::vector<std::string>{"x", "y"});
@@ -502,9 +524,9 @@ TEST_CASE("issue 9: a schema 2 database with comma-joined labels is migrated and
 TEST_CASE("issue 9: start-up reads and writes that fail name the database") {
   test::TempDir dir;
   std::string path = dir.file("hwfarm.db");
-  { store::Store s(path, {false}); }
+  { Store s(path, {false}); }
   exec(path, "DROP TABLE events; CREATE VIEW events AS SELECT 1 AS at_ms");
-  store::Store s(path, {false});
+  Store s(path, {false});
   try {
     s.prune(0);
     FAIL("pruned a view");
@@ -536,12 +558,12 @@ TEST_CASE("issue 9: every string survives reopening with all its bytes") {
   l.selector.worker = "w" + nul + "0";
   l.end_reason = "why" + nul + "not";
   {
-    store::Store s(path, {false});
+    Store s(path, {false});
     store::Batch b;
     b.leases.push_back(l);
     s.commitNow(b);
   }
-  store::Store s(path, {false});
+  Store s(path, {false});
   auto leases = s.loadLeases(0);
   REQUIRE(leases.size() == 1);
   const lease::Lease& back = leases[0];
@@ -555,4 +577,70 @@ TEST_CASE("issue 9: every string survives reopening with all its bytes") {
   CHECK(back.selector.type == l.selector.type);
   CHECK(back.selector.worker == l.selector.worker);
   CHECK(back.end_reason == l.end_reason);
+}
+
+// A second set of tables, as runs, events and uploads will be: its own
+// table and schema version in the same database, its writes committed in
+// the same group as the lease tables' ones.
+struct NoteTables final : store::Tables {
+  int finished_ok = 0, finished_failed = 0;
+  void create(sqlite3* db) override {
+    store::exec(db, "CREATE TABLE IF NOT EXISTS notes(text TEXT NOT NULL CHECK (text != 'bad'))");
+    if (!store::Database::schemaVersion(db, "notes_schema_version"))
+      store::Database::setSchemaVersion(db, "notes_schema_version", 1);
+  }
+  void finished(bool committed) override { ++(committed ? finished_ok : finished_failed); }
+  store::Database::Write note(std::string text) {
+    return [text = std::move(text)](sqlite3* db) {
+      store::Statement s(db, "INSERT INTO notes(text) VALUES(?1)");
+      s.bind(1, text).run();
+      return true;
+    };
+  }
+};
+
+TEST_CASE("another set of tables shares the database, its group commits and its rollbacks") {
+  test::TempDir dir;
+  std::string path = dir.file("hwfarm.db");
+  Loop loop;
+  std::vector<std::string> errors;
+  auto failure = [&](const std::string& name) {
+    return [&, name](const Status& status) {
+      if (!status.ok()) errors.push_back(name + ": " + status.toString());
+    };
+  };
+  {
+    Store s(path, {false});
+    NoteTables notes;
+    s.db.add(notes);
+    s.start(loop.post());
+    // One group: a lease and a note commit together,
+    std::vector<store::Database::Pending> group;
+    group.push_back(s.tables.pending(batchOf(makeLease("A", 1, "b0")), loop.record("A")));
+    group.push_back({notes.note("first"), loop.record("first")});
+    s.db.commit(std::move(group));
+    loop.runUntilIdle(s);
+    CHECK(loop.done == std::vector<std::string>{"A", "first"});
+    CHECK(notes.finished_ok == 1);
+    // and a note that fails its CHECK rolls the lease in its group back:
+    // both completions get the error, as an infrastructure failure.
+    group.clear();
+    group.push_back(s.tables.pending(batchOf(makeLease("B", 2, "b1")), failure("B")));
+    group.push_back({notes.note("bad"), failure("bad")});
+    s.db.commit(std::move(group));
+    loop.runUntilIdle(s);
+    REQUIRE(errors.size() == 2);
+    CHECK(errors[0].rfind("B: io_error (infrastructure): ", 0) == 0);
+    CHECK(errors[0].find("CHECK constraint failed") != std::string::npos);
+    CHECK(notes.finished_failed == 1);
+    // The lease tables forgot B's row: written again, it is a new lease row.
+    s.commit(batchOf(makeLease("B", 3, "b1")), loop.record("B again"));
+    loop.runUntilIdle(s);
+    CHECK(loop.done.back() == "B again");
+  }
+  CHECK(count(path, "SELECT count(*) FROM notes") == 1);
+  CHECK(count(path, "SELECT count(*) FROM leases") == 2);
+  CHECK(count(path, "SELECT granted_ms FROM leases WHERE id = 'B'") == 3);
+  CHECK(count(path, "SELECT value FROM meta WHERE key = 'notes_schema_version'") == 1);
+  CHECK(count(path, "SELECT value FROM meta WHERE key = 'schema_version'") == store::LeaseTables::kSchemaVersion);
 }

@@ -10,7 +10,8 @@
 #include <spdlog/spdlog.h>
 
 #include "config/tokens.h"
-#include "daemon/store/store.h"
+#include "daemon/store/database.h"
+#include "daemon/store/lease_tables.h"
 
 namespace hwfarm {
 namespace asio = boost::asio;
@@ -63,9 +64,11 @@ struct LeaseService::Impl {
       : io(io_context),
         config(config),
         scheduler(schedulerOptions(config), randomId),
-        store(config.agent.state_dir + "/hwfarm.db", store::StoreOptions{config.leases.fsync}),
+        store(config.agent.state_dir + "/hwfarm.db", store::DatabaseOptions{config.leases.fsync}),
         expiry_timer(io_context),
-        forget_timer(io_context) {}
+        forget_timer(io_context) {
+    store.add(tables);
+  }
 
   void restore();
   void forgetOldLeases();
@@ -85,7 +88,8 @@ struct LeaseService::Impl {
   asio::io_context& io;
   config::FleetConfig config;
   lease::Scheduler scheduler;
-  store::Store store;
+  store::LeaseTables tables; // before the database: it outlives the database's threads
+  store::Database store;
   asio::steady_timer expiry_timer;
   asio::steady_timer forget_timer;
   int64_t armed_for = INT64_MAX;
@@ -96,7 +100,7 @@ struct LeaseService::Impl {
   LeaseMetrics metrics;
   std::function<void(const lease::Lease&)> on_ended;
   bool stopped = false;
-  std::vector<store::Store::Pending> group; // changes waiting for this turn's commit
+  std::vector<store::Database::Pending> group; // changes waiting for this turn's commit
   bool flush_posted = false;
   static constexpr int kFlushPasses = 4; // extra loop passes a commit may wait for, under load
   int flush_passes = 0;
@@ -119,10 +123,10 @@ void LeaseService::Impl::restore() {
   int64_t history_ms = static_cast<int64_t>(config.leases.history_days * 86400000.0);
   Changes changes;
   scheduler.configure(specsOf(config), initialState, t, changes);
-  for (const auto& b : store.loadBoards())
+  for (const auto& b : tables.loadBoards(store))
     scheduler.restoreBoard(b.name, b.state, b.since_ms, b.reason);
   size_t active = 0;
-  for (const auto& l : store.loadLeases(t - std::min(history_ms, kMemoryHistoryMs))) {
+  for (const auto& l : tables.loadLeases(store, t - std::min(history_ms, kMemoryHistoryMs))) {
     scheduler.restoreLease(l);
     if (l.state == lease::LeaseState::active) ++active;
   }
@@ -142,9 +146,9 @@ void LeaseService::Impl::restore() {
     scheduler.revoke(id, "board " + board + " was removed from the configuration", t, changes);
   size_t before = changes.ended.size();
   scheduler.expireDue(t, changes);
-  store.commitNow(batchOf(std::make_shared<const Changes>(changes)));
+  store.commitNow(tables.write(batchOf(std::make_shared<const Changes>(changes))));
   countEnded(changes); // expiries and revocations at start-up are in /metrics too
-  store.prune(t - history_ms);
+  tables.prune(store, t - history_ms);
   spdlog::info("lease state restored from {}: {} active lease(s), {} expired while hwfarmd was down", store.path(),
                active - (changes.ended.size() - before), changes.ended.size() - before);
   for (const auto& b : scheduler.boards())
@@ -196,18 +200,17 @@ void LeaseService::Impl::persist(Changes changes, std::function<void()> then) {
   // (as an empty batch), so it never overtakes an earlier commit it may
   // depend on (a retry answered with a grant still being written).
   auto shared = std::make_shared<Changes>(std::move(changes));
-  group.push_back({batchOf(shared), [this, shared, then = std::move(then)](bool ok, const std::string& error) {
-                     if (!ok) {
-                       // Memory and disk disagree now; the durable state is the
-                       // truth. Exit without answering anyone, and let systemd
-                       // restart us from it.
-                       spdlog::critical("cannot commit to {}: {}; exiting so that nothing unsaved is acknowledged",
-                                        store.path(), error);
-                       std::_Exit(70);
-                     }
-                     if (then) then();
-                     delivered(*shared);
-                   }});
+  group.push_back(tables.pending(batchOf(shared), [this, shared, then = std::move(then)](const Status& status) {
+    if (!status.ok()) {
+      // Memory and disk disagree now; the durable state is the truth. Exit
+      // without answering anyone, and let systemd restart us from it.
+      spdlog::critical("cannot commit to {}: {}; exiting so that nothing unsaved is acknowledged", store.path(),
+                       status.message());
+      std::_Exit(70);
+    }
+    if (then) then();
+    delivered(*shared);
+  }));
   // Everything changed while handling the ready events of this loop turn
   // goes to the store as one group.
   if (!flush_posted) {
