@@ -331,7 +331,7 @@ int main(int argc, char** argv) {
   int rounds = 9;
   std::vector<int> client_counts{1, 16, 256};
   int waiters = 1000;
-  bool fsync = false; // hwfarmd's default
+  bool fsync = true; // hwfarmd's default
   std::string against; // another hwfarmd as the baseline
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];

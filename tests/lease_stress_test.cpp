@@ -140,7 +140,7 @@ TEST_CASE("SIGKILL under traffic loses no acknowledged lease and double-leases n
   INFO("leases.fsync = " << fsync);
   TempDir dir;
   const int kBoards = 8;
-  RunningDaemon d(dir, qemuFleet(dir.file("state"), kBoards, fsync ? "[leases]\nfsync = true\n" : ""));
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), kBoards, fsync ? "" : "[leases]\nfsync = false\n"));
   std::mt19937 rng(4242);
   for (int round = 0; round < 20; ++round) {
     INFO("round " << round);
