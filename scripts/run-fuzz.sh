@@ -18,6 +18,7 @@ targets=(
   "json_codec:2048:json_codec.dict"
   "fleet_config:4096:toml.dict"
   "tokens:2048:toml.dict"
+  "result_protocol:4096:result_protocol.dict"
 )
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:abort_on_error=1:detect_leaks=1:print_stacktrace=1}
