@@ -15,20 +15,8 @@ using namespace hwfarm;
 using namespace hwfarm::test;
 namespace json = boost::json;
 using api::Handlers;
-using config::Role;
 
 namespace {
-
-const Principal kViewer = principal("viewer", Role::viewer);
-const Principal kPipeline = principal("pipeline", Role::pipeline);
-const Principal kPipeline2 = principal("pipeline2", Role::pipeline);
-const Principal kOperator = principal("operator", Role::operator_);
-
-json::value parse(const std::shared_ptr<Recorded>& answer) { return json::parse(answer->body()); }
-
-config::FleetConfig fleet(const TempDir& dir, int boards, const std::string& extra = "") {
-  return parseFleet(qemuFleet(dir.file("state"), boards, extra));
-}
 
 std::string boardState(const InProcess& d, const std::string& name) {
   return lease::toString(d.leases->scheduler().board(name)->state);
@@ -36,7 +24,7 @@ std::string boardState(const InProcess& d, const std::string& name) {
 
 std::shared_ptr<Recorded> boardAction(InProcess& d, const std::string& board, const std::string& action,
                                       const std::string& body = "") {
-  return d.call(&Handlers::boardAction, httpRequest("POST", "/v1/boards/" + board + "/" + action, body), kOperator,
+  return d.call(&Handlers::boardAction, httpRequest("POST", "/v1/boards/" + board + "/" + action, body), callers::operator_,
                 board, action);
 }
 
@@ -48,14 +36,14 @@ std::pair<std::string, std::string> leaseOf(InProcess& d, const Principal& who, 
                                   std::to_string(count) + "}"),
                   who);
   if (r->status() != 201) throw std::runtime_error("no lease: " + r->body());
-  auto body = parse(r);
+  auto body = r->json();
   return {std::string(body.at("id").as_string()), std::string(body.at("boards").at(0).at("name").as_string())};
 }
 
 // POST /v1/leases/{id}/boards/{board}/{what} (flash or power) by `who`.
 std::shared_ptr<Recorded> operate(InProcess& d, const std::string& id, const std::string& board,
                                   const std::string& what, const std::string& body,
-                                  const Principal& who = kPipeline) {
+                                  const Principal& who = callers::pipeline) {
   return d.call(&Handlers::boardOperation,
                 httpRequest("POST", "/v1/leases/" + id + "/boards/" + board + "/" + what, body), who, id, board,
                 what);
@@ -80,13 +68,13 @@ struct RecordedStream : api::StreamSink {
 
 TEST_CASE("the board list shows every configured board with its state, and all=1 the unclaimed devices") {
   TempDir dir;
-  InProcess d(fleet(dir, 2));
-  auto [id, leased] = leaseOf(d, kPipeline);
+  InProcess d(simulatedFleet(dir, 2));
+  auto [id, leased] = leaseOf(d, callers::pipeline);
   d.state.usb_discovery = true;
   d.state.unclaimed.push_back({"1209", "0001", "SN-9", "1-2", "/dev/ttyACM0", "[[worker.board]] ..."});
-  auto r = d.call(&Handlers::boards, httpRequest("GET", "/v1/boards"), kViewer);
+  auto r = d.call(&Handlers::boards, httpRequest("GET", "/v1/boards"), callers::viewer);
   REQUIRE(r->status() == 200);
-  auto body = parse(r).as_object();
+  auto body = r->json().as_object();
   REQUIRE(body.size() == 1); // no unclaimed devices without all=1
   const auto& boards = body.at("boards").as_array();
   REQUIRE(boards.size() == 2);
@@ -99,7 +87,7 @@ TEST_CASE("the board list shows every configured board with its state, and all=1
     REQUIRE(b.at("state").as_string() == (mine ? "leased" : "available"));
     REQUIRE(b.at("lease") == (mine ? json::value(id) : json::value(nullptr)));
   }
-  auto all = parse(d.call(&Handlers::boards, httpRequest("GET", "/v1/boards?all=1"), kViewer));
+  auto all = d.call(&Handlers::boards, httpRequest("GET", "/v1/boards?all=1"), callers::viewer)->json();
   REQUIRE(all.at("boards") == json::value(boards));
   REQUIRE(all.at("usb_discovery").as_bool());
   REQUIRE(all.at("unclaimed") == json::parse(R"([{"vendor":"1209","product":"0001","serial":"SN-9","port":"1-2",)"
@@ -108,33 +96,33 @@ TEST_CASE("the board list shows every configured board with its state, and all=1
 
 TEST_CASE("operators put unleased boards into maintenance and resume them") {
   TempDir dir;
-  InProcess d(fleet(dir, 2));
+  InProcess d(simulatedFleet(dir, 2));
   auto r = boardAction(d, "sim-1", "maintenance", R"({"reason":"probe swap"})");
   REQUIRE(r->status() == 200);
-  REQUIRE(parse(r) == json::parse(R"x({"name":"sim-1","state":"maintenance","reason":"probe swap (operator)"})x"));
+  REQUIRE(r->json() == json::parse(R"x({"name":"sim-1","state":"maintenance","reason":"probe swap (operator)"})x"));
   REQUIRE(boardState(d, "sim-1") == "maintenance");
   // A board in maintenance is not granted: two boards are not to be had.
   auto two = d.call(&Handlers::acquire,
                     httpRequest("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"count":2,"context":"manual"})"),
-                    kPipeline);
+                    callers::pipeline);
   REQUIRE(two->status() == 408);
   // A leased board cannot go into maintenance; an unknown one is 404.
-  auto [id, leased] = leaseOf(d, kPipeline);
+  auto [id, leased] = leaseOf(d, callers::pipeline);
   REQUIRE(leased == "sim-0");
   auto busy = boardAction(d, "sim-0", "maintenance");
   REQUIRE(busy->status() == 409);
-  REQUIRE(parse(busy).at("error").as_string() == "conflict");
-  REQUIRE_THAT(std::string(parse(busy).at("detail").as_string()), Catch::StartsWith("board sim-0 is leased"));
+  REQUIRE(busy->json().at("error").as_string() == "conflict");
+  REQUIRE_THAT(std::string(busy->json().at("detail").as_string()), Catch::StartsWith("board sim-0 is leased"));
   REQUIRE(boardState(d, "sim-0") == "leased");
   auto unknown = boardAction(d, "sim-9", "maintenance");
   REQUIRE(unknown->status() == 404);
-  REQUIRE(parse(unknown) == json::parse(R"({"error":"not_found","detail":"no board sim-9"})"));
+  REQUIRE(unknown->json() == json::parse(R"({"error":"not_found","detail":"no board sim-9"})"));
   // Resumed, it is available again (recovery_s = 0).
   REQUIRE(boardAction(d, "sim-1", "resume")->status() == 200);
   REQUIRE(boardState(d, "sim-1") == "available");
   // Without a reason the operator is named; the maintenance is durable.
   auto plain = boardAction(d, "sim-1", "maintenance");
-  REQUIRE(parse(plain).at("reason").as_string() == "maintenance by operator");
+  REQUIRE(plain->json().at("reason").as_string() == "maintenance by operator");
   d.restart();
   REQUIRE(boardState(d, "sim-1") == "maintenance");
   REQUIRE(d.leases->scheduler().board("sim-1")->reason == "maintenance by operator");
@@ -142,7 +130,7 @@ TEST_CASE("operators put unleased boards into maintenance and resume them") {
 
 TEST_CASE("a bad maintenance body is 400 naming the field and changes nothing") {
   TempDir dir;
-  InProcess d(fleet(dir, 1));
+  InProcess d(simulatedFleet(dir, 1));
   struct Case {
     std::string body, detail;
   };
@@ -157,47 +145,47 @@ TEST_CASE("a bad maintenance body is 400 naming the field and changes nothing") 
     INFO(c.body);
     auto r = boardAction(d, "sim-0", "maintenance", c.body);
     REQUIRE(r->status() == 400);
-    REQUIRE(parse(r).at("error").as_string() == "invalid_request");
-    REQUIRE_THAT(std::string(parse(r).at("detail").as_string()), Catch::StartsWith(c.detail));
+    REQUIRE(r->json().at("error").as_string() == "invalid_request");
+    REQUIRE_THAT(std::string(r->json().at("detail").as_string()), Catch::StartsWith(c.detail));
   }
   REQUIRE(boardState(d, "sim-0") == "available");
 }
 
 TEST_CASE("board operations check the lease and report driver failures as infrastructure") {
   TempDir dir;
-  InProcess d(fleet(dir, 2));
-  auto [id, mine] = leaseOf(d, kPipeline);
+  InProcess d(simulatedFleet(dir, 2));
+  auto [id, mine] = leaseOf(d, callers::pipeline);
   std::string other = mine == "sim-0" ? "sim-1" : "sim-0";
   // A server-side path is refused (issue 9 item 3: no agent.image_roots here).
   auto refused = operate(d, id, mine, "flash", R"({"image":"/nonexistent/fw.elf"})");
   REQUIRE(refused->status() == 403);
-  REQUIRE(parse(refused).at("error").as_string() == "image_path_refused");
+  REQUIRE(refused->json().at("error").as_string() == "image_path_refused");
   // Powering on a board never flashed is the driver's failure: 502.
   auto off = operate(d, id, mine, "power", R"({"action":"on"})");
   REQUIRE(off->status() == 502);
-  REQUIRE(parse(off).at("error").as_string() == "infrastructure_failure");
-  REQUIRE(parse(off).at("board").as_string() == mine);
-  REQUIRE(parse(off).at("detail").as_string() == "board " + mine + " has no image: flash it first");
+  REQUIRE(off->json().at("error").as_string() == "infrastructure_failure");
+  REQUIRE(off->json().at("board").as_string() == mine);
+  REQUIRE(off->json().at("detail").as_string() == "board " + mine + " has no image: flash it first");
   // A board outside the lease, a bad action or image, an unknown lease.
   auto outside = operate(d, id, other, "power", R"({"action":"on"})");
   REQUIRE(outside->status() == 404);
-  REQUIRE(parse(outside).at("detail").as_string() == "board " + other + " is not in lease " + id);
+  REQUIRE(outside->json().at("detail").as_string() == "board " + other + " is not in lease " + id);
   auto toggle = operate(d, id, mine, "power", R"({"action":"toggle"})");
   REQUIRE(toggle->status() == 400);
-  REQUIRE(parse(toggle).at("detail").as_string() == "expected {\"action\": \"on\" | \"off\" | \"cycle\"}");
+  REQUIRE(toggle->json().at("detail").as_string() == "expected {\"action\": \"on\" | \"off\" | \"cycle\"}");
   REQUIRE(operate(d, id, mine, "flash", R"({"image":"relative.elf"})")->status() == 400);
   REQUIRE(operate(d, id, mine, "power", "{")->status() == 400);
   auto nope = operate(d, "nope", mine, "flash", R"({"image":"/x"})");
   REQUIRE(nope->status() == 404);
-  REQUIRE(parse(nope).at("detail").as_string() == "no lease nope");
+  REQUIRE(nope->json().at("detail").as_string() == "no lease nope");
   // Another pipeline may not operate the lease's boards; an operator may.
-  auto foreign = operate(d, id, mine, "power", R"({"action":"on"})", kPipeline2);
+  auto foreign = operate(d, id, mine, "power", R"({"action":"on"})", callers::pipeline2);
   REQUIRE(foreign->status() == 403);
-  REQUIRE(parse(foreign).at("detail").as_string() == "lease " + id + " belongs to \"pipeline\"");
-  REQUIRE(operate(d, id, mine, "power", R"({"action":"on"})", kOperator)->status() == 502);
+  REQUIRE(foreign->json().at("detail").as_string() == "lease " + id + " belongs to \"pipeline\"");
+  REQUIRE(operate(d, id, mine, "power", R"({"action":"on"})", callers::operator_)->status() == 502);
   // The console of a board that is off says so in the stream, and ends it.
   auto console = d.call(&Handlers::boardOperation,
-                        httpRequest("GET", "/v1/leases/" + id + "/boards/" + mine + "/console"), kPipeline, id, mine,
+                        httpRequest("GET", "/v1/leases/" + id + "/boards/" + mine + "/console"), callers::pipeline, id, mine,
                         std::string("console"));
   REQUIRE(console->status() == 200);
   REQUIRE(console->response->content_type == "text/plain; charset=utf-8");
@@ -207,16 +195,16 @@ TEST_CASE("board operations check the lease and report driver failures as infras
   REQUIRE(stream->text == "-- hwfarmd: the simulated board is off: power it on first --\n");
   REQUIRE(stream->ended);
   // Once the lease ended its boards are not its to operate.
-  REQUIRE(d.call(&Handlers::release, httpRequest("DELETE", "/v1/leases/" + id), kPipeline, id)->status() == 200);
+  REQUIRE(d.call(&Handlers::release, httpRequest("DELETE", "/v1/leases/" + id), callers::pipeline, id)->status() == 200);
   auto ended = operate(d, id, mine, "power", R"({"action":"on"})");
   REQUIRE(ended->status() == 409);
-  REQUIRE(parse(ended) == json::parse(R"({"error":"not_active","detail":"lease )" + id + R"( is released"})"));
+  REQUIRE(ended->json() == json::parse(R"({"error":"not_active","detail":"lease )" + id + R"( is released"})"));
 }
 
 TEST_CASE("an upload to the flash route is planned into the lease's image store only for who may flash it") {
   TempDir dir;
-  InProcess d(fleet(dir, 1, "[limits]\nmax_image_bytes = 1048576\n"));
-  auto [id, board] = leaseOf(d, kPipeline);
+  InProcess d(simulatedFleet(dir, 1, "[limits]\nmax_image_bytes = 1048576\n"));
+  auto [id, board] = leaseOf(d, callers::pipeline);
   std::string target = "/v1/leases/" + id + "/boards/" + board + "/flash?name=fw.elf";
   auto plan = [&](const std::string& t, const Principal& who, const std::string& lease_id) {
     api::HttpRequest head = httpRequest("POST", t);
@@ -226,18 +214,18 @@ TEST_CASE("an upload to the flash route is planned into the lease's image store 
     return std::make_pair(result, p.answer);
   };
   // Another pipeline is refused from the head, and no store is made.
-  auto [foreign, foreign_answer] = plan(target, kPipeline2, id);
+  auto [foreign, foreign_answer] = plan(target, callers::pipeline2, id);
   REQUIRE_FALSE(foreign);
   REQUIRE(foreign_answer->status() == 403);
   REQUIRE_FALSE(std::filesystem::exists(d.boards->imageDir(id)));
   // So is a file name of a kind no flasher takes.
-  auto [exe, exe_answer] = plan("/v1/leases/" + id + "/boards/" + board + "/flash?name=fw.exe", kPipeline, id);
+  auto [exe, exe_answer] = plan("/v1/leases/" + id + "/boards/" + board + "/flash?name=fw.exe", callers::pipeline, id);
   REQUIRE_FALSE(exe);
   REQUIRE(exe_answer->status() == 400);
-  REQUIRE(parse(exe_answer).at("error").as_string() == "invalid_request");
+  REQUIRE(exe_answer->json().at("error").as_string() == "invalid_request");
   REQUIRE_FALSE(std::filesystem::exists(d.boards->imageDir(id)));
   // The holder's upload goes to the lease's store, up to limits.max_image_bytes.
-  auto [ok, ok_answer] = plan(target, kPipeline, id);
+  auto [ok, ok_answer] = plan(target, callers::pipeline, id);
   REQUIRE(ok);
   REQUIRE(ok_answer->status() == 0);
   REQUIRE(ok->kind == api::BodyPlan::Kind::file);

@@ -19,29 +19,20 @@ using namespace hwfarm;
 namespace json = boost::json;
 using namespace std::chrono_literals;
 
-namespace {
-
-config::FleetConfig fleetOf(const test::TempDir& dir, int boards) {
-  return test::parseFleet(test::qemuFleet(dir.file("state"), boards));
-}
-
-} // namespace
-
 // Issue 9, item 14: the answer to maintenance/resume looked the board up
 // after the commit; a reload in between had removed it (a null board).
 TEST_CASE("issue 9: maintenance and resume answer after a reload removed their board") {
   test::TempDir dir;
-  test::InProcess d(fleetOf(dir, 2));
-  const Principal op = test::principal("operator", config::Role::operator_);
+  test::InProcess d(test::simulatedFleet(dir, 2));
   auto action = [&](const std::string& what) {
-    return d.start(&api::Handlers::boardAction, test::httpRequest("POST", "/v1/boards/sim-1/" + what), op, "sim-1",
+    return d.start(&api::Handlers::boardAction, test::httpRequest("POST", "/v1/boards/sim-1/" + what), test::callers::operator_, "sim-1",
                    what);
   };
   for (const char* what : {"maintenance", "resume"}) {
     INFO(what);
     if (std::string(what) == "resume") {
       // Given sim-1 back in the fleet and in maintenance,
-      d.reload(fleetOf(dir, 2));
+      d.reload(test::simulatedFleet(dir, 2));
       auto m = action("maintenance");
       d.runUntil(m);
       REQUIRE(m->status() == 200);
@@ -50,7 +41,7 @@ TEST_CASE("issue 9: maintenance and resume answer after a reload removed their b
     // change is committed,
     auto answer = action(what);
     REQUIRE_FALSE(answer->response);
-    d.reload(fleetOf(dir, 1));
+    d.reload(test::simulatedFleet(dir, 1));
     d.runUntil(answer);
     // the caller learns that the board is gone.
     REQUIRE(answer->response);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "tests/support/daemon_harness.h"
+#include "tests/support/requests.h"
 
 using namespace hwfarm::test;
 namespace json = boost::json;
@@ -24,18 +25,6 @@ const std::string kViewer = "secret-viewer";
 const std::string kPipeline = "secret-pipeline";
 const std::string kPipeline2 = "secret-pipeline2";
 const std::string kOperator = "secret-operator";
-
-std::string acquireBody(int count = 1, double ttl_s = 60, double wait_s = 0, const std::string& context = "manual",
-                        const std::string& key = "") {
-  json::object body{{"selector", json::object{{"type", "mps2-an385"}}},
-                    {"count", count},
-                    {"ttl_s", ttl_s},
-                    {"wait_s", wait_s},
-                    {"context", context},
-                    {"holder", json::object{{"job", "tvm/PR-1"}, {"build", "7"}, {"stage", "hw"}}}};
-  if (!key.empty()) body["idempotency_key"] = key;
-  return json::serialize(body);
-}
 
 json::value parse(const hwfarm::cli::HttpResult& r) { return json::parse(r.body); }
 

@@ -10,38 +10,27 @@
 
 #include "tests/support/daemon_harness.h"
 #include "tests/support/in_process.h"
+#include "tests/support/requests.h"
 
 using namespace hwfarm;
 using namespace hwfarm::test;
 namespace json = boost::json;
 using api::Handlers;
-using config::Role;
 
 namespace {
 
-const Principal kViewer = principal("viewer", Role::viewer);
-const Principal kPipeline = principal("pipeline", Role::pipeline);
-const Principal kPipeline2 = principal("pipeline2", Role::pipeline);
-const Principal kOperator = principal("operator", Role::operator_);
-
-std::string acquireBody(int count = 1, double ttl_s = 60, double wait_s = 0, const std::string& context = "manual",
-                        const std::string& key = "") {
-  json::object body{{"selector", json::object{{"type", "mps2-an385"}}},
-                    {"count", count},
-                    {"ttl_s", ttl_s},
-                    {"wait_s", wait_s},
-                    {"context", context},
-                    {"holder", json::object{{"job", "tvm/PR-1"}, {"build", "7"}, {"stage", "hw"}}}};
-  if (!key.empty()) body["idempotency_key"] = key;
-  return json::serialize(body);
-}
-
-json::value parse(const std::shared_ptr<Recorded>& answer) { return json::parse(answer->body()); }
-
-std::string idOf(const std::shared_ptr<Recorded>& answer) { return std::string(parse(answer).at("id").as_string()); }
+std::string idOf(const std::shared_ptr<Recorded>& answer) { return std::string(answer->json().at("id").as_string()); }
 
 std::shared_ptr<Recorded> acquire(InProcess& d, const std::string& body, const Principal& who) {
   return d.call(&Handlers::acquire, httpRequest("POST", "/v1/leases", body), who);
+}
+
+// A request that waits (long-poll): started, and the loop run once; not
+// answered yet.
+std::shared_ptr<Recorded> startWaiting(InProcess& d, const std::string& body, const Principal& who) {
+  auto answer = d.start(&Handlers::acquire, httpRequest("POST", "/v1/leases", body), who);
+  d.io.poll();
+  return answer;
 }
 
 std::shared_ptr<Recorded> renew(InProcess& d, const std::string& id, const std::string& body, const Principal& who) {
@@ -53,28 +42,24 @@ std::shared_ptr<Recorded> release(InProcess& d, const std::string& id, const Pri
 }
 
 std::shared_ptr<Recorded> show(InProcess& d, const std::string& id) {
-  return d.call(&Handlers::showLease, httpRequest("GET", "/v1/leases/" + id), kViewer, id);
+  return d.call(&Handlers::showLease, httpRequest("GET", "/v1/leases/" + id), callers::viewer, id);
 }
 
 std::string boardState(const InProcess& d, const std::string& name) {
   return lease::toString(d.leases->scheduler().board(name)->state);
 }
 
-config::FleetConfig fleet(const TempDir& dir, int boards, const std::string& extra = "") {
-  return parseFleet(qemuFleet(dir.file("state"), boards, extra));
-}
-
 } // namespace
 
 TEST_CASE("a granted lease names its boards and holder and renews and releases") {
   TempDir dir;
-  InProcess d(fleet(dir, 2));
+  InProcess d(simulatedFleet(dir, 2));
   // Given a request for both boards, answered once the grant is committed,
-  auto r = d.start(&Handlers::acquire, httpRequest("POST", "/v1/leases", acquireBody(2, 30)), kPipeline);
+  auto r = d.start(&Handlers::acquire, httpRequest("POST", "/v1/leases", acquireBody(2, 30)), callers::pipeline);
   REQUIRE(r->status() == 0);
   d.runUntil(r);
   REQUIRE(r->status() == 201);
-  auto lease = parse(r);
+  auto lease = r->json();
   REQUIRE(lease.at("state").as_string() == "active");
   REQUIRE(lease.at("holder").at("principal").as_string() == "pipeline");
   REQUIRE(lease.at("holder").at("job").as_string() == "tvm/PR-1");
@@ -87,36 +72,36 @@ TEST_CASE("a granted lease names its boards and holder and renews and releases")
   REQUIRE(boardState(d, "sim-0") == "leased");
   // it is shown and listed as it was granted,
   REQUIRE(show(d, id)->status() == 200);
-  REQUIRE(parse(show(d, id)) == lease);
-  auto list = d.call(&Handlers::listLeases, httpRequest("GET", "/v1/leases"), kViewer);
-  REQUIRE(parse(list).at("leases") == json::array{lease});
+  REQUIRE(show(d, id)->json() == lease);
+  auto list = d.call(&Handlers::listLeases, httpRequest("GET", "/v1/leases"), callers::viewer);
+  REQUIRE(list->json().at("leases") == json::array{lease});
 
   // renews to a longer TTL,
   std::string expires(lease.at("expires_at").as_string());
-  auto renewed = renew(d, id, R"({"ttl_s": 120})", kPipeline);
+  auto renewed = renew(d, id, R"({"ttl_s": 120})", callers::pipeline);
   REQUIRE(renewed->status() == 200);
-  REQUIRE(parse(renewed).at("ttl_s").as_int64() == 120);
-  REQUIRE(std::string(parse(renewed).at("expires_at").as_string()) > expires);
+  REQUIRE(renewed->json().at("ttl_s").as_int64() == 120);
+  REQUIRE(std::string(renewed->json().at("expires_at").as_string()) > expires);
   REQUIRE(d.leases->scheduler().lease(id)->ttl_ms == 120000);
 
   // and releases, freeing its boards.
-  auto released = release(d, id, kPipeline);
+  auto released = release(d, id, callers::pipeline);
   REQUIRE(released->status() == 200);
-  REQUIRE(parse(released).at("state").as_string() == "released");
+  REQUIRE(released->json().at("state").as_string() == "released");
   REQUIRE(boardState(d, "sim-0") == "available");
   // A retried DELETE succeeds and changes nothing; renewing is refused.
-  auto again = release(d, id, kPipeline);
+  auto again = release(d, id, callers::pipeline);
   REQUIRE(again->status() == 200);
-  REQUIRE(parse(again) == parse(released));
-  auto late = renew(d, id, "", kPipeline);
+  REQUIRE(again->json() == released->json());
+  auto late = renew(d, id, "", callers::pipeline);
   REQUIRE(late->status() == 409);
-  REQUIRE(parse(late).at("error").as_string() == "not_active");
-  REQUIRE(parse(late).at("detail").as_string() == "lease " + id + " is released (released)");
-  REQUIRE(parse(late).at("lease").at("state").as_string() == "released");
-  auto all = d.call(&Handlers::listLeases, httpRequest("GET", "/v1/leases?all=1"), kViewer);
-  REQUIRE(parse(all).at("leases").as_array().size() == 1);
-  auto active = d.call(&Handlers::listLeases, httpRequest("GET", "/v1/leases"), kViewer);
-  REQUIRE(parse(active).at("leases").as_array().empty());
+  REQUIRE(late->json().at("error").as_string() == "not_active");
+  REQUIRE(late->json().at("detail").as_string() == "lease " + id + " is released (released)");
+  REQUIRE(late->json().at("lease").at("state").as_string() == "released");
+  auto all = d.call(&Handlers::listLeases, httpRequest("GET", "/v1/leases?all=1"), callers::viewer);
+  REQUIRE(all->json().at("leases").as_array().size() == 1);
+  auto active = d.call(&Handlers::listLeases, httpRequest("GET", "/v1/leases"), callers::viewer);
+  REQUIRE(active->json().at("leases").as_array().empty());
   // What was answered was committed: a new daemon finds it so.
   d.restart();
   REQUIRE(d.leases->scheduler().lease(id)->state == lease::LeaseState::released);
@@ -124,7 +109,7 @@ TEST_CASE("a granted lease names its boards and holder and renews and releases")
 
 TEST_CASE("bad lease requests get a 400 naming the field and change nothing") {
   TempDir dir;
-  InProcess d(fleet(dir, 2, "[limits]\nmax_ttl_s = 3600\nmax_wait_s = 600\nmax_count = 4\n"));
+  InProcess d(simulatedFleet(dir, 2, "[limits]\nmax_ttl_s = 3600\nmax_wait_s = 600\nmax_count = 4\n"));
   std::vector<std::pair<std::string, std::string>> cases{
       {"{", "malformed JSON: "},
       {"[1]", "expected a JSON object"},
@@ -157,14 +142,14 @@ TEST_CASE("bad lease requests get a 400 naming the field and change nothing") {
   };
   for (const auto& [body, detail] : cases) {
     INFO(body);
-    auto r = acquire(d, body, kPipeline);
+    auto r = acquire(d, body, callers::pipeline);
     REQUIRE(r->status() == 400);
-    REQUIRE(parse(r).at("error").as_string() == "invalid_request");
-    REQUIRE_THAT(std::string(parse(r).at("detail").as_string()), Catch::StartsWith(detail));
+    REQUIRE(r->json().at("error").as_string() == "invalid_request");
+    REQUIRE_THAT(std::string(r->json().at("detail").as_string()), Catch::StartsWith(detail));
   }
-  auto renewed = renew(d, "nope", "{\"ttl_s\":-5}", kOperator);
+  auto renewed = renew(d, "nope", "{\"ttl_s\":-5}", callers::operator_);
   REQUIRE(renewed->status() == 404);
-  REQUIRE(parse(renewed) == json::parse(R"({"error":"not_found","detail":"no lease nope"})"));
+  REQUIRE(renewed->json() == json::parse(R"({"error":"not_found","detail":"no lease nope"})"));
   // Nothing changed.
   const auto& scheduler = d.leases->scheduler();
   REQUIRE(scheduler.leases().empty());
@@ -176,16 +161,16 @@ TEST_CASE("bad lease requests get a 400 naming the field and change nothing") {
 // Issue 9, item 12: duplicate keys were accepted, the last one winning.
 TEST_CASE("issue 9: a request body with a repeated key is 400 naming it and changes nothing") {
   TempDir dir;
-  InProcess d(fleet(dir, 1));
-  auto r = acquire(d, R"({"selector":{"type":"mps2-an385"},"context":"weekly","context":"manual"})", kPipeline);
+  InProcess d(simulatedFleet(dir, 1));
+  auto r = acquire(d, R"({"selector":{"type":"mps2-an385"},"context":"weekly","context":"manual"})", callers::pipeline);
   REQUIRE(r->status() == 400);
-  REQUIRE(parse(r) == json::parse(R"({"error":"invalid_request","detail":"context: duplicate field"})"));
+  REQUIRE(r->json() == json::parse(R"({"error":"invalid_request","detail":"context: duplicate field"})"));
   r = acquire(d,
               R"({"selector":{"type":"mps2-an385"},"context":"manual","ttl_s":600,"holder":{"job":"j","build":"1"},)"
               R"("holder":{"job":"a","job":"b"}})",
-              kPipeline);
+              callers::pipeline);
   REQUIRE(r->status() == 400);
-  REQUIRE(parse(r).at("detail").as_string() == "holder: duplicate field");
+  REQUIRE(r->json().at("detail").as_string() == "holder: duplicate field");
   REQUIRE(d.leases->scheduler().leases().empty());
 }
 
@@ -193,7 +178,7 @@ TEST_CASE("issue 9: a request body with a repeated key is 400 naming it and chan
 // the retry got a second lease.
 TEST_CASE("issue 9: a NUL or control character in an identifier is 400 naming the field and nothing is stored") {
   TempDir dir;
-  InProcess d(fleet(dir, 2));
+  InProcess d(simulatedFleet(dir, 2));
   auto withKey = [](const std::string& key) {
     return R"({"selector":{"type":"mps2-an385"},"context":"manual","idempotency_key":")" + key + "\"}";
   };
@@ -206,15 +191,15 @@ TEST_CASE("issue 9: a NUL or control character in an identifier is 400 naming th
   };
   for (const auto& c : cases) {
     INFO(c.body);
-    auto r = acquire(d, c.body, kPipeline);
+    auto r = acquire(d, c.body, callers::pipeline);
     REQUIRE(r->status() == 400);
-    REQUIRE(parse(r).at("detail").as_string() ==
+    REQUIRE(r->json().at("detail").as_string() ==
             c.detail + " (control characters U+0000-U+001F and U+007F are not allowed)");
   }
   auto r = acquire(d, R"({"selector":{"type":"mps2-an385"},"context":"manual","holder":{"job":"j\u0000x"}})",
-                   kPipeline);
+                   callers::pipeline);
   REQUIRE(r->status() == 400);
-  REQUIRE(parse(r).at("detail").as_string().starts_with("holder.job: contains the control character U+0000"));
+  REQUIRE(r->json().at("detail").as_string().starts_with("holder.job: contains the control character U+0000"));
   // Nothing was granted, queued or stored: not even after a restart.
   REQUIRE(d.leases->scheduler().leases().empty());
   REQUIRE(d.leases->scheduler().queueLength() == 0);
@@ -224,15 +209,15 @@ TEST_CASE("issue 9: a NUL or control character in an identifier is 400 naming th
 
 TEST_CASE("a retried request with the same idempotency key returns the same lease") {
   TempDir dir;
-  InProcess d(fleet(dir, 2));
-  auto first = acquire(d, acquireBody(1, 60, 0, "manual", "jenkins-42-hw"), kPipeline);
-  auto retry = acquire(d, acquireBody(1, 60, 0, "manual", "jenkins-42-hw"), kPipeline);
+  InProcess d(simulatedFleet(dir, 2));
+  auto first = acquire(d, acquireBody(1, 60, 0, "manual", "jenkins-42-hw"), callers::pipeline);
+  auto retry = acquire(d, acquireBody(1, 60, 0, "manual", "jenkins-42-hw"), callers::pipeline);
   REQUIRE(first->status() == 201);
   REQUIRE(retry->status() == 200);
   REQUIRE(idOf(first) == idOf(retry));
   REQUIRE(d.leases->scheduler().activeLeaseCount() == 1);
   // Another holder's key is its own.
-  auto other = acquire(d, acquireBody(1, 60, 0, "manual", "jenkins-42-hw"), kPipeline2);
+  auto other = acquire(d, acquireBody(1, 60, 0, "manual", "jenkins-42-hw"), callers::pipeline2);
   REQUIRE(other->status() == 201);
   REQUIRE(idOf(other) != idOf(first));
   REQUIRE(d.leases->scheduler().activeLeaseCount() == 2);
@@ -240,19 +225,19 @@ TEST_CASE("a retried request with the same idempotency key returns the same leas
 
 TEST_CASE("a selector no configured board can match is 422 at once") {
   TempDir dir;
-  InProcess d(fleet(dir, 2));
+  InProcess d(simulatedFleet(dir, 2));
   auto r = acquire(d, R"({"selector":{"type":"nucleo-f429zi","labels":["stm32"]},"context":"manual","wait_s":60})",
-                   kPipeline);
+                   callers::pipeline);
   REQUIRE(r->status() == 422);
-  REQUIRE(parse(r).at("error").as_string() == "unsatisfiable");
-  REQUIRE(parse(r).at("detail").as_string() ==
+  REQUIRE(r->json().at("error").as_string() == "unsatisfiable");
+  REQUIRE(r->json().at("detail").as_string() ==
           "selector type=nucleo-f429zi labels=stm32 matches 0 configured board(s), 1 requested");
-  REQUIRE(parse(r).at("selector").at("type").as_string() == "nucleo-f429zi");
-  auto three = acquire(d, acquireBody(3, 60, 60), kPipeline);
+  REQUIRE(r->json().at("selector").at("type").as_string() == "nucleo-f429zi");
+  auto three = acquire(d, acquireBody(3, 60, 60), callers::pipeline);
   REQUIRE(three->status() == 422);
-  auto worker = acquire(d, R"({"selector":{"type":"mps2-an385","worker":"w7"},"context":"manual"})", kPipeline);
+  auto worker = acquire(d, R"({"selector":{"type":"mps2-an385","worker":"w7"},"context":"manual"})", callers::pipeline);
   REQUIRE(worker->status() == 422);
-  REQUIRE(parse(worker).at("detail").as_string() == "no configured worker or Jenkins node is named \"w7\"");
+  REQUIRE(worker->json().at("detail").as_string() == "no configured worker or Jenkins node is named \"w7\"");
   // None of them waits.
   REQUIRE(d.leases->scheduler().queueLength() == 0);
   REQUIRE(d.leases->scheduler().leases().empty());
@@ -261,9 +246,9 @@ TEST_CASE("a selector no configured board can match is 422 at once") {
 TEST_CASE("a context the effective tier does not serve is refused with 409 at once") {
   TempDir dir;
   InProcess d(parseFleet(std::regex_replace(qemuFleet(dir.file("state"), 1), std::regex("tier = 1"), "tier = 2")));
-  auto r = acquire(d, acquireBody(1, 60, 60, "pr"), kPipeline);
+  auto r = acquire(d, acquireBody(1, 60, 60, "pr"), callers::pipeline);
   REQUIRE(r->status() == 409);
-  auto body = parse(r);
+  auto body = r->json();
   REQUIRE(body.at("error").as_string() == "tier_refused");
   REQUIRE(body.at("effective_tier").as_int64() == 2);
   REQUIRE(body.at("registered_tier").as_int64() == 2);
@@ -272,96 +257,94 @@ TEST_CASE("a context the effective tier does not serve is refused with 409 at on
                               "requests"));
   REQUIRE(d.leases->scheduler().queueLength() == 0);
   REQUIRE(d.leases->scheduler().leases().empty());
-  REQUIRE(acquire(d, acquireBody(1, 60, 0, "pr-tagged"), kPipeline)->status() == 201);
+  REQUIRE(acquire(d, acquireBody(1, 60, 0, "pr-tagged"), callers::pipeline)->status() == 201);
 }
 
 TEST_CASE("a retry is not refused by a tier that stopped serving its context since it was admitted") {
   TempDir dir;
-  InProcess d(fleet(dir, 2));
-  auto first = acquire(d, acquireBody(1, 60, 0, "pr", "stage-7"), kPipeline);
+  InProcess d(simulatedFleet(dir, 2));
+  auto first = acquire(d, acquireBody(1, 60, 0, "pr", "stage-7"), callers::pipeline);
   REQUIRE(first->status() == 201);
   // Given the effective tier falls to 2 (which takes no "pr" requests),
   d.state.effective_tier = 2;
   // the retry gets its lease, a fresh key is refused, and so is another
   // principal's identical key.
-  auto retry = acquire(d, acquireBody(1, 60, 0, "pr", "stage-7"), kPipeline);
+  auto retry = acquire(d, acquireBody(1, 60, 0, "pr", "stage-7"), callers::pipeline);
   REQUIRE(retry->status() == 200);
   REQUIRE(idOf(retry) == idOf(first));
-  auto fresh = acquire(d, acquireBody(1, 60, 0, "pr", "stage-8"), kPipeline);
+  auto fresh = acquire(d, acquireBody(1, 60, 0, "pr", "stage-8"), callers::pipeline);
   REQUIRE(fresh->status() == 409);
-  REQUIRE(parse(fresh).at("error").as_string() == "tier_refused");
-  REQUIRE(acquire(d, acquireBody(1, 60, 0, "pr", "stage-7"), kOperator)->status() == 409);
+  REQUIRE(fresh->json().at("error").as_string() == "tier_refused");
+  REQUIRE(acquire(d, acquireBody(1, 60, 0, "pr", "stage-7"), callers::operator_)->status() == 409);
   REQUIRE(d.leases->scheduler().activeLeaseCount() == 1);
 }
 
 TEST_CASE("only the holder or an operator renews or releases a lease") {
   TempDir dir;
-  InProcess d(fleet(dir, 2));
-  std::string id = idOf(acquire(d, acquireBody(1, 60), kPipeline));
+  InProcess d(simulatedFleet(dir, 2));
+  std::string id = idOf(acquire(d, acquireBody(1, 60), callers::pipeline));
   int64_t expiry = d.leases->scheduler().lease(id)->expires_ms;
   // Another pipeline may neither renew nor release it: 403, and the lease
   // stays as it was.
-  for (const auto& r : {renew(d, id, R"({"ttl_s": 600})", kPipeline2), release(d, id, kPipeline2)}) {
+  for (const auto& r : {renew(d, id, R"({"ttl_s": 600})", callers::pipeline2), release(d, id, callers::pipeline2)}) {
     REQUIRE(r->status() == 403);
-    REQUIRE(parse(r) == json::parse(R"({"error":"forbidden","detail":"lease )" + id +
+    REQUIRE(r->json() == json::parse(R"({"error":"forbidden","detail":"lease )" + id +
                                     R"( belongs to \"pipeline\""})"));
   }
   REQUIRE(d.leases->scheduler().lease(id)->state == lease::LeaseState::active);
   REQUIRE(d.leases->scheduler().lease(id)->expires_ms == expiry);
   REQUIRE(d.leases->scheduler().lease(id)->ttl_ms == 60000);
   // An operator renews it, and its DELETE is a revocation with a reason.
-  REQUIRE(renew(d, id, R"({"ttl_s": 600})", kOperator)->status() == 200);
+  REQUIRE(renew(d, id, R"({"ttl_s": 600})", callers::operator_)->status() == 200);
   REQUIRE(d.leases->scheduler().lease(id)->ttl_ms == 600000);
-  auto revoked = release(d, id, kOperator);
+  auto revoked = release(d, id, callers::operator_);
   REQUIRE(revoked->status() == 200);
-  REQUIRE(parse(revoked).at("state").as_string() == "revoked");
-  REQUIRE(parse(revoked).at("end_reason").as_string() == "revoked: force-released by operator \"operator\"");
+  REQUIRE(revoked->json().at("state").as_string() == "revoked");
+  REQUIRE(revoked->json().at("end_reason").as_string() == "revoked: force-released by operator \"operator\"");
   REQUIRE(d.leases->metrics().revocations == 1);
   // A renew body out of range is 400 and leaves the TTL alone.
-  std::string other = idOf(acquire(d, acquireBody(1, 60), kPipeline));
-  auto bad = renew(d, other, R"({"ttl_s": -5})", kPipeline);
+  std::string other = idOf(acquire(d, acquireBody(1, 60), callers::pipeline));
+  auto bad = renew(d, other, R"({"ttl_s": -5})", callers::pipeline);
   REQUIRE(bad->status() == 400);
-  REQUIRE(parse(bad).at("error").as_string() == "invalid_request");
+  REQUIRE(bad->json().at("error").as_string() == "invalid_request");
   REQUIRE(d.leases->scheduler().lease(other)->ttl_ms == 60000);
 }
 
 TEST_CASE("a waiting request is queued and granted when boards free up") {
   TempDir dir;
-  InProcess d(fleet(dir, 2));
-  std::string one = idOf(acquire(d, acquireBody(1), kPipeline));
+  InProcess d(simulatedFleet(dir, 2));
+  std::string one = idOf(acquire(d, acquireBody(1), callers::pipeline));
   // Given a request for both boards waiting (all-or-nothing: it holds none),
-  auto waiting = d.start(&Handlers::acquire, httpRequest("POST", "/v1/leases", acquireBody(2, 60, 20)), kPipeline2);
-  d.io.poll();
+  auto waiting = startWaiting(d, acquireBody(2, 60, 20), callers::pipeline2);
   REQUIRE(waiting->status() == 0);
   REQUIRE(waiting->gone_hook); // it watches for its client leaving
   REQUIRE(boardState(d, "sim-1") == "available");
-  auto queue = d.call(&Handlers::queue, httpRequest("GET", "/v1/queue"), kViewer);
+  auto queue = d.call(&Handlers::queue, httpRequest("GET", "/v1/queue"), callers::viewer);
   REQUIRE(queue->status() == 200);
-  auto entries = parse(queue).at("queue");
+  auto entries = queue->json().at("queue");
   REQUIRE(entries.as_array().size() == 1);
   REQUIRE(entries.at(0).at("position").as_int64() == 1);
   REQUIRE(entries.at(0).at("count").as_int64() == 2);
   REQUIRE(entries.at(0).at("holder").at("principal").as_string() == "pipeline2");
   // when the first lease is released, the waiter gets both boards.
-  REQUIRE(release(d, one, kPipeline)->status() == 200);
+  REQUIRE(release(d, one, callers::pipeline)->status() == 200);
   d.runUntil(waiting);
   REQUIRE(waiting->status() == 201);
-  REQUIRE(parse(waiting).at("boards").as_array().size() == 2);
+  REQUIRE(waiting->json().at("boards").as_array().size() == 2);
   REQUIRE(d.leases->scheduler().queueLength() == 0);
 }
 
 TEST_CASE("a waiting request whose client leaves is withdrawn from the queue") {
   TempDir dir;
-  InProcess d(fleet(dir, 1));
-  std::string one = idOf(acquire(d, acquireBody(1), kPipeline));
-  auto waiting = d.start(&Handlers::acquire, httpRequest("POST", "/v1/leases", acquireBody(1, 60, 60)), kPipeline2);
-  d.io.poll();
+  InProcess d(simulatedFleet(dir, 1));
+  std::string one = idOf(acquire(d, acquireBody(1), callers::pipeline));
+  auto waiting = startWaiting(d, acquireBody(1, 60, 60), callers::pipeline2);
   REQUIRE(d.leases->scheduler().queueLength() == 1);
   // When its client goes (the server runs the hook it registered),
   waiting->hangUp();
   // the request leaves the queue, and the freed board is not granted to it.
   REQUIRE(d.leases->scheduler().queueLength() == 0);
-  REQUIRE(release(d, one, kPipeline)->status() == 200);
+  REQUIRE(release(d, one, callers::pipeline)->status() == 200);
   d.io.poll();
   REQUIRE(boardState(d, "sim-0") == "available");
   REQUIRE(d.leases->scheduler().activeLeaseCount() == 0);
@@ -370,28 +353,28 @@ TEST_CASE("a waiting request whose client leaves is withdrawn from the queue") {
 // Issue 9, item 10: invalid UTF-8 from a URL was echoed raw inside JSON.
 TEST_CASE("issue 9: invalid UTF-8 and long paths in a URL come back as valid JSON, cut") {
   TempDir dir;
-  InProcess d(fleet(dir, 1));
+  InProcess d(simulatedFleet(dir, 1));
   // An unknown path, through the router: Boost.JSON refuses invalid UTF-8,
   // so each body parses only if it is valid.
   auto bytes = d.send("GET", "/v1/\xff\xfe\xc3");
   REQUIRE(bytes->status() == 404);
-  REQUIRE(parse(bytes).at("detail").as_string() == "no such endpoint: /v1/\\xff\\xfe\\xc3");
+  REQUIRE(bytes->json().at("detail").as_string() == "no such endpoint: /v1/\\xff\\xfe\\xc3");
   auto r = d.send("GET", "/v1/" + std::string(10000, 'p'));
   REQUIRE(r->status() == 404);
-  REQUIRE(parse(r).at("detail").as_string() ==
+  REQUIRE(r->json().at("detail").as_string() ==
           "no such endpoint: /v1/" + std::string(124, 'p') + "\xe2\x80\xa6 (10004 bytes)");
   // A lease id of invalid UTF-8, and a long one.
   auto id = show(d, "\xc0\xaf");
   REQUIRE(id->status() == 404);
-  REQUIRE(parse(id).at("detail").as_string() == "no lease \\xc0\\xaf");
-  auto gone = release(d, std::string(200, 'x'), kOperator);
+  REQUIRE(id->json().at("detail").as_string() == "no lease \\xc0\\xaf");
+  auto gone = release(d, std::string(200, 'x'), callers::operator_);
   REQUIRE(gone->status() == 404);
-  REQUIRE(parse(gone).at("detail").as_string() == "no lease " + std::string(128, 'x') + "\xe2\x80\xa6 (200 bytes)");
+  REQUIRE(gone->json().at("detail").as_string() == "no lease " + std::string(128, 'x') + "\xe2\x80\xa6 (200 bytes)");
 }
 
 TEST_CASE("the router counts the answers it sent by status for /metrics") {
   TempDir dir;
-  InProcess d(fleet(dir, 1));
+  InProcess d(simulatedFleet(dir, 1));
   // Given two refused requests and a grant through the router,
   REQUIRE(d.send("POST", "/v1/leases", "{")->status() == 400);
   REQUIRE(d.send("POST", "/v1/leases", "[1]")->status() == 400);

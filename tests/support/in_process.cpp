@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "config/loader.h"
+#include "tests/support/daemon_harness.h"
 
 namespace hwfarm::test {
 
@@ -17,6 +18,10 @@ config::FleetConfig parseFleet(const std::string& text) {
   return *parsed.config;
 }
 
+config::FleetConfig simulatedFleet(const TempDir& dir, int boards, const std::string& agent_extra) {
+  return parseFleet(qemuFleet(dir.file("state"), boards, agent_extra));
+}
+
 api::HttpRequest httpRequest(const std::string& method, const std::string& target, const std::string& body) {
   api::HttpRequest r;
   r.method = method;
@@ -25,7 +30,12 @@ api::HttpRequest httpRequest(const std::string& method, const std::string& targe
   return r;
 }
 
-Principal principal(const std::string& name, config::Role role) { return Principal{name, role}; }
+namespace callers {
+const Principal viewer{"viewer", config::Role::viewer};
+const Principal pipeline{"pipeline", config::Role::pipeline};
+const Principal pipeline2{"pipeline2", config::Role::pipeline};
+const Principal operator_{"operator", config::Role::operator_};
+} // namespace callers
 
 bool Recorded::respond(api::HttpResponse r) {
   if (response) return false;

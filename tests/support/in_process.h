@@ -12,6 +12,7 @@
 #include <utility>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
 
 #include "config/fleet_config.h"
 #include "daemon/api/agent_state.h"
@@ -20,17 +21,23 @@
 #include "daemon/api/router.h"
 #include "daemon/services/board_service.h"
 #include "daemon/services/lease_service.h"
+#include "tests/support/process.h"
 
 namespace hwfarm::test {
 
 // `text` parsed as a fleet config; throws with the errors when it is not valid.
 config::FleetConfig parseFleet(const std::string& text);
+// qemuFleet's `boards` simulated boards, state in <dir>/state, parsed.
+config::FleetConfig simulatedFleet(const TempDir& dir, int boards, const std::string& agent_extra = "");
 
 // A request as the server hands it on (an empty body when `body` is).
 api::HttpRequest httpRequest(const std::string& method, const std::string& target, const std::string& body = "");
 
-// Callers with a role, named as writeTokens names its tokens.
-Principal principal(const std::string& name, config::Role role);
+// Callers as the router authenticates them, named as writeTokens names its
+// tokens: one per role, and a second pipeline.
+namespace callers {
+extern const Principal viewer, pipeline, pipeline2, operator_;
+}
 
 // An answer channel that keeps what it is told: the first response (later
 // ones are refused, as the server refuses a second answer), and the hook a
@@ -45,8 +52,9 @@ struct Recorded : api::Exchange {
   void hangUp();
   // The answer's status, 0 while there is none.
   int status() const { return response ? response->status : 0; }
-  // The answer's body; throws while there is none.
+  // The answer's body, and parsed as JSON; both throw while there is none.
   const std::string& body() const;
+  boost::json::value json() const { return boost::json::parse(body()); }
 };
 
 // A call as the router makes it, and where its answer lands.
