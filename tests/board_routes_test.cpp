@@ -24,8 +24,8 @@ std::string boardState(const InProcess& d, const std::string& name) {
 
 std::shared_ptr<Recorded> boardAction(InProcess& d, const std::string& board, const std::string& action,
                                       const std::string& body = "") {
-  return d.call(&Handlers::boardAction, httpRequest("POST", "/v1/boards/" + board + "/" + action, body), callers::operator_,
-                board, action);
+  return d.call(&Handlers::boardAction, httpRequest("POST", "/v1/boards/" + board + "/" + action, body),
+                callers::operator_, board, action);
 }
 
 // A lease of `count` boards for `who`: its id and the first board's name.
@@ -102,9 +102,10 @@ TEST_CASE("operators put unleased boards into maintenance and resume them") {
   REQUIRE(r->json() == json::parse(R"x({"name":"sim-1","state":"maintenance","reason":"probe swap (operator)"})x"));
   REQUIRE(boardState(d, "sim-1") == "maintenance");
   // A board in maintenance is not granted: two boards are not to be had.
-  auto two = d.call(&Handlers::acquire,
-                    httpRequest("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"count":2,"context":"manual"})"),
-                    callers::pipeline);
+  auto two =
+      d.call(&Handlers::acquire,
+             httpRequest("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"count":2,"context":"manual"})"),
+             callers::pipeline);
   REQUIRE(two->status() == 408);
   // A leased board cannot go into maintenance; an unknown one is 404.
   auto [id, leased] = leaseOf(d, callers::pipeline);
@@ -184,9 +185,9 @@ TEST_CASE("board operations check the lease and report driver failures as infras
   REQUIRE(foreign->json().at("detail").as_string() == "lease " + id + " belongs to \"pipeline\"");
   REQUIRE(operate(d, id, mine, "power", R"({"action":"on"})", callers::operator_)->status() == 502);
   // The console of a board that is off says so in the stream, and ends it.
-  auto console = d.call(&Handlers::boardOperation,
-                        httpRequest("GET", "/v1/leases/" + id + "/boards/" + mine + "/console"), callers::pipeline, id, mine,
-                        std::string("console"));
+  auto console =
+      d.call(&Handlers::boardOperation, httpRequest("GET", "/v1/leases/" + id + "/boards/" + mine + "/console"),
+             callers::pipeline, id, mine, std::string("console"));
   REQUIRE(console->status() == 200);
   REQUIRE(console->response->content_type == "text/plain; charset=utf-8");
   REQUIRE(console->response->stream);
@@ -195,7 +196,8 @@ TEST_CASE("board operations check the lease and report driver failures as infras
   REQUIRE(stream->text == "-- hwfarmd: the simulated board is off: power it on first --\n");
   REQUIRE(stream->ended);
   // Once the lease ended its boards are not its to operate.
-  REQUIRE(d.call(&Handlers::release, httpRequest("DELETE", "/v1/leases/" + id), callers::pipeline, id)->status() == 200);
+  auto released = d.call(&Handlers::release, httpRequest("DELETE", "/v1/leases/" + id), callers::pipeline, id);
+  REQUIRE(released->status() == 200);
   auto ended = operate(d, id, mine, "power", R"({"action":"on"})");
   REQUIRE(ended->status() == 409);
   REQUIRE(ended->json() == json::parse(R"({"error":"not_active","detail":"lease )" + id + R"( is released"})"));

@@ -25,8 +25,8 @@ TEST_CASE("issue 9: maintenance and resume answer after a reload removed their b
   test::TempDir dir;
   test::InProcess d(test::simulatedFleet(dir, 2));
   auto action = [&](const std::string& what) {
-    return d.start(&api::Handlers::boardAction, test::httpRequest("POST", "/v1/boards/sim-1/" + what), test::callers::operator_, "sim-1",
-                   what);
+    return d.start(&api::Handlers::boardAction, test::httpRequest("POST", "/v1/boards/sim-1/" + what),
+                   test::callers::operator_, "sim-1", what);
   };
   for (const char* what : {"maintenance", "resume"}) {
     INFO(what);

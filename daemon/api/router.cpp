@@ -181,7 +181,8 @@ void Router::route(Call& c) {
     }
     if (s.size() == 6 && s[1] == "leases" && s[3] == "boards" &&
         (s[5] == "flash" || s[5] == "power" || s[5] == "console")) {
-      if (method(s[5] == "console" ? "GET" : "POST") && allowed(c, Role::pipeline)) handlers_.boardOperation(c, s[2], s[4], s[5]);
+      if (method(s[5] == "console" ? "GET" : "POST") && allowed(c, Role::pipeline))
+        handlers_.boardOperation(c, s[2], s[4], s[5]);
       return;
     }
     if (s.size() == 4 && s[1] == "leases" && s[3] == "renew") {
