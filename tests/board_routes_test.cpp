@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 #include <filesystem>
 
+#include "config/tokens.h"
 #include "tests/support/daemon_harness.h"
 #include "tests/support/in_process.h"
 
@@ -235,4 +236,47 @@ TEST_CASE("an upload to the flash route is planned into the lease's image store 
   REQUIRE(std::filesystem::is_directory(ok->dir));
   REQUIRE(ok->limit == 1048576);
   REQUIRE(ok->limit_name == "limits.max_image_bytes");
+}
+
+TEST_CASE("a flashed image is stored in the lease's image store by its SHA-256, uploaded or from an image root") {
+  TempDir dir;
+  std::string roots = "image_roots = [\"" + dir.file("images") + "\"]\n";
+  InProcess d(simulatedFleet(dir, 1, roots));
+  auto [id, board] = leaseOf(d, callers::pipeline);
+  std::string target = "/v1/leases/" + id + "/boards/" + board + "/flash";
+  // Given an upload the server spooled into the lease's store,
+  api::HttpRequest head = httpRequest("POST", target + "?name=build%2Ffw.elf");
+  head.content_type = "application/octet-stream";
+  Pending p = d.prepare(head, callers::pipeline);
+  auto plan = d.handlers->planUpload(p.call, id, board);
+  REQUIRE(plan);
+  const std::string bytes = "not really an ELF";
+  std::string sha = config::sha256Hex(bytes);
+  std::string spool = dir.write("spooled", bytes);
+  std::filesystem::rename(spool, plan->dir + "/spool");
+  api::HttpRequest upload = head;
+  upload.upload = api::HttpRequest::Upload{plan->dir + "/spool", sha, bytes.size()};
+  // the flash answers with the image it stored (named by content) and flashed.
+  auto r = d.call(&Handlers::boardOperation, upload, callers::pipeline, id, board, std::string("flash"));
+  REQUIRE(r->status() == 200);
+  auto body = r->json();
+  REQUIRE(body.at("board").as_string() == board);
+  REQUIRE(body.at("ok").as_bool());
+  std::string stored = d.boards->imageDir(id) + "/" + sha + ".elf";
+  REQUIRE(body.at("image") == json::value{{"sha256", sha}, {"bytes", bytes.size()}, {"name", "fw.elf"},
+                                          {"stored", stored}});
+  REQUIRE(readFile(stored) == bytes);
+  // A server-side path under agent.image_roots is copied into the store.
+  std::filesystem::create_directories(dir.file("images"));
+  dir.write("images/fw.bin", "raw image");
+  auto copied = operate(d, id, board, "flash", R"({"image":")" + dir.file("images/fw.bin") + "\"}");
+  REQUIRE(copied->status() == 200);
+  REQUIRE(copied->json().at("image") == json::value{{"path", dir.file("images/fw.bin")}, {"bytes", 9}});
+  REQUIRE(readFile(d.boards->imageDir(id) + "/" + config::sha256Hex("raw image") + ".bin") == "raw image");
+  // An image of a kind no flasher takes is refused, and nothing is stored.
+  dir.write("images/fw.exe", "x");
+  auto exe = operate(d, id, board, "flash", R"({"image":")" + dir.file("images/fw.exe") + "\"}");
+  REQUIRE(exe->status() == 400);
+  REQUIRE(exe->json().at("error").as_string() == "invalid_image");
+  REQUIRE_FALSE(std::filesystem::exists(d.boards->imageDir(id) + "/" + config::sha256Hex("x") + ".exe"));
 }
