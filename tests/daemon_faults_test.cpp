@@ -11,111 +11,46 @@
 #include <filesystem>
 
 #include "config/loader.h"
-#include "daemon/api/agent_state.h"
-#include "daemon/api/auth.h"
-#include "daemon/api/router.h"
 #include "daemon/services/board_service.h"
-#include "daemon/services/lease_service.h"
 #include "tests/support/daemon_harness.h"
+#include "tests/support/in_process.h"
 
 using namespace hwfarm;
 namespace json = boost::json;
 using namespace std::chrono_literals;
 
-namespace {
-
-// An answer channel that keeps what it was told.
-struct Recorded : api::Exchange {
-  std::optional<api::HttpResponse> response;
-  bool respond(api::HttpResponse r) override {
-    if (response) return false;
-    response = std::move(r);
-    return true;
-  }
-  void onClientGone(std::function<void()>) override {}
-};
-
-config::FleetConfig fleetOf(const test::TempDir& dir, int boards) {
-  auto r = config::parseFleetConfig(test::qemuFleet(dir.file("state"), boards), "fleet.toml");
-  REQUIRE(r.ok());
-  return *r.config;
-}
-
-// The daemon's parts wired as hwfarmd wires them, without sockets.
-struct InProcess {
-  boost::asio::io_context io;
-  AgentState state;
-  Authenticator auth;
-  std::unique_ptr<LeaseService> leases;
-  std::unique_ptr<BoardService> boards;
-  std::unique_ptr<api::Router> router;
-
-  explicit InProcess(const config::FleetConfig& config) {
-    std::filesystem::create_directories(config.agent.state_dir);
-    state.config = std::make_shared<const config::FleetConfig>(config);
-    state.effective_tier = config.agent.tier;
-    auth.setAnonymousLoopback(true);
-    leases = std::make_unique<LeaseService>(io, config);
-    boards = std::make_unique<BoardService>(io, config, [](const std::string&) { return std::string(); });
-    router = std::make_unique<api::Router>(state, *leases, *boards, auth);
-  }
-  ~InProcess() {
-    leases->stop();
-    boards->stop();
-    io.run_for(100ms);
-  }
-  std::shared_ptr<Recorded> send(const std::string& method, const std::string& target, const std::string& body = "") {
-    auto exchange = std::make_shared<Recorded>();
-    api::HttpRequest request;
-    request.method = method;
-    request.target = target;
-    request.body = body;
-    request.local_peer = true;
-    router->handle(std::move(request), exchange);
-    return exchange;
-  }
-  void reload(const config::FleetConfig& next) {
-    state.config = std::make_shared<const config::FleetConfig>(next);
-    boards->reconfigure(next);
-    leases->reconfigure(next);
-  }
-  void runUntil(const std::shared_ptr<Recorded>& exchange) {
-    auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (!exchange->response && std::chrono::steady_clock::now() < deadline) io.run_for(10ms);
-  }
-};
-
-} // namespace
-
 // Issue 9, item 14: the answer to maintenance/resume looked the board up
 // after the commit; a reload in between had removed it (a null board).
 TEST_CASE("issue 9: maintenance and resume answer after a reload removed their board") {
   test::TempDir dir;
-  InProcess d(fleetOf(dir, 2));
-  for (const char* action : {"maintenance", "resume"}) {
-    INFO(action);
-    if (std::string(action) == "resume") {
+  test::InProcess d(test::simulatedFleet(dir, 2));
+  auto action = [&](const std::string& what) {
+    return d.start(&api::Handlers::boardAction, test::httpRequest("POST", "/v1/boards/sim-1/" + what),
+                   test::callers::operator_, "sim-1", what);
+  };
+  for (const char* what : {"maintenance", "resume"}) {
+    INFO(what);
+    if (std::string(what) == "resume") {
       // Given sim-1 back in the fleet and in maintenance,
-      d.reload(fleetOf(dir, 2));
-      auto m = d.send("POST", "/v1/boards/sim-1/maintenance");
+      d.reload(test::simulatedFleet(dir, 2));
+      auto m = action("maintenance");
       d.runUntil(m);
-      REQUIRE(m->response->status == 200);
+      REQUIRE(m->status() == 200);
     }
     // when the action is accepted and a reload drops the board before its
     // change is committed,
-    auto answer = d.send("POST", std::string("/v1/boards/sim-1/") + action);
+    auto answer = action(what);
     REQUIRE_FALSE(answer->response);
-    d.reload(fleetOf(dir, 1));
+    d.reload(test::simulatedFleet(dir, 1));
     d.runUntil(answer);
     // the caller learns that the board is gone.
     REQUIRE(answer->response);
-    CHECK(answer->response->status == 404);
-    CHECK(json::parse(answer->response->body) ==
+    CHECK(answer->status() == 404);
+    CHECK(json::parse(answer->body()) ==
           json::parse(R"({"error":"not_found","detail":"board sim-1 was removed from the configuration"})"));
   }
   // The daemon's parts still serve.
-  auto boards = d.send("GET", "/v1/boards");
-  REQUIRE(boards->response->status == 200);
+  REQUIRE(d.send("GET", "/v1/boards")->status() == 200);
 }
 
 // Issue 9, item 14: a console line read before its lease ended but handed

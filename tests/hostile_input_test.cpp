@@ -294,52 +294,6 @@ TEST_CASE("issue 9: the bearer scheme is matched without regard to case") {
   REQUIRE(statusOf(kOperator) == 401);
 }
 
-// Item 12: duplicate keys were accepted, the last one winning.
-TEST_CASE("issue 9: a request body with a repeated key is 400 naming it and changes nothing") {
-  TempDir dir;
-  RunningDaemon d(dir, tokenFleet(dir, 1));
-  auto r = d.request("POST", "/v1/leases",
-                     R"({"selector":{"type":"mps2-an385"},"context":"weekly","context":"manual"})", kPipeline);
-  REQUIRE(r.status == 400);
-  REQUIRE(parse(r.body) == json::parse(R"({"error":"invalid_request","detail":"context: duplicate field"})"));
-  r = d.request("POST", "/v1/leases", acquireBody(R"(,"holder":{"job":"a","job":"b"})"), kPipeline);
-  REQUIRE(r.status == 400);
-  REQUIRE(parse(r.body).at("detail").as_string() == "holder: duplicate field");
-  REQUIRE(activeLeases(d) == 0);
-}
-
-// Item 8: "retry\u0000-7" was stored as "retry"; after a restart the retry
-// got a second lease.
-TEST_CASE("issue 9: a NUL or control character in an identifier is 400 naming the field and nothing is stored") {
-  TempDir dir;
-  RunningDaemon d(dir, tokenFleet(dir, 2));
-  struct Case {
-    std::string extra, detail;
-  };
-  std::vector<Case> cases{
-      {R"(,"idempotency_key":"retry\u0000-7")", "idempotency_key: contains the control character U+0000 at byte 5"},
-      {R"(,"idempotency_key":"retry\u001b[2J")", "idempotency_key: contains the control character U+001B at byte 5"},
-  };
-  for (const auto& c : cases) {
-    INFO(c.extra);
-    auto r = d.request("POST", "/v1/leases", acquireBody(c.extra), kPipeline);
-    REQUIRE(r.status == 400);
-    REQUIRE(parse(r.body).at("detail").as_string() ==
-            c.detail + " (control characters U+0000-U+001F and U+007F are not allowed)");
-  }
-  auto r = d.request("POST", "/v1/leases",
-                     R"({"selector":{"type":"mps2-an385"},"context":"manual","holder":{"job":"j\u0000x"}})", kPipeline);
-  REQUIRE(r.status == 400);
-  REQUIRE(parse(r.body).at("detail").as_string().starts_with("holder.job: contains the control character U+0000"));
-  r = d.request("POST", "/v1/boards/sim-0/maintenance", R"({"reason":"a\nb"})", kOperator);
-  REQUIRE(r.status == 400);
-  REQUIRE(parse(r.body).at("detail").as_string().starts_with("reason: contains the control character U+000A"));
-  // Nothing was granted, queued or stored: not even after a restart.
-  REQUIRE(activeLeases(d) == 0);
-  d.killAndRestart();
-  REQUIRE(parse(d.get("/v1/leases?all=1", kOperator).body).at("leases").as_array().empty());
-}
-
 // Item 8: every byte of a string survives a restart.
 TEST_CASE("issue 9: an idempotency key with non-ASCII UTF-8 at its full length survives a restart") {
   TempDir dir;
@@ -358,8 +312,10 @@ TEST_CASE("issue 9: an idempotency key with non-ASCII UTF-8 at its full length s
   REQUIRE(activeLeases(d) == 1);
 }
 
-// Item 10: invalid UTF-8 from a URL was echoed raw inside JSON.
-TEST_CASE("issue 9: invalid UTF-8 and long paths in a URL come back as valid JSON, cut") {
+// Item 10: invalid UTF-8 from a URL was echoed raw inside JSON. Here the
+// bytes come through Beast; lease_routes_test has the router's and the
+// handlers' side (a lease id of invalid UTF-8, long paths cut).
+TEST_CASE("issue 9: invalid UTF-8 in a request line comes back as valid JSON") {
   TempDir dir;
   RunningDaemon d(dir, tokenFleet(dir, 1));
   std::string answer = rawExchange(d.url(), "GET /v1/\xff\xfe\xc3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
@@ -374,13 +330,4 @@ TEST_CASE("issue 9: invalid UTF-8 and long paths in a URL come back as valid JSO
                         file});
   REQUIRE(py.status.code == 0);
   REQUIRE(py.out == "no such endpoint: /v1/\\xff\\xfe\\xc3\n");
-  // A lease id of invalid UTF-8, with a token.
-  answer = rawExchange(d.url(), "GET /v1/leases/\xc0\xaf HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer " +
-                                    kOperator + "\r\n\r\n");
-  REQUIRE(parse(bodyOf(answer)).at("detail").as_string() == "no lease \\xc0\\xaf");
-  // A 10 KB path is echoed cut.
-  auto r = d.get("/v1/" + std::string(10000, 'p'));
-  REQUIRE(r.status == 404);
-  REQUIRE(parse(r.body).at("detail").as_string() ==
-          "no such endpoint: /v1/" + std::string(124, 'p') + "\xe2\x80\xa6 (10004 bytes)");
 }

@@ -1,5 +1,5 @@
 // Request dispatch: authentication, the route table, the flash route's body
-// plan. The handlers live by resource in routes_*.cpp.
+// plan. The handlers (handlers.h) live by resource in routes_*.cpp.
 #include "daemon/api/router.h"
 
 #include <algorithm>
@@ -10,7 +10,6 @@
 #include "config/echo.h"
 #include "daemon/api/json_writer.h"
 #include "daemon/api/routes.h"
-#include "daemon/services/image_store.h"
 
 namespace hwfarm::api {
 using config::Role;
@@ -85,13 +84,31 @@ HttpResponse withAllow(HttpResponse r, const std::string& allow) {
   return r;
 }
 
+// Answers 401/403 unless the caller has at least `role`.
+bool allowed(Call& c, Role role) {
+  if (!c.principal) {
+    HttpResponse r = jsonError(401, "unauthorized",
+                               c.request.authorization.empty()
+                                   ? "this endpoint needs a bearer token (Authorization: Bearer TOKEN)"
+                                   : "the bearer token is not valid");
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    c.respond(r);
+    return false;
+  }
+  if (!hasRole(*c.principal, role)) {
+    c.respond(jsonError(403, "forbidden",
+                        "role " + std::string(config::toString(c.principal->role)) + " of \"" + c.principal->name +
+                            "\" may not " + c.request.method + " " + config::echo(c.target.path) + " (needs " +
+                            config::toString(role) + ")"));
+    return false;
+  }
+  return true;
+}
+
 } // namespace
 
 void Router::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
-  Call call;
-  call.target = parseTarget(request.target);
-  call.request = std::move(request);
-  call.respond = Reply(std::move(exchange), &responses_);
+  Call call(std::move(request), std::nullopt, Reply(std::move(exchange), &responses_));
   // A handler that throws (a filesystem or database call on a full or
   // read-only disk, a failed digest) fails its request, not the daemon.
   try {
@@ -120,31 +137,31 @@ void Router::route(Call& c) {
     return false;
   };
   if (s.size() == 1 && s[0] == "metrics") {
-    if (method("GET") && c.allowed(Role::viewer)) metrics(c);
+    if (method("GET") && allowed(c, Role::viewer)) handlers_.metrics(c, responses_);
     return;
   }
   if (s.size() >= 2 && s[0] == "v1") {
     if (s.size() == 2 && s[1] == "healthz") {
-      if (method("GET")) healthz(c);
+      if (method("GET")) handlers_.healthz(c);
       return;
     }
     if (s.size() == 2 && s[1] == "boards") {
-      if (method("GET") && c.allowed(Role::viewer)) boards(c);
+      if (method("GET") && allowed(c, Role::viewer)) handlers_.boards(c);
       return;
     }
     if (s.size() == 4 && s[1] == "boards" && (s[3] == "maintenance" || s[3] == "resume")) {
-      if (method("POST") && c.allowed(Role::operator_)) boardAction(c, s[2], s[3]);
+      if (method("POST") && allowed(c, Role::operator_)) handlers_.boardAction(c, s[2], s[3]);
       return;
     }
     if (s.size() == 2 && s[1] == "queue") {
-      if (method("GET") && c.allowed(Role::viewer)) queue(c);
+      if (method("GET") && allowed(c, Role::viewer)) handlers_.queue(c);
       return;
     }
     if (s.size() == 2 && s[1] == "leases") {
       if (m == "GET") {
-        if (c.allowed(Role::viewer)) listLeases(c);
+        if (allowed(c, Role::viewer)) handlers_.listLeases(c);
       } else if (m == "POST") {
-        if (c.allowed(Role::pipeline)) acquire(c);
+        if (allowed(c, Role::pipeline)) handlers_.acquire(c);
       } else {
         c.respond(withAllow(jsonError(405, "method_not_allowed", echoed(m) + " is not allowed on " + echoed(c.target.path)),
                             "GET, POST"));
@@ -153,9 +170,9 @@ void Router::route(Call& c) {
     }
     if (s.size() == 3 && s[1] == "leases") {
       if (m == "GET") {
-        if (c.allowed(Role::viewer)) showLease(c, s[2]);
+        if (allowed(c, Role::viewer)) handlers_.showLease(c, s[2]);
       } else if (m == "DELETE") {
-        if (c.allowed(Role::pipeline)) release(c, s[2]);
+        if (allowed(c, Role::pipeline)) handlers_.release(c, s[2]);
       } else {
         c.respond(withAllow(jsonError(405, "method_not_allowed", echoed(m) + " is not allowed on " + echoed(c.target.path)),
                             "GET, DELETE"));
@@ -164,11 +181,12 @@ void Router::route(Call& c) {
     }
     if (s.size() == 6 && s[1] == "leases" && s[3] == "boards" &&
         (s[5] == "flash" || s[5] == "power" || s[5] == "console")) {
-      if (method(s[5] == "console" ? "GET" : "POST") && c.allowed(Role::pipeline)) boardOperation(c, s[2], s[4], s[5]);
+      if (method(s[5] == "console" ? "GET" : "POST") && allowed(c, Role::pipeline))
+        handlers_.boardOperation(c, s[2], s[4], s[5]);
       return;
     }
     if (s.size() == 4 && s[1] == "leases" && s[3] == "renew") {
-      if (method("POST") && c.allowed(Role::pipeline)) renew(c, s[2]);
+      if (method("POST") && allowed(c, Role::pipeline)) handlers_.renew(c, s[2]);
       return;
     }
   }
@@ -183,32 +201,12 @@ BodyPlan Router::planBody(const HttpRequest& head) {
   if (s.size() != 6 || s[0] != "v1" || s[1] != "leases" || s[3] != "boards" || s[5] != "flash") return plan;
   // What the route would answer, answered before the body arrives.
   auto captured = std::make_shared<Captured>();
-  Call call;
-  call.principal = auth_.authenticate(head.authorization, head.local_peer);
-  call.target = target;
-  call.request = head;
-  call.respond = Reply(captured, &responses_);
-  auto refuse = [&] {
-    plan.kind = BodyPlan::Kind::refuse;
-    plan.refusal = std::move(*captured->response);
-    return plan;
-  };
-  if (!call.allowed(Role::pipeline)) return refuse();
-  const lease::Lease* l = leaseForBoard(call, s[2], s[4]);
-  if (!l) return refuse();
-  std::string error;
-  if (imageExtension(uploadName(target), &error).empty()) {
-    call.respond(jsonError(400, "invalid_request", error));
-    return refuse();
-  }
-  if (!boards_.makeImageDir(l->id, &error)) {
-    call.respond(jsonError(500, "storage_error", error));
-    return refuse();
-  }
-  plan.kind = BodyPlan::Kind::file;
-  plan.limit = static_cast<uint64_t>(state_.config->limits.max_image_bytes);
-  plan.limit_name = "limits.max_image_bytes";
-  plan.dir = boards_.imageDir(l->id);
+  Call call(head, auth_.authenticate(head.authorization, head.local_peer), Reply(captured, &responses_));
+  std::optional<BodyPlan> upload;
+  if (allowed(call, Role::pipeline)) upload = handlers_.planUpload(call, s[2], s[4]);
+  if (upload) return *upload;
+  plan.kind = BodyPlan::Kind::refuse;
+  plan.refusal = std::move(*captured->response);
   return plan;
 }
 

@@ -1,32 +1,21 @@
-// The HTTP API's request handling (docs/api.md): authentication, routing,
-// request validation and JSON rendering. Beast-free; the server hands it
-// transport-neutral requests.
+// The HTTP API's request dispatch (docs/api.md): authentication, the route
+// table and each route's role, then the route's handler (handlers.h).
+// Beast-free; the server hands it transport-neutral requests.
 #pragma once
 
 #include <map>
 
-#include "daemon/api/agent_state.h"
-#include "daemon/api/auth.h"
-#include "daemon/api/http_types.h"
-#include "daemon/services/board_service.h"
-#include "daemon/services/lease_service.h"
+#include "daemon/api/handlers.h"
 
 namespace hwfarm::api {
-
-// Splits "/a/b?x=1&y" into a path and query parameters.
-struct Target {
-  std::string path;
-  std::vector<std::string> segments; // "/v1/leases/x" -> {"v1", "leases", "x"}
-  std::vector<std::pair<std::string, std::string>> query;
-  bool has(const std::string& key) const;
-};
-Target parseTarget(const std::string& target);
 
 class Router {
  public:
   Router(const AgentState& state, LeaseService& leases, BoardService& boards, const Authenticator& auth)
-      : state_(state), leases_(leases), boards_(boards), auth_(auth) {}
+      : handlers_(state, leases, boards), auth_(auth) {}
 
+  // Answers 401/403 for a caller without the route's role, 404/405 for no
+  // route, 500 for a handler that throws; otherwise the handler answers.
   // REQUIRES: called on the event loop thread.
   void handle(HttpRequest request, std::shared_ptr<Exchange> exchange);
 
@@ -41,29 +30,9 @@ class Router {
   const std::map<int, uint64_t>& responseCounts() const { return responses_; }
 
  private:
-  struct Call; // routes.h
   void route(Call& call);
-  // The handlers, by resource: routes_health.cpp, routes_metrics.cpp,
-  // routes_leases.cpp, routes_boards.cpp.
-  void healthz(Call& call);
-  void metrics(Call& call);
-  void queue(Call& call);
-  void listLeases(Call& call);
-  void acquire(Call& call);
-  void showLease(Call& call, const std::string& id);
-  void renew(Call& call, const std::string& id);
-  void release(Call& call, const std::string& id);
-  void boards(Call& call);
-  void boardAction(Call& call, const std::string& name, const std::string& action);
-  void boardOperation(Call& call, const std::string& id, const std::string& board, const std::string& what);
-  // The active lease `id` holding `board` that the caller may operate, or
-  // nullptr once the refusal is answered.
-  const lease::Lease* leaseForBoard(Call& call, const std::string& id, const std::string& board);
-  void flash(Call& call, const lease::Lease& lease, const std::string& board);
 
-  const AgentState& state_;
-  LeaseService& leases_;
-  BoardService& boards_;
+  Handlers handlers_;
   const Authenticator& auth_;
   std::map<int, uint64_t> responses_;
 };

@@ -1,21 +1,17 @@
 // What the route files (router.cpp, routes_*.cpp) share: the answer
-// helpers and Router::Call, one request on its way through the routes.
-// Internal to daemon/api/: nothing outside the route files includes it.
+// helpers. Internal to daemon/api/: nothing outside the route files
+// includes it.
 #pragma once
 
 #include <cctype>
-#include <cstdint>
-#include <map>
-#include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 
 #include <boost/json.hpp>
 
 #include "config/echo.h"
+#include "daemon/api/handlers.h"
 #include "daemon/api/json_codec.h"
-#include "daemon/api/router.h"
 
 namespace hwfarm::api {
 namespace json = boost::json;
@@ -53,52 +49,5 @@ inline std::string uploadName(const Target& target) {
     if (k == "name") return percentDecode(v);
   return {};
 }
-
-// The answer channel of one call, counting the answers sent by status. Handlers that
-// answer later capture a copy (no allocation per copy).
-class Reply {
- public:
-  Reply() = default;
-  Reply(std::shared_ptr<Exchange> exchange, std::map<int, uint64_t>* counts)
-      : exchange_(std::move(exchange)), counts_(counts) {}
-  void operator()(HttpResponse r) const {
-    int status = r.status;
-    if (exchange_->respond(std::move(r))) ++(*counts_)[status]; // answers actually sent
-  }
-  const std::shared_ptr<Exchange>& exchange() const { return exchange_; }
-
- private:
-  std::shared_ptr<Exchange> exchange_;
-  std::map<int, uint64_t>* counts_ = nullptr;
-};
-
-struct Router::Call {
-  HttpRequest request;
-  Target target;
-  Reply respond;
-  std::optional<Principal> principal;
-
-  // Answers 401/403 unless the caller has at least `role`.
-  bool allowed(config::Role role) {
-    if (!principal) {
-      HttpResponse r = jsonError(401, "unauthorized",
-                                 request.authorization.empty()
-                                     ? "this endpoint needs a bearer token (Authorization: Bearer TOKEN)"
-                                     : "the bearer token is not valid");
-      r.headers.emplace_back("WWW-Authenticate", "Bearer");
-      respond(r);
-      return false;
-    }
-    if (!hasRole(*principal, role)) {
-      respond(jsonError(403, "forbidden",
-                        "role " + std::string(config::toString(principal->role)) + " of \"" + principal->name +
-                            "\" may not " + request.method + " " + config::echo(target.path) + " (needs " +
-                            config::toString(role) +
-                            ")"));
-      return false;
-    }
-    return true;
-  }
-};
 
 } // namespace hwfarm::api

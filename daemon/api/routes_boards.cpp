@@ -10,7 +10,7 @@
 namespace hwfarm::api {
 using config::Role;
 
-void Router::boards(Call& c) {
+void Handlers::boards(Call& c) {
   json::array list;
   const auto& scheduler = leases_.scheduler();
   for (const auto& worker : state_.config->workers)
@@ -28,7 +28,7 @@ void Router::boards(Call& c) {
   c.respond(ok(body));
 }
 
-void Router::boardAction(Call& c, const std::string& name, const std::string& action) {
+void Handlers::boardAction(Call& c, const std::string& name, const std::string& action) {
   std::string error;
   auto reason = parseReason(c.request.body, &error);
   if (!reason) return c.respond(jsonError(400, "invalid_request", error));
@@ -70,7 +70,7 @@ void answerOperation(const Reply& respond, const std::string& board, const drive
 
 } // namespace
 
-const lease::Lease* Router::leaseForBoard(Call& c, const std::string& id, const std::string& board) {
+const lease::Lease* Handlers::leaseForBoard(Call& c, const std::string& id, const std::string& board) {
   const lease::Lease* l = leases_.scheduler().lease(id);
   if (!l) {
     c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
@@ -96,7 +96,27 @@ const lease::Lease* Router::leaseForBoard(Call& c, const std::string& id, const 
   return l;
 }
 
-void Router::flash(Call& c, const lease::Lease& lease, const std::string& board) {
+std::optional<BodyPlan> Handlers::planUpload(Call& c, const std::string& id, const std::string& board) {
+  const lease::Lease* l = leaseForBoard(c, id, board);
+  if (!l) return std::nullopt;
+  std::string error;
+  if (imageExtension(uploadName(c.target), &error).empty()) {
+    c.respond(jsonError(400, "invalid_request", error));
+    return std::nullopt;
+  }
+  if (!boards_.makeImageDir(l->id, &error)) {
+    c.respond(jsonError(500, "storage_error", error));
+    return std::nullopt;
+  }
+  BodyPlan plan;
+  plan.kind = BodyPlan::Kind::file;
+  plan.limit = static_cast<uint64_t>(state_.config->limits.max_image_bytes);
+  plan.limit_name = "limits.max_image_bytes";
+  plan.dir = boards_.imageDir(l->id);
+  return plan;
+}
+
+void Handlers::flash(Call& c, const lease::Lease& lease, const std::string& board) {
   auto respond = c.respond;
   std::string log = boards_.flashLogPath(lease.id, board);
   auto done = [respond, board, log](json::object image) {
@@ -136,7 +156,7 @@ void Router::flash(Call& c, const lease::Lease& lease, const std::string& board)
   boards_.flashCopy(lease, board, file.fd, ext, done(json::object{{"path", path}, {"bytes", file.bytes}}));
 }
 
-void Router::boardOperation(Call& c, const std::string& id, const std::string& board, const std::string& what) {
+void Handlers::boardOperation(Call& c, const std::string& id, const std::string& board, const std::string& what) {
   const lease::Lease* l = leaseForBoard(c, id, board);
   if (!l) return;
   if (what == "flash") return flash(c, *l, board);

@@ -5,7 +5,7 @@
 
 namespace hwfarm::api {
 
-void Router::healthz(Call& c) {
+void Handlers::healthz(Call& c) {
   const auto& cs = state_.config_status;
   json::array errors;
   for (const auto& e : cs.last_reload_errors) errors.emplace_back(e);

@@ -8,7 +8,7 @@
 namespace hwfarm::api {
 using config::Role;
 
-void Router::queue(Call& c) {
+void Handlers::queue(Call& c) {
   JsonWriter w;
   w.beginObject().key("queue").beginArray();
   int64_t now = leases_.nowMs();
@@ -19,7 +19,7 @@ void Router::queue(Call& c) {
   c.respond(okText(w.take()));
 }
 
-void Router::listLeases(Call& c) {
+void Handlers::listLeases(Call& c) {
   bool all = c.target.has("all");
   // Oldest grant first.
   std::vector<const lease::Lease*> list;
@@ -35,13 +35,13 @@ void Router::listLeases(Call& c) {
   c.respond(okText(w.take()));
 }
 
-void Router::showLease(Call& c, const std::string& id) {
+void Handlers::showLease(Call& c, const std::string& id) {
   const lease::Lease* l = leases_.scheduler().lease(id);
   if (!l) return c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
   c.respond(okText(leaseJson(*l, leases_.scheduler())));
 }
 
-void Router::acquire(Call& c) {
+void Handlers::acquire(Call& c) {
   std::string error;
   auto parsed = parseAcquire(c.request.body, state_.config->limits, state_.config->leases, &error);
   if (!parsed) return c.respond(jsonError(400, "invalid_request", error));
@@ -92,7 +92,7 @@ void Router::acquire(Call& c) {
       [exchange = c.respond.exchange()](std::function<void()> hook) { exchange->onClientGone(std::move(hook)); });
 }
 
-void Router::renew(Call& c, const std::string& id) {
+void Handlers::renew(Call& c, const std::string& id) {
   const lease::Lease* l = leases_.scheduler().lease(id);
   if (!l) return c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
   if (!hasRole(*c.principal, Role::operator_) && l->holder.principal != c.principal->name)
@@ -113,7 +113,7 @@ void Router::renew(Call& c, const std::string& id) {
   });
 }
 
-void Router::release(Call& c, const std::string& id) {
+void Handlers::release(Call& c, const std::string& id) {
   const lease::Lease* l = leases_.scheduler().lease(id);
   if (!l) return c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
   bool own = l->holder.principal == c.principal->name;

@@ -4,10 +4,10 @@
 
 namespace hwfarm::api {
 
-void Router::metrics(Call& c) {
+void Handlers::metrics(Call& c, const std::map<int, uint64_t>& responses) {
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";
-  r.body = renderMetrics(state_, leases_, responses_);
+  r.body = renderMetrics(state_, leases_, responses);
   c.respond(r);
 }
 

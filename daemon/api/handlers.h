@@ -1,0 +1,121 @@
+// The route handlers (docs/api.md): each is a function from a request (a
+// Call: the HTTP request, its parsed target, the authenticated principal)
+// and the daemon's services (the Handlers object) to a response, given
+// through the call's Reply. No socket is involved: a test builds a Call,
+// calls the handler and reads the answer from its Exchange (daemon/api/README.md).
+//
+// The router (router.h) authenticates, checks the route's role and picks the
+// handler; the server (server.h) does HTTP. A handler validates the request,
+// calls the services and answers exactly once: at once, or later from the
+// service's completion (after a commit, at the end of a long-poll wait, when a
+// driver finished). It answers 4xx with a JSON error before it changes any
+// state. It may throw (a full disk); the router answers 500 then.
+//
+// Thread safety: every handler on the event loop thread, as the services.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "daemon/api/agent_state.h"
+#include "daemon/api/auth.h"
+#include "daemon/api/http_types.h"
+#include "daemon/services/board_service.h"
+#include "daemon/services/lease_service.h"
+
+namespace hwfarm::api {
+
+// Splits "/a/b?x=1&y" into a path and query parameters.
+struct Target {
+  std::string path;
+  std::vector<std::string> segments; // "/v1/leases/x" -> {"v1", "leases", "x"}
+  std::vector<std::pair<std::string, std::string>> query;
+  bool has(const std::string& key) const;
+};
+Target parseTarget(const std::string& target);
+
+// The answer channel of one call: sends a response through its Exchange,
+// counting the answers sent by status when given a count map (the router's,
+// for /metrics). Handlers that answer later capture a copy (no allocation
+// per copy).
+class Reply {
+ public:
+  Reply() = default;
+  explicit Reply(std::shared_ptr<Exchange> exchange, std::map<int, uint64_t>* counts = nullptr)
+      : exchange_(std::move(exchange)), counts_(counts) {}
+  void operator()(HttpResponse r) const {
+    int status = r.status;
+    if (exchange_->respond(std::move(r)) && counts_) ++(*counts_)[status]; // answers actually sent
+  }
+  const std::shared_ptr<Exchange>& exchange() const { return exchange_; }
+
+ private:
+  std::shared_ptr<Exchange> exchange_;
+  std::map<int, uint64_t>* counts_ = nullptr;
+};
+
+// One request as a handler gets it. `principal` is set for every route but
+// /v1/healthz, with at least the route's role (the router checks).
+struct Call {
+  HttpRequest request; // method, target, Authorization and Content-Type, body or spooled upload
+  Target target;       // parseTarget(request.target)
+  std::optional<Principal> principal;
+  Reply respond;
+
+  Call() = default;
+  Call(HttpRequest r, std::optional<Principal> who, Reply reply)
+      : request(std::move(r)), target(parseTarget(request.target)), principal(std::move(who)),
+        respond(std::move(reply)) {}
+};
+
+// The handlers over the daemon's services, which outlive it. Ids and board
+// names are the route's path segments, as the client sent them.
+class Handlers {
+ public:
+  Handlers(const AgentState& state, LeaseService& leases, BoardService& boards)
+      : state_(state), leases_(leases), boards_(boards) {}
+
+  // GET /v1/healthz (routes_health.cpp).
+  void healthz(Call& call);
+  // GET /metrics (routes_metrics.cpp); `responses` are the answers sent so far by status.
+  void metrics(Call& call, const std::map<int, uint64_t>& responses);
+
+  // The lease routes (routes_leases.cpp): GET /v1/queue, GET and POST
+  // /v1/leases, GET and DELETE /v1/leases/{id}, POST /v1/leases/{id}/renew.
+  void queue(Call& call);
+  void listLeases(Call& call);
+  void acquire(Call& call);
+  void showLease(Call& call, const std::string& id);
+  void renew(Call& call, const std::string& id);
+  void release(Call& call, const std::string& id);
+
+  // The board routes (routes_boards.cpp): GET /v1/boards, POST
+  // /v1/boards/{name}/maintenance|resume (`action`), and a lease's board
+  // operations /v1/leases/{id}/boards/{board}/flash|power|console (`what`).
+  // A console answer is streamed: HttpResponse::stream gets the sink.
+  void boards(Call& call);
+  void boardAction(Call& call, const std::string& name, const std::string& action);
+  void boardOperation(Call& call, const std::string& id, const std::string& board, const std::string& what);
+  // The flash route's upload, decided from the request's head (the body is
+  // not read yet): the plan to spool it into the lease's image store, or
+  // nothing once the refusal (not the lease, not its board, a bad ?name=,
+  // no image store) is answered through `call`.
+  std::optional<BodyPlan> planUpload(Call& call, const std::string& id, const std::string& board);
+
+ private:
+  // The active lease `id` holding `board` that the caller may operate, or
+  // nullptr once the refusal is answered.
+  const lease::Lease* leaseForBoard(Call& call, const std::string& id, const std::string& board);
+  void flash(Call& call, const lease::Lease& lease, const std::string& board);
+
+  const AgentState& state_;
+  LeaseService& leases_;
+  BoardService& boards_;
+};
+
+} // namespace hwfarm::api
