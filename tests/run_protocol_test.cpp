@@ -303,3 +303,12 @@ TEST_CASE("END with and without a status, and the parser says when END was seen"
   CHECK(health.problems.empty());
   CHECK(health.end_status == 0);
 }
+
+TEST_CASE("the CRC example of docs/protocol.md checks, and is zlib's crc32") {
+  // python3 -c "import zlib; print('%08x' % zlib.crc32(b'HWFARM TEST square PASS'))" prints e267e595.
+  CHECK(crc32("HWFARM TEST square PASS") == 0xe267e595u);
+  ParseResult r = parse("HWFARM BEGIN suite=s\nHWFARM TEST square PASS *e267e595\n");
+  CHECK(r.checked_records == 1);
+  CHECK(r.corrupt_records == 0);
+  REQUIRE(r.cases.size() == 1);
+}
