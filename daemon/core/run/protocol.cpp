@@ -115,17 +115,6 @@ constexpr auto kCrcTable = makeCrcTable();
 
 } // namespace
 
-std::string_view dtypeName(Dtype d) {
-  switch (d) {
-    case Dtype::f32: return "f32";
-    case Dtype::i8: return "i8";
-    case Dtype::u8: return "u8";
-    case Dtype::i16: return "i16";
-    case Dtype::i32: return "i32";
-  }
-  return "?";
-}
-
 std::optional<Dtype> dtypeFromString(std::string_view s) {
   if (s == "f32" || s == "f32x") return Dtype::f32;
   if (s == "i8") return Dtype::i8;

@@ -24,13 +24,12 @@
 #include <vector>
 
 #include "common/status.h"
+#include "daemon/core/run/dtype.h"
 
 namespace hwfarm::run {
 
-// Element types of an output. f32x on the wire is f32 written as its bit
+// An OUTPUT record's dtype. f32x on the wire is f32 written as its bit
 // pattern (eight hex digits), for firmware without printf float support.
-enum class Dtype { f32, i8, u8, i16, i32 };
-std::string_view dtypeName(Dtype d);
 std::optional<Dtype> dtypeFromString(std::string_view s); // "f32x" is f32
 
 enum class CaseResult { pass, fail, skip };
