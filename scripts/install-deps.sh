@@ -21,6 +21,8 @@ packages=(
   umockdev libumockdev-dev libudev-dev
   # tests: OpenOCD's Tcl quoting is evaluated by a real Tcl interpreter
   tcl
+  # tests and bench: the comparator is checked and timed against numpy
+  python3-numpy
   # fuzzing (make fuzz): clang with libFuzzer
   clang-14 libfuzzer-14-dev
 )
