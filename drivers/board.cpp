@@ -18,12 +18,10 @@ class UsbBoard : public Board {
       : c_(std::move(c)), work_dir_(std::move(work_dir)), resolve_(std::move(resolve)) {}
 
   Status flash(const std::string& image, const std::string& log_path) override {
-    if (c_.flash.driver.empty()) return Status::failure("board " + c_.name + " has no flasher configured");
+    if (c_.flash.driver.empty())
+      return Status::infrastructure(Code::unavailable, "board " + c_.name + " has no flasher configured");
     std::filesystem::create_directories(work_dir_);
-    ToolResult r = drivers::flash(c_.flash, image, target(), log_path, work_dir_);
-    if (r.ok()) return Status::success();
-    return Status::failure("flashing board " + c_.name + ": " + r.describe() +
-                           (r.output_tail.empty() ? "" : "; output: " + r.output_tail));
+    return drivers::flash(c_.flash, image, target(), log_path, work_dir_).withContext("flashing board " + c_.name);
   }
   Status power(PowerAction action, const std::string& log_path) override {
     return drivers::power(c_.power, action, target(), log_path);
@@ -56,7 +54,7 @@ class SimulatedBoard : public Board {
     std::lock_guard lock(mutex_);
     Status s = qemu_.flash(image);
     if (std::FILE* log = std::fopen(log_path.c_str(), "ae")) {
-      std::fprintf(log, "%s\n", s.ok ? ("staged " + image + " for the simulator").c_str() : s.message.c_str());
+      std::fprintf(log, "%s\n", s.ok() ? ("staged " + image + " for the simulator").c_str() : s.message().c_str());
       std::fclose(log);
     }
     return s;

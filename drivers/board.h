@@ -2,7 +2,9 @@
 // chosen by the config's `driver =` key through makeBoard() (STYLE.md
 // habit 4); tests swap the environment (ptys, QEMU), not this code.
 //
-// flash() and power() block (external tools, QEMU start-up): the daemon calls
+// flash() and power() return hwfarm::Status: every failure is an
+// infrastructure failure, with the tool's exit status or signal and output
+// tail as evidence where a tool ran. They block (external tools, QEMU start-up): the daemon calls
 // them off its event loop.
 #pragma once
 
@@ -12,7 +14,6 @@
 
 #include "config/fleet_config.h"
 #include "drivers/power.h"
-#include "drivers/status.h"
 
 namespace hwfarm::drivers {
 

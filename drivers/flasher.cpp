@@ -178,19 +178,15 @@ std::vector<std::string> flashArgv(const config::FlashConfig& c, const std::stri
   return argv;
 }
 
-ToolResult flash(const config::FlashConfig& config, const std::string& image, const FlashTarget& target,
-                 const std::string& log_path, const std::string& scratch) {
+Status flash(const config::FlashConfig& config, const std::string& image, const FlashTarget& target,
+             const std::string& log_path, const std::string& scratch) {
   ToolOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
   options.log_path = log_path;
   std::string error;
   std::vector<std::string> argv = flashArgv(config, image, target, scratch, &error);
-  if (argv.empty()) {
-    ToolResult refused;
-    refused.error = error;
-    return refused;
-  }
-  return runTool(argv, options);
+  if (argv.empty()) return Status::infrastructure(Code::invalid_argument, error);
+  return runTool(argv, options).toStatus();
 }
 
 } // namespace hwfarm::drivers

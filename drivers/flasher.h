@@ -38,10 +38,11 @@ std::vector<std::string> flashArgv(const config::FlashConfig& config, const std:
 // empty with `*error` set for a value holding control characters.
 std::string tclWord(const std::string& value, std::string* error);
 
-// Runs the flasher; the result is an infrastructure failure unless ok().
-// A refused value comes back as a result that did not start, with the
-// reason in `error`.
-ToolResult flash(const config::FlashConfig& config, const std::string& image, const FlashTarget& target,
+// Runs the flasher. A failure is an infrastructure Status
+// (ToolResult::toStatus: the exit status or signal and the output tail as
+// evidence); a value the preset refuses is Code::invalid_argument, and no
+// tool runs.
+Status flash(const config::FlashConfig& config, const std::string& image, const FlashTarget& target,
                  const std::string& log_path, const std::string& scratch);
 
 } // namespace hwfarm::drivers

@@ -230,6 +230,50 @@ TEST_CASE("a command flasher substitutes its placeholders and runs without a she
   REQUIRE(readFile(dir.file("log")) == "b1 sn=066D /tmp/fw image.elf on /dev/ttyACM0 $HOME;true\n");
 }
 
+TEST_CASE("a failing command flasher is an infrastructure failure with its exit status and output") {
+  TempDir dir;
+  hwfarm::config::FlashConfig c;
+  c.driver = "command";
+  c.argv = {"/bin/sh", "-c", "echo 'probe {usb_serial} not found' >&2; exit 3"};
+  c.timeout_s = 5;
+  // Given a flasher that prints why and exits 3,
+  hwfarm::Status s = flash(c, "/tmp/fw.elf", {"b1", "066D", ""}, dir.file("log"), dir.path());
+  // the flash fails as the lab's failure, with the exit status and the
+  // tool's output as evidence, and the same text in the message.
+  REQUIRE_FALSE(s.ok());
+  REQUIRE(s.isInfrastructure());
+  REQUIRE(s.is(hwfarm::Code::io_error));
+  REQUIRE(s.evidence().exit_code == 3);
+  REQUIRE(s.evidence().signal == 0);
+  REQUIRE(s.evidence().tool_output == "probe 066D not found\n");
+  REQUIRE(s.message() == "exited with status 3; output: probe 066D not found\n");
+}
+
+TEST_CASE("a flasher past its deadline or killed by a signal carries the signal, not an exit status") {
+  TempDir dir;
+  ToolOptions options;
+  options.timeout = 200ms;
+  options.kill_grace = 200ms;
+  options.log_path = dir.file("flash.log");
+  hwfarm::Status hung = runTool({"/bin/sh", "-c", "echo erasing; exec sleep 60"}, options).toStatus("flash: ");
+  REQUIRE(hung.is(hwfarm::Code::timeout));
+  REQUIRE(hung.isInfrastructure());
+  REQUIRE_FALSE(hung.evidence().exit_code);
+  REQUIRE(hung.evidence().signal == SIGTERM);
+  REQUIRE(hung.evidence().tool_output == "erasing\n");
+  REQUIRE(hung.message() == "flash: killed after its 0.2 s timeout; output: erasing\n");
+  hwfarm::Status killed = runTool({"/bin/sh", "-c", "kill -SEGV $$"}, options).toStatus();
+  REQUIRE(killed.is(hwfarm::Code::io_error));
+  REQUIRE(killed.evidence().signal == SIGSEGV);
+  REQUIRE_FALSE(killed.evidence().exit_code);
+  // A tool that never started has no exit status: its code says why.
+  hwfarm::Status missing = runTool({"hwfarm-no-such-flasher"}, options).toStatus();
+  REQUIRE(missing.is(hwfarm::Code::not_found));
+  REQUIRE(missing.isInfrastructure());
+  REQUIRE(missing.evidence().empty());
+  REQUIRE(runTool({"/bin/true"}, options).toStatus().ok());
+}
+
 TEST_CASE("power switches: uhubctl ports, operator commands and none") {
   TempDir dir;
   FlashTarget t{"nucleo-1", "066D", "/dev/ttyACM3"};
@@ -249,15 +293,20 @@ TEST_CASE("power switches: uhubctl ports, operator commands and none") {
   relay.off = {"/bin/sh", "-c", "echo off {board} >> " + dir.file("relay.log")};
   relay.off_s = 0.05;
   // A cycle without its own command is off, a pause, then on.
-  REQUIRE(power(relay, PowerAction::cycle, t, dir.file("power.log")).ok);
+  REQUIRE(power(relay, PowerAction::cycle, t, dir.file("power.log")).ok());
   REQUIRE(readFile(dir.file("relay.log")) == "off nucleo-1\non nucleo-1\n");
 
   relay.on = {"/bin/sh", "-c", "echo relay board not answering; exit 4"};
-  Status failed = power(relay, PowerAction::on, t, dir.file("power.log"));
-  REQUIRE_FALSE(failed.ok);
-  REQUIRE(failed.message == "power on of board nucleo-1: /bin/sh exited with status 4; output: relay board not answering\n");
+  hwfarm::Status failed = power(relay, PowerAction::on, t, dir.file("power.log"));
+  REQUIRE_FALSE(failed.ok());
+  REQUIRE(failed.message() == "power on of board nucleo-1: /bin/sh exited with status 4; output: relay board not answering\n");
+  // A failing switch is the lab's failure, with the tool's status and output as evidence.
+  REQUIRE(failed.failureClass() == hwfarm::FailureClass::infrastructure);
+  REQUIRE(failed.is(hwfarm::Code::io_error));
+  REQUIRE(failed.evidence().exit_code == 4);
+  REQUIRE(failed.evidence().tool_output == "relay board not answering\n");
 
   hwfarm::config::PowerConfig none;
   REQUIRE(powerArgv(none, PowerAction::cycle, t).empty());
-  REQUIRE(power(none, PowerAction::cycle, t, "").ok);
+  REQUIRE(power(none, PowerAction::cycle, t, "").ok());
 }

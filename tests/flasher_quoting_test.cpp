@@ -216,8 +216,10 @@ TEST_CASE("issue 9 item 3: a refused value fails the flash before any tool runs"
   c.argv = {"/bin/sh", "-c", "touch " + marker, "sh", "{image}"};
   c.timeout_s = 5;
   auto r = flash(c, "/srv/fw/a\nb.elf", {"b", "", ""}, dir.file("log"), dir.path());
-  REQUIRE_FALSE(r.started);
-  REQUIRE(r.describe() == "flash driver \"command\": the image path contains the control character 0x0a at byte 9");
+  REQUIRE_FALSE(r.ok());
+  REQUIRE(r.is(hwfarm::Code::invalid_argument));
+  REQUIRE(r.isInfrastructure());
+  REQUIRE(r.message() == "flash driver \"command\": the image path contains the control character 0x0a at byte 9");
   REQUIRE_FALSE(std::ifstream(marker).good());
 }
 

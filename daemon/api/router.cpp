@@ -196,13 +196,12 @@ BodyPlan Router::planBody(const HttpRequest& head) {
   if (!call.allowed(Role::pipeline)) return refuse();
   const lease::Lease* l = leaseForBoard(call, s[2], s[4]);
   if (!l) return refuse();
-  std::string error;
-  if (imageExtension(uploadName(target), &error).empty()) {
-    call.respond(jsonError(400, "invalid_request", error));
+  if (Result<std::string> ext = imageExtension(uploadName(target)); !ext) {
+    call.respond(jsonError(400, "invalid_request", ext.status().message()));
     return refuse();
   }
-  if (!boards_.makeImageDir(l->id, &error)) {
-    call.respond(jsonError(500, "storage_error", error));
+  if (Status made = boards_.makeImageDir(l->id); !made.ok()) {
+    call.respond(jsonError(500, "storage_error", made.message()));
     return refuse();
   }
   plan.kind = BodyPlan::Kind::file;
