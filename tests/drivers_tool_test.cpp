@@ -154,6 +154,15 @@ TEST_CASE("a tool past its deadline is killed with every process it started") {
   REQUIRE_FALSE(r.ok());
   REQUIRE(r.describe() == "killed after its 0.3 s timeout");
   REQUIRE(r.output_tail == "flashing\n");
+  // As a Status: a timeout of the lab, with the signal that ended the tool
+  // (the shell, by SIGTERM) and no exit status.
+  hwfarm::Status s = r.toStatus("flash: ");
+  REQUIRE(s.is(hwfarm::Code::timeout));
+  REQUIRE(s.isInfrastructure());
+  REQUIRE_FALSE(s.evidence().exit_code);
+  REQUIRE(s.evidence().signal == SIGTERM);
+  REQUIRE(s.evidence().tool_output == "flashing\n");
+  REQUIRE(s.message() == "flash: killed after its 0.3 s timeout; output: flashing\n");
   pid_t grandchild = std::stoi(readFile(pidfile));
   for (int i = 0; i < 500 && alive(grandchild); ++i) std::this_thread::sleep_for(10ms); // killed, not yet reaped
   REQUIRE_FALSE(alive(grandchild));
@@ -172,6 +181,14 @@ TEST_CASE("a failing tool reports its status and the tail of its output") {
   REQUIRE(r.describe() == "exited with status 3");
   REQUIRE(r.output_tail == "line 6 of noise\nError: no ST-LINK detected\n");
   REQUIRE(readFile(dir.file("flash.log")).find("line 1 of noise") == 0); // the whole log is kept
+  // A tool a signal ends has that signal and no exit status as evidence.
+  hwfarm::Status killed = runTool({"/bin/sh", "-c", "kill -USR1 $$"}, options).toStatus();
+  REQUIRE(killed.is(hwfarm::Code::io_error));
+  REQUIRE(killed.isInfrastructure());
+  REQUIRE(killed.evidence().signal == SIGUSR1);
+  REQUIRE_FALSE(killed.evidence().exit_code);
+  REQUIRE(killed.message() == "killed by signal 10 (User defined signal 1)");
+  REQUIRE(runTool({"/bin/true"}, options).toStatus().ok());
 }
 
 TEST_CASE("a missing tool is named in the error") {
@@ -180,6 +197,11 @@ TEST_CASE("a missing tool is named in the error") {
   REQUIRE(r.describe() == "tool \"hwfarm-no-such-flasher\" not found in PATH or not executable");
   auto abs = runTool({"/nonexistent/openocd"}, {});
   REQUIRE(abs.describe() == "tool \"/nonexistent/openocd\" not found or not executable");
+  // It never ran: not_found, with no evidence from a tool.
+  hwfarm::Status missing = r.toStatus();
+  REQUIRE(missing.is(hwfarm::Code::not_found));
+  REQUIRE(missing.isInfrastructure());
+  REQUIRE(missing.evidence().empty());
 }
 
 TEST_CASE("flasher presets pass the board's USB serial to pick the right probe") {
@@ -247,31 +269,6 @@ TEST_CASE("a failing command flasher is an infrastructure failure with its exit 
   REQUIRE(s.evidence().signal == 0);
   REQUIRE(s.evidence().tool_output == "probe 066D not found\n");
   REQUIRE(s.message() == "exited with status 3; output: probe 066D not found\n");
-}
-
-TEST_CASE("a flasher past its deadline or killed by a signal carries the signal, not an exit status") {
-  TempDir dir;
-  ToolOptions options;
-  options.timeout = 200ms;
-  options.kill_grace = 200ms;
-  options.log_path = dir.file("flash.log");
-  hwfarm::Status hung = runTool({"/bin/sh", "-c", "echo erasing; exec sleep 60"}, options).toStatus("flash: ");
-  REQUIRE(hung.is(hwfarm::Code::timeout));
-  REQUIRE(hung.isInfrastructure());
-  REQUIRE_FALSE(hung.evidence().exit_code);
-  REQUIRE(hung.evidence().signal == SIGTERM);
-  REQUIRE(hung.evidence().tool_output == "erasing\n");
-  REQUIRE(hung.message() == "flash: killed after its 0.2 s timeout; output: erasing\n");
-  hwfarm::Status killed = runTool({"/bin/sh", "-c", "kill -SEGV $$"}, options).toStatus();
-  REQUIRE(killed.is(hwfarm::Code::io_error));
-  REQUIRE(killed.evidence().signal == SIGSEGV);
-  REQUIRE_FALSE(killed.evidence().exit_code);
-  // A tool that never started has no exit status: its code says why.
-  hwfarm::Status missing = runTool({"hwfarm-no-such-flasher"}, options).toStatus();
-  REQUIRE(missing.is(hwfarm::Code::not_found));
-  REQUIRE(missing.isInfrastructure());
-  REQUIRE(missing.evidence().empty());
-  REQUIRE(runTool({"/bin/true"}, options).toStatus().ok());
 }
 
 TEST_CASE("power switches: uhubctl ports, operator commands and none") {
