@@ -122,15 +122,16 @@ Status QemuBoard::powerOn(std::string* console) {
   std::string qemu = findProgram(config_.binary);
   if (!qemu.empty()) qemu = std::filesystem::absolute(qemu, ec).lexically_normal().string();
   if (qemu.empty())
-    return Status::infrastructure(Code::not_found, "QEMU did not start for board " + name_ + ": \"" + config_.binary +
-                                                       "\" not found" +
-                                                       (config_.binary.find('/') == std::string::npos ? " in PATH" : "") +
-                                                       " or not executable");
+    return Status::infrastructure(Code::not_found,
+                                  "QEMU did not start for board " + name_ + ": \"" + config_.binary + "\" not found" +
+                                      (config_.binary.find('/') == std::string::npos ? " in PATH" : "") +
+                                      " or not executable");
   // Fail closed: without its sandbox, QEMU does not run.
   std::string bwrap = findProgram("bwrap");
   if (bwrap.empty())
-    return Status::infrastructure(Code::not_found, "cannot confine QEMU for board " + name_ +
-                                                       ": bwrap not found in PATH (install Debian's bubblewrap package)");
+    return Status::infrastructure(Code::not_found,
+                                  "cannot confine QEMU for board " + name_ +
+                                      ": bwrap not found in PATH (install Debian's bubblewrap package)");
   // A private /proc where the kernel allows one; where it does not (a
   // service whose /proc has read-only overmounts, e.g. systemd's
   // ProtectKernelTunables=), QEMU runs without /proc: it needs none.
@@ -195,7 +196,8 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
     if (sandboxed <= 0 || !running() || std::chrono::steady_clock::now() > deadline) {
       powerOff();
       std::string why = sandboxError(log);
-      if (!why.empty()) return Status::infrastructure(Code::unavailable, "cannot confine QEMU for board " + name_ + ": " + why);
+      if (!why.empty())
+        return Status::infrastructure(Code::unavailable, "cannot confine QEMU for board " + name_ + ": " + why);
       return Status::infrastructure(Code::unavailable, "QEMU did not start for board " + name_ + " (see " + log + ")");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

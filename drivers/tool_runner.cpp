@@ -72,7 +72,8 @@ std::string ToolResult::describe() const {
 Status ToolResult::toStatus(const std::string& prefix) const {
   if (ok()) return Status::success();
   std::string message = prefix + describe() + (output_tail.empty() ? "" : "; output: " + output_tail);
-  if (!started) return Status::infrastructure(start_error.ok() ? Code::internal : start_error.code(), std::move(message));
+  if (!started)
+    return Status::infrastructure(start_error.ok() ? Code::internal : start_error.code(), std::move(message));
   Evidence evidence;
   if (signal == 0 && !timed_out) evidence.exit_code = exit_code;
   evidence.signal = signal;

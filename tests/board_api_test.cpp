@@ -422,7 +422,8 @@ TEST_CASE("a failing flasher answers with its failure class, exit status, output
   REQUIRE(result.status == 502);
   json::object body = json::parse(result.body).as_object();
   REQUIRE(body.at("error").as_string() == "infrastructure_failure");
-  REQUIRE(body.at("detail").as_string() == "flashing board tool-1: exited with status 3; output: Error: target not halted\n");
+  REQUIRE(body.at("detail").as_string() ==
+          "flashing board tool-1: exited with status 3; output: Error: target not halted\n");
   REQUIRE(body.at("failure_class").as_string() == "infrastructure");
   const json::object& evidence = body.at("evidence").as_object();
   REQUIRE(evidence.at("exit_code").as_int64() == 3);

@@ -163,7 +163,8 @@ TEST_CASE("a console is exclusive while open and its lock goes with it") {
   REQUIRE(std::stoi(readFile(lock)) == ::getpid());
   auto second = SerialPort::open(io, uart.path, options(dir));
   REQUIRE_FALSE(second);
-  REQUIRE(second.status().message() == uart.path + " is locked by pid " + std::to_string(::getpid()) + " (" + lock + ")");
+  REQUIRE(second.status().message() ==
+          uart.path + " is locked by pid " + std::to_string(::getpid()) + " (" + lock + ")");
   REQUIRE(second.status().is(hwfarm::Code::busy));
   REQUIRE(second.status().isInfrastructure());
   first.reset();

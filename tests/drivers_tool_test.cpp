@@ -208,26 +208,26 @@ TEST_CASE("flasher presets pass the board's USB serial to pick the right probe")
   TempDir dir;
   FlashTarget t{"nucleo-1", "066DFF535155", "/dev/ttyACM3"};
   REQUIRE(flashArgv(preset("openocd", {{"interface", "interface/stlink.cfg"}, {"target", "target/stm32f4x.cfg"}}),
-                    "fw.elf", t, dir.path()) ==
+                    "fw.elf", t, dir.path()).value() ==
           std::vector<std::string>{"openocd", "-f", "interface/stlink.cfg", "-c", "adapter serial 066DFF535155", "-f",
                                    "target/stm32f4x.cfg", "-c", "program {fw.elf} verify reset exit"});
-  REQUIRE(flashArgv(preset("pyocd", {{"target", "stm32f429zi"}}), "fw.elf", t, dir.path()) ==
+  REQUIRE(flashArgv(preset("pyocd", {{"target", "stm32f429zi"}}), "fw.elf", t, dir.path()).value() ==
           std::vector<std::string>{"pyocd", "flash", "--target", "stm32f429zi", "--uid", "066DFF535155", "fw.elf"});
-  REQUIRE(flashArgv(preset("st-flash", {{"address", "0x08000000"}}), "fw.bin", t, dir.path()) ==
+  REQUIRE(flashArgv(preset("st-flash", {{"address", "0x08000000"}}), "fw.bin", t, dir.path()).value() ==
           std::vector<std::string>{"st-flash", "--serial", "066DFF535155", "--reset", "write", "fw.bin", "0x08000000"});
-  REQUIRE(flashArgv(preset("dfu-util", {{"alt", "0"}, {"address", "0x08000000"}}), "fw.bin", t, dir.path()) ==
+  REQUIRE(flashArgv(preset("dfu-util", {{"alt", "0"}, {"address", "0x08000000"}}), "fw.bin", t, dir.path()).value() ==
           std::vector<std::string>{"dfu-util", "--alt", "0", "--serial", "066DFF535155", "--dfuse-address",
                                    "0x08000000:leave", "--download", "fw.bin"});
   REQUIRE(flashArgv(preset("esptool", {{"chip", "esp32"}, {"baud", "460800"}, {"address", "0x0"}}), "fw.bin", t,
-                    dir.path()) ==
+                    dir.path()).value() ==
           std::vector<std::string>{"esptool", "--chip", "esp32", "--port", "/dev/ttyACM3", "--baud", "460800",
                                    "write_flash", "0x0", "fw.bin"});
-  REQUIRE(flashArgv(preset("nrfjprog", {{"family", "NRF52"}}), "fw.hex", t, dir.path()) ==
+  REQUIRE(flashArgv(preset("nrfjprog", {{"family", "NRF52"}}), "fw.hex", t, dir.path()).value() ==
           std::vector<std::string>{"nrfjprog", "--family", "NRF52", "--snr", "066DFF535155", "--program", "fw.hex",
                                    "--sectorerase", "--verify", "--reset"});
   auto jlink = flashArgv(preset("jlink", {{"device", "STM32F429ZI"}, {"interface", "SWD"}, {"speed_khz", "4000"},
                                           {"address", "0x08000000"}}),
-                         "fw.bin", t, dir.path());
+                         "fw.bin", t, dir.path()).value();
   REQUIRE(jlink == std::vector<std::string>{"JLinkExe", "-USB", "066DFF535155", "-device", "STM32F429ZI", "-if", "SWD",
                                             "-speed", "4000", "-autoconnect", "1", "-ExitOnError", "1",
                                             "-CommandFile", dir.file("jlink-nucleo-1.jlink")});
@@ -235,7 +235,7 @@ TEST_CASE("flasher presets pass the board's USB serial to pick the right probe")
   auto with_tool = preset("pyocd", {{"target", "x"}});
   with_tool.tool = "/opt/pyocd/bin/pyocd";
   with_tool.extra_args = {"--connect", "under-reset", "--board-id={usb_serial}"};
-  auto argv = flashArgv(with_tool, "fw.elf", t, dir.path());
+  auto argv = flashArgv(with_tool, "fw.elf", t, dir.path()).value();
   REQUIRE(argv.front() == "/opt/pyocd/bin/pyocd");
   REQUIRE(argv.back() == "--board-id=066DFF535155");
 }
@@ -296,7 +296,8 @@ TEST_CASE("power switches: uhubctl ports, operator commands and none") {
   relay.on = {"/bin/sh", "-c", "echo relay board not answering; exit 4"};
   hwfarm::Status failed = power(relay, PowerAction::on, t, dir.file("power.log"));
   REQUIRE_FALSE(failed.ok());
-  REQUIRE(failed.message() == "power on of board nucleo-1: /bin/sh exited with status 4; output: relay board not answering\n");
+  REQUIRE(failed.message() ==
+          "power on of board nucleo-1: /bin/sh exited with status 4; output: relay board not answering\n");
   // A failing switch is the lab's failure, with the tool's status and output as evidence.
   REQUIRE(failed.failureClass() == hwfarm::FailureClass::infrastructure);
   REQUIRE(failed.is(hwfarm::Code::io_error));

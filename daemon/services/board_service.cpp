@@ -353,7 +353,8 @@ struct BoardService::Impl {
       try {
         status = work();
       } catch (const std::exception& e) {
-        status = Status::infrastructure(Code::internal, std::string(what) + " of board " + board + " failed: " + e.what());
+        status = Status::infrastructure(Code::internal,
+                                        std::string(what) + " of board " + board + " failed: " + e.what());
         spdlog::error("{}", status.message());
       }
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

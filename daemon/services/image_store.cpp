@@ -45,8 +45,8 @@ Result<std::string> imageExtension(const std::string& name) {
   if (std::find(known.begin(), known.end(), ext) != known.end()) return ext;
   std::string list;
   for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-  return Status::error(Code::invalid_argument,
-                       "unsupported image type \"" + sanitizeImageName(ext) + "\" (known: " + list + "; none means .bin)");
+  return Status::error(Code::invalid_argument, "unsupported image type \"" + sanitizeImageName(ext) +
+                                                   "\" (known: " + list + "; none means .bin)");
 }
 
 std::string sanitizeImageName(const std::string& name) {
@@ -84,12 +84,14 @@ ServerImage openServerImage(const std::string& path, const std::vector<std::stri
     if (real.empty() ? under(path, root) : !real_root.empty() && under(real, real_root)) inside = true;
   }
   if (!inside) return refuse(403, "image_path_refused", outside);
-  if (real.empty()) return refuse(400, "invalid_image", Status::fromErrno("cannot open image " + path, ENOENT).message());
+  if (real.empty())
+    return refuse(400, "invalid_image", Status::fromErrno("cannot open image " + path, ENOENT).message());
   image.real_path = real;
   // O_NOFOLLOW: a symlink swapped in after realpath is not followed;
   // O_NONBLOCK: a FIFO does not block the open.
   image.fd = ::open(real.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (image.fd < 0) return refuse(400, "invalid_image", Status::fromErrno("cannot open image " + path, errno).message());
+  if (image.fd < 0)
+    return refuse(400, "invalid_image", Status::fromErrno("cannot open image " + path, errno).message());
   struct stat st {};
   if (::fstat(image.fd, &st) != 0)
     return refuse(400, "invalid_image", Status::fromErrno("cannot stat image " + path, errno).message());
