@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "drivers/spawn.h"
+#include "drivers/tool_runner.h"
 
 namespace hwfarm::drivers {
 
@@ -194,11 +195,19 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   while (sandboxed <= 0 || ::stat(socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) ||
          !unixSocketListening(socket, table)) {
     if (sandboxed <= 0 || !running() || std::chrono::steady_clock::now() > deadline) {
+      // The evidence: how the sandbox (or QEMU in it) ended, once it has
+      // (it closed its report: it is exiting), and the end of its log.
+      bool ending = sandboxed <= 0 || !running();
+      for (int i = 0; ending && i < 100 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      Evidence evidence = running() ? Evidence{} : exit_evidence_;
       powerOff();
+      evidence.tool_output = outputTail(log, 2048);
       std::string why = sandboxError(log);
       if (!why.empty())
-        return Status::infrastructure(Code::unavailable, "cannot confine QEMU for board " + name_ + ": " + why);
-      return Status::infrastructure(Code::unavailable, "QEMU did not start for board " + name_ + " (see " + log + ")");
+        return Status::infrastructure(Code::unavailable, "cannot confine QEMU for board " + name_ + ": " + why,
+                                      std::move(evidence));
+      return Status::infrastructure(Code::unavailable, "QEMU did not start for board " + name_ + " (see " + log + ")",
+                                    std::move(evidence));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -233,6 +242,9 @@ void QemuBoard::reap(bool block) {
   // could name another process).
   int raw = killGroupAndReap(pid_);
   exit_status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  exit_evidence_ = {};
+  if (WIFEXITED(raw)) exit_evidence_.exit_code = WEXITSTATUS(raw);
+  else exit_evidence_.signal = WTERMSIG(raw);
   pid_ = -1;
 }
 

@@ -60,6 +60,7 @@ class QemuBoard {
   std::string image_;
   pid_t pid_ = -1;
   std::optional<int> exit_status_;
+  Evidence exit_evidence_; // how the last process ended (exit status or signal), for a failed start
 };
 
 // Whether a unix socket at `path` is listening, per `table` (a

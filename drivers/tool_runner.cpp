@@ -41,8 +41,9 @@ bool pollExit(pid_t pid, std::chrono::milliseconds timeout) {
   }
 }
 
-// The last `bytes` of what was written to `path` after `from`.
-std::string tailOf(const std::string& path, size_t bytes, std::streamoff from) {
+} // namespace
+
+std::string outputTail(const std::string& path, size_t bytes, std::streamoff from) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return "";
   std::streamoff size = in.tellg();
@@ -57,8 +58,6 @@ std::string tailOf(const std::string& path, size_t bytes, std::streamoff from) {
   }
   return out;
 }
-
-} // namespace
 
 std::string ToolResult::describe() const {
   std::ostringstream out;
@@ -132,7 +131,7 @@ ToolResult runTool(const std::vector<std::string>& argv, const ToolOptions& opti
   if (WIFEXITED(native)) result.exit_code = WEXITSTATUS(native);
   else if (WIFSIGNALED(native)) result.signal = WTERMSIG(native);
   if (result.timed_out) result.seconds = std::chrono::duration<double>(options.timeout).count();
-  if (!options.log_path.empty()) result.output_tail = tailOf(options.log_path, options.tail_bytes, log_start);
+  if (!options.log_path.empty()) result.output_tail = outputTail(options.log_path, options.tail_bytes, log_start);
   return result;
 }
 

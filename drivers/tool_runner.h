@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <ios>
 #include <string>
 #include <vector>
 
@@ -46,5 +47,10 @@ struct ToolOptions {
 };
 
 ToolResult runTool(const std::vector<std::string>& argv, const ToolOptions& options);
+
+// The last `bytes` of what was written to the file `path` after offset
+// `from`; when the limit cuts a line, that partial line is dropped. "" when
+// it cannot be read.
+std::string outputTail(const std::string& path, size_t bytes, std::streamoff from = 0);
 
 } // namespace hwfarm::drivers

@@ -279,6 +279,11 @@ TEST_CASE("issue 9: QEMU does not run when its sandbox cannot be set up") {
   REQUIRE_FALSE(refused.ok());
   REQUIRE(refused.message() ==
           "cannot confine QEMU for board sim: bwrap: Creating new namespace failed: Operation not permitted");
+  // with how the sandbox ended and what it said as evidence,
+  REQUIRE(refused.isInfrastructure());
+  REQUIRE(refused.evidence().exit_code == 1);
+  REQUIRE(refused.evidence().tool_output == "bwrap: Creating new namespace failed: Operation not permitted\n");
+  REQUIRE(missing.evidence().empty());
   REQUIRE_FALSE(board.running());
   REQUIRE_FALSE(std::filesystem::exists(dir.file("qemu-ran")));
 }
