@@ -26,10 +26,12 @@ class UsbBoard : public Board {
   Status power(PowerAction action, const std::string& log_path) override {
     return drivers::power(c_.power, action, target(), log_path);
   }
-  std::string console(std::string* why) override {
+  Result<std::string> console() override {
     if (c_.serial.port != "auto") return c_.serial.port;
     std::string tty = resolve_ ? resolve_(c_.name) : "";
-    if (tty.empty()) *why = "board " + c_.name + ": no console tty found under its USB device";
+    if (tty.empty())
+      return Status::infrastructure(Code::unavailable,
+                                    "board " + c_.name + ": no console tty found under its USB device");
     return tty;
   }
   void reset() override {}
@@ -71,10 +73,11 @@ class SimulatedBoard : public Board {
   }
   // Answers at once, also while power() starts QEMU (it runs on the event
   // loop, which must never wait for a driver).
-  std::string console(std::string* why) override {
+  Result<std::string> console() override {
     std::lock_guard lock(console_mutex_);
     if (console_.empty())
-      *why = starting_ ? "the simulated board is still powering on" : "the simulated board is off: power it on first";
+      return Status::infrastructure(Code::unavailable, starting_ ? "the simulated board is still powering on"
+                                                                 : "the simulated board is off: power it on first");
     return console_;
   }
   void reset() override {

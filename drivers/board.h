@@ -23,9 +23,10 @@ class Board {
   // Writes `image`; the tool's output goes to `log_path`.
   virtual Status flash(const std::string& image, const std::string& log_path) = 0;
   virtual Status power(PowerAction action, const std::string& log_path) = 0;
-  // Where its console is now ("/dev/ttyACM0", "unix:/..."), or "" with
-  // `why` set when there is none (e.g. a simulated board that is off).
-  virtual std::string console(std::string* why) = 0;
+  // Where its console is now ("/dev/ttyACM0", "unix:/..."), or
+  // Code::unavailable saying why there is none (e.g. a simulated board that
+  // is off).
+  virtual Result<std::string> console() = 0;
   // Leaves the board safe after a lease: simulated boards stop.
   virtual void reset() = 0;
   // True when the console exists only while powered (a simulator's socket);

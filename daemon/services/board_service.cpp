@@ -255,17 +255,16 @@ struct BoardService::Impl {
     Console& console = consoles[name];
     if (console.port && !console.port->closed() && console.lease_id == lease_id) return Status::success();
     if (Status made = makeDirectory(leaseDir(lease_id)); !made.ok()) return made;
-    std::string why;
-    std::string path = boards.at(name)->console(&why);
-    if (path.empty() && refresh_consoles) {
+    Result<std::string> path = boards.at(name)->console();
+    if (!path && refresh_consoles) {
       refresh_consoles();
-      path = boards.at(name)->console(&why);
+      path = boards.at(name)->console();
     }
-    if (path.empty()) return Status::infrastructure(Code::unavailable, why);
+    if (!path) return std::move(path).takeStatus();
     drivers::SerialOptions options;
     options.baud = board_configs.at(name).serial.baud;
     options.lock_dir = config.agent.lock_dir;
-    auto opened = drivers::SerialPort::open(io, path, options);
+    auto opened = drivers::SerialPort::open(io, *path, options);
     if (!opened) {
       console.port.reset();
       return std::move(opened).takeStatus();
@@ -276,7 +275,7 @@ struct BoardService::Impl {
       console.lease_id = lease_id;
       console.recent.clear();
     }
-    console.log->note("console " + path + " opened");
+    console.log->note("console " + *path + " opened");
     console.port->start(
         [this, name](const std::string& line) {
           auto it = consoles.find(name);
