@@ -63,12 +63,14 @@ json::object evidenceJson(const Evidence& e) {
 }
 
 // The answer to a flash or power operation; `extra` adds members (the image).
-// Code::busy and Code::unsupported are refusals (409); any other failure is
-// the lab's (502), with its failure class and evidence.
+// A refusal (no failure class) with Code::busy or Code::unsupported is a 409;
+// every other failure is the lab's (502), with its failure class and
+// evidence, whatever its code (fork's EAGAIN is Code::busy too).
 void answerOperation(const Reply& respond, const std::string& board, const Status& status, double seconds,
                      const std::string& log, const json::object& extra = {}) {
-  if (status.is(Code::busy)) return respond(jsonError(409, "busy", status.message()));
-  if (status.is(Code::unsupported)) return respond(jsonError(409, "not_supported", status.message()));
+  bool refusal = status.failureClass() == FailureClass::none;
+  if (refusal && status.is(Code::busy)) return respond(jsonError(409, "busy", status.message()));
+  if (refusal && status.is(Code::unsupported)) return respond(jsonError(409, "not_supported", status.message()));
   if (!status.ok()) {
     json::object body{{"error", "infrastructure_failure"}, {"detail", status.message()}, {"board", board}};
     if (status.failureClass() != FailureClass::none) body["failure_class"] = failureClassName(status.failureClass());

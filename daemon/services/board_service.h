@@ -37,7 +37,7 @@ class BoardService {
   // the tool's exit status or signal and output tail (when a tool ran) and
   // the last lines the board's console printed during this lease. A board
   // busy with another operation answers Code::busy, one without a power
-  // switch Code::unsupported.
+  // switch Code::unsupported: refusals, with no failure class.
   using Done = std::function<void(Status status, double seconds)>;
   // REQUIRES: `lease` is active and holds `board` (the router checks).
   // `image` is a file in the lease's image store (image_store.h).
