@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -84,11 +85,12 @@ Result runHwfarm(int ports, double seconds, size_t rate) {
   std::vector<std::unique_ptr<hwfarm::drivers::SerialPort>> readers;
   uint64_t received = 0;
   for (auto& p : ptys) {
-    std::string error;
     hwfarm::drivers::SerialOptions o;
     o.lock_dir.clear();
     o.baud = 3000000;
-    auto port = hwfarm::drivers::SerialPort::open(io, p.path, o, &error);
+    auto opened = hwfarm::drivers::SerialPort::open(io, p.path, o);
+    if (!opened) throw std::runtime_error(opened.status().message());
+    auto port = std::move(opened).value();
     port->start([&](const std::string& line) { received += line.size() + 1; }, nullptr, nullptr);
     readers.push_back(std::move(port));
   }

@@ -18,20 +18,20 @@ class UsbBoard : public Board {
       : c_(std::move(c)), work_dir_(std::move(work_dir)), resolve_(std::move(resolve)) {}
 
   Status flash(const std::string& image, const std::string& log_path) override {
-    if (c_.flash.driver.empty()) return Status::failure("board " + c_.name + " has no flasher configured");
+    if (c_.flash.driver.empty())
+      return Status::infrastructure(Code::unavailable, "board " + c_.name + " has no flasher configured");
     std::filesystem::create_directories(work_dir_);
-    ToolResult r = drivers::flash(c_.flash, image, target(), log_path, work_dir_);
-    if (r.ok()) return Status::success();
-    return Status::failure("flashing board " + c_.name + ": " + r.describe() +
-                           (r.output_tail.empty() ? "" : "; output: " + r.output_tail));
+    return drivers::flash(c_.flash, image, target(), log_path, work_dir_).withContext("flashing board " + c_.name);
   }
   Status power(PowerAction action, const std::string& log_path) override {
     return drivers::power(c_.power, action, target(), log_path);
   }
-  std::string console(std::string* why) override {
+  Result<std::string> console() override {
     if (c_.serial.port != "auto") return c_.serial.port;
     std::string tty = resolve_ ? resolve_(c_.name) : "";
-    if (tty.empty()) *why = "board " + c_.name + ": no console tty found under its USB device";
+    if (tty.empty())
+      return Status::infrastructure(Code::unavailable,
+                                    "board " + c_.name + ": no console tty found under its USB device");
     return tty;
   }
   void reset() override {}
@@ -56,7 +56,7 @@ class SimulatedBoard : public Board {
     std::lock_guard lock(mutex_);
     Status s = qemu_.flash(image);
     if (std::FILE* log = std::fopen(log_path.c_str(), "ae")) {
-      std::fprintf(log, "%s\n", s.ok ? ("staged " + image + " for the simulator").c_str() : s.message.c_str());
+      std::fprintf(log, "%s\n", s.ok() ? ("staged " + image + " for the simulator").c_str() : s.message().c_str());
       std::fclose(log);
     }
     return s;
@@ -73,10 +73,11 @@ class SimulatedBoard : public Board {
   }
   // Answers at once, also while power() starts QEMU (it runs on the event
   // loop, which must never wait for a driver).
-  std::string console(std::string* why) override {
+  Result<std::string> console() override {
     std::lock_guard lock(console_mutex_);
     if (console_.empty())
-      *why = starting_ ? "the simulated board is still powering on" : "the simulated board is off: power it on first";
+      return Status::infrastructure(Code::unavailable, starting_ ? "the simulated board is still powering on"
+                                                                 : "the simulated board is off: power it on first");
     return console_;
   }
   void reset() override {

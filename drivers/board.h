@@ -2,7 +2,9 @@
 // chosen by the config's `driver =` key through makeBoard() (STYLE.md
 // habit 4); tests swap the environment (ptys, QEMU), not this code.
 //
-// flash() and power() block (external tools, QEMU start-up): the daemon calls
+// flash() and power() return hwfarm::Status: every failure is an
+// infrastructure failure, with the tool's exit status or signal and output
+// tail as evidence where a tool ran. They block (external tools, QEMU start-up): the daemon calls
 // them off its event loop.
 #pragma once
 
@@ -12,7 +14,6 @@
 
 #include "config/fleet_config.h"
 #include "drivers/power.h"
-#include "drivers/status.h"
 
 namespace hwfarm::drivers {
 
@@ -22,9 +23,10 @@ class Board {
   // Writes `image`; the tool's output goes to `log_path`.
   virtual Status flash(const std::string& image, const std::string& log_path) = 0;
   virtual Status power(PowerAction action, const std::string& log_path) = 0;
-  // Where its console is now ("/dev/ttyACM0", "unix:/..."), or "" with
-  // `why` set when there is none (e.g. a simulated board that is off).
-  virtual std::string console(std::string* why) = 0;
+  // Where its console is now ("/dev/ttyACM0", "unix:/..."), or
+  // Code::unavailable saying why there is none (e.g. a simulated board that
+  // is off).
+  virtual Result<std::string> console() = 0;
   // Leaves the board safe after a lease: simulated boards stop.
   virtual void reset() = 0;
   // True when the console exists only while powered (a simulator's socket);

@@ -4,7 +4,8 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
+
+#include "common/status.h"
 
 namespace hwfarm::drivers {
 
@@ -29,7 +30,7 @@ ConsoleLog::ConsoleLog(std::string path, ConsoleLogLimits limits, Stopped on_sto
   // (the quotas already count those bytes: they are on disk).
   file_ = std::fopen(path_.c_str(), "ae");
   if (!file_) {
-    stop("cannot open console log " + path_ + ": " + std::strerror(errno));
+    stop(Status::fromErrno("cannot open console log " + path_, errno).message());
     return;
   }
   long end = std::fseek(file_, 0, SEEK_END) == 0 ? std::ftell(file_) : -1;
@@ -63,14 +64,14 @@ bool ConsoleLog::rotate() {
   std::string old = path_ + ".1";
   uint64_t replaced = fileSize(old);
   if (std::rename(path_.c_str(), old.c_str()) != 0) {
-    stop("cannot rename console log " + path_ + " to " + old + ": " + std::strerror(errno));
+    stop(Status::fromErrno("cannot rename console log " + path_ + " to " + old, errno).message());
     return false;
   }
   account(-static_cast<int64_t>(replaced));
   file_ = std::fopen(path_.c_str(), "we");
   written_ = 0;
   if (!file_) {
-    stop("cannot open console log " + path_ + ": " + std::strerror(errno));
+    stop(Status::fromErrno("cannot open console log " + path_, errno).message());
     return false;
   }
   return true;
@@ -124,7 +125,7 @@ void ConsoleLog::write(const std::string& text) {
     account(static_cast<int64_t>(now) - static_cast<int64_t>(written_));
     written_ = now;
     dropped_ += text.size();
-    stop("cannot write console log " + path_ + ": " + std::strerror(err));
+    stop(Status::fromErrno("cannot write console log " + path_, err).message());
     return;
   }
   written_ += text.size();

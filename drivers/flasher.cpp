@@ -54,12 +54,10 @@ std::string optionLike(const std::string& what, const std::string& value, const 
 
 } // namespace
 
-std::string tclWord(const std::string& value, std::string* error) {
-  if (std::string why = controlCharacter("value", value); !why.empty()) {
-    *error = why;
-    return {};
-  }
-  if (value.empty()) return "{}";
+Result<std::string> tclWord(const std::string& value) {
+  if (std::string why = controlCharacter("value", value); !why.empty())
+    return Status::infrastructure(Code::invalid_argument, why);
+  if (value.empty()) return std::string("{}");
   std::string out;
   for (char c : value) {
     // Non-ASCII bytes are literal in Tcl; everything else not plain gets a
@@ -70,12 +68,11 @@ std::string tclWord(const std::string& value, std::string* error) {
   return out;
 }
 
-std::vector<std::string> flashArgv(const config::FlashConfig& c, const std::string& image, const FlashTarget& t,
-                                   const std::string& scratch, std::string* error) {
+Result<std::vector<std::string>> flashArgv(const config::FlashConfig& c, const std::string& image,
+                                           const FlashTarget& t, const std::string& scratch) {
   std::string why;
-  auto refuse = [&](std::string message) {
-    if (error) *error = "flash driver \"" + c.driver + "\": " + message;
-    return std::vector<std::string>{};
+  auto refuse = [&](const std::string& message) {
+    return Status::infrastructure(Code::invalid_argument, "flash driver \"" + c.driver + "\": " + message);
   };
   for (const auto& [what, value] : {std::pair<const char*, const std::string&>{"the image path", image},
                                     {"the USB serial", t.usb_serial},
@@ -105,9 +102,9 @@ std::vector<std::string> flashArgv(const config::FlashConfig& c, const std::stri
     argv.insert(argv.end(), {"-f", opt("interface")});
     if (!t.usb_serial.empty()) {
       // `adapter serial` is a C command: one Tcl evaluation.
-      std::string serial = tclWord(t.usb_serial, &why);
-      if (serial.empty()) return refuse("the USB serial: " + why);
-      argv.insert(argv.end(), {"-c", "adapter serial " + serial});
+      Result<std::string> serial = tclWord(t.usb_serial);
+      if (!serial) return refuse("the USB serial: " + serial.status().message());
+      argv.insert(argv.end(), {"-c", "adapter serial " + *serial});
     }
     if (!opt("adapter_speed_khz").empty()) argv.insert(argv.end(), {"-c", "adapter speed " + opt("adapter_speed_khz")});
     // `program` is a Tcl proc that evaluates its file name again (`eval flash
@@ -168,8 +165,9 @@ std::vector<std::string> flashArgv(const config::FlashConfig& c, const std::stri
   std::map<std::string, std::string> tcl_values;
   if (c.driver == "openocd")
     for (const auto& [key, value] : values) {
-      tcl_values[key] = tclWord(value, &why);
-      if (tcl_values[key].empty()) return refuse("{" + key + "}: " + why);
+      Result<std::string> word = tclWord(value);
+      if (!word) return refuse("{" + key + "}: " + word.status().message());
+      tcl_values[key] = std::move(word).value();
     }
   for (size_t i = 0; i < c.extra_args.size(); ++i) {
     bool tcl = c.driver == "openocd" && (i == 0 ? argv.back() == "-c" : c.extra_args[i - 1] == "-c");
@@ -178,19 +176,14 @@ std::vector<std::string> flashArgv(const config::FlashConfig& c, const std::stri
   return argv;
 }
 
-ToolResult flash(const config::FlashConfig& config, const std::string& image, const FlashTarget& target,
-                 const std::string& log_path, const std::string& scratch) {
+Status flash(const config::FlashConfig& config, const std::string& image, const FlashTarget& target,
+             const std::string& log_path, const std::string& scratch) {
   ToolOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
   options.log_path = log_path;
-  std::string error;
-  std::vector<std::string> argv = flashArgv(config, image, target, scratch, &error);
-  if (argv.empty()) {
-    ToolResult refused;
-    refused.error = error;
-    return refused;
-  }
-  return runTool(argv, options);
+  Result<std::vector<std::string>> argv = flashArgv(config, image, target, scratch);
+  if (!argv) return std::move(argv).takeStatus();
+  return runTool(*argv, options).toStatus();
 }
 
 } // namespace hwfarm::drivers

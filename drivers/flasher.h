@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "config/fleet_config.h"
 #include "drivers/tool_runner.h"
 
@@ -27,21 +28,21 @@ struct FlashTarget {
 
 // The argv that flashes `image` onto `target` with `config`. `scratch` is a
 // directory for helper files (J-Link command files). Pure except that the
-// jlink preset writes its command file there. On a value the preset cannot
-// pass safely (or a command file that cannot be written) it returns an
-// empty argv and sets `*error` (when given) to why.
-std::vector<std::string> flashArgv(const config::FlashConfig& config, const std::string& image,
-                                   const FlashTarget& target, const std::string& scratch,
-                                   std::string* error = nullptr);
+// jlink preset writes its command file there. A value the preset cannot
+// pass safely (or a command file that cannot be written) is refused:
+// Code::invalid_argument, "flash driver \"NAME\": WHY".
+Result<std::vector<std::string>> flashArgv(const config::FlashConfig& config, const std::string& image,
+                                           const FlashTarget& target, const std::string& scratch);
 
 // One Tcl word that evaluates to `value` (backslash-escaped where needed);
-// empty with `*error` set for a value holding control characters.
-std::string tclWord(const std::string& value, std::string* error);
+// Code::invalid_argument for a value holding control characters.
+Result<std::string> tclWord(const std::string& value);
 
-// Runs the flasher; the result is an infrastructure failure unless ok().
-// A refused value comes back as a result that did not start, with the
-// reason in `error`.
-ToolResult flash(const config::FlashConfig& config, const std::string& image, const FlashTarget& target,
+// Runs the flasher. A failure is an infrastructure Status
+// (ToolResult::toStatus: the exit status or signal and the output tail as
+// evidence); a value the preset refuses is Code::invalid_argument, and no
+// tool runs.
+Status flash(const config::FlashConfig& config, const std::string& image, const FlashTarget& target,
                  const std::string& log_path, const std::string& scratch);
 
 } // namespace hwfarm::drivers

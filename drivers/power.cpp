@@ -53,9 +53,8 @@ Status power(const config::PowerConfig& c, PowerAction action, const FlashTarget
     if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(c.off_s * 1000)));
     ToolResult r = runTool(steps[i], options);
     if (!r.ok())
-      return Status::failure("power " + std::string(toString(action)) + " of board " + target.board + ": " +
-                             steps[i][0] + " " + r.describe() +
-                             (r.output_tail.empty() ? "" : "; output: " + r.output_tail));
+      return r.toStatus("power " + std::string(toString(action)) + " of board " + target.board + ": " + steps[i][0] +
+                        " ");
   }
   return Status::success();
 }

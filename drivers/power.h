@@ -1,5 +1,6 @@
 // Power switches: uhubctl (per-port USB power), an operator command, or none.
-// Errors are infrastructure failures with the tool's status and output.
+// Errors are infrastructure Status values with the tool's exit status or
+// signal and its output tail as evidence (ToolResult::toStatus).
 // Blocking: call off the event loop.
 #pragma once
 
@@ -7,7 +8,7 @@
 
 #include "config/fleet_config.h"
 #include "drivers/flasher.h"
-#include "drivers/status.h"
+#include "common/status.h"
 
 namespace hwfarm::drivers {
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "drivers/spawn.h"
+#include "drivers/tool_runner.h"
 
 namespace hwfarm::drivers {
 
@@ -31,7 +32,7 @@ Status QemuBoard::flash(const std::string& image) {
   std::filesystem::create_directories(work_dir_, ec);
   std::string staged = work_dir_ + "/" + name_ + ".elf";
   std::filesystem::copy_file(image, staged, std::filesystem::copy_options::overwrite_existing, ec);
-  if (ec) return Status::failure("cannot stage image " + image + ": " + ec.message());
+  if (ec) return Status::fromErrno("cannot stage image " + image, ec.value());
   image_ = staged;
   return Status::success();
 }
@@ -104,8 +105,8 @@ std::string sandboxError(const std::string& log) {
 } // namespace
 
 Status QemuBoard::powerOn(std::string* console) {
-  if (running()) return Status::failure("board " + name_ + " is already powered on");
-  if (image_.empty()) return Status::failure("board " + name_ + " has no image: flash it first");
+  if (running()) return Status::infrastructure(Code::conflict, "board " + name_ + " is already powered on");
+  if (image_.empty()) return Status::infrastructure(Code::conflict, "board " + name_ + " has no image: flash it first");
   // QEMU sees absolute paths (inside its sandbox the working directory is
   // its socket directory); the console keeps the configured form.
   std::error_code ec;
@@ -114,26 +115,29 @@ Status QemuBoard::powerOn(std::string* console) {
   std::string socket_dir = dir + "/sock";
   std::string socket = socket_dir + "/" + name_ + ".uart";
   if (socket.size() > 107)
-    return Status::failure("the UART socket path " + socket + " is longer than 107 bytes: use a shorter state_dir");
+    return Status::infrastructure(Code::invalid_argument, "the UART socket path " + socket +
+                                                              " is longer than 107 bytes: use a shorter state_dir");
   std::filesystem::create_directories(socket_dir, ec);
-  if (ec) return Status::failure("cannot create " + socket_dir + ": " + ec.message());
+  if (ec) return Status::fromErrno("cannot create " + socket_dir, ec.value());
   ::unlink(socket.c_str());
   std::string qemu = findProgram(config_.binary);
   if (!qemu.empty()) qemu = std::filesystem::absolute(qemu, ec).lexically_normal().string();
   if (qemu.empty())
-    return Status::failure("QEMU did not start for board " + name_ + ": \"" + config_.binary + "\" not found" +
-                           (config_.binary.find('/') == std::string::npos ? " in PATH" : "") +
-                           " or not executable");
+    return Status::infrastructure(Code::not_found,
+                                  "QEMU did not start for board " + name_ + ": \"" + config_.binary + "\" not found" +
+                                      (config_.binary.find('/') == std::string::npos ? " in PATH" : "") +
+                                      " or not executable");
   // Fail closed: without its sandbox, QEMU does not run.
   std::string bwrap = findProgram("bwrap");
   if (bwrap.empty())
-    return Status::failure("cannot confine QEMU for board " + name_ +
-                           ": bwrap not found in PATH (install Debian's bubblewrap package)");
+    return Status::infrastructure(Code::not_found,
+                                  "cannot confine QEMU for board " + name_ +
+                                      ": bwrap not found in PATH (install Debian's bubblewrap package)");
   // A private /proc where the kernel allows one; where it does not (a
   // service whose /proc has read-only overmounts, e.g. systemd's
   // ProtectKernelTunables=), QEMU runs without /proc: it needs none.
   Status started = startSandboxed(bwrap, qemu, image, socket_dir, socket, true, console);
-  if (!started.ok && started.message.find("Can't mount proc") != std::string::npos)
+  if (!started.ok() && started.message().find("Can't mount proc") != std::string::npos)
     started = startSandboxed(bwrap, qemu, image, socket_dir, socket, false, console);
   return started;
 }
@@ -143,7 +147,7 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
                                  std::string* console) {
   int info[2];
   if (::pipe2(info, O_CLOEXEC) != 0)
-    return Status::failure("cannot confine QEMU for board " + name_ + ": pipe: " + std::strerror(errno));
+    return Status::fromErrno("cannot confine QEMU for board " + name_ + ": pipe", errno);
   std::vector<std::string> argv = sandboxArgv(bwrap, info[1], qemu, image, socket_dir, with_proc);
   // No semihosting: the firmware reports its status on the console.
   argv.insert(argv.end(), {qemu, "-M", config_.machine});
@@ -157,9 +161,10 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   exit_status_.reset();
   int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out < 0) {
+    Status failed = Status::fromErrno("cannot open " + log, errno);
     ::close(info[0]);
     ::close(info[1]);
-    return Status::failure("cannot open " + log + ": " + std::strerror(errno));
+    return failed;
   }
   SpawnOptions options;
   options.argv = std::move(argv);
@@ -169,14 +174,14 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   // A simulator must not outlive hwfarmd (kill -9 included): it would wait
   // for its console forever.
   options.die_with_parent = true;
-  Spawned child = spawnProcess(options);
+  Result<pid_t> child = spawnProcess(options);
   ::close(out);
   ::close(info[1]);
-  if (!child.ok()) {
+  if (!child) {
     ::close(info[0]);
-    return Status::failure("cannot confine QEMU for board " + name_ + ": " + child.error);
+    return std::move(child).takeStatus().withContext("cannot confine QEMU for board " + name_);
   }
-  pid_ = child.pid;
+  pid_ = *child;
   // QEMU creates the socket, then waits for the console to connect. It binds
   // the socket before it listens, and connecting in between would be
   // refused: wait until the kernel lists it as listening (without
@@ -190,10 +195,19 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   while (sandboxed <= 0 || ::stat(socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) ||
          !unixSocketListening(socket, table)) {
     if (sandboxed <= 0 || !running() || std::chrono::steady_clock::now() > deadline) {
+      // The evidence: how the sandbox (or QEMU in it) ended, once it has
+      // (it closed its report: it is exiting), and the end of its log.
+      bool ending = sandboxed <= 0 || !running();
+      for (int i = 0; ending && i < 100 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      Evidence evidence = running() ? Evidence{} : exit_evidence_;
       powerOff();
+      evidence.tool_output = outputTail(log, 2048);
       std::string why = sandboxError(log);
-      if (!why.empty()) return Status::failure("cannot confine QEMU for board " + name_ + ": " + why);
-      return Status::failure("QEMU did not start for board " + name_ + " (see " + log + ")");
+      if (!why.empty())
+        return Status::infrastructure(Code::unavailable, "cannot confine QEMU for board " + name_ + ": " + why,
+                                      std::move(evidence));
+      return Status::infrastructure(Code::unavailable, "QEMU did not start for board " + name_ + " (see " + log + ")",
+                                    std::move(evidence));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -228,6 +242,9 @@ void QemuBoard::reap(bool block) {
   // could name another process).
   int raw = killGroupAndReap(pid_);
   exit_status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  exit_evidence_ = {};
+  if (WIFEXITED(raw)) exit_evidence_.exit_code = WEXITSTATUS(raw);
+  else exit_evidence_.signal = WTERMSIG(raw);
   pid_ = -1;
 }
 
@@ -241,8 +258,8 @@ std::optional<int> QemuBoard::exitStatus() {
   return exit_status_;
 }
 
-Status QemuBoard::powerOff() {
-  if (!running()) return Status::success();
+void QemuBoard::powerOff() {
+  if (!running()) return;
   ::kill(-pid_, SIGTERM); // the sandbox: QEMU dies with it (--die-with-parent)
   for (int i = 0; i < 200 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   if (running()) {
@@ -250,7 +267,6 @@ Status QemuBoard::powerOff() {
     reap(true);
   }
   exit_status_.reset(); // stopped, not finished
-  return Status::success();
 }
 
 } // namespace hwfarm::drivers

@@ -14,7 +14,7 @@
 #include <sys/types.h>
 
 #include "config/fleet_config.h"
-#include "drivers/status.h"
+#include "common/status.h"
 
 namespace hwfarm::drivers {
 
@@ -35,8 +35,8 @@ class QemuBoard {
   // cannot be set up: "cannot confine QEMU for board NAME: ...".
   Status powerOn(std::string* console);
   // Stops QEMU (SIGTERM, then SIGKILL after a grace period; the process
-  // group is killed before it is reaped).
-  Status powerOff();
+  // group is killed before it is reaped). It cannot fail: SIGKILL ends it.
+  void powerOff();
   // Forgets the staged image (a new lease starts from nothing).
   void clearImage();
   // Whether QEMU runs; once it has exited on its own (it crashed, or its
@@ -60,6 +60,7 @@ class QemuBoard {
   std::string image_;
   pid_t pid_ = -1;
   std::optional<int> exit_status_;
+  Evidence exit_evidence_; // how the last process ended (exit status or signal), for a failed start
 };
 
 // Whether a unix socket at `path` is listening, per `table` (a

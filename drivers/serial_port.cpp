@@ -38,8 +38,6 @@ speed_t speedOf(int64_t baud) {
   return it == speeds.end() ? B0 : it->second;
 }
 
-std::string errnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
-
 // UUCP/HDB lock file: LCK..ttyACM0 holding the owner's pid, so minicom,
 // screen and other tools see the port as busy.
 std::string lockPath(const std::string& dir, const std::string& device) {
@@ -49,7 +47,8 @@ std::string lockPath(const std::string& dir, const std::string& device) {
   return dir + "/LCK.." + name;
 }
 
-bool takeLock(const std::string& path, std::string* error) {
+// Takes the lock file; on failure the message follows the device path.
+Status takeLock(const std::string& path) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd >= 0) {
@@ -57,25 +56,19 @@ bool takeLock(const std::string& path, std::string* error) {
       int n = std::snprintf(text, sizeof text, "%10d\n", static_cast<int>(::getpid()));
       bool written = ::write(fd, text, static_cast<size_t>(n)) == n;
       ::close(fd);
-      return written || (*error = errnoText("cannot write " + path), false);
+      return written ? Status::success() : Status::fromErrno("cannot write " + path, errno);
     }
-    if (errno != EEXIST) {
-      *error = errnoText("cannot create lock " + path);
-      return false;
-    }
+    if (errno != EEXIST) return Status::fromErrno("cannot create lock " + path, errno);
     char text[32] = {};
     int rfd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     ssize_t n = rfd >= 0 ? ::read(rfd, text, sizeof text - 1) : -1;
     if (rfd >= 0) ::close(rfd);
     int pid = n > 0 ? std::atoi(text) : 0;
-    if (pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM)) {
-      *error = "is locked by pid " + std::to_string(pid) + " (" + path + ")";
-      return false;
-    }
+    if (pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM))
+      return Status::infrastructure(Code::busy, "is locked by pid " + std::to_string(pid) + " (" + path + ")");
     ::unlink(path.c_str()); // stale: its owner is gone
   }
-  *error = "cannot take lock " + path;
-  return false;
+  return Status::infrastructure(Code::busy, "cannot take lock " + path);
 }
 
 } // namespace
@@ -165,8 +158,8 @@ struct SerialPort::Impl : std::enable_shared_from_this<SerialPort::Impl> {
   uint64_t next_expectation = 1;
 };
 
-std::unique_ptr<SerialPort> SerialPort::open(asio::io_context& io, const std::string& path,
-                                             const SerialOptions& options, std::string* error) {
+Result<std::unique_ptr<SerialPort>> SerialPort::open(asio::io_context& io, const std::string& path,
+                                                     const SerialOptions& options) {
   int fd = -1;
   std::string lock;
   if (path.rfind("unix:", 0) == 0) {
@@ -176,34 +169,30 @@ std::unique_ptr<SerialPort> SerialPort::open(asio::io_context& io, const std::st
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, socket_path.c_str(), sizeof addr.sun_path - 1);
     if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      *error = errnoText("cannot connect to " + socket_path);
+      Status failed = Status::fromErrno("cannot connect to " + socket_path, errno);
       if (fd >= 0) ::close(fd);
-      return nullptr;
+      return failed;
     }
   } else {
     speed_t speed = speedOf(options.baud);
-    if (speed == B0) {
-      *error = "baud rate " + std::to_string(options.baud) + " is not supported";
-      return nullptr;
-    }
+    if (speed == B0)
+      return Status::infrastructure(Code::invalid_argument,
+                                    "baud rate " + std::to_string(options.baud) + " is not supported");
     if (!options.lock_dir.empty()) {
       // Named after the device itself (LCK..ttyACM0), not the by-id link, so
       // other tools see the same lock.
       char real[PATH_MAX];
       lock = lockPath(options.lock_dir, ::realpath(path.c_str(), real) ? std::string(real) : path);
-      std::string why;
-      if (!takeLock(lock, &why)) {
-        *error = path + " " + why;
-        return nullptr;
-      }
+      if (Status locked = takeLock(lock); !locked.ok())
+        return Status::infrastructure(locked.code(), path + " " + locked.message());
     }
     fd = ::open(path.c_str(), O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
     termios tio{};
     if (fd < 0 || ::ioctl(fd, TIOCEXCL) != 0 || ::tcgetattr(fd, &tio) != 0) {
-      *error = errnoText("cannot open " + path);
+      Status failed = Status::fromErrno("cannot open " + path, errno);
       if (fd >= 0) ::close(fd);
       if (!lock.empty()) ::unlink(lock.c_str());
-      return nullptr;
+      return failed;
     }
     ::cfmakeraw(&tio);
     tio.c_cflag |= CLOCAL | CREAD;
@@ -211,10 +200,10 @@ std::unique_ptr<SerialPort> SerialPort::open(asio::io_context& io, const std::st
     tio.c_cc[VTIME] = 0;
     ::cfsetspeed(&tio, speed);
     if (::tcsetattr(fd, TCSANOW, &tio) != 0) {
-      *error = errnoText("cannot configure " + path);
+      Status failed = Status::fromErrno("cannot configure " + path, errno);
       ::close(fd);
       if (!lock.empty()) ::unlink(lock.c_str());
-      return nullptr;
+      return failed;
     }
   }
   auto impl = std::make_shared<Impl>(io, fd);

@@ -13,6 +13,8 @@
 #include <regex>
 #include <string>
 
+#include "common/status.h"
+
 namespace boost::asio {
 class io_context;
 }
@@ -32,10 +34,11 @@ class SerialPort {
   using LineHandler = std::function<void(const std::string& line)>;
   using ClosedHandler = std::function<void(const std::string& reason)>;
 
-  // Opens a tty path or "unix:/path" (a connected socket). On failure
-  // returns nothing and sets `error` (e.g. "/dev/ttyACM0 is locked by pid 812").
-  static std::unique_ptr<SerialPort> open(boost::asio::io_context& io, const std::string& path,
-                                          const SerialOptions& options, std::string* error);
+  // Opens a tty path or "unix:/path" (a connected socket). On failure an
+  // infrastructure Status says why: "/dev/ttyACM0 is locked by pid 812 (...)"
+  // (Code::busy), "cannot open /dev/ttyACM0: No such file or directory", ...
+  static Result<std::unique_ptr<SerialPort>> open(boost::asio::io_context& io, const std::string& path,
+                                                  const SerialOptions& options);
   ~SerialPort(); // closes and removes the lock file
 
   // Starts reading. Lines (without the newline, "\r" stripped) go to

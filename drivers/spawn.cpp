@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 
 namespace hwfarm::drivers {
 namespace {
@@ -49,12 +48,9 @@ std::string findProgram(const std::string& program) {
   return "";
 }
 
-Spawned spawnProcess(const SpawnOptions& options) {
-  Spawned result;
-  if (options.argv.empty() || options.argv[0].empty()) {
-    result.error = "no program to run";
-    return result;
-  }
+Result<pid_t> spawnProcess(const SpawnOptions& options) {
+  if (options.argv.empty() || options.argv[0].empty())
+    return Status::infrastructure(Code::invalid_argument, "no program to run");
   std::vector<std::string> argv = options.argv;
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
@@ -62,9 +58,9 @@ Spawned spawnProcess(const SpawnOptions& options) {
   int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   int report[2];
   if (null_fd < 0 || ::pipe2(report, O_CLOEXEC) != 0) {
-    result.error = std::string("cannot start ") + argv[0] + ": " + std::strerror(errno);
+    Status failed = Status::fromErrno("cannot start " + argv[0], errno);
     if (null_fd >= 0) ::close(null_fd);
-    return result;
+    return failed;
   }
   int in = options.stdin_fd >= 0 ? options.stdin_fd : null_fd;
   int out = options.stdout_fd >= 0 ? options.stdout_fd : null_fd;
@@ -81,11 +77,11 @@ Spawned spawnProcess(const SpawnOptions& options) {
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
-    result.error = std::string("fork: ") + std::strerror(errno);
+    Status failed = Status::fromErrno("fork", errno);
     ::close(report[0]);
     ::close(report[1]);
     ::close(null_fd);
-    return result;
+    return failed;
   }
   if (pid == 0) {
     ::setpgid(0, 0); // its own group: killing the group kills every descendant
@@ -126,11 +122,9 @@ Spawned spawnProcess(const SpawnOptions& options) {
     int status;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    result.error = "cannot run " + argv[0] + ": " + std::strerror(child_errno);
-    return result;
+    return Status::fromErrno("cannot run " + argv[0], child_errno);
   }
-  result.pid = pid;
-  return result;
+  return pid;
 }
 
 int killGroupAndReap(pid_t pid) {

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace hwfarm::drivers {
 
 struct SpawnOptions {
@@ -32,13 +34,10 @@ struct SpawnOptions {
   bool die_with_parent = false; // SIGKILL when hwfarmd's thread that forked it exits
 };
 
-struct Spawned {
-  pid_t pid = -1;    // > 0: the child runs (a process group leader); the caller reaps it
-  std::string error; // otherwise why not: "fork: ...", "cannot run PROGRAM: No such file or directory"
-  bool ok() const { return pid > 0; }
-};
-
-Spawned spawnProcess(const SpawnOptions& options);
+// The child's pid (> 0: it runs, a process group leader; the caller reaps
+// it), or why not as an infrastructure failure: "fork: ...", "cannot run
+// PROGRAM: No such file or directory".
+Result<pid_t> spawnProcess(const SpawnOptions& options);
 
 // Resolves `program` as execvp would: a name with '/' as is, otherwise the
 // first executable match in PATH. "" when there is none.

@@ -41,8 +41,9 @@ bool pollExit(pid_t pid, std::chrono::milliseconds timeout) {
   }
 }
 
-// The last `bytes` of what was written to `path` after `from`.
-std::string tailOf(const std::string& path, size_t bytes, std::streamoff from) {
+} // namespace
+
+std::string outputTail(const std::string& path, size_t bytes, std::streamoff from) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return "";
   std::streamoff size = in.tellg();
@@ -58,33 +59,44 @@ std::string tailOf(const std::string& path, size_t bytes, std::streamoff from) {
   return out;
 }
 
-} // namespace
-
 std::string ToolResult::describe() const {
   std::ostringstream out;
-  if (!started) out << error;
+  if (!started) out << start_error.message();
   else if (timed_out) out << "killed after its " << seconds << " s timeout";
   else if (signal) out << "killed by signal " << signal << " (" << strsignal(signal) << ")";
   else out << "exited with status " << exit_code;
   return out.str();
 }
 
+Status ToolResult::toStatus(const std::string& prefix) const {
+  if (ok()) return Status::success();
+  std::string message = prefix + describe() + (output_tail.empty() ? "" : "; output: " + output_tail);
+  if (!started)
+    return Status::infrastructure(start_error.ok() ? Code::internal : start_error.code(), std::move(message));
+  Evidence evidence;
+  if (signal == 0 && !timed_out) evidence.exit_code = exit_code;
+  evidence.signal = signal;
+  evidence.tool_output = output_tail;
+  return Status::infrastructure(timed_out ? Code::timeout : Code::io_error, std::move(message), std::move(evidence));
+}
+
 ToolResult runTool(const std::vector<std::string>& argv, const ToolOptions& options) {
   ToolResult result;
   if (argv.empty() || argv[0].empty()) {
-    result.error = "no program to run";
+    result.start_error = Status::infrastructure(Code::invalid_argument, "no program to run");
     return result;
   }
   std::string program = findProgram(argv[0]);
   if (program.empty()) {
-    result.error = "tool \"" + argv[0] + "\" not found" +
-                   (argv[0].find('/') == std::string::npos ? " in PATH" : "") + " or not executable";
+    std::string where = argv[0].find('/') == std::string::npos ? " in PATH" : "";
+    result.start_error =
+        Status::infrastructure(Code::not_found, "tool \"" + argv[0] + "\" not found" + where + " or not executable");
     return result;
   }
   int log = ::open(options.log_path.empty() ? "/dev/null" : options.log_path.c_str(),
                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log < 0) {
-    result.error = "cannot open log " + options.log_path + ": " + std::strerror(errno);
+    result.start_error = Status::fromErrno("cannot open log " + options.log_path, errno);
     return result;
   }
   std::streamoff log_start = ::lseek(log, 0, SEEK_END); // the tail covers this run only
@@ -94,14 +106,14 @@ ToolResult runTool(const std::vector<std::string>& argv, const ToolOptions& opti
   spawn.argv[0] = program;
   spawn.stdout_fd = log;
   spawn.stderr_fd = log;
-  Spawned child = spawnProcess(spawn);
+  Result<pid_t> child = spawnProcess(spawn);
   ::close(log); // the child has its own copy
-  if (!child.ok()) {
-    result.error = "cannot start \"" + argv[0] + "\": " + child.error;
+  if (!child) {
+    result.start_error = std::move(child).takeStatus().withContext("cannot start \"" + argv[0] + "\"");
     return result;
   }
   result.started = true;
-  pid_t pid = child.pid;
+  pid_t pid = *child;
   // The child is unreaped until killGroupAndReap, so the pidfd names it.
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   bool exited = pidfd >= 0 ? waitExit(pidfd, options.timeout) : pollExit(pid, options.timeout);
@@ -119,7 +131,7 @@ ToolResult runTool(const std::vector<std::string>& argv, const ToolOptions& opti
   if (WIFEXITED(native)) result.exit_code = WEXITSTATUS(native);
   else if (WIFSIGNALED(native)) result.signal = WTERMSIG(native);
   if (result.timed_out) result.seconds = std::chrono::duration<double>(options.timeout).count();
-  if (!options.log_path.empty()) result.output_tail = tailOf(options.log_path, options.tail_bytes, log_start);
+  if (!options.log_path.empty()) result.output_tail = outputTail(options.log_path, options.tail_bytes, log_start);
   return result;
 }
 

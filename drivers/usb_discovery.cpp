@@ -7,11 +7,12 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <stdexcept>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+
+#include "common/status.h"
 
 namespace hwfarm::drivers {
 namespace asio = boost::asio;
@@ -114,7 +115,8 @@ struct UsbDiscovery::Impl {
     for (size_t i = 0; fds && fds[i]; ++i) {
       int fd = ::fcntl(fds[i]->fd, F_DUPFD_CLOEXEC, 3);
       if (fd < 0) {
-        std::string why = std::strerror(errno);
+        std::string why = Status::fromErrno("cannot duplicate libusb's descriptor " + std::to_string(fds[i]->fd), errno)
+                              .message();
         libusb_free_pollfds(fds);
         for (auto& s : streams) {
           boost::system::error_code ignored;
@@ -124,7 +126,7 @@ struct UsbDiscovery::Impl {
         if (callback) libusb_hotplug_deregister_callback(usb, callback);
         callback = 0;
         release();
-        throw std::runtime_error("cannot duplicate libusb's descriptor " + std::to_string(fds[i]->fd) + ": " + why);
+        throw std::runtime_error(why);
       }
       auto stream = std::make_unique<asio::posix::stream_descriptor>(io, fd);
       wait(*stream);

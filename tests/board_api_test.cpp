@@ -176,11 +176,12 @@ std::string script(const TempDir& dir, const std::string& name, const std::strin
   return path;
 }
 
-// A board on the `usb` path whose console "device" is a plain file (present
-// while it exists), flashed and powered by `flash` / `power` (TOML argv arrays).
+// A board on the `usb` path whose console "device" is `tty` (by default a
+// plain file, present while it exists), flashed and powered by `flash` /
+// `power` (TOML argv arrays).
 std::string toolBoard(const TempDir& dir, const std::string& name, const std::string& flash,
-                      const std::string& power) {
-  std::string port = dir.write("tty-" + name, "");
+                      const std::string& power, std::string tty = "") {
+  std::string port = tty.empty() ? dir.write("tty-" + name, "") : tty;
   return "  [[worker.board]]\n  name = \"" + name + "\"\n  type = \"tool\"\n"
          "  usb = { vendor = \"1209\", product = \"0001\", serial = \"SN-" + name + "\" }\n"
          "  serial = { port = \"" + port + "\" }\n"
@@ -353,6 +354,72 @@ TEST_CASE("issue 9: two slow flashes do not hold up a third board") {
   REQUIRE(third_first);
   REQUIRE(status_1 == 200);
   REQUIRE(status_2 == 200);
+}
+
+TEST_CASE("a failing flasher answers with its failure class, exit status, output and the console's last lines") {
+  TempDir dir;
+  // Given a board whose console is a pty the test plays the board on, and
+  // whose flasher waits for the test, then says why it fails and exits 3,
+  int board = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  REQUIRE(board >= 0);
+  REQUIRE(::grantpt(board) == 0);
+  REQUIRE(::unlockpt(board) == 0);
+  std::string tty = ::ptsname(board);
+  std::string flasher = R"(["/bin/sh", "-c", "while [ ! -e )" + dir.file("release") +
+                        R"( ]; do sleep 0.02; done; echo 'Error: target not halted' >&2; exit 3"])";
+  std::string config = qemuFleet(dir.file("state"), 0, kFirmwareRoot + "[leases]\nrecovery_s = 0\n") +
+                       toolBoard(dir, "tool-1", flasher, R"(["/bin/true"])", tty);
+  RunningDaemon d(dir, config);
+  auto lease = post(d, "/v1/leases", R"({"selector":{"type":"tool"},"context":"manual","wait_s":5})", 201);
+  std::string id(lease.at("id").as_string());
+  std::string console = dir.file("state/consoles/" + id + "/tool-1.log");
+  hwfarm::cli::HttpResult result;
+  std::string request_error;
+  std::thread flash([&] { // no Catch2 macros off the main thread: the result is checked below
+    try {
+      result = d.request("POST", "/v1/leases/" + id + "/boards/tool-1/flash",
+                         R"({"image":")" + firmware("pass") + "\"}", "", 60);
+    } catch (const std::exception& e) {
+      request_error = e.what();
+    }
+  });
+  // while the flasher runs, the board prints on its console (captured from
+  // the flash on),
+  bool attached = waitForText(console, "console " + tty + " opened", 10s).has_value();
+  // 25 lines, of which the evidence keeps the last 20,
+  std::string printed, last_20;
+  for (int i = 1; i <= 23; ++i) {
+    std::string line = "boot attempt " + std::to_string(i) + ": retrying";
+    printed += line + "\r\n";
+    if (i > 5) last_20 += line + "\n";
+  }
+  printed += "boot: hard fault at 0x08000400\r\nwatchdog reset\r\n";
+  last_20 += "boot: hard fault at 0x08000400\nwatchdog reset\n";
+  bool written = ::write(board, printed.data(), printed.size()) == static_cast<ssize_t>(printed.size());
+  bool captured = waitForText(console, "watchdog reset", 10s).has_value();
+  dir.write("release", "");
+  flash.join();
+  ::close(board);
+  REQUIRE(attached);
+  REQUIRE(written);
+  REQUIRE(captured);
+  REQUIRE(request_error == "");
+  // the flash fails as the lab's failure (502, as before), and the body
+  // carries the failure class and the evidence: the flasher's exit status
+  // and output, and the console's last lines; no signal ended it.
+  INFO(result.body);
+  REQUIRE(result.status == 502);
+  json::object body = json::parse(result.body).as_object();
+  REQUIRE(body.at("error").as_string() == "infrastructure_failure");
+  REQUIRE(body.at("detail").as_string() ==
+          "flashing board tool-1: exited with status 3; output: Error: target not halted\n");
+  REQUIRE(body.at("failure_class").as_string() == "infrastructure");
+  const json::object& evidence = body.at("evidence").as_object();
+  REQUIRE(evidence.at("exit_code").as_int64() == 3);
+  REQUIRE(evidence.at("tool_output").as_string() == "Error: target not halted\n");
+  REQUIRE(evidence.at("console").as_string() == last_20);
+  REQUIRE_FALSE(evidence.contains("signal"));
+  REQUIRE(body.at("log").as_string() == dir.file("state/consoles/" + id + "/flash__tool-1.txt"));
 }
 
 TEST_CASE("issue 9: a flasher orphaned by kill -9 does not keep hwfarmd's port") {

@@ -168,6 +168,8 @@ TEST_CASE("board operations check the lease and report driver failures as infras
   REQUIRE(off->json().at("error").as_string() == "infrastructure_failure");
   REQUIRE(off->json().at("board").as_string() == mine);
   REQUIRE(off->json().at("detail").as_string() == "board " + mine + " has no image: flash it first");
+  REQUIRE(off->json().at("failure_class").as_string() == "infrastructure");
+  REQUIRE_FALSE(off->json().as_object().contains("evidence")); // no tool ran, no console printed
   // A board outside the lease, a bad action or image, an unknown lease.
   auto outside = operate(d, id, other, "power", R"({"action":"on"})");
   REQUIRE(outside->status() == 404);

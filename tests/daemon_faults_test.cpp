@@ -80,7 +80,6 @@ TEST_CASE("issue 9: a console line that arrives as its lease ends is dropped, no
   pollfd p{slave, POLLIN, 0};
   REQUIRE(::poll(&p, 1, 5000) == 1);
   std::vector<std::string> got;
-  std::string error;
   std::function<void()> cancel;
   bool ended = false;
   BoardService::Reader reader{[&](const std::string& t) {
@@ -90,7 +89,9 @@ TEST_CASE("issue 9: a console line that arrives as its lease ends is dropped, no
                               [&] { ended = true; },
                               [] { return size_t{0}; },
                               [](std::function<void()> drained) { drained(); }};
-  REQUIRE(boards.readConsole(l, "tty-1", reader, &error, &cancel));
+  hwfarm::Status opened = boards.readConsole(l, "tty-1", reader, &cancel);
+  INFO(opened.toString());
+  REQUIRE(opened.ok());
   // when the lease ends before the loop runs that handler,
   boards.leaseEnded(l);
   io.run_for(200ms);

@@ -17,6 +17,7 @@
 #include "tests/support/process.h"
 
 using namespace hwfarm::drivers;
+using hwfarm::Status;
 using hwfarm::test::readFile;
 using hwfarm::test::TempDir;
 using namespace std::chrono_literals;
@@ -35,13 +36,15 @@ hwfarm::config::QemuConfig machine(const std::string& name = "mps2-an385") {
 
 // Powers `board` on and attaches a console logging to `log`.
 std::unique_ptr<SerialPort> boot(QemuBoard& board, boost::asio::io_context& io, ConsoleLog& log, bool* closed) {
-  std::string console, error;
+  std::string console;
   Status s = board.powerOn(&console);
-  REQUIRE(s.ok);
+  REQUIRE(s.ok());
   SerialOptions o;
   o.lock_dir.clear();
-  auto port = SerialPort::open(io, console, o, &error);
-  REQUIRE(port);
+  auto opened = SerialPort::open(io, console, o);
+  INFO(opened.status().toString());
+  REQUIRE(opened.ok());
+  auto port = std::move(opened).value();
   port->start(nullptr, [closed](const std::string&) { *closed = true; }, &log);
   return port;
 }
@@ -57,8 +60,8 @@ TEST_CASE("two simulated boards run firmware at once and their consoles stay apa
   TempDir dir;
   boost::asio::io_context io;
   QemuBoard a("sim-a", machine(), dir.file("qemu")), b("sim-b", machine("mps2-an386"), dir.file("qemu"));
-  REQUIRE(a.flash(firmware("pass")).ok);
-  REQUIRE(b.flash(firmware("fail")).ok);
+  REQUIRE(a.flash(firmware("pass")).ok());
+  REQUIRE(b.flash(firmware("fail")).ok());
   ConsoleLog log_a(dir.file("trace__sim_a.txt"), 1 << 20), log_b(dir.file("trace__sim_b.txt"), 1 << 20);
   bool closed_a = false, closed_b = false;
   auto port_a = boot(a, io, log_a, &closed_a);
@@ -73,8 +76,8 @@ TEST_CASE("two simulated boards run firmware at once and their consoles stay apa
   REQUIRE(a.running());
   REQUIRE(b.running());
   // Power off ends the sessions: the consoles close.
-  REQUIRE(a.powerOff().ok);
-  REQUIRE(b.powerOff().ok);
+  a.powerOff();
+  b.powerOff();
   runUntil(io, [&] { return closed_a && closed_b; });
   REQUIRE(closed_a);
   REQUIRE(closed_b);
@@ -90,7 +93,7 @@ TEST_CASE("power-cycling a simulated board restarts its firmware") {
   TempDir dir;
   boost::asio::io_context io;
   QemuBoard board("sim", machine(), dir.file("qemu"));
-  REQUIRE(board.flash(firmware("hang")).ok);
+  REQUIRE(board.flash(firmware("hang")).ok());
   ConsoleLog log(dir.file("console.txt"), 1 << 20);
   for (int cycle = 0; cycle < 2; ++cycle) {
     bool closed = false;
@@ -99,7 +102,7 @@ TEST_CASE("power-cycling a simulated board restarts its firmware") {
     port->expect(std::regex("^HWFARM BEGIN"), 10s, [&](auto line) { begin = line; });
     runUntil(io, [&] { return begin.has_value(); });
     REQUIRE((begin && begin->has_value()));
-    REQUIRE(board.powerOff().ok);
+    board.powerOff();
     REQUIRE_FALSE(board.running());
   }
   std::string text = readFile(dir.file("console.txt"));
@@ -114,7 +117,7 @@ TEST_CASE("a hung firmware is stopped at the deadline") {
   TempDir dir;
   boost::asio::io_context io;
   QemuBoard board("sim", machine(), dir.file("qemu"));
-  REQUIRE(board.flash(firmware("hang")).ok);
+  REQUIRE(board.flash(firmware("hang")).ok());
   ConsoleLog log(dir.file("console.txt"), 1 << 20);
   bool closed = false;
   auto port = boot(board, io, log, &closed);
@@ -125,7 +128,7 @@ TEST_CASE("a hung firmware is stopped at the deadline") {
   REQUIRE_FALSE(end->has_value()); // no END before the deadline
   REQUIRE(board.running());
   pid_t pid = board.pid();
-  REQUIRE(board.powerOff().ok);
+  board.powerOff();
   REQUIRE_FALSE(board.running());
   REQUIRE(::kill(pid, 0) != 0);
   REQUIRE_FALSE(board.exitStatus()); // stopped, so the firmware reported nothing
@@ -135,17 +138,21 @@ TEST_CASE("a simulated board without an image or with a missing image says so") 
   TempDir dir;
   QemuBoard board("sim", machine(), dir.file("qemu"));
   std::string console;
-  REQUIRE(board.powerOn(&console).message == "board sim has no image: flash it first");
+  REQUIRE(board.powerOn(&console).message() == "board sim has no image: flash it first");
   Status missing = board.flash(dir.file("nope.elf"));
-  REQUIRE_FALSE(missing.ok);
-  REQUIRE_THAT(missing.message, Catch::StartsWith("cannot stage image " + dir.file("nope.elf") + ": "));
+  REQUIRE_FALSE(missing.ok());
+  REQUIRE_THAT(missing.message(), Catch::StartsWith("cannot stage image " + dir.file("nope.elf") + ": "));
+  REQUIRE(missing.is(hwfarm::Code::not_found)); // errno ENOENT, through Status::fromErrno
+  REQUIRE(missing.isInfrastructure());
   hwfarm::config::QemuConfig bad = machine();
   bad.binary = "qemu-system-hwfarm-none";
   QemuBoard broken("sim2", bad, dir.file("qemu"));
-  REQUIRE(broken.flash(firmware("pass")).ok);
+  REQUIRE(broken.flash(firmware("pass")).ok());
   Status s = broken.powerOn(&console);
-  REQUIRE_FALSE(s.ok);
-  REQUIRE(s.message == "QEMU did not start for board sim2: \"qemu-system-hwfarm-none\" not found in PATH or not "
+  REQUIRE_FALSE(s.ok());
+  REQUIRE(s.is(hwfarm::Code::not_found));
+  REQUIRE(s.isInfrastructure());
+  REQUIRE(s.message() == "QEMU did not start for board sim2: \"qemu-system-hwfarm-none\" not found in PATH or not "
                        "executable");
 }
 
@@ -162,7 +169,7 @@ std::string runToEnd(QemuBoard& board, boost::asio::io_context& io, const std::s
   runUntil(io, [&] { return end.has_value(); });
   INFO("console: " << readFile(log_path) << "\nQEMU log: " << readFile(board.logPath()));
   REQUIRE((end && end->has_value()));
-  REQUIRE(board.powerOff().ok);
+  board.powerOff();
   runUntil(io, [&] { return closed; }, 5s);
   return readFile(log_path);
 }
@@ -185,7 +192,7 @@ TEST_CASE("issue 9: firmware cannot reach the host through semihosting") {
   TempDir dir;
   boost::asio::io_context io;
   QemuBoard board("sim", machine(), dir.file("qemu"));
-  REQUIRE(board.flash(firmware("semihost")).ok);
+  REQUIRE(board.flash(firmware("semihost")).ok());
   // when the firmware tries to open, read and write host files and to run
   // host commands,
   std::string text = runToEnd(board, io, dir.file("console.txt"));
@@ -202,7 +209,7 @@ TEST_CASE("issue 9: firmware cannot reach the host through semihosting") {
   REQUIRE(readFile(probe + "/secret") == "hwfarm-secret-4711\n");
   std::filesystem::remove_all(probe);
   // The board runs the next firmware as usual.
-  REQUIRE(board.flash(firmware("pass")).ok);
+  REQUIRE(board.flash(firmware("pass")).ok());
   REQUIRE(runToEnd(board, io, dir.file("console2.txt")).find("] HWFARM END status=0\n") != std::string::npos);
 }
 
@@ -224,7 +231,7 @@ TEST_CASE("issue 9: QEMU sees only its image and its socket directory, and no de
                         "echo fds $(ls /proc/self/fd)\n"
                         "exec qemu-system-arm \"$@\"\n");
   QemuBoard board("sim", c, dir.file("qemu"));
-  REQUIRE(board.flash(firmware("pass")).ok);
+  REQUIRE(board.flash(firmware("pass")).ok());
   std::string text = runToEnd(board, io, dir.file("console.txt"));
   ::close(inherited);
   REQUIRE(text.find("] HWFARM END status=0\n") != std::string::npos);
@@ -251,7 +258,7 @@ TEST_CASE("issue 9: QEMU does not run when its sandbox cannot be set up") {
   hwfarm::config::QemuConfig c = machine();
   c.binary = script(dir, "qemu-marks", "touch " + dir.file("qemu-ran") + "\nexec qemu-system-arm \"$@\"\n");
   QemuBoard board("sim", c, dir.file("qemu"));
-  REQUIRE(board.flash(firmware("pass")).ok);
+  REQUIRE(board.flash(firmware("pass")).ok());
   std::string console;
   const char* saved = std::getenv("PATH");
   std::string path = saved ? saved : "/usr/bin:/bin";
@@ -266,12 +273,17 @@ TEST_CASE("issue 9: QEMU does not run when its sandbox cannot be set up") {
   Status refused = board.powerOn(&console);
   ::setenv("PATH", path.c_str(), 1);
   // power on fails with an infrastructure error, and QEMU never ran.
-  REQUIRE_FALSE(missing.ok);
-  REQUIRE(missing.message == "cannot confine QEMU for board sim: bwrap not found in PATH (install Debian's "
+  REQUIRE_FALSE(missing.ok());
+  REQUIRE(missing.message() == "cannot confine QEMU for board sim: bwrap not found in PATH (install Debian's "
                              "bubblewrap package)");
-  REQUIRE_FALSE(refused.ok);
-  REQUIRE(refused.message ==
+  REQUIRE_FALSE(refused.ok());
+  REQUIRE(refused.message() ==
           "cannot confine QEMU for board sim: bwrap: Creating new namespace failed: Operation not permitted");
+  // with how the sandbox ended and what it said as evidence,
+  REQUIRE(refused.isInfrastructure());
+  REQUIRE(refused.evidence().exit_code == 1);
+  REQUIRE(refused.evidence().tool_output == "bwrap: Creating new namespace failed: Operation not permitted\n");
+  REQUIRE(missing.evidence().empty());
   REQUIRE_FALSE(board.running());
   REQUIRE_FALSE(std::filesystem::exists(dir.file("qemu-ran")));
 }
@@ -295,7 +307,7 @@ TEST_CASE("issue 9: where no private /proc can be mounted, QEMU runs confined wi
                     "if [ -e /etc/passwd ]; then echo 'passwd visible'; else echo 'passwd hidden'; fi\n"
                     "exec qemu-system-arm \"$@\"\n");
   QemuBoard board("sim", c, dir.file("qemu"));
-  REQUIRE(board.flash(firmware("pass")).ok);
+  REQUIRE(board.flash(firmware("pass")).ok());
   boost::asio::io_context io;
   std::string text = runToEnd(board, io, dir.file("console.txt"));
   ::setenv("PATH", path.c_str(), 1);

@@ -83,16 +83,22 @@ SerialOptions options(const TempDir& dir) {
   return o;
 }
 
+// Opens `path`; the test fails (with the reason) if it cannot.
+std::unique_ptr<SerialPort> openPort(boost::asio::io_context& io, const std::string& path, const SerialOptions& o) {
+  auto port = SerialPort::open(io, path, o);
+  INFO(port.status().toString());
+  REQUIRE(port.ok());
+  return std::move(port).value();
+}
+
 } // namespace
 
 TEST_CASE("no byte is lost from a fast stream and lines are logged with timestamps") {
   TempDir dir;
   FakeUart uart;
   boost::asio::io_context io;
-  std::string error;
   ConsoleLog log(dir.file("console.log"), 1 << 30);
-  auto port = SerialPort::open(io, uart.path, options(dir), &error);
-  REQUIRE(port);
+  auto port = openPort(io, uart.path, options(dir));
   size_t lines = 0, chars = 0;
   port->start([&](const std::string& line) { ++lines, chars += line.size(); }, nullptr, &log);
   // 3 Mbaud for one second is ~300 KB: write that much as fast as the pty takes it.
@@ -127,9 +133,7 @@ TEST_CASE("expect waits for a matching line or gives up at its deadline") {
   TempDir dir;
   FakeUart uart;
   boost::asio::io_context io;
-  std::string error;
-  auto port = SerialPort::open(io, uart.path, options(dir), &error);
-  REQUIRE(port);
+  auto port = openPort(io, uart.path, options(dir));
   port->start(nullptr, nullptr, nullptr);
   std::optional<std::optional<std::string>> found, missing;
   port->expect(std::regex("^HWFARM END"), 5s, [&](auto line) { found = line; });
@@ -150,35 +154,34 @@ TEST_CASE("a console is exclusive while open and its lock goes with it") {
   REQUIRE(::chmod(uart.path.c_str(), 0666) == 0);
   REQUIRE(openUnprivileged(uart.path) == 0);
   boost::asio::io_context io;
-  std::string error;
-  auto first = SerialPort::open(io, uart.path, options(dir), &error);
-  REQUIRE(first);
+  auto first = openPort(io, uart.path, options(dir));
   // While hwfarm holds it, another process's open of the tty is refused
   // (TIOCEXCL), lock file or not,
   CHECK(openUnprivileged(uart.path) == EBUSY);
   // and another SerialPort is refused by the UUCP lock.
   std::string lock = dir.file("LCK.." + uart.path.substr(5).replace(uart.path.substr(5).find('/'), 1, "_"));
   REQUIRE(std::stoi(readFile(lock)) == ::getpid());
-  auto second = SerialPort::open(io, uart.path, options(dir), &error);
+  auto second = SerialPort::open(io, uart.path, options(dir));
   REQUIRE_FALSE(second);
-  REQUIRE(error == uart.path + " is locked by pid " + std::to_string(::getpid()) + " (" + lock + ")");
+  REQUIRE(second.status().message() ==
+          uart.path + " is locked by pid " + std::to_string(::getpid()) + " (" + lock + ")");
+  REQUIRE(second.status().is(hwfarm::Code::busy));
+  REQUIRE(second.status().isInfrastructure());
   first.reset();
   REQUIRE(::access(lock.c_str(), F_OK) != 0);
   // (TIOCEXCL ends with a USB tty's last close; a pty slave keeps the flag
   // while its master is open, so it is not checked again here.)
   // A lock left by a process that is gone is stale and taken over.
   std::ofstream(lock) << "    999999\n";
-  REQUIRE(SerialPort::open(io, uart.path, options(dir), &error));
+  REQUIRE(SerialPort::open(io, uart.path, options(dir)));
 }
 
 TEST_CASE("a port that vanishes mid-read is reported once and not spun on") {
   TempDir dir;
   FakeUart uart;
   boost::asio::io_context io;
-  std::string error;
   ConsoleLog log(dir.file("console.log"), 1 << 20);
-  auto port = SerialPort::open(io, uart.path, options(dir), &error);
-  REQUIRE(port);
+  auto port = openPort(io, uart.path, options(dir));
   int closed = 0;
   std::string reason;
   std::optional<std::optional<std::string>> waiting;
@@ -213,14 +216,16 @@ TEST_CASE("a port that vanishes mid-read is reported once and not spun on") {
 TEST_CASE("opening a console that is not there names the path") {
   TempDir dir;
   boost::asio::io_context io;
-  std::string error;
-  REQUIRE_FALSE(SerialPort::open(io, "/dev/ttyACM-hwfarm-none", options(dir), &error));
-  REQUIRE(error == "cannot open /dev/ttyACM-hwfarm-none: No such file or directory");
+  auto missing = SerialPort::open(io, "/dev/ttyACM-hwfarm-none", options(dir));
+  REQUIRE_FALSE(missing);
+  REQUIRE(missing.status().message() == "cannot open /dev/ttyACM-hwfarm-none: No such file or directory");
+  REQUIRE(missing.status().is(hwfarm::Code::not_found));
   REQUIRE(::access(dir.file("LCK..ttyACM-hwfarm-none").c_str(), F_OK) != 0);
   SerialOptions odd = options(dir);
   odd.baud = 123456;
-  REQUIRE_FALSE(SerialPort::open(io, "/dev/null", odd, &error));
-  REQUIRE(error == "baud rate 123456 is not supported");
+  auto refused = SerialPort::open(io, "/dev/null", odd);
+  REQUIRE_FALSE(refused);
+  REQUIRE(refused.status().message() == "baud rate 123456 is not supported");
 }
 
 TEST_CASE("the fake board's line drop and stall end in an expect deadline, not a hang") {
@@ -236,9 +241,7 @@ TEST_CASE("the fake board's line drop and stall end in an expect deadline, not a
     REQUIRE(hwfarm::test::runCommand({FAKE_BOARD_PATH, "flash", sock, image}).status.code == 0);
     REQUIRE(hwfarm::test::runCommand({FAKE_BOARD_PATH, "mode", sock, mode}).status.code == 0);
     boost::asio::io_context io;
-    std::string error;
-    auto port = SerialPort::open(io, link, options(dir), &error);
-    REQUIRE(port);
+    auto port = openPort(io, link, options(dir));
     std::vector<std::string> lines;
     port->start([&](const std::string& l) { lines.push_back(l); }, nullptr, nullptr);
     std::optional<std::optional<std::string>> end;
@@ -290,9 +293,7 @@ TEST_CASE("issue 9: no line reaches on_line after close, even one already read")
   int watch = ::open(uart.path.c_str(), O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
   REQUIRE(watch >= 0);
   boost::asio::io_context io;
-  std::string error;
-  auto port = SerialPort::open(io, uart.path, options(dir), &error);
-  REQUIRE(port);
+  auto port = openPort(io, uart.path, options(dir));
   // Given a line already waiting when reading starts (the read completes
   // at once and its handler is queued),
   uart.send("late line\npartial");
@@ -315,9 +316,7 @@ TEST_CASE("issue 9: an expect deadline already due when its line arrives answers
   int watch = ::open(uart.path.c_str(), O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
   REQUIRE(watch >= 0);
   boost::asio::io_context io;
-  std::string error;
-  auto port = SerialPort::open(io, uart.path, options(dir), &error);
-  REQUIRE(port);
+  auto port = openPort(io, uart.path, options(dir));
   bool close_on_line = false;
   port->start([&](const std::string&) {
     if (close_on_line) port->close();

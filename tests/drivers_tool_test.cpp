@@ -154,6 +154,15 @@ TEST_CASE("a tool past its deadline is killed with every process it started") {
   REQUIRE_FALSE(r.ok());
   REQUIRE(r.describe() == "killed after its 0.3 s timeout");
   REQUIRE(r.output_tail == "flashing\n");
+  // As a Status: a timeout of the lab, with the signal that ended the tool
+  // (the shell, by SIGTERM) and no exit status.
+  hwfarm::Status s = r.toStatus("flash: ");
+  REQUIRE(s.is(hwfarm::Code::timeout));
+  REQUIRE(s.isInfrastructure());
+  REQUIRE_FALSE(s.evidence().exit_code);
+  REQUIRE(s.evidence().signal == SIGTERM);
+  REQUIRE(s.evidence().tool_output == "flashing\n");
+  REQUIRE(s.message() == "flash: killed after its 0.3 s timeout; output: flashing\n");
   pid_t grandchild = std::stoi(readFile(pidfile));
   for (int i = 0; i < 500 && alive(grandchild); ++i) std::this_thread::sleep_for(10ms); // killed, not yet reaped
   REQUIRE_FALSE(alive(grandchild));
@@ -172,6 +181,14 @@ TEST_CASE("a failing tool reports its status and the tail of its output") {
   REQUIRE(r.describe() == "exited with status 3");
   REQUIRE(r.output_tail == "line 6 of noise\nError: no ST-LINK detected\n");
   REQUIRE(readFile(dir.file("flash.log")).find("line 1 of noise") == 0); // the whole log is kept
+  // A tool a signal ends has that signal and no exit status as evidence.
+  hwfarm::Status killed = runTool({"/bin/sh", "-c", "kill -USR1 $$"}, options).toStatus();
+  REQUIRE(killed.is(hwfarm::Code::io_error));
+  REQUIRE(killed.isInfrastructure());
+  REQUIRE(killed.evidence().signal == SIGUSR1);
+  REQUIRE_FALSE(killed.evidence().exit_code);
+  REQUIRE(killed.message() == "killed by signal 10 (User defined signal 1)");
+  REQUIRE(runTool({"/bin/true"}, options).toStatus().ok());
 }
 
 TEST_CASE("a missing tool is named in the error") {
@@ -180,32 +197,37 @@ TEST_CASE("a missing tool is named in the error") {
   REQUIRE(r.describe() == "tool \"hwfarm-no-such-flasher\" not found in PATH or not executable");
   auto abs = runTool({"/nonexistent/openocd"}, {});
   REQUIRE(abs.describe() == "tool \"/nonexistent/openocd\" not found or not executable");
+  // It never ran: not_found, with no evidence from a tool.
+  hwfarm::Status missing = r.toStatus();
+  REQUIRE(missing.is(hwfarm::Code::not_found));
+  REQUIRE(missing.isInfrastructure());
+  REQUIRE(missing.evidence().empty());
 }
 
 TEST_CASE("flasher presets pass the board's USB serial to pick the right probe") {
   TempDir dir;
   FlashTarget t{"nucleo-1", "066DFF535155", "/dev/ttyACM3"};
   REQUIRE(flashArgv(preset("openocd", {{"interface", "interface/stlink.cfg"}, {"target", "target/stm32f4x.cfg"}}),
-                    "fw.elf", t, dir.path()) ==
+                    "fw.elf", t, dir.path()).value() ==
           std::vector<std::string>{"openocd", "-f", "interface/stlink.cfg", "-c", "adapter serial 066DFF535155", "-f",
                                    "target/stm32f4x.cfg", "-c", "program {fw.elf} verify reset exit"});
-  REQUIRE(flashArgv(preset("pyocd", {{"target", "stm32f429zi"}}), "fw.elf", t, dir.path()) ==
+  REQUIRE(flashArgv(preset("pyocd", {{"target", "stm32f429zi"}}), "fw.elf", t, dir.path()).value() ==
           std::vector<std::string>{"pyocd", "flash", "--target", "stm32f429zi", "--uid", "066DFF535155", "fw.elf"});
-  REQUIRE(flashArgv(preset("st-flash", {{"address", "0x08000000"}}), "fw.bin", t, dir.path()) ==
+  REQUIRE(flashArgv(preset("st-flash", {{"address", "0x08000000"}}), "fw.bin", t, dir.path()).value() ==
           std::vector<std::string>{"st-flash", "--serial", "066DFF535155", "--reset", "write", "fw.bin", "0x08000000"});
-  REQUIRE(flashArgv(preset("dfu-util", {{"alt", "0"}, {"address", "0x08000000"}}), "fw.bin", t, dir.path()) ==
+  REQUIRE(flashArgv(preset("dfu-util", {{"alt", "0"}, {"address", "0x08000000"}}), "fw.bin", t, dir.path()).value() ==
           std::vector<std::string>{"dfu-util", "--alt", "0", "--serial", "066DFF535155", "--dfuse-address",
                                    "0x08000000:leave", "--download", "fw.bin"});
   REQUIRE(flashArgv(preset("esptool", {{"chip", "esp32"}, {"baud", "460800"}, {"address", "0x0"}}), "fw.bin", t,
-                    dir.path()) ==
+                    dir.path()).value() ==
           std::vector<std::string>{"esptool", "--chip", "esp32", "--port", "/dev/ttyACM3", "--baud", "460800",
                                    "write_flash", "0x0", "fw.bin"});
-  REQUIRE(flashArgv(preset("nrfjprog", {{"family", "NRF52"}}), "fw.hex", t, dir.path()) ==
+  REQUIRE(flashArgv(preset("nrfjprog", {{"family", "NRF52"}}), "fw.hex", t, dir.path()).value() ==
           std::vector<std::string>{"nrfjprog", "--family", "NRF52", "--snr", "066DFF535155", "--program", "fw.hex",
                                    "--sectorerase", "--verify", "--reset"});
   auto jlink = flashArgv(preset("jlink", {{"device", "STM32F429ZI"}, {"interface", "SWD"}, {"speed_khz", "4000"},
                                           {"address", "0x08000000"}}),
-                         "fw.bin", t, dir.path());
+                         "fw.bin", t, dir.path()).value();
   REQUIRE(jlink == std::vector<std::string>{"JLinkExe", "-USB", "066DFF535155", "-device", "STM32F429ZI", "-if", "SWD",
                                             "-speed", "4000", "-autoconnect", "1", "-ExitOnError", "1",
                                             "-CommandFile", dir.file("jlink-nucleo-1.jlink")});
@@ -213,7 +235,7 @@ TEST_CASE("flasher presets pass the board's USB serial to pick the right probe")
   auto with_tool = preset("pyocd", {{"target", "x"}});
   with_tool.tool = "/opt/pyocd/bin/pyocd";
   with_tool.extra_args = {"--connect", "under-reset", "--board-id={usb_serial}"};
-  auto argv = flashArgv(with_tool, "fw.elf", t, dir.path());
+  auto argv = flashArgv(with_tool, "fw.elf", t, dir.path()).value();
   REQUIRE(argv.front() == "/opt/pyocd/bin/pyocd");
   REQUIRE(argv.back() == "--board-id=066DFF535155");
 }
@@ -228,6 +250,25 @@ TEST_CASE("a command flasher substitutes its placeholders and runs without a she
   REQUIRE(r.ok());
   // No shell: "$HOME;true" reaches the tool verbatim, the space stays in one argument.
   REQUIRE(readFile(dir.file("log")) == "b1 sn=066D /tmp/fw image.elf on /dev/ttyACM0 $HOME;true\n");
+}
+
+TEST_CASE("a failing command flasher is an infrastructure failure with its exit status and output") {
+  TempDir dir;
+  hwfarm::config::FlashConfig c;
+  c.driver = "command";
+  c.argv = {"/bin/sh", "-c", "echo 'probe {usb_serial} not found' >&2; exit 3"};
+  c.timeout_s = 5;
+  // Given a flasher that prints why and exits 3,
+  hwfarm::Status s = flash(c, "/tmp/fw.elf", {"b1", "066D", ""}, dir.file("log"), dir.path());
+  // the flash fails as the lab's failure, with the exit status and the
+  // tool's output as evidence, and the same text in the message.
+  REQUIRE_FALSE(s.ok());
+  REQUIRE(s.isInfrastructure());
+  REQUIRE(s.is(hwfarm::Code::io_error));
+  REQUIRE(s.evidence().exit_code == 3);
+  REQUIRE(s.evidence().signal == 0);
+  REQUIRE(s.evidence().tool_output == "probe 066D not found\n");
+  REQUIRE(s.message() == "exited with status 3; output: probe 066D not found\n");
 }
 
 TEST_CASE("power switches: uhubctl ports, operator commands and none") {
@@ -249,15 +290,21 @@ TEST_CASE("power switches: uhubctl ports, operator commands and none") {
   relay.off = {"/bin/sh", "-c", "echo off {board} >> " + dir.file("relay.log")};
   relay.off_s = 0.05;
   // A cycle without its own command is off, a pause, then on.
-  REQUIRE(power(relay, PowerAction::cycle, t, dir.file("power.log")).ok);
+  REQUIRE(power(relay, PowerAction::cycle, t, dir.file("power.log")).ok());
   REQUIRE(readFile(dir.file("relay.log")) == "off nucleo-1\non nucleo-1\n");
 
   relay.on = {"/bin/sh", "-c", "echo relay board not answering; exit 4"};
-  Status failed = power(relay, PowerAction::on, t, dir.file("power.log"));
-  REQUIRE_FALSE(failed.ok);
-  REQUIRE(failed.message == "power on of board nucleo-1: /bin/sh exited with status 4; output: relay board not answering\n");
+  hwfarm::Status failed = power(relay, PowerAction::on, t, dir.file("power.log"));
+  REQUIRE_FALSE(failed.ok());
+  REQUIRE(failed.message() ==
+          "power on of board nucleo-1: /bin/sh exited with status 4; output: relay board not answering\n");
+  // A failing switch is the lab's failure, with the tool's status and output as evidence.
+  REQUIRE(failed.failureClass() == hwfarm::FailureClass::infrastructure);
+  REQUIRE(failed.is(hwfarm::Code::io_error));
+  REQUIRE(failed.evidence().exit_code == 4);
+  REQUIRE(failed.evidence().tool_output == "relay board not answering\n");
 
   hwfarm::config::PowerConfig none;
   REQUIRE(powerArgv(none, PowerAction::cycle, t).empty());
-  REQUIRE(power(none, PowerAction::cycle, t, "").ok);
+  REQUIRE(power(none, PowerAction::cycle, t, "").ok());
 }

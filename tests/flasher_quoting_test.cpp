@@ -75,6 +75,21 @@ std::string tclEvaluate(const TempDir& dir, const std::vector<std::string>& argv
   return readFile(dir.file("tcl.out"));
 }
 
+// flashArgv's argv, or an empty one with `*error` set to the refusal's
+// message (and checked to be a refusal): the shape these tables read.
+std::vector<std::string> argvOrRefusal(const hwfarm::config::FlashConfig& c, const std::string& image,
+                                       const FlashTarget& t, const std::string& scratch, std::string* error) {
+  auto argv = flashArgv(c, image, t, scratch);
+  if (argv) {
+    error->clear();
+    return *argv;
+  }
+  CHECK(argv.status().is(hwfarm::Code::invalid_argument));
+  CHECK(argv.status().isInfrastructure());
+  *error = argv.status().message();
+  return {};
+}
+
 size_t count(const std::vector<std::string>& argv, const std::string& value) {
   return static_cast<size_t>(std::count(argv.begin(), argv.end(), value));
 }
@@ -87,7 +102,7 @@ TEST_CASE("issue 9 item 3: openocd keeps a hostile image name one Tcl word or re
   for (const auto& h : hostileNames()) {
     INFO(h.label);
     std::string error;
-    auto argv = flashArgv(preset("openocd"), h.path, t, dir.path(), &error);
+    auto argv = argvOrRefusal(preset("openocd"), h.path, t, dir.path(), &error);
     if (std::string(h.label) == "a 1 KiB name") {
       REQUIRE(error.empty());
       REQUIRE(tclEvaluate(dir, argv) == "adapter serial=<066DFF535155>\nimage=<" + h.path +
@@ -112,7 +127,7 @@ TEST_CASE("issue 9 item 3: openocd quotes a hostile USB serial so adapter serial
     INFO(serial);
     FlashTarget t{"nucleo-1", serial, "/dev/ttyACM3"};
     std::string error;
-    auto argv = flashArgv(preset("openocd"), "/var/lib/hwfarm/images/ab.elf", t, dir.path(), &error);
+    auto argv = argvOrRefusal(preset("openocd"), "/var/lib/hwfarm/images/ab.elf", t, dir.path(), &error);
     REQUIRE(error.empty());
     REQUIRE(tclEvaluate(dir, argv) == "adapter serial=<" + serial +
                                           ">\nimage=</var/lib/hwfarm/images/ab.elf>\nprogram args=<verify reset exit>\n");
@@ -122,11 +137,11 @@ TEST_CASE("issue 9 item 3: openocd quotes a hostile USB serial so adapter serial
   with_extra.extra_args = {"-c", "reset_config srst_only {usb_serial}"};
   std::string serial = "X] ; dump_image /tmp/owned 0 4 ; [";
   std::string error;
-  auto extra = flashArgv(with_extra, "/x.elf", {"b", serial, ""}, dir.path(), &error);
+  auto extra = argvOrRefusal(with_extra, "/x.elf", {"b", serial, ""}, dir.path(), &error);
   REQUIRE(error.empty());
   REQUIRE(tclEvaluate(dir, extra) == "adapter serial=<" + serial + ">\nimage=</x.elf>\nprogram args=<verify reset exit>\n"
                                      "reset_config <srst_only|" + serial + ">\n");
-  auto argv = flashArgv(preset("openocd"), "/x.elf", {"b", "X\n;exit", ""}, dir.path(), &error);
+  auto argv = argvOrRefusal(preset("openocd"), "/x.elf", {"b", "X\n;exit", ""}, dir.path(), &error);
   REQUIRE(argv.empty());
   REQUIRE(error == "flash driver \"openocd\": the USB serial contains the control character 0x0a at byte 1");
 }
@@ -138,7 +153,7 @@ TEST_CASE("issue 9 item 3: the J-Link command file gets one loadfile line or a r
   for (const auto& h : hostileNames()) {
     INFO(h.label);
     std::string error;
-    auto argv = flashArgv(preset("jlink"), h.path, t, dir.path(), &error);
+    auto argv = argvOrRefusal(preset("jlink"), h.path, t, dir.path(), &error);
     std::string label = h.label;
     if (label == "spaces") {
       REQUIRE(error.empty());
@@ -161,11 +176,11 @@ TEST_CASE("issue 9 item 3: the J-Link command file gets one loadfile line or a r
     }
   }
   std::string error;
-  REQUIRE(flashArgv(preset("jlink"), "/x/a,b.bin", t, dir.path(), &error).empty());
+  REQUIRE(argvOrRefusal(preset("jlink"), "/x/a,b.bin", t, dir.path(), &error).empty());
   REQUIRE(error == "flash driver \"jlink\": the image path contains ',' at byte 4, which a J-Link command file "
                    "cannot take safely");
-  REQUIRE(flashArgv(preset("jlink"), "/x/a\"b.bin", t, dir.path(), &error).empty());
-  REQUIRE(flashArgv(preset("jlink"), "/x.bin", {"b", "-CommandFile", ""}, dir.path(), &error).empty());
+  REQUIRE(argvOrRefusal(preset("jlink"), "/x/a\"b.bin", t, dir.path(), &error).empty());
+  REQUIRE(argvOrRefusal(preset("jlink"), "/x.bin", {"b", "-CommandFile", ""}, dir.path(), &error).empty());
   REQUIRE(error == "flash driver \"jlink\": the USB serial starts with '-', which the tool would read as an option");
 }
 
@@ -176,7 +191,7 @@ TEST_CASE("issue 9 item 3: argv presets pass a hostile image name as exactly one
     for (const auto& h : hostileNames()) {
       INFO(driver << ": " << h.label);
       std::string error;
-      auto argv = flashArgv(preset(driver), h.path, t, dir.path(), &error);
+      auto argv = argvOrRefusal(preset(driver), h.path, t, dir.path(), &error);
       if (std::string(h.label) == "a newline") {
         REQUIRE(argv.empty());
         REQUIRE(error == "flash driver \"" + std::string(driver) +
@@ -186,7 +201,7 @@ TEST_CASE("issue 9 item 3: argv presets pass a hostile image name as exactly one
       // No shell and no command language: the name arrives whole, once.
       REQUIRE(error.empty());
       REQUIRE(count(argv, h.path) == 1);
-      auto clean = flashArgv(preset(driver), "/srv/fw/plain.elf", t, dir.path(), &error);
+      auto clean = argvOrRefusal(preset(driver), "/srv/fw/plain.elf", t, dir.path(), &error);
       std::replace(clean.begin(), clean.end(), std::string("/srv/fw/plain.elf"), h.path);
       REQUIRE(argv == clean);
     }
@@ -197,15 +212,15 @@ TEST_CASE("issue 9 item 3: values that a tool would parse as options or separato
   TempDir dir;
   FlashTarget t{"nucleo-1", "066DFF535155", "/dev/ttyACM3"};
   std::string error;
-  REQUIRE(flashArgv(preset("pyocd"), "--erase=chip", t, dir.path(), &error).empty());
+  REQUIRE(argvOrRefusal(preset("pyocd"), "--erase=chip", t, dir.path(), &error).empty());
   REQUIRE(error == "flash driver \"pyocd\": the image path starts with '-', which the tool would read as an option");
-  REQUIRE(flashArgv(preset("esptool"), "@/etc/args", t, dir.path(), &error).empty());
+  REQUIRE(argvOrRefusal(preset("esptool"), "@/etc/args", t, dir.path(), &error).empty());
   REQUIRE(error == "flash driver \"esptool\": the image path starts with '@', which the tool would read as an option");
-  REQUIRE(flashArgv(preset("esptool"), "/x.bin", {"b", "", "rfc2217://evil:4000"}, dir.path(), &error).empty());
+  REQUIRE(argvOrRefusal(preset("esptool"), "/x.bin", {"b", "", "rfc2217://evil:4000"}, dir.path(), &error).empty());
   REQUIRE(error == "flash driver \"esptool\": the serial port \"rfc2217://evil:4000\" is not an absolute device path");
-  REQUIRE(flashArgv(preset("dfu-util"), "/x.bin", {"b", "A,B", ""}, dir.path(), &error).empty());
+  REQUIRE(argvOrRefusal(preset("dfu-util"), "/x.bin", {"b", "A,B", ""}, dir.path(), &error).empty());
   REQUIRE(error == "flash driver \"dfu-util\": the USB serial contains ',', which dfu-util --serial reads as a separator");
-  REQUIRE(flashArgv(preset("nrfjprog"), "/x.hex", {"b", "--recover", ""}, dir.path(), &error).empty());
+  REQUIRE(argvOrRefusal(preset("nrfjprog"), "/x.hex", {"b", "--recover", ""}, dir.path(), &error).empty());
   REQUIRE(error == "flash driver \"nrfjprog\": the USB serial starts with '-', which the tool would read as an option");
 }
 
@@ -216,8 +231,10 @@ TEST_CASE("issue 9 item 3: a refused value fails the flash before any tool runs"
   c.argv = {"/bin/sh", "-c", "touch " + marker, "sh", "{image}"};
   c.timeout_s = 5;
   auto r = flash(c, "/srv/fw/a\nb.elf", {"b", "", ""}, dir.file("log"), dir.path());
-  REQUIRE_FALSE(r.started);
-  REQUIRE(r.describe() == "flash driver \"command\": the image path contains the control character 0x0a at byte 9");
+  REQUIRE_FALSE(r.ok());
+  REQUIRE(r.is(hwfarm::Code::invalid_argument));
+  REQUIRE(r.isInfrastructure());
+  REQUIRE(r.message() == "flash driver \"command\": the image path contains the control character 0x0a at byte 9");
   REQUIRE_FALSE(std::ifstream(marker).good());
 }
 

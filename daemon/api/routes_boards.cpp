@@ -52,13 +52,29 @@ void Handlers::boardAction(Call& c, const std::string& name, const std::string& 
 
 namespace {
 
+// What was seen when board work failed; empty members are left out.
+json::object evidenceJson(const Evidence& e) {
+  json::object out;
+  if (e.exit_code) out["exit_code"] = *e.exit_code;
+  if (e.signal != 0) out["signal"] = e.signal;
+  if (!e.tool_output.empty()) out["tool_output"] = e.tool_output;
+  if (!e.console.empty()) out["console"] = e.console;
+  return out;
+}
+
 // The answer to a flash or power operation; `extra` adds members (the image).
-void answerOperation(const Reply& respond, const std::string& board, const drivers::Status& status, double seconds,
+// A refusal (no failure class) with Code::busy or Code::unsupported is a 409;
+// every other failure is the lab's (502), with its failure class and
+// evidence, whatever its code (fork's EAGAIN is Code::busy too).
+void answerOperation(const Reply& respond, const std::string& board, const Status& status, double seconds,
                      const std::string& log, const json::object& extra = {}) {
-  if (status.busy) return respond(jsonError(409, "busy", status.message));
-  if (status.unsupported) return respond(jsonError(409, "not_supported", status.message));
-  if (!status.ok) {
-    json::object body{{"error", "infrastructure_failure"}, {"detail", status.message}, {"board", board}};
+  bool refusal = status.failureClass() == FailureClass::none;
+  if (refusal && status.is(Code::busy)) return respond(jsonError(409, "busy", status.message()));
+  if (refusal && status.is(Code::unsupported)) return respond(jsonError(409, "not_supported", status.message()));
+  if (!status.ok()) {
+    json::object body{{"error", "infrastructure_failure"}, {"detail", status.message()}, {"board", board}};
+    if (status.failureClass() != FailureClass::none) body["failure_class"] = failureClassName(status.failureClass());
+    if (!status.evidence().empty()) body["evidence"] = evidenceJson(status.evidence());
     if (!log.empty()) body["log"] = log;
     return respond(ok(body, 502));
   }
@@ -99,13 +115,12 @@ const lease::Lease* Handlers::leaseForBoard(Call& c, const std::string& id, cons
 std::optional<BodyPlan> Handlers::planUpload(Call& c, const std::string& id, const std::string& board) {
   const lease::Lease* l = leaseForBoard(c, id, board);
   if (!l) return std::nullopt;
-  std::string error;
-  if (imageExtension(uploadName(c.target), &error).empty()) {
-    c.respond(jsonError(400, "invalid_request", error));
+  if (Result<std::string> ext = imageExtension(uploadName(c.target)); !ext) {
+    c.respond(jsonError(400, "invalid_request", ext.status().message()));
     return std::nullopt;
   }
-  if (!boards_.makeImageDir(l->id, &error)) {
-    c.respond(jsonError(500, "storage_error", error));
+  if (Status made = boards_.makeImageDir(l->id); !made.ok()) {
+    c.respond(jsonError(500, "storage_error", made.message()));
     return std::nullopt;
   }
   BodyPlan plan;
@@ -120,7 +135,7 @@ void Handlers::flash(Call& c, const lease::Lease& lease, const std::string& boar
   auto respond = c.respond;
   std::string log = boards_.flashLogPath(lease.id, board);
   auto done = [respond, board, log](json::object image) {
-    return [respond, board, log, image](drivers::Status s, double seconds) {
+    return [respond, board, log, image](Status s, double seconds) {
       answerOperation(respond, board, s, seconds, log, json::object{{"image", image}});
     };
   };
@@ -128,13 +143,14 @@ void Handlers::flash(Call& c, const lease::Lease& lease, const std::string& boar
   if (const auto& upload = c.request.upload) {
     // The image came in the body, already spooled into the lease's store.
     std::string name = uploadName(c.target);
-    std::string ext = imageExtension(name, &error);
-    if (ext.empty()) return c.respond(jsonError(400, "invalid_request", error));
-    std::string stored = storeUpload(upload->path, upload->sha256, boards_.imageDir(lease.id), ext, &error);
-    if (stored.empty()) return c.respond(jsonError(500, "storage_error", "cannot store the upload: " + error));
+    Result<std::string> ext = imageExtension(name);
+    if (!ext) return c.respond(jsonError(400, "invalid_request", ext.status().message()));
+    Result<std::string> stored = storeUpload(upload->path, upload->sha256, boards_.imageDir(lease.id), *ext);
+    if (!stored)
+      return c.respond(jsonError(500, "storage_error", "cannot store the upload: " + stored.status().message()));
     json::object image{{"sha256", upload->sha256}, {"bytes", upload->bytes}, {"name", sanitizeImageName(name)},
-                       {"stored", stored}};
-    return boards_.flash(lease, board, stored, done(image));
+                       {"stored", *stored}};
+    return boards_.flash(lease, board, *stored, done(image));
   }
   auto object = c.request.body.empty() ? std::optional<json::object>(json::object{}) : parseObject(c.request.body, &error);
   if (!object) return c.respond(jsonError(400, "invalid_request", error));
@@ -148,12 +164,12 @@ void Handlers::flash(Call& c, const lease::Lease& lease, const std::string& boar
   ServerImage file = openServerImage(path, state_.config->agent.image_roots,
                                      static_cast<uint64_t>(state_.config->limits.max_image_bytes));
   if (file.fd < 0) return c.respond(jsonError(file.http_status, file.error, file.detail));
-  std::string ext = imageExtension(file.real_path, &error);
-  if (ext.empty()) {
+  Result<std::string> ext = imageExtension(file.real_path);
+  if (!ext) {
     ::close(file.fd);
-    return c.respond(jsonError(400, "invalid_image", error));
+    return c.respond(jsonError(400, "invalid_image", ext.status().message()));
   }
-  boards_.flashCopy(lease, board, file.fd, ext, done(json::object{{"path", path}, {"bytes", file.bytes}}));
+  boards_.flashCopy(lease, board, file.fd, *ext, done(json::object{{"path", path}, {"bytes", file.bytes}}));
 }
 
 void Handlers::boardOperation(Call& c, const std::string& id, const std::string& board, const std::string& what) {
@@ -174,7 +190,7 @@ void Handlers::boardOperation(Call& c, const std::string& id, const std::string&
                               : a == "off" ? drivers::PowerAction::off
                                            : drivers::PowerAction::cycle;
     boards_.power(lease, board, pa,
-                  [respond, board](drivers::Status s, double seconds) { answerOperation(respond, board, s, seconds, ""); });
+                  [respond, board](Status s, double seconds) { answerOperation(respond, board, s, seconds, ""); });
   } else {
     int64_t most = state_.config->limits.max_console_streams;
     if (boards_.consoleReaders(id) >= static_cast<size_t>(most))
@@ -185,13 +201,12 @@ void Handlers::boardOperation(Call& c, const std::string& id, const std::string&
     r.content_type = "text/plain; charset=utf-8";
     BoardService* boards = &boards_;
     r.stream = [boards, lease, board, respond](std::shared_ptr<StreamSink> sink) {
-      std::string error;
       auto cancel = std::make_shared<std::function<void()>>();
       BoardService::Reader reader{[sink](const std::string& text) { return sink->write(text); },
                                   [sink] { sink->end(); }, [sink] { return sink->queued(); },
                                   [sink](std::function<void()> on_drained) { sink->onDrained(std::move(on_drained)); }};
-      if (!boards->readConsole(lease, board, reader, &error, cancel.get())) {
-        sink->write("-- hwfarmd: " + error + " --\n");
+      if (Status opened = boards->readConsole(lease, board, reader, cancel.get()); !opened.ok()) {
+        sink->write("-- hwfarmd: " + opened.message() + " --\n");
         sink->end();
         return;
       }

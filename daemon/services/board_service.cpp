@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -28,6 +28,8 @@ namespace asio = boost::asio;
 namespace {
 constexpr uint64_t kConsoleLogBytes = 16 * 1024 * 1024; // per file, one rotation kept
 constexpr size_t kBacklogPiece = 64 * 1024;             // read from a log per step
+constexpr size_t kEvidenceLines = 20;                   // console lines a failed operation carries
+constexpr size_t kEvidenceBytes = 4096;                 // and at most this many bytes of them
 
 // One reader of one console: the backlog phase reads the log file as the
 // reader drains, then live lines come from broadcast().
@@ -60,7 +62,7 @@ struct ConsoleStream {
         if (!reader.write(piece)) return gone();
         continue;
       }
-      if (n < 0) spdlog::warn("reading console log {}: {}", path, std::strerror(errno));
+      if (n < 0) spdlog::warn("{}", Status::fromErrno("reading console log " + path, errno).message());
       else if (reopenIfNew()) continue; // rotated, or created since
       closeFile();
       if (end_after_backlog) return finish();
@@ -129,14 +131,42 @@ uint64_t consoleBytesUnder(const std::string& dir) {
   return bytes;
 }
 
-// Creates `dir`; false with `error` naming it when it cannot be.
-bool makeDirectory(const std::string& dir, std::string* error) {
+// Creates `dir`; an infrastructure failure naming it when it cannot be.
+Status makeDirectory(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (!ec) return true;
-  *error = "cannot create directory " + dir + ": " + ec.message();
-  return false;
+  if (!ec) return Status::success();
+  return Status::fromErrno("cannot create directory " + dir, ec.value());
 }
+
+// The last lines a console printed, at most kEvidenceLines and
+// kEvidenceBytes (a longer line keeps its start): the evidence a failed
+// flash or power carries.
+class RecentLines {
+ public:
+  void add(const std::string& line) {
+    lines_.push_back(line.substr(0, kEvidenceBytes));
+    bytes_ += lines_.back().size() + 1;
+    while (lines_.size() > kEvidenceLines || bytes_ > kEvidenceBytes + 1) {
+      bytes_ -= lines_.front().size() + 1;
+      lines_.pop_front();
+    }
+  }
+  // The lines, each ending in '\n'.
+  std::string text() const {
+    std::string out;
+    for (const auto& line : lines_) out += line + "\n";
+    return out;
+  }
+  void clear() {
+    lines_.clear();
+    bytes_ = 0;
+  }
+
+ private:
+  std::deque<std::string> lines_;
+  size_t bytes_ = 0;
+};
 } // namespace
 
 struct BoardService::Impl {
@@ -145,6 +175,7 @@ struct BoardService::Impl {
     std::unique_ptr<drivers::ConsoleLog> log;
     std::unique_ptr<drivers::SerialPort> port;
     std::map<uint64_t, std::shared_ptr<ConsoleStream>> readers;
+    RecentLines recent; // of this lease
   };
 
   Impl(asio::io_context& io_context, const config::FleetConfig& c, drivers::TtyResolver resolve)
@@ -195,7 +226,8 @@ struct BoardService::Impl {
   std::string room() const {
     struct statvfs fs {};
     std::string dir = consolesDir();
-    if (::statvfs(dir.c_str(), &fs) != 0) return "cannot read the free space of " + dir + ": " + std::strerror(errno);
+    if (::statvfs(dir.c_str(), &fs) != 0)
+      return Status::fromErrno("cannot read the free space of " + dir, errno).message();
     uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
     uint64_t reserve = static_cast<uint64_t>(config.limits.disk_reserve_bytes);
     if (free >= reserve) return "";
@@ -216,37 +248,39 @@ struct BoardService::Impl {
                                                  });
   }
 
-  // Opens the board's console for `lease` if it is not open; false with
-  // `error` when it cannot be.
-  bool attach(const std::string& lease_id, const std::string& name, std::string* error) {
+  // Opens the board's console for `lease` if it is not open; why not when
+  // it cannot be.
+  Status attach(const std::string& lease_id, const std::string& name) {
     owner[name] = lease_id;
     Console& console = consoles[name];
-    if (console.port && !console.port->closed() && console.lease_id == lease_id) return true;
-    if (!makeDirectory(leaseDir(lease_id), error)) return false;
-    std::string why;
-    std::string path = boards.at(name)->console(&why);
-    if (path.empty() && refresh_consoles) {
+    if (console.port && !console.port->closed() && console.lease_id == lease_id) return Status::success();
+    if (Status made = makeDirectory(leaseDir(lease_id)); !made.ok()) return made;
+    Result<std::string> path = boards.at(name)->console();
+    if (!path && refresh_consoles) {
       refresh_consoles();
-      path = boards.at(name)->console(&why);
+      path = boards.at(name)->console();
     }
-    if (path.empty()) {
-      *error = why;
-      return false;
-    }
+    if (!path) return std::move(path).takeStatus();
     drivers::SerialOptions options;
     options.baud = board_configs.at(name).serial.baud;
     options.lock_dir = config.agent.lock_dir;
-    console.port = drivers::SerialPort::open(io, path, options, error);
-    if (!console.port) return false;
+    auto opened = drivers::SerialPort::open(io, *path, options);
+    if (!opened) {
+      console.port.reset();
+      return std::move(opened).takeStatus();
+    }
+    console.port = std::move(opened).value();
     if (console.lease_id != lease_id || !console.log) {
       console.log = openLog(lease_id, name);
       console.lease_id = lease_id;
+      console.recent.clear();
     }
-    console.log->note("console " + path + " opened");
+    console.log->note("console " + *path + " opened");
     console.port->start(
         [this, name](const std::string& line) {
           auto it = consoles.find(name);
           if (it == consoles.end() || !it->second.log) return; // its lease ended
+          it->second.recent.add(line);
           broadcast(name, it->second.log->stamped(line));
           stopAfterEnd(name, line);
         },
@@ -255,7 +289,18 @@ struct BoardService::Impl {
           endReaders(name);
         },
         console.log.get());
-    return true;
+    return Status::success();
+  }
+
+  // `status` (a failure of board work) with the last lines `name`'s console
+  // printed during `lease_id` as its evidence.
+  Status withConsole(Status status, const std::string& name, const std::string& lease_id) const {
+    auto it = consoles.find(name);
+    if (status.ok() || !status.isInfrastructure() || it == consoles.end() || it->second.lease_id != lease_id)
+      return status;
+    Evidence evidence = status.evidence();
+    evidence.console = it->second.recent.text();
+    return std::move(status).withEvidence(std::move(evidence));
   }
 
   // A simulated board whose firmware reported the end of its run
@@ -267,7 +312,7 @@ struct BoardService::Impl {
     if (board == boards.end() || !board->second->consoleFollowsPower()) return;
     consoles[name].log->note("the firmware ended: stopping the simulator");
     std::shared_ptr<drivers::Board> b = board->second;
-    asio::post(strandOf(name), [b] { b->power(drivers::PowerAction::off, ""); });
+    asio::post(strandOf(name), [b] { (void)b->power(drivers::PowerAction::off, ""); }); // a simulator's off cannot fail
   }
 
   // Live lines go to readers past their backlog; those still reading the
@@ -292,23 +337,24 @@ struct BoardService::Impl {
 
   // Runs `work` for `board` on the pool, then `done` on the loop. One
   // operation per board at a time: a second one is refused at once.
-  void offLoop(const std::string& board, const char* what, std::function<drivers::Status()> work,
-               std::function<void(drivers::Status, double)> done) {
+  void offLoop(const std::string& board, const char* what, std::function<Status()> work,
+               std::function<void(Status, double)> done) {
     auto [it, idle] = busy.emplace(board, what);
     if (!idle) {
-      done(drivers::Status::refusedBusy("board " + board + " is busy (" + it->second + " in progress)"), 0);
+      done(Status::error(Code::busy, "board " + board + " is busy (" + it->second + " in progress)"), 0);
       return;
     }
     asio::post(strandOf(board), [this, board, what, work = std::move(work), done = std::move(done)] {
       auto start = std::chrono::steady_clock::now();
-      drivers::Status status;
+      Status status;
       // A throw on a pool thread would end the daemon (std::terminate): it
       // is this operation's failure instead.
       try {
         status = work();
       } catch (const std::exception& e) {
-        status = drivers::Status::failure(std::string(what) + " of board " + board + " failed: " + e.what());
-        spdlog::error("{}", status.message);
+        status = Status::infrastructure(Code::internal,
+                                        std::string(what) + " of board " + board + " failed: " + e.what());
+        spdlog::error("{}", status.message());
       }
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       asio::post(io, [this, board, done, status, seconds] {
@@ -374,7 +420,7 @@ struct BoardService::Impl {
   void dropIfUnused(const std::string& image) {
     if (image.empty() || copies > 0 || imageInUse(image)) return;
     if (::unlink(image.c_str()) != 0 && errno != ENOENT)
-      spdlog::warn("cannot remove the superseded image {}: {}", image, std::strerror(errno));
+      spdlog::warn("{}", Status::fromErrno("cannot remove the superseded image " + image, errno).message());
   }
   // `board` (idle) will flash `image`: its previous image goes unless
   // another board still has it.
@@ -398,12 +444,12 @@ void BoardService::reconfigure(const config::FleetConfig& config) { impl_->confi
 
 std::string BoardService::imageDir(const std::string& lease_id) const { return impl_->leaseDir(lease_id) + "/images"; }
 
-bool BoardService::makeImageDir(const std::string& lease_id, std::string* error) {
+Status BoardService::makeImageDir(const std::string& lease_id) {
   std::error_code ec;
   impl_->image_leases.insert(lease_id); // even half made, it goes with the lease
   std::filesystem::create_directories(imageDir(lease_id), ec);
-  if (ec) *error = "cannot create " + imageDir(lease_id) + ": " + ec.message();
-  return !ec;
+  if (ec) return Status::fromErrno("cannot create " + imageDir(lease_id), ec.value());
+  return Status::success();
 }
 
 std::string BoardService::consoleLogPath(const std::string& lease_id, const std::string& board) const {
@@ -420,33 +466,35 @@ std::string BoardService::powerLogPath(const std::string& lease_id, const std::s
 
 void BoardService::flash(const lease::Lease& lease, const std::string& name, const std::string& image, Done done) {
   std::shared_ptr<drivers::Board> board = impl_->boards.at(name);
-  std::string error;
-  if (!makeDirectory(impl_->leaseDir(lease.id), &error)) return done(drivers::Status::failure(error), 0);
+  if (Status made = makeDirectory(impl_->leaseDir(lease.id)); !made.ok()) return done(std::move(made), 0);
   std::string log = flashLogPath(lease.id, name);
   impl_->owner[name] = lease.id;
-  std::string ignored;
-  if (!board->consoleFollowsPower()) impl_->attach(lease.id, name, &ignored); // catch what it prints after
+  // Catch what it prints after; a console that cannot open leaves the
+  // flash without console evidence, not failed.
+  if (!board->consoleFollowsPower()) (void)impl_->attach(lease.id, name);
   // A busy board refuses the flash (offLoop): its current image stays, and
   // the new one goes unless another board has it.
   if (impl_->busy.count(name)) impl_->dropIfUnused(image);
   else impl_->setImage(name, image);
-  impl_->offLoop(name, "flash", [board, image, log] { return board->flash(image, log); }, std::move(done));
+  Impl* impl = impl_.get();
+  impl_->offLoop(name, "flash", [board, image, log] { return board->flash(image, log); },
+                 [impl, name, lease_id = lease.id, done = std::move(done)](Status status, double seconds) {
+                   done(impl->withConsole(std::move(status), name, lease_id), seconds);
+                 });
 }
 
 void BoardService::flashCopy(const lease::Lease& lease, const std::string& name, int fd, const std::string& ext,
                              Done done) {
   std::shared_ptr<drivers::Board> board = impl_->boards.at(name);
-  std::string error;
   auto source = std::shared_ptr<int>(new int(fd), [](int* f) {
     ::close(*f);
     delete f;
   });
-  if (!makeImageDir(lease.id, &error)) return done(drivers::Status::failure(error), 0);
+  if (Status made = makeImageDir(lease.id); !made.ok()) return done(std::move(made), 0);
   std::string dir = imageDir(lease.id);
   std::string log = flashLogPath(lease.id, name);
   impl_->owner[name] = lease.id;
-  std::string ignored;
-  if (!board->consoleFollowsPower()) impl_->attach(lease.id, name, &ignored);
+  if (!board->consoleFollowsPower()) (void)impl_->attach(lease.id, name);
   Impl* impl = impl_.get();
   auto stored = std::make_shared<std::string>(); // written on the pool, read on the loop after
   std::string lease_id = lease.id;
@@ -455,16 +503,16 @@ void BoardService::flashCopy(const lease::Lease& lease, const std::string& name,
   impl_->offLoop(
       name, "flash",
       [board, source, dir, ext, log, stored] {
-        std::string sha, why;
-        *stored = copyIntoStore(*source, dir, ext, &sha, &why);
-        if (stored->empty()) return drivers::Status::failure("cannot copy the image into the lease's store: " + why);
+        Result<std::string> copied = copyIntoStore(*source, dir, ext);
+        if (!copied) return std::move(copied).takeStatus().withContext("cannot copy the image into the lease's store");
+        *stored = *copied;
         return board->flash(*stored, log);
       },
-      [impl, name, lease_id, stored, idle, done = std::move(done)](drivers::Status status, double seconds) {
+      [impl, name, lease_id, stored, idle, done = std::move(done)](Status status, double seconds) {
         if (idle) --impl->copies;
         auto owner = impl->owner.find(name);
         if (!stored->empty() && owner != impl->owner.end() && owner->second == lease_id) impl->setImage(name, *stored);
-        done(status, seconds);
+        done(impl->withConsole(std::move(status), name, lease_id), seconds);
       });
 }
 
@@ -473,21 +521,19 @@ void BoardService::power(const lease::Lease& lease, const std::string& name, dri
   const config::BoardConfig& config = impl_->board_configs.at(name);
   if (config.driver == "usb" && config.power.driver == "none") {
     // Answering "done" would let a pipeline believe its board was reset.
-    done(drivers::Status::refusedUnsupported("board " + name + " has no power switch (power.driver = \"none\"); "
-                                             "reflash it to restart its firmware"),
+    done(Status::error(Code::unsupported, "board " + name + " has no power switch (power.driver = \"none\"); "
+                                          "reflash it to restart its firmware"),
          0);
     return;
   }
   std::shared_ptr<drivers::Board> board = impl_->boards.at(name);
-  std::string error;
-  if (!makeDirectory(impl_->leaseDir(lease.id), &error)) return done(drivers::Status::failure(error), 0);
+  if (Status made = makeDirectory(impl_->leaseDir(lease.id)); !made.ok()) return done(std::move(made), 0);
   std::string log = powerLogPath(lease.id, name);
   Impl* impl = impl_.get();
   std::string lease_id = lease.id;
   impl->owner[name] = lease_id;
   if (!board->consoleFollowsPower()) {
-    std::string ignored;
-    impl->attach(lease_id, name, &ignored); // a tty: listen before the board boots
+    (void)impl->attach(lease_id, name); // a tty: listen before the board boots
   } else if (action != drivers::PowerAction::on) {
     // The old console session ends with the power.
     auto& console = impl->consoles[name];
@@ -495,35 +541,36 @@ void BoardService::power(const lease::Lease& lease, const std::string& name, dri
     impl->endReaders(name);
   }
   impl_->offLoop(name, "power", [board, action, log] { return board->power(action, log); },
-                 [impl, board, name, lease_id, action, done](drivers::Status status, double seconds) {
+                 [impl, board, name, lease_id, action, done](Status status, double seconds) {
                    // A simulated board starts running once its console connects:
                    // connect right away so no output is lost.
                    auto owner = impl->owner.find(name);
                    bool current = owner != impl->owner.end() && owner->second == lease_id;
-                   if (current && status.ok && action != drivers::PowerAction::off && board->consoleFollowsPower()) {
-                     std::string error;
-                     if (!impl->attach(lease_id, name, &error) && error.find("is off") == std::string::npos)
+                   if (current && status.ok() && action != drivers::PowerAction::off && board->consoleFollowsPower()) {
+                     Status attached = impl->attach(lease_id, name);
+                     if (!attached.ok() && attached.message().find("is off") == std::string::npos)
                        spdlog::warn("board {}: console not attached after power {}: {}", name,
-                                    drivers::toString(action), error);
+                                    drivers::toString(action), attached.message());
                    }
-                   done(status, seconds);
+                   done(impl->withConsole(std::move(status), name, lease_id), seconds);
                  });
 }
 
-bool BoardService::readConsole(const lease::Lease& lease, const std::string& name, Reader reader, std::string* error,
-                               std::function<void()>* cancel) {
+Status BoardService::readConsole(const lease::Lease& lease, const std::string& name, Reader reader,
+                                 std::function<void()>* cancel) {
   auto stream = std::make_shared<ConsoleStream>(std::move(reader), lease.id, consoleLogPath(lease.id, name));
   stream->reopenIfNew(); // before attach: what the console says from now on lands after the backlog
   bool logged = stream->fd >= 0;
-  bool live = impl_->attach(lease.id, name, error);
-  if (!live && !logged) return false;
+  Status attached = impl_->attach(lease.id, name);
+  bool live = attached.ok();
+  if (!live && !logged) return attached;
   // Not live: the session is over (a simulator that finished), what it said is all.
   stream->end_after_backlog = !live;
   // The drained callback keeps the stream alive while its backlog is read;
   // the session drops it when the connection ends.
   stream->reader.on_drained([stream] { stream->pump(); });
   stream->pump();
-  if (stream->phase == ConsoleStream::Phase::done) return true;
+  if (stream->phase == ConsoleStream::Phase::done) return Status::success();
   uint64_t id = impl_->next_reader++;
   impl_->consoles[name].readers[id] = stream;
   Impl* impl = impl_.get();
@@ -533,7 +580,7 @@ bool BoardService::readConsole(const lease::Lease& lease, const std::string& nam
     auto it = impl->consoles.find(name);
     if (it != impl->consoles.end()) it->second.readers.erase(id);
   };
-  return true;
+  return Status::success();
 }
 
 size_t BoardService::consoleReaders(const std::string& lease_id) const {
@@ -564,7 +611,7 @@ struct ImageStoreRemover {
   ~ImageStoreRemover() {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
-    if (ec) spdlog::warn("cannot remove the image store {}: {}", dir, ec.message());
+    if (ec) spdlog::warn("{}", Status::fromErrno("cannot remove the image store " + dir, ec.value()).message());
   }
 };
 
@@ -639,7 +686,7 @@ size_t removeOldLogs(const std::string& root_dir, int64_t cutoff_unix_ms, const 
       ++removed;
       *freed += bytes;
     }
-    else spdlog::warn("cannot remove old lease logs {}: {}", dir.string(), e.message());
+    else spdlog::warn("{}", Status::fromErrno("cannot remove old lease logs " + dir.string(), e.value()).message());
   }
   return removed;
 }

@@ -13,10 +13,10 @@
 #include <set>
 #include <string>
 
+#include "common/status.h"
 #include "config/fleet_config.h"
 #include "daemon/core/lease/types.h"
 #include "drivers/power.h"
-#include "drivers/status.h"
 
 namespace boost::asio {
 class io_context;
@@ -33,7 +33,12 @@ class BoardService {
 
   void reconfigure(const config::FleetConfig& config);
 
-  using Done = std::function<void(drivers::Status status, double seconds)>;
+  // A failed flash or power is an infrastructure Status whose evidence has
+  // the tool's exit status or signal and output tail (when a tool ran) and
+  // the last lines the board's console printed during this lease. A board
+  // busy with another operation answers Code::busy, one without a power
+  // switch Code::unsupported: refusals, with no failure class.
+  using Done = std::function<void(Status status, double seconds)>;
   // REQUIRES: `lease` is active and holds `board` (the router checks).
   // `image` is a file in the lease's image store (image_store.h).
   void flash(const lease::Lease& lease, const std::string& board, const std::string& image, Done done);
@@ -49,16 +54,16 @@ class BoardService {
   // next piece once the reader has sent the last one on (`queued` falls to
   // 0 and `on_drained` fires), so a reader holds little memory whatever the
   // file's size; live lines follow once the reader reached the file's end.
-  // `write` returns false when the reader is gone. Returns false with
-  // `error` set when the console cannot be opened.
+  // `write` returns false when the reader is gone. Returns why when the
+  // console cannot be opened (and nothing was captured to replay).
   struct Reader {
     std::function<bool(const std::string& text)> write;
     std::function<void()> end;
     std::function<size_t()> queued;                            // bytes written, not yet sent on
     std::function<void(std::function<void()>)> on_drained;     // registers what runs when queued() is 0
   };
-  bool readConsole(const lease::Lease& lease, const std::string& board, Reader reader, std::string* error,
-                   std::function<void()>* cancel);
+  Status readConsole(const lease::Lease& lease, const std::string& board, Reader reader,
+                     std::function<void()>* cancel);
   // Console readers open for `lease_id`, over all its boards.
   size_t consoleReaders(const std::string& lease_id) const;
 
@@ -82,8 +87,9 @@ class BoardService {
   // on demand, removed with everything in it when the lease ends, once the
   // lease's boards have finished their work.
   std::string imageDir(const std::string& lease_id) const;
-  // Creates imageDir(lease_id); false with `*error` naming the path.
-  bool makeImageDir(const std::string& lease_id, std::string* error);
+  // Creates imageDir(lease_id); on failure an infrastructure Status naming
+  // the path.
+  Status makeImageDir(const std::string& lease_id);
 
   std::string consoleLogPath(const std::string& lease_id, const std::string& board) const;
   std::string flashLogPath(const std::string& lease_id, const std::string& board) const;

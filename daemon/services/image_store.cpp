@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
-#include <cstring>
 
 #include <openssl/evp.h>
 
@@ -17,8 +16,6 @@
 
 namespace hwfarm {
 namespace {
-
-std::string errnoText() { return std::strerror(errno); }
 
 // realpath(3), or empty.
 std::string resolved(const std::string& path) {
@@ -38,18 +35,18 @@ const std::vector<std::string>& imageExtensions() {
   return extensions;
 }
 
-std::string imageExtension(const std::string& name, std::string* error) {
+Result<std::string> imageExtension(const std::string& name) {
   std::string base = name.substr(name.find_last_of('/') == std::string::npos ? 0 : name.find_last_of('/') + 1);
   size_t dot = base.find_last_of('.');
-  if (dot == std::string::npos || dot == 0) return ".bin";
+  if (dot == std::string::npos || dot == 0) return std::string(".bin");
   std::string ext = base.substr(dot);
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
   const auto& known = imageExtensions();
   if (std::find(known.begin(), known.end(), ext) != known.end()) return ext;
   std::string list;
   for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-  *error = "unsupported image type \"" + sanitizeImageName(ext) + "\" (known: " + list + "; none means .bin)";
-  return {};
+  return Status::error(Code::invalid_argument, "unsupported image type \"" + sanitizeImageName(ext) +
+                                                   "\" (known: " + list + "; none means .bin)");
 }
 
 std::string sanitizeImageName(const std::string& name) {
@@ -87,14 +84,17 @@ ServerImage openServerImage(const std::string& path, const std::vector<std::stri
     if (real.empty() ? under(path, root) : !real_root.empty() && under(real, real_root)) inside = true;
   }
   if (!inside) return refuse(403, "image_path_refused", outside);
-  if (real.empty()) return refuse(400, "invalid_image", "cannot open image " + path + ": " + std::strerror(ENOENT));
+  if (real.empty())
+    return refuse(400, "invalid_image", Status::fromErrno("cannot open image " + path, ENOENT).message());
   image.real_path = real;
   // O_NOFOLLOW: a symlink swapped in after realpath is not followed;
   // O_NONBLOCK: a FIFO does not block the open.
   image.fd = ::open(real.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (image.fd < 0) return refuse(400, "invalid_image", "cannot open image " + path + ": " + errnoText());
+  if (image.fd < 0)
+    return refuse(400, "invalid_image", Status::fromErrno("cannot open image " + path, errno).message());
   struct stat st {};
-  if (::fstat(image.fd, &st) != 0) return refuse(400, "invalid_image", "cannot stat image " + path + ": " + errnoText());
+  if (::fstat(image.fd, &st) != 0)
+    return refuse(400, "invalid_image", Status::fromErrno("cannot stat image " + path, errno).message());
   if (!S_ISREG(st.st_mode)) return refuse(400, "invalid_image", "image " + path + " is not a regular file");
   if (static_cast<uint64_t>(st.st_size) > max_bytes)
     return refuse(413, "payload_too_large",
@@ -105,28 +105,27 @@ ServerImage openServerImage(const std::string& path, const std::vector<std::stri
   return image;
 }
 
-std::string copyIntoStore(int fd, const std::string& dir, const std::string& ext, std::string* sha256,
-                          std::string* error) {
+Result<std::string> copyIntoStore(int fd, const std::string& dir, const std::string& ext) {
   std::string temp = dir + "/.copy-XXXXXX";
   int out = ::mkostemp(temp.data(), O_CLOEXEC);
-  if (out < 0) {
-    *error = "cannot create " + temp + ": " + errnoText();
-    return {};
-  }
+  if (out < 0) return Status::fromErrno("cannot create " + temp, errno);
+  Status error;
+  auto hashFailed = [] { return Status::infrastructure(Code::internal, "cannot hash the image"); };
   EVP_MD_CTX* sha = EVP_MD_CTX_new();
   bool ok = sha && EVP_DigestInit_ex(sha, EVP_sha256(), nullptr) == 1;
+  if (!ok) error = hashFailed();
   std::array<char, 64 * 1024> chunk;
   while (ok) {
     ssize_t n = ::read(fd, chunk.data(), chunk.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      *error = "cannot read the image: " + errnoText();
+      error = Status::fromErrno("cannot read the image", errno);
       ok = false;
       break;
     }
     if (n == 0) break;
     if (EVP_DigestUpdate(sha, chunk.data(), static_cast<size_t>(n)) != 1) {
-      *error = "cannot hash the image";
+      error = hashFailed();
       ok = false;
       break;
     }
@@ -134,7 +133,7 @@ std::string copyIntoStore(int fd, const std::string& dir, const std::string& ext
       ssize_t w = ::write(out, chunk.data() + done, static_cast<size_t>(n - done));
       if (w < 0 && errno == EINTR) continue;
       if (w < 0) {
-        *error = "cannot write " + temp + ": " + errnoText();
+        error = Status::fromErrno("cannot write " + temp, errno);
         ok = false;
       } else {
         done += w;
@@ -144,32 +143,31 @@ std::string copyIntoStore(int fd, const std::string& dir, const std::string& ext
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   if (ok && EVP_DigestFinal_ex(sha, digest, &size) != 1) {
-    *error = "cannot hash the image";
+    error = hashFailed();
     ok = false;
   }
   if (sha) EVP_MD_CTX_free(sha);
   if (::close(out) != 0 && ok) {
-    *error = "cannot write " + temp + ": " + errnoText();
+    error = Status::fromErrno("cannot write " + temp, errno);
     ok = false;
   }
-  std::string stored;
-  if (ok) {
-    sha256->clear();
-    config::appendHex(*sha256, digest, size);
-    stored = storeUpload(temp, *sha256, dir, ext, error);
+  if (!ok) {
+    ::unlink(temp.c_str());
+    return error;
   }
+  std::string sha256;
+  config::appendHex(sha256, digest, size);
+  Result<std::string> stored = storeUpload(temp, sha256, dir, ext);
   ::unlink(temp.c_str()); // linked into place, or a failure: the temporary name goes
   return stored;
 }
 
-std::string storeUpload(const std::string& file, const std::string& sha256, const std::string& dir,
-                        const std::string& ext, std::string* error) {
+Result<std::string> storeUpload(const std::string& file, const std::string& sha256, const std::string& dir,
+                                const std::string& ext) {
   std::string stored = dir + "/" + sha256 + ext;
   // link(2) never replaces: an image stored with this content stays as it is.
-  if (::link(file.c_str(), stored.c_str()) != 0 && errno != EEXIST) {
-    *error = "cannot store " + stored + ": " + errnoText();
-    return {};
-  }
+  if (::link(file.c_str(), stored.c_str()) != 0 && errno != EEXIST)
+    return Status::fromErrno("cannot store " + stored, errno);
   return stored;
 }
 

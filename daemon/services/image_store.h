@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace hwfarm {
 
 // The extensions a stored image may have, lower case with the dot.
@@ -20,9 +22,9 @@ const std::vector<std::string>& imageExtensions();
 
 // The stored extension for an image named `name` (a client's file name or a
 // server path): its own extension lower-cased when it is in
-// imageExtensions(), ".bin" when it has none. Empty with `*error` set for
+// imageExtensions(), ".bin" when it has none. Code::invalid_argument for
 // any other extension.
-std::string imageExtension(const std::string& name, std::string* error);
+Result<std::string> imageExtension(const std::string& name);
 
 // `name` reduced for logs: its last path component, characters outside
 // [A-Za-z0-9._+-] replaced by '_', at most 128 bytes.
@@ -47,16 +49,15 @@ ServerImage openServerImage(const std::string& path, const std::vector<std::stri
 
 // Copies `fd` (read to its end; not closed) into `dir` as <sha256><ext>,
 // hashing as it goes. An image already stored with that content is kept
-// as it is. Returns the stored path, or empty with `*error` naming the path
-// that failed. Blocking: run it off the event loop.
-std::string copyIntoStore(int fd, const std::string& dir, const std::string& ext, std::string* sha256,
-                          std::string* error);
+// as it is. Returns the stored path, or an infrastructure failure naming
+// the path that failed. Blocking: run it off the event loop.
+Result<std::string> copyIntoStore(int fd, const std::string& dir, const std::string& ext);
 
 // Moves an uploaded file (the server's spool, hashed to `sha256`) into
 // `dir` as <sha256><ext>; when that image is stored already the upload is
-// left for the server to remove. Returns the stored path, or empty with
-// `*error` set.
-std::string storeUpload(const std::string& file, const std::string& sha256, const std::string& dir,
-                        const std::string& ext, std::string* error);
+// left for the server to remove. Returns the stored path, or an
+// infrastructure failure naming it.
+Result<std::string> storeUpload(const std::string& file, const std::string& sha256, const std::string& dir,
+                                const std::string& ext);
 
 } // namespace hwfarm

@@ -4,12 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <set>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <spdlog/spdlog.h>
+
+#include "common/status.h"
 
 namespace hwfarm {
 namespace asio = boost::asio;
@@ -47,7 +50,7 @@ struct PresenceWatcher::Impl : std::enable_shared_from_this<PresenceWatcher::Imp
       int wd = ::inotify_add_watch(stream.native_handle(), dir.c_str(),
                                    IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_ATTRIB);
       if (wd >= 0) watches[dir] = wd;
-      else spdlog::warn("cannot watch {} for board presence: {}", dir, std::strerror(errno));
+      else spdlog::warn("{}", Status::fromErrno("cannot watch " + dir + " for board presence", errno).message());
     }
   }
 
