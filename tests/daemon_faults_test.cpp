@@ -16,6 +16,7 @@
 #include "daemon/api/router.h"
 #include "daemon/services/board_service.h"
 #include "daemon/services/lease_service.h"
+#include "daemon/services/system_clock.h"
 #include "tests/support/daemon_harness.h"
 
 using namespace hwfarm;
@@ -43,6 +44,7 @@ config::FleetConfig fleetOf(const test::TempDir& dir, int boards) {
 
 // The daemon's parts wired as hwfarmd wires them, without sockets.
 struct InProcess {
+  SystemClock clock;
   boost::asio::io_context io;
   AgentState state;
   Authenticator auth;
@@ -55,7 +57,7 @@ struct InProcess {
     state.config = std::make_shared<const config::FleetConfig>(config);
     state.effective_tier = config.agent.tier;
     auth.setAnonymousLoopback(true);
-    leases = std::make_unique<LeaseService>(io, config);
+    leases = std::make_unique<LeaseService>(io, config, clock);
     boards = std::make_unique<BoardService>(io, config, [](const std::string&) { return std::string(); });
     router = std::make_unique<api::Router>(state, *leases, *boards, auth);
   }
