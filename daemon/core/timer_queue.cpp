@@ -28,12 +28,22 @@ std::optional<TimerQueue::Time> TimerQueue::next() const {
 }
 
 size_t TimerQueue::runDue(Time now) {
+  const Id first_new = next_id_; // timers scheduled from here on wait for the next call
   size_t ran = 0;
-  while (!timers_.empty() && timers_.begin()->first.first <= now) {
-    auto node = timers_.extract(timers_.begin());
-    when_.erase(node.key().second);
-    node.mapped()();
+  auto it = timers_.begin();
+  while (it != timers_.end() && it->first.first <= now) {
+    if (it->first.second >= first_new) {
+      ++it;
+      continue;
+    }
+    Key key = it->first;
+    std::function<void()> fn = std::move(it->second);
+    timers_.erase(it);
+    when_.erase(key.second);
+    fn(); // may schedule and cancel timers
     ++ran;
+    // The timers due before this call that are left all come after `key`.
+    it = timers_.upper_bound(key);
   }
   return ran;
 }

@@ -32,9 +32,10 @@ class TimerQueue {
 
   // The earliest deadline, if any.
   std::optional<Time> next() const;
-  // Runs every timer due at `now`, earliest deadline first (equal deadlines
-  // in scheduling order), each removed before it runs. A timer scheduled by
-  // a callback runs in this call when it is due at `now` too. Returns how
+  // Runs every timer that was scheduled before this call and is due at
+  // `now`, earliest deadline first (equal deadlines in scheduling order),
+  // each removed before it runs. Timers the callbacks schedule run from the
+  // next call on, even when already due: one call always ends. Returns how
   // many ran.
   size_t runDue(Time now);
   size_t size() const { return timers_.size(); }
