@@ -104,10 +104,10 @@ struct LeaseService::Impl {
   lease::Scheduler scheduler;
   store::Store store;
   TimerQueue timers;
-  asio::steady_timer wake;                       // calls tick() at timers.next()
-  std::optional<Clock::SteadyTime> wake_armed;   // the deadline `wake` is armed for
+  asio::steady_timer wake;                     // calls tick() at timers.next()
+  std::optional<Clock::SteadyTime> wake_armed; // the deadline `wake` is armed for
   TimerQueue::Id expiry_timer = 0;
-  int64_t armed_for = INT64_MAX;                 // the expiry expiry_timer fires for
+  int64_t armed_for = INT64_MAX; // the expiry expiry_timer fires for
   std::unordered_map<std::string, TimerQueue::Id> recovery_timers;
   std::unordered_map<uint64_t, std::vector<Waiter>> waiting;
   std::set<uint64_t> abandoned; // tickets whose clients left after the grant decision
@@ -189,6 +189,7 @@ void LeaseService::Impl::cancelTimer(TimerQueue::Id& id) {
 }
 
 void LeaseService::Impl::tick() {
+  if (stopped) return;
   timers.runDue(clock.steadyNow());
   rearm();
 }

@@ -74,7 +74,7 @@ class LeaseService {
 
   // Fires every deadline due at the clock's steady time now: lease expiries,
   // wait deadlines, recoveries, the forgetting of old ended leases. Then
-  // arms the event-loop timer for the next one.
+  // arms the event-loop timer for the next one. Does nothing after stop().
   void tick();
 
   using AcquireDone = std::function<void(const AcquireOutcome&)>;
