@@ -92,6 +92,15 @@ struct Service {
     REQUIRE((*answer)->status.ok());
     return (*answer)->lease;
   }
+  // Stops the service and starts a new one on the same state dir, with the
+  // wall clock at `wall_ms` (a restart: steady time starts afresh).
+  void restart(int64_t wall_ms) {
+    leases->stop();
+    settle();
+    leases.reset();
+    clock = ManualClock(wall_ms);
+    leases = std::make_unique<LeaseService>(io, config, clock);
+  }
   const lease::Lease& lease(const std::string& id) const {
     const lease::Lease* l = leases->scheduler().lease(id);
     REQUIRE(l);
@@ -282,6 +291,26 @@ TEST_CASE("a wall-clock step moves no deadline and no time the service reports")
   REQUIRE(s.lease(l.id).state == LeaseState::expired);
   REQUIRE(s.lease(l.id).ended_ms == kStartWallMs + 10000);
   REQUIRE(s.leases->nowMs() == kStartWallMs + 10000);
+}
+
+TEST_CASE("a restart restores leases against the wall clock: a lease that ran out meanwhile is expired") {
+  Service s(2);
+  lease::Lease lapses = s.grant(1, 10000);
+  lease::Lease keeps = s.grant(1, 60000);
+  // Given a restart 30 s later by the wall clock,
+  s.restart(kStartWallMs + 30000);
+  // the lease that ran out while the service was down is expired as of the
+  // start, and the other keeps its expiry.
+  REQUIRE(s.lease(lapses.id).state == LeaseState::expired);
+  REQUIRE(s.lease(lapses.id).ended_ms == kStartWallMs + 30000);
+  REQUIRE(s.lease(keeps.id).state == LeaseState::active);
+  REQUIRE(s.lease(keeps.id).expires_ms == kStartWallMs + 60000);
+  REQUIRE(s.leases->metrics().expiries == 1);
+  // It still expires at that time, by the new start's clock.
+  s.advance(29999ms);
+  REQUIRE(s.lease(keeps.id).state == LeaseState::active);
+  s.advance(1ms);
+  REQUIRE(s.lease(keeps.id).state == LeaseState::expired);
 }
 
 TEST_CASE("stopping answers waiting requests as unavailable and fires no more deadlines") {
