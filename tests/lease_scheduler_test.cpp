@@ -48,9 +48,9 @@ TEST_CASE("grants go to the least recently used board and not always the first")
   std::vector<std::string> seen;
   for (int i = 0; i < 3; ++i) {
     auto r = f.submit("t", 1, 100 + i);
-    REQUIRE(r.status == SubmitStatus::granted);
+    REQUIRE(r.kind == Submitted::granted);
     seen.push_back(r.lease.boards[0].name);
-    REQUIRE(f.s.release(r.lease.id, 100 + i, f.changes).status == OpStatus::ok);
+    REQUIRE(f.s.release(r.lease.id, 100 + i, f.changes).status.ok());
   }
   REQUIRE(seen == std::vector<std::string>{"a", "b", "c"});
 }
@@ -58,9 +58,9 @@ TEST_CASE("grants go to the least recently used board and not always the first")
 TEST_CASE("multi-board requests are all-or-nothing and hold no partial boards") {
   Fixture f({spec("a", "t"), spec("b", "t")});
   auto first = f.submit("t", 1, 1);
-  REQUIRE(first.status == SubmitStatus::granted);
+  REQUIRE(first.kind == Submitted::granted);
   auto pair = f.submit("t", 2, 2);
-  REQUIRE(pair.status == SubmitStatus::queued);
+  REQUIRE(pair.kind == Submitted::queued);
   // The free board is held back for the pair, not leased to it alone.
   REQUIRE(f.s.board("b")->state == BoardState::available);
   REQUIRE(f.s.activeLeaseCount() == 1);
@@ -105,16 +105,16 @@ TEST_CASE("a large request is not starved by a stream of small ones") {
   auto s1 = f.submit("t", 1, 0);
   auto s2 = f.submit("t", 1, 0);
   auto big = f.submit("t", 3, 1);
-  REQUIRE(big.status == SubmitStatus::queued);
+  REQUIRE(big.kind == Submitted::queued);
   // Small requests keep arriving; each release would let one in if the big
   // request did not hold the freed boards back.
   auto s3 = f.submit("t", 1, 2);
-  REQUIRE(s3.status == SubmitStatus::queued);
+  REQUIRE(s3.kind == Submitted::queued);
   f.changes = {};
   f.s.release(s1.lease.id, 3, f.changes);
   REQUIRE(f.changes.granted.empty());
   auto s4 = f.submit("t", 1, 4);
-  REQUIRE(s4.status == SubmitStatus::queued);
+  REQUIRE(s4.kind == Submitted::queued);
   f.changes = {};
   f.s.release(s2.lease.id, 5, f.changes);
   REQUIRE(f.changes.granted.size() == 1);
@@ -125,8 +125,8 @@ TEST_CASE("held-back boards are still usable by requests the big one cannot use"
   Fixture f({spec("a", "t"), spec("b", "t"), spec("x", "other")});
   auto s1 = f.submit("t", 1, 0);
   auto big = f.submit("t", 2, 1);
-  REQUIRE(big.status == SubmitStatus::queued);
-  REQUIRE(f.submit("other", 1, 2).status == SubmitStatus::granted);
+  REQUIRE(big.kind == Submitted::queued);
+  REQUIRE(f.submit("other", 1, 2).kind == Submitted::granted);
 }
 
 TEST_CASE("an expired lease sends its boards to recovering and never straight to available") {
@@ -140,7 +140,7 @@ TEST_CASE("an expired lease sends its boards to recovering and never straight to
   REQUIRE(f.changes.ended.size() == 1);
   REQUIRE(f.s.lease(r.lease.id)->state == LeaseState::expired);
   REQUIRE(f.s.board("a")->state == BoardState::recovering);
-  REQUIRE(f.submit("t", 1, 10001).status == SubmitStatus::queued);
+  REQUIRE(f.submit("t", 1, 10001).kind == Submitted::queued);
   f.changes = {};
   f.s.recovered("a", 10002, f.changes);
   REQUIRE(f.changes.granted.size() == 1);
@@ -154,21 +154,21 @@ TEST_CASE("renewal moves the expiry and ended leases cannot be renewed or releas
   REQUIRE(f.s.lease(r.lease.id)->state == LeaseState::active);
   f.s.release(r.lease.id, 25000, f.changes);
   auto again = f.s.renew(r.lease.id, 1000, 25001, f.changes);
-  REQUIRE(again.status == OpStatus::not_active);
-  REQUIRE(again.detail == "lease " + r.lease.id + " is released (released)");
-  REQUIRE(f.s.release("nope", 1, f.changes).status == OpStatus::not_found);
+  REQUIRE(again.status.is(hwfarm::Code::conflict));
+  REQUIRE(again.status.message() == "lease " + r.lease.id + " is released (released)");
+  REQUIRE(f.s.release("nope", 1, f.changes).status.is(hwfarm::Code::not_found));
 }
 
 TEST_CASE("requests no configured board can ever match are refused at once") {
   Fixture f({spec("a", "t"), spec("b", "t", "w1")});
   auto r = f.submit("nucleo", 1, 0);
-  REQUIRE(r.status == SubmitStatus::unsatisfiable);
-  REQUIRE(r.detail == "selector type=nucleo matches 0 configured board(s), 1 requested");
-  REQUIRE(f.submit("t", 3, 0).detail == "selector type=t matches 2 configured board(s), 3 requested");
+  REQUIRE(r.status.is(hwfarm::Code::invalid_argument));
+  REQUIRE(r.status.message() == "selector type=nucleo matches 0 configured board(s), 1 requested");
+  REQUIRE(f.submit("t", 3, 0).status.message() == "selector type=t matches 2 configured board(s), 3 requested");
   LeaseRequest w;
   w.selector.worker = "w9";
   w.ttl_ms = 1;
-  REQUIRE(f.s.submit(w, 0, f.changes).detail == "no configured worker or Jenkins node is named \"w9\"");
+  REQUIRE(f.s.submit(w, 0, f.changes).status.message() == "no configured worker or Jenkins node is named \"w9\"");
   w.selector.worker = "w1-node"; // a worker is also found by its Jenkins node name
   REQUIRE(f.s.submit(w, 0, f.changes).lease.boards.at(0).name == "b");
 }
@@ -177,23 +177,23 @@ TEST_CASE("a retried request with the same idempotency key gets the same lease o
   Fixture f({spec("a", "t")});
   auto first = f.submit("t", 1, 0, 0, "k1");
   auto retry = f.submit("t", 1, 1, 0, "k1");
-  REQUIRE(retry.status == SubmitStatus::existing);
+  REQUIRE(retry.kind == Submitted::existing);
   REQUIRE(retry.lease.id == first.lease.id);
   REQUIRE(f.s.activeLeaseCount() == 1);
   auto waiting = f.submit("t", 1, 2, 0, "k2");
   auto joined = f.submit("t", 1, 3, 0, "k2");
-  REQUIRE(joined.status == SubmitStatus::joined);
+  REQUIRE(joined.kind == Submitted::joined);
   REQUIRE(joined.ticket == waiting.ticket);
   REQUIRE(f.s.queueLength() == 1);
   // The same key from another principal is another request.
-  REQUIRE(f.submit("t", 1, 4, 0, "k1", "other").status == SubmitStatus::queued);
+  REQUIRE(f.submit("t", 1, 4, 0, "k1", "other").kind == Submitted::queued);
 }
 
 TEST_CASE("cancelling a waiting request releases the boards it held back") {
   Fixture f({spec("a", "t"), spec("b", "t")});
   auto s1 = f.submit("t", 1, 0);
   auto big = f.submit("t", 2, 1);
-  REQUIRE(f.submit("t", 1, 2).status == SubmitStatus::queued);
+  REQUIRE(f.submit("t", 1, 2).kind == Submitted::queued);
   f.changes = {};
   REQUIRE(f.s.cancel(big.ticket, 3, f.changes));
   REQUIRE(f.changes.granted.size() == 1); // the small one now gets board b
@@ -233,10 +233,10 @@ TEST_CASE("a board that vanishes while leased is lost to the lease as an infrast
 TEST_CASE("maintenance only for unleased boards and resume goes through recovering") {
   Fixture f({spec("a", "t"), spec("b", "t")});
   auto r = f.submit("t", 1, 0);
-  REQUIRE(f.s.enterMaintenance("a", "", 1, f.changes).status == OpStatus::conflict);
-  REQUIRE(f.s.enterMaintenance("b", "probe swap", 1, f.changes).status == OpStatus::ok);
-  REQUIRE(f.submit("t", 1, 2).status == SubmitStatus::queued);
-  REQUIRE(f.s.resume("b", 3, f.changes).status == OpStatus::ok);
+  REQUIRE(f.s.enterMaintenance("a", "", 1, f.changes).status.is(hwfarm::Code::conflict));
+  REQUIRE(f.s.enterMaintenance("b", "probe swap", 1, f.changes).status.ok());
+  REQUIRE(f.submit("t", 1, 2).kind == Submitted::queued);
+  REQUIRE(f.s.resume("b", 3, f.changes).status.ok());
   REQUIRE(f.s.board("b")->state == BoardState::recovering);
 }
 
@@ -253,7 +253,7 @@ TEST_CASE("random operations keep every board in at most one lease and the count
     f.changes = {};
     if (op <= 1) {
       auto r = f.submit(rng() % 2 ? "x" : "y", 1 + static_cast<int>(rng() % 3), now, static_cast<int>(rng() % 3));
-      if (r.status == SubmitStatus::queued) tickets.push_back(r.ticket);
+      if (r.kind == Submitted::queued) tickets.push_back(r.ticket);
     } else if (op == 2 && !tickets.empty()) {
       f.s.cancel(tickets[rng() % tickets.size()], now, f.changes);
     } else if (op == 3) {
@@ -305,8 +305,8 @@ TEST_CASE("a board that is not present goes back to offline when resumed") {
   Scheduler s{SchedulerOptions{}, [&] { return "L" + std::to_string(++ids); }};
   Changes c;
   s.configure({spec("usb-1", "t")}, [](const BoardSpec&) { return BoardState::offline; }, 0, c);
-  REQUIRE(s.enterMaintenance("usb-1", "", 1, c).status == OpStatus::ok);
-  REQUIRE(s.resume("usb-1", 2, c).status == OpStatus::ok);
+  REQUIRE(s.enterMaintenance("usb-1", "", 1, c).status.ok());
+  REQUIRE(s.resume("usb-1", 2, c).status.ok());
   REQUIRE(s.board("usb-1")->state == BoardState::offline);
   // Once it appears it recovers like any other.
   s.appeared("usb-1", 3, c);
@@ -328,12 +328,12 @@ TEST_CASE("at most max_ended ended leases stay in memory and active ones always 
     return s.submit(r, now, c);
   };
   auto held = submit("held", 1); // stays active throughout
-  REQUIRE(held.status == SubmitStatus::granted);
+  REQUIRE(held.kind == Submitted::granted);
   std::vector<std::string> ended;
   for (int i = 0; i < 5; ++i) {
     auto r = submit("k" + std::to_string(i), 10 + i);
-    REQUIRE(r.status == SubmitStatus::granted);
-    REQUIRE(s.release(r.lease.id, 10 + i, c).status == OpStatus::ok);
+    REQUIRE(r.kind == Submitted::granted);
+    REQUIRE(s.release(r.lease.id, 10 + i, c).status.ok());
     ended.push_back(r.lease.id);
   }
   REQUIRE(s.endedLeaseCount() == 3);
@@ -343,8 +343,8 @@ TEST_CASE("at most max_ended ended leases stay in memory and active ones always 
   CHECK(s.lease(ended[4]) != nullptr);
   CHECK(s.lease(held.lease.id) != nullptr);
   // A forgotten lease's key no longer replays it; a remembered one does.
-  CHECK(submit("k0", 20).status == SubmitStatus::granted);
-  CHECK(submit("k4", 21).status == SubmitStatus::existing);
+  CHECK(submit("k0", 20).kind == Submitted::granted);
+  CHECK(submit("k4", 21).kind == Submitted::existing);
   // Time-based forgetting keeps the active lease.
   s.forgetEndedBefore(1000);
   CHECK(s.lease(ended[4]) == nullptr);
@@ -398,11 +398,11 @@ TEST_CASE("issue 9: a quarantined board that is unplugged and replugged stays qu
   REQUIRE(s.board("usb-1")->state == BoardState::quarantined);
   REQUIRE(s.board("usb-1")->reason == "3 failed health checks");
   REQUIRE(s.board("usb-1")->present);
-  REQUIRE(s.resume("usb-1", 5, c).status == OpStatus::ok);
+  REQUIRE(s.resume("usb-1", 5, c).status.ok());
   REQUIRE(s.board("usb-1")->state == BoardState::recovering);
   // Resumed while unplugged, it waits offline for its device.
   s.restoreBoard("usb-1", BoardState::quarantined, 6, "again");
   s.vanished("usb-1", 7, c);
-  REQUIRE(s.resume("usb-1", 8, c).status == OpStatus::ok);
+  REQUIRE(s.resume("usb-1", 8, c).status.ok());
   REQUIRE(s.board("usb-1")->state == BoardState::offline);
 }

@@ -35,8 +35,8 @@ void Handlers::boardAction(Call& c, const std::string& name, const std::string& 
   if (!leases_.scheduler().board(name)) return c.respond(jsonError(404, "not_found", "no board " + echoed(name)));
   auto respond = c.respond;
   auto done = [this, respond, name](lease::OpResult r) {
-    if (r.status == lease::OpStatus::not_found) return respond(jsonError(404, "not_found", r.detail));
-    if (r.status != lease::OpStatus::ok) return respond(jsonError(409, "conflict", r.detail));
+    if (r.status.is(Code::not_found)) return respond(jsonError(404, "not_found", r.status.message()));
+    if (!r.status.ok()) return respond(jsonError(409, "conflict", r.status.message()));
     // A reload may have removed the board while the change was committed.
     const lease::Board* b = leases_.scheduler().board(name);
     if (!b) return respond(jsonError(404, "not_found", "board " + name + " was removed from the configuration"));

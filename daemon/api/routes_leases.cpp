@@ -68,25 +68,24 @@ void Handlers::acquire(Call& c) {
   leases_.acquire(
       std::move(r), parsed->wait_ms,
       [this, respond, wait_s, selector](const AcquireOutcome& o) {
-        using K = AcquireOutcome::Kind;
-        switch (o.kind) {
-          case K::granted: return respond(okText(leaseJson(o.lease, leases_.scheduler()), 201));
-          case K::existing: return respond(okText(leaseJson(o.lease, leases_.scheduler()), 200));
-          case K::timeout: {
+        if (o.status.ok()) return respond(okText(leaseJson(o.lease, leases_.scheduler()), o.existing ? 200 : 201));
+        switch (o.status.code()) {
+          case Code::timeout: {
             std::ostringstream detail;
             detail << "no matching board was free within wait_s = " << wait_s;
             json::object body{{"error", "wait_timeout"}, {"detail", detail.str()}, {"queue_position", o.position}};
             return respond(ok(body, 408));
           }
-          case K::unsatisfiable: {
+          case Code::invalid_argument: {
             JsonWriter w;
-            w.beginObject().member("error", "unsatisfiable").member("detail", o.detail).key("selector");
+            w.beginObject().member("error", "unsatisfiable").member("detail", o.status.message()).key("selector");
             writeSelector(w, selector);
             w.endObject();
             return respond(okText(w.take(), 422));
           }
-          case K::queue_full: return respond(jsonError(503, "queue_full", o.detail));
-          case K::shutting_down: return respond(jsonError(503, "shutting_down", o.detail));
+          case Code::busy: return respond(jsonError(503, "queue_full", o.status.message()));
+          case Code::unavailable: return respond(jsonError(503, "shutting_down", o.status.message()));
+          default: return respond(jsonError(500, "internal_error", o.status.toString()));
         }
       },
       [exchange = c.respond.exchange()](std::function<void()> hook) { exchange->onClientGone(std::move(hook)); });
@@ -102,9 +101,9 @@ void Handlers::renew(Call& c, const std::string& id) {
   if (!ttl) return c.respond(jsonError(400, "invalid_request", error));
   auto respond = c.respond;
   leases_.renew(id, *ttl, [this, respond](lease::OpResult r) {
-    if (r.status == lease::OpStatus::not_active) {
+    if (r.status.is(Code::conflict)) { // the lease has ended
       JsonWriter w;
-      w.beginObject().member("error", "not_active").member("detail", r.detail).key("lease");
+      w.beginObject().member("error", "not_active").member("detail", r.status.message()).key("lease");
       writeLease(w, r.lease, leases_.scheduler());
       w.endObject();
       return respond(okText(w.take(), 409));

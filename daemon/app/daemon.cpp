@@ -26,17 +26,13 @@
 #include "daemon/services/board_service.h"
 #include "daemon/services/lease_service.h"
 #include "daemon/services/presence.h"
+#include "daemon/services/system_clock.h"
 #include "drivers/usb_discovery.h"
 
 namespace hwfarm {
 namespace asio = boost::asio;
 
 namespace {
-
-int64_t unixNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Boards whose presence is their console path existing.
 std::map<std::string, std::string> watchedPaths(const config::FleetConfig& c) {
@@ -142,6 +138,7 @@ struct Daemon::Impl {
   asio::steady_timer stop_deadline{io};
   asio::steady_timer prune_timer{io};
   std::optional<std::chrono::microseconds> watchdog_interval;
+  SystemClock clock; // the lease service's time and the agent's timestamps
   AgentState state;
   Authenticator auth;
   std::unique_ptr<StateDirLock> state_lock;
@@ -189,13 +186,13 @@ int Daemon::Impl::run() {
   setLogLevel(config->agent.log_level);
   state.config = config;
   state.version = kVersion;
-  state.started_at_ms = unixNowMs();
+  state.started_at_ms = clock.wallMs();
   state.config_status.generation = 1;
   state.config_status.source = config->source;
   state.config_status.sha256 = config::sha256Hex(loaded.text);
   state.config_status.loaded_at_ms = state.started_at_ms;
   state.effective_tier = effectiveTier(*config);
-  state.tier_since_ms = unixNowMs();
+  state.tier_since_ms = clock.wallMs();
 
   std::vector<config::Token> tokens;
   std::vector<std::string> token_errors = loadTokens(*config, &tokens);
@@ -209,7 +206,7 @@ int Daemon::Impl::run() {
 
   try {
     state_lock = std::make_unique<StateDirLock>(config->agent.state_dir);
-    leases = std::make_unique<LeaseService>(io, *config);
+    leases = std::make_unique<LeaseService>(io, *config, clock);
     boards = std::make_unique<BoardService>(io, *config, [this](const std::string& board) {
       std::lock_guard lock(tty_mutex);
       auto it = ttys.find(board);
@@ -295,7 +292,7 @@ void Daemon::Impl::onSignal(int signal) {
 // Console, flash and power logs live as long as the lease history
 // (leases.history_days) and never while their lease is active.
 void Daemon::Impl::pruneLogs() {
-  int64_t cutoff = unixNowMs() - static_cast<int64_t>(state.config->leases.history_days * 86400000.0);
+  int64_t cutoff = leases->nowMs() - static_cast<int64_t>(state.config->leases.history_days * 86400000.0);
   std::set<std::string> active;
   for (const auto& [id, l] : leases->scheduler().leases())
     if (l.state == lease::LeaseState::active) active.insert(id);
@@ -363,7 +360,7 @@ void Daemon::Impl::applyReload(PreparedReload prepared) {
   if (stopping) return;
   Loaded& loaded = prepared.loaded;
   ConfigStatus& status = state.config_status;
-  status.last_reload_at_ms = unixNowMs();
+  status.last_reload_at_ms = clock.wallMs();
   status.last_reload_errors.clear();
   status.last_reload_restart_needed.clear();
   status.last_reload_ok = loaded.result.ok();
@@ -406,7 +403,7 @@ void Daemon::Impl::applyReload(PreparedReload prepared) {
       spdlog::info("effective tier {} -> {} (sla.pin_tier / agent.tier changed)", state.effective_tier,
                    effectiveTier(*applied));
       state.effective_tier = effectiveTier(*applied);
-      state.tier_since_ms = unixNowMs();
+      state.tier_since_ms = clock.wallMs();
     }
     state.config = applied;
     boards->reconfigure(*applied);

@@ -1,6 +1,7 @@
 #include "daemon/services/lease_service.h"
 
 #include <chrono>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -10,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "config/tokens.h"
+#include "daemon/core/timer_queue.h"
 #include "daemon/store/database.h"
 #include "daemon/store/lease_tables.h"
 
@@ -19,11 +21,6 @@ using lease::BoardState;
 using lease::Changes;
 
 namespace {
-
-int64_t wallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // 128 random bits, hex: lease ids stay unique across restarts and hosts.
 std::string randomId() { return config::randomHex(16); }
@@ -45,6 +42,8 @@ BoardState initialState(const lease::BoardSpec& spec) {
 // Ended leases stay in memory this long (for GET and idempotent retries);
 // the database keeps them for leases.history_days.
 constexpr int64_t kMemoryHistoryMs = 3600 * 1000;
+// How often ended leases older than that are forgotten.
+constexpr auto kForgetInterval = std::chrono::minutes(1);
 
 lease::SchedulerOptions schedulerOptions(const config::FleetConfig& c) {
   return {static_cast<int64_t>(c.leases.aging_s * 1000), static_cast<size_t>(c.limits.max_queue),
@@ -57,16 +56,18 @@ struct LeaseService::Impl {
   struct Waiter {
     uint64_t id;
     AcquireDone done;
-    std::shared_ptr<asio::steady_timer> timer;
+    TimerQueue::Id timer;
   };
 
-  Impl(asio::io_context& io_context, const config::FleetConfig& config)
+  Impl(asio::io_context& io_context, const config::FleetConfig& config, const Clock& clock)
       : io(io_context),
+        clock(clock),
+        start_steady(clock.steadyNow()),
+        start_wall_ms(clock.wallMs()),
         config(config),
         scheduler(schedulerOptions(config), randomId),
         store(config.agent.state_dir + "/hwfarm.db", store::DatabaseOptions{config.leases.fsync}),
-        expiry_timer(io_context),
-        forget_timer(io_context) {
+        wake(io_context) {
     store.add(tables);
   }
 
@@ -83,17 +84,35 @@ struct LeaseService::Impl {
   void countGrant(const lease::Lease& lease);
   void countEnded(const Changes& changes);
   store::Batch batchOf(std::shared_ptr<const Changes> changes) const;
-  int64_t now() const { return wallMs(); }
+
+  // The scheduler's time: the wall clock at start plus steady time since.
+  int64_t now() const {
+    return start_wall_ms +
+           std::chrono::duration_cast<std::chrono::milliseconds>(clock.steadyNow() - start_steady).count();
+  }
+  // The steady time at which now() reaches `ms`.
+  Clock::SteadyTime steadyAt(int64_t ms) const { return start_steady + std::chrono::milliseconds(ms - start_wall_ms); }
+  // Runs `fn` from the tick() at or after `when`.
+  TimerQueue::Id at(Clock::SteadyTime when, std::function<void()> fn);
+  void cancelTimer(TimerQueue::Id& id);
+  void tick();
+  // Arms `wake` for the earliest deadline, if that changed.
+  void rearm();
 
   asio::io_context& io;
+  const Clock& clock;
+  Clock::SteadyTime start_steady;
+  int64_t start_wall_ms;
   config::FleetConfig config;
   lease::Scheduler scheduler;
   store::LeaseTables tables; // before the database: it outlives the database's threads
   store::Database store;
-  asio::steady_timer expiry_timer;
-  asio::steady_timer forget_timer;
-  int64_t armed_for = INT64_MAX;
-  std::unordered_map<std::string, std::shared_ptr<asio::steady_timer>> recovery_timers;
+  TimerQueue timers;
+  asio::steady_timer wake;                     // calls tick() at timers.next()
+  std::optional<Clock::SteadyTime> wake_armed; // the deadline `wake` is armed for
+  TimerQueue::Id expiry_timer = 0;
+  int64_t armed_for = INT64_MAX; // the expiry expiry_timer fires for
+  std::unordered_map<std::string, TimerQueue::Id> recovery_timers;
   std::unordered_map<uint64_t, std::vector<Waiter>> waiting;
   std::set<uint64_t> abandoned; // tickets whose clients left after the grant decision
   uint64_t next_waiter = 1;
@@ -156,12 +175,41 @@ void LeaseService::Impl::restore() {
 }
 
 void LeaseService::Impl::forgetOldLeases() {
-  forget_timer.expires_after(std::chrono::minutes(1));
-  forget_timer.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
+  at(clock.steadyNow() + kForgetInterval, [this] {
     scheduler.forgetEndedBefore(
         now() - std::min(kMemoryHistoryMs, static_cast<int64_t>(config.leases.history_days * 86400000.0)));
     forgetOldLeases();
+  });
+}
+
+TimerQueue::Id LeaseService::Impl::at(Clock::SteadyTime when, std::function<void()> fn) {
+  TimerQueue::Id id = timers.schedule(when, std::move(fn));
+  rearm();
+  return id;
+}
+
+void LeaseService::Impl::cancelTimer(TimerQueue::Id& id) {
+  if (timers.cancel(std::exchange(id, 0))) rearm();
+}
+
+void LeaseService::Impl::tick() {
+  if (stopped) return;
+  timers.runDue(clock.steadyNow());
+  rearm();
+}
+
+void LeaseService::Impl::rearm() {
+  if (stopped) return;
+  std::optional<Clock::SteadyTime> next = timers.next();
+  if (next == wake_armed) return;
+  wake_armed = next;
+  wake.cancel();
+  if (!next) return;
+  wake.expires_after(std::max(Clock::SteadyTime::duration::zero(), *next - clock.steadyNow()));
+  wake.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    wake_armed.reset();
+    tick();
   });
 }
 
@@ -253,7 +301,6 @@ void LeaseService::Impl::delivered(const Changes& changes) {
     // A request granted on arrival is answered by its own completion.
     if (!waiting.count(l.ticket)) continue;
     AcquireOutcome outcome;
-    outcome.kind = AcquireOutcome::Kind::granted;
     // The lease as it is now (the snapshot if it was already forgotten).
     const lease::Lease* current = scheduler.lease(l.id);
     outcome.lease = current ? *current : l;
@@ -261,8 +308,7 @@ void LeaseService::Impl::delivered(const Changes& changes) {
   }
   for (const auto& d : changes.dropped) {
     AcquireOutcome outcome;
-    outcome.kind = AcquireOutcome::Kind::unsatisfiable;
-    outcome.detail = d.detail;
+    outcome.status = Status::error(Code::invalid_argument, d.detail);
     answerWaiters(d.ticket, outcome);
   }
 }
@@ -273,7 +319,7 @@ void LeaseService::Impl::answerWaiters(uint64_t ticket, const AcquireOutcome& ou
   std::vector<Waiter> waiters = std::move(it->second);
   waiting.erase(it);
   for (auto& w : waiters) {
-    w.timer->cancel();
+    cancelTimer(w.timer);
     w.done(outcome);
   }
 }
@@ -282,11 +328,10 @@ void LeaseService::Impl::armExpiry() {
   int64_t next = scheduler.nextExpiry();
   if (next == armed_for) return;
   armed_for = next;
-  expiry_timer.cancel();
+  cancelTimer(expiry_timer);
   if (next == INT64_MAX) return;
-  expiry_timer.expires_after(std::chrono::milliseconds(std::max<int64_t>(0, next - now())));
-  expiry_timer.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
+  expiry_timer = at(steadyAt(next), [this] {
+    expiry_timer = 0;
     armed_for = INT64_MAX;
     Changes changes;
     scheduler.expireDue(now(), changes);
@@ -299,11 +344,8 @@ void LeaseService::Impl::armExpiry() {
 // Until health checks exist, recovery is a configurable wait (leases.recovery_s).
 void LeaseService::Impl::scheduleRecovery(const std::string& board) {
   if (recovery_timers.count(board)) return;
-  auto timer = std::make_shared<asio::steady_timer>(io);
-  recovery_timers[board] = timer;
-  timer->expires_after(std::chrono::milliseconds(static_cast<int64_t>(config.leases.recovery_s * 1000)));
-  timer->async_wait([this, board](const boost::system::error_code& ec) {
-    if (ec) return;
+  auto delay = std::chrono::milliseconds(static_cast<int64_t>(config.leases.recovery_s * 1000));
+  recovery_timers[board] = at(clock.steadyNow() + delay, [this, board] {
     recovery_timers.erase(board);
     const lease::Board* b = scheduler.board(board);
     if (!b || b->state != BoardState::recovering) return;
@@ -324,7 +366,7 @@ void LeaseService::Impl::waitTimedOut(uint64_t ticket, uint64_t waiter_id) {
     Waiter w = std::move(list[i]);
     list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
     AcquireOutcome outcome;
-    outcome.kind = AcquireOutcome::Kind::timeout;
+    outcome.status = Status::error(Code::timeout, "no matching board was free within the wait");
     outcome.position = scheduler.position(ticket, now());
     ++metrics.wait_timeouts;
     if (list.empty()) {
@@ -344,7 +386,7 @@ void LeaseService::Impl::waiterGone(uint64_t ticket, uint64_t waiter_id) {
   auto& list = it->second;
   for (size_t i = 0; i < list.size(); ++i) {
     if (list[i].id != waiter_id) continue;
-    list[i].timer->cancel();
+    cancelTimer(list[i].timer);
     list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
     break;
   }
@@ -357,8 +399,8 @@ void LeaseService::Impl::waiterGone(uint64_t ticket, uint64_t waiter_id) {
   persist(std::move(changes), nullptr);
 }
 
-LeaseService::LeaseService(asio::io_context& io, const config::FleetConfig& config)
-    : impl_(std::make_unique<Impl>(io, config)) {
+LeaseService::LeaseService(asio::io_context& io, const config::FleetConfig& config, const Clock& clock)
+    : impl_(std::make_unique<Impl>(io, config, clock)) {
   impl_->restore();
   Impl* impl = impl_.get();
   impl_->store.start([impl](std::function<void()> fn) { asio::post(impl->io, std::move(fn)); });
@@ -380,53 +422,42 @@ void LeaseService::reconfigure(const config::FleetConfig& config) {
 void LeaseService::stop() {
   impl_->stopped = true;
   AcquireOutcome outcome;
-  outcome.kind = AcquireOutcome::Kind::shutting_down;
-  outcome.detail = "hwfarmd is stopping; retry with the same idempotency_key";
+  outcome.status = Status::error(Code::unavailable, "hwfarmd is stopping; retry with the same idempotency_key");
   std::vector<uint64_t> tickets;
   for (const auto& [ticket, list] : impl_->waiting) tickets.push_back(ticket);
   for (uint64_t t : tickets) impl_->answerWaiters(t, outcome);
-  impl_->expiry_timer.cancel();
-  impl_->forget_timer.cancel();
-  for (auto& [name, timer] : impl_->recovery_timers) timer->cancel();
+  impl_->timers.clear();
+  impl_->wake.cancel();
+  impl_->wake_armed.reset();
+  impl_->expiry_timer = 0;
+  impl_->recovery_timers.clear();
 }
+
+void LeaseService::tick() { impl_->tick(); }
 
 void LeaseService::acquire(lease::LeaseRequest request, int64_t wait_ms, AcquireDone done,
                            const std::function<void(std::function<void()>)>& on_cancel) {
   Impl& d = *impl_;
   if (d.stopped) {
-    done({AcquireOutcome::Kind::shutting_down, {}, 0, "hwfarmd is stopping"});
+    done({Status::error(Code::unavailable, "hwfarmd is stopping"), false, {}, 0});
     return;
   }
   Changes changes;
   lease::SubmitResult r = d.scheduler.submit(std::move(request), d.now(), changes);
-  switch (r.status) {
-    case lease::SubmitStatus::granted: {
-      AcquireOutcome outcome{AcquireOutcome::Kind::granted, std::move(r.lease), 0, ""};
-      d.persist(std::move(changes), [done = std::move(done), outcome = std::move(outcome)] { done(outcome); });
-      return;
-    }
-    case lease::SubmitStatus::existing: {
-      AcquireOutcome outcome{AcquireOutcome::Kind::existing, std::move(r.lease), 0, ""};
-      d.persist(std::move(changes), [done = std::move(done), outcome = std::move(outcome)] { done(outcome); });
-      return;
-    }
-    case lease::SubmitStatus::unsatisfiable:
-      done({AcquireOutcome::Kind::unsatisfiable, {}, 0, r.detail});
-      return;
-    case lease::SubmitStatus::queue_full:
-      done({AcquireOutcome::Kind::queue_full, {}, 0, r.detail});
-      return;
-    case lease::SubmitStatus::queued:
-    case lease::SubmitStatus::joined:
-      break;
+  if (!r.status.ok()) {
+    done({std::move(r.status), false, {}, 0});
+    return;
   }
+  if (r.kind == lease::Submitted::granted || r.kind == lease::Submitted::existing) {
+    AcquireOutcome outcome{Status(), r.kind == lease::Submitted::existing, std::move(r.lease), 0};
+    d.persist(std::move(changes), [done = std::move(done), outcome = std::move(outcome)] { done(outcome); });
+    return;
+  }
+  // Queued, or joined the wait of the request it retries.
   uint64_t ticket = r.ticket;
   uint64_t id = d.next_waiter++;
-  auto timer = std::make_shared<asio::steady_timer>(d.io);
-  timer->expires_after(std::chrono::milliseconds(wait_ms));
-  timer->async_wait([&d, ticket, id](const boost::system::error_code& ec) {
-    if (!ec) d.waitTimedOut(ticket, id);
-  });
+  TimerQueue::Id timer =
+      d.at(d.clock.steadyNow() + std::chrono::milliseconds(wait_ms), [&d, ticket, id] { d.waitTimedOut(ticket, id); });
   d.waiting[ticket].push_back({id, std::move(done), timer});
   if (on_cancel) on_cancel([&d, ticket, id] { d.waiterGone(ticket, id); });
   // The submit may have granted other requests (never: it only queues), but
@@ -439,7 +470,7 @@ void LeaseService::acquire(lease::LeaseRequest request, int64_t wait_ms, Acquire
 void LeaseService::Impl::operation(const std::function<lease::OpResult(Changes&)>& op, const OpDone& done) {
   Changes changes;
   lease::OpResult r = op(changes);
-  if (r.status != lease::OpStatus::ok) return done(r);
+  if (!r.status.ok()) return done(r);
   persist(std::move(changes), [done, r = std::move(r)] { done(r); });
 }
 

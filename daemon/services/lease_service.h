@@ -2,6 +2,19 @@
 // by the event loop (expiry, wait deadlines, recovery). Every answer that
 // reports a state change is given only after that change is committed.
 //
+// Time comes only from the Clock it is given. The scheduler's times (grants,
+// expiries, arrivals, events: unix ms) are the wall clock read once when the
+// service starts, advanced by the clock's steady time since. So every
+// deadline (a lease's expiry, a request's wait, a board's recovery, aging)
+// runs on steady time: a step of the wall clock while hwfarmd runs makes no
+// lease expire early or late. The times shown and stored then differ from
+// the system's wall clock by that step until the next start, which restores
+// the stored expiries against the wall clock (the only time a restart keeps).
+//
+// Deadlines fire from tick(). The service arms one event-loop timer for the
+// next deadline, which calls tick(); a test on a ManualClock advances the
+// clock and calls tick() itself.
+//
 // Thread safety: all calls on the event loop thread.
 #pragma once
 
@@ -10,7 +23,9 @@
 #include <memory>
 #include <string>
 
+#include "common/status.h"
 #include "config/fleet_config.h"
+#include "daemon/core/clock.h"
 #include "daemon/core/lease/scheduler.h"
 
 namespace boost::asio {
@@ -19,12 +34,17 @@ class io_context;
 
 namespace hwfarm {
 
+// The answer to an acquire. Not an error when granted (status ok, lease
+// set; `existing` for a retry answered with the lease it was granted
+// before). Otherwise the status says why, with its message: timeout (no
+// matching board within wait_ms; `position` is the place the request had),
+// invalid_argument (no configured boards can ever match), busy (the queue
+// is full), unavailable (hwfarmd is stopping).
 struct AcquireOutcome {
-  enum class Kind { granted, existing, timeout, unsatisfiable, queue_full, shutting_down };
-  Kind kind = Kind::granted;
+  Status status;
+  bool existing = false;
   lease::Lease lease;
-  size_t position = 0; // timeout: the place the request had when it gave up
-  std::string detail;
+  size_t position = 0;
 };
 
 struct LeaseMetrics {
@@ -41,14 +61,21 @@ class LeaseService {
   // Opens the database under the config's state dir and restores state:
   // active leases keep holder, id and expiry; leases that expired while the
   // daemon was down are expired now. Throws std::runtime_error on failure.
-  LeaseService(boost::asio::io_context& io, const config::FleetConfig& config);
+  // `clock` must outlive the service.
+  LeaseService(boost::asio::io_context& io, const config::FleetConfig& config, const Clock& clock);
   ~LeaseService();
 
   // Applies a reloaded config: new boards, removed boards (their leases are
   // revoked with a reason), new limits.
   void reconfigure(const config::FleetConfig& config);
-  // Answers every waiting request with shutting_down.
+  // Answers every waiting request with unavailable (shutting down) and
+  // stops every timer.
   void stop();
+
+  // Fires every deadline due at the clock's steady time now: lease expiries,
+  // wait deadlines, recoveries, the forgetting of old ended leases. Then
+  // arms the event-loop timer for the next one. Does nothing after stop().
+  void tick();
 
   using AcquireDone = std::function<void(const AcquireOutcome&)>;
   // Grants now, or waits up to wait_ms. `cancel` receives a function the
@@ -74,6 +101,7 @@ class LeaseService {
 
   const lease::Scheduler& scheduler() const;
   const LeaseMetrics& metrics() const;
+  // The scheduler's time now (see above): unix ms that never jump.
   int64_t nowMs() const;
 
  private:

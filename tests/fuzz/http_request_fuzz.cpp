@@ -53,6 +53,7 @@
 #include "daemon/api/router.h"
 #include "daemon/services/board_service.h"
 #include "daemon/services/lease_service.h"
+#include "daemon/services/system_clock.h"
 #include "tests/fuzz/fuzz_check.h"
 
 using namespace hwfarm;
@@ -250,7 +251,8 @@ void checkOneLeasePerBoard(const lease::Scheduler& s) {
 // expiry.
 void checkRestart(const config::FleetConfig& config, const std::vector<lease::Lease>& before, bool trace) {
   boost::asio::io_context io;
-  LeaseService restarted(io, config);
+  SystemClock clock;
+  LeaseService restarted(io, config, clock);
   int64_t now = restarted.nowMs();
   size_t compared = 0;
   for (const lease::Lease& l : before) {
@@ -306,11 +308,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auth.setAnonymousLoopback(true);
 
   std::vector<lease::Lease> active; // when the services stopped
+  SystemClock clock;
   boost::asio::io_context io;
   std::vector<std::shared_ptr<CaptureExchange>> exchanges;
   std::vector<std::shared_ptr<CaptureSink>> sinks;
   {
-    LeaseService leases(io, *state.config);
+    LeaseService leases(io, *state.config, clock);
     BoardService boards(io, *state.config, [](const std::string&) { return std::string(); });
     leases.onLeaseEnded([&boards](const lease::Lease& l) { boards.leaseEnded(l); });
     // The USB boards' devices are there: offline -> recovering -> available.

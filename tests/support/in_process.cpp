@@ -63,7 +63,7 @@ InProcess::InProcess(const config::FleetConfig& config) {
 InProcess::~InProcess() { close(); }
 
 void InProcess::open() {
-  leases = std::make_unique<LeaseService>(io, *state.config);
+  leases = std::make_unique<LeaseService>(io, *state.config, clock);
   boards = std::make_unique<BoardService>(io, *state.config, [](const std::string&) { return std::string(); });
   leases->onLeaseEnded([this](const lease::Lease& l) { boards->leaseEnded(l); });
   handlers = std::make_unique<api::Handlers>(state, *leases, *boards);

@@ -21,6 +21,7 @@
 #include "daemon/api/router.h"
 #include "daemon/services/board_service.h"
 #include "daemon/services/lease_service.h"
+#include "daemon/services/system_clock.h"
 #include "tests/support/process.h"
 
 namespace hwfarm::test {
@@ -108,6 +109,7 @@ class InProcess {
   // new hwfarmd finds there.
   void restart();
 
+  SystemClock clock; // the services' time (handler tests run on real time)
   boost::asio::io_context io;
   AgentState state;
   Authenticator auth;

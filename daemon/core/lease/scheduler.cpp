@@ -301,25 +301,24 @@ SubmitResult Scheduler::submit(LeaseRequest r, int64_t now, Changes& changes) {
   if (!r.idempotency_key.empty()) {
     std::pair<std::string, std::string> key{r.holder.principal, r.idempotency_key};
     if (auto it = idempotent_leases_.find(key); it != idempotent_leases_.end()) {
-      result.status = SubmitStatus::existing;
+      result.kind = Submitted::existing;
       result.lease = leases_.at(it->second);
       return result;
     }
     if (auto it = idempotent_tickets_.find(key); it != idempotent_tickets_.end()) {
-      result.status = SubmitStatus::joined;
+      result.kind = Submitted::joined;
       result.ticket = it->second;
       result.position = position(it->second, now);
       return result;
     }
   }
   if (std::string why = unsatisfiableReason(r); !why.empty()) {
-    result.status = SubmitStatus::unsatisfiable;
-    result.detail = why;
+    result.status = Status::error(Code::invalid_argument, std::move(why));
     return result;
   }
   if (queue_.size() >= options_.max_queue) {
-    result.status = SubmitStatus::queue_full;
-    result.detail = std::to_string(queue_.size()) + " requests are waiting (limits.max_queue)";
+    result.status =
+        Status::error(Code::busy, std::to_string(queue_.size()) + " requests are waiting (limits.max_queue)");
     return result;
   }
   r.ticket = next_ticket_++;
@@ -331,12 +330,12 @@ SubmitResult Scheduler::submit(LeaseRequest r, int64_t now, Changes& changes) {
   dispatch(now, changes);
   for (size_t i = granted_before; i < changes.granted.size(); ++i) {
     if (changes.granted[i].ticket == ticket) {
-      result.status = SubmitStatus::granted;
+      result.kind = Submitted::granted;
       result.lease = changes.granted[i];
       return result;
     }
   }
-  result.status = SubmitStatus::queued;
+  result.kind = Submitted::queued;
   result.ticket = ticket;
   result.position = position(ticket, now);
   return result;
@@ -354,16 +353,17 @@ bool Scheduler::cancel(uint64_t ticket, int64_t now, Changes& changes) {
 
 OpResult Scheduler::renew(const std::string& id, int64_t ttl_ms, int64_t now, Changes& changes) {
   auto it = leases_.find(id);
-  if (it == leases_.end()) return {OpStatus::not_found, "no lease " + id, {}};
+  if (it == leases_.end()) return {Status::error(Code::not_found, "no lease " + id), {}};
   Lease& lease = it->second;
   if (lease.state != LeaseState::active)
-    return {OpStatus::not_active, "lease " + id + " is " + toString(lease.state) + " (" + lease.end_reason + ")", lease};
+    return {Status::error(Code::conflict, "lease " + id + " is " + toString(lease.state) + " (" + lease.end_reason + ")"),
+            lease};
   expiry_.erase({lease.expires_ms, lease.id});
   lease.ttl_ms = ttl_ms;
   lease.expires_ms = now + ttl_ms;
   expiry_.insert({lease.expires_ms, lease.id});
   changes.updated.push_back(lease);
-  return {OpStatus::ok, "", lease};
+  return {Status(), lease};
 }
 
 void Scheduler::endLease(Lease& lease, LeaseState state, const std::string& reason, BoardState boards_to, int64_t now,
@@ -384,24 +384,26 @@ void Scheduler::endLease(Lease& lease, LeaseState state, const std::string& reas
 
 OpResult Scheduler::release(const std::string& id, int64_t now, Changes& changes) {
   auto it = leases_.find(id);
-  if (it == leases_.end()) return {OpStatus::not_found, "no lease " + id, {}};
+  if (it == leases_.end()) return {Status::error(Code::not_found, "no lease " + id), {}};
   Lease& lease = it->second;
   if (lease.state != LeaseState::active)
-    return {OpStatus::not_active, "lease " + id + " is " + toString(lease.state) + " (" + lease.end_reason + ")", lease};
+    return {Status::error(Code::conflict, "lease " + id + " is " + toString(lease.state) + " (" + lease.end_reason + ")"),
+            lease};
   endLease(lease, LeaseState::released, "released", BoardState::available, now, changes);
   dispatch(now, changes);
-  return {OpStatus::ok, "", lease};
+  return {Status(), lease};
 }
 
 OpResult Scheduler::revoke(const std::string& id, const std::string& reason, int64_t now, Changes& changes) {
   auto it = leases_.find(id);
-  if (it == leases_.end()) return {OpStatus::not_found, "no lease " + id, {}};
+  if (it == leases_.end()) return {Status::error(Code::not_found, "no lease " + id), {}};
   Lease& lease = it->second;
   if (lease.state != LeaseState::active)
-    return {OpStatus::not_active, "lease " + id + " is " + toString(lease.state) + " (" + lease.end_reason + ")", lease};
+    return {Status::error(Code::conflict, "lease " + id + " is " + toString(lease.state) + " (" + lease.end_reason + ")"),
+            lease};
   endLease(lease, LeaseState::revoked, "revoked: " + reason, BoardState::recovering, now, changes);
   dispatch(now, changes);
-  return {OpStatus::ok, "", lease};
+  return {Status(), lease};
 }
 
 void Scheduler::expireDue(int64_t now, Changes& changes) {
@@ -417,20 +419,24 @@ int64_t Scheduler::nextExpiry() const { return expiry_.empty() ? INT64_MAX : exp
 OpResult Scheduler::enterMaintenance(const std::string& name, const std::string& reason, int64_t now,
                                      Changes& changes) {
   auto it = index_.find(name);
-  if (it == index_.end()) return {OpStatus::not_found, "no board " + name, {}};
+  if (it == index_.end()) return {Status::error(Code::not_found, "no board " + name), {}};
   Board& b = boards_[it->second];
   if (b.state == BoardState::leased)
-    return {OpStatus::conflict, "board " + name + " is leased (lease " + b.lease_id + "); release or revoke it first", {}};
+    return {Status::error(Code::conflict,
+                          "board " + name + " is leased (lease " + b.lease_id + "); release or revoke it first"),
+            {}};
   setState(it->second, BoardState::maintenance, reason.empty() ? "operator maintenance" : reason, now, changes);
   return {};
 }
 
 OpResult Scheduler::resume(const std::string& name, int64_t now, Changes& changes) {
   auto it = index_.find(name);
-  if (it == index_.end()) return {OpStatus::not_found, "no board " + name, {}};
+  if (it == index_.end()) return {Status::error(Code::not_found, "no board " + name), {}};
   Board& b = boards_[it->second];
   if (b.state != BoardState::maintenance && b.state != BoardState::quarantined)
-    return {OpStatus::conflict, "board " + name + " is " + toString(b.state) + ", not in maintenance or quarantine", {}};
+    return {Status::error(Code::conflict,
+                          "board " + name + " is " + toString(b.state) + ", not in maintenance or quarantine"),
+            {}};
   // A board that is not there goes back to waiting for it.
   setState(it->second, b.present ? BoardState::recovering : BoardState::offline, "resumed by operator", now, changes);
   return {};
@@ -438,9 +444,9 @@ OpResult Scheduler::resume(const std::string& name, int64_t now, Changes& change
 
 OpResult Scheduler::recovered(const std::string& name, int64_t now, Changes& changes) {
   auto it = index_.find(name);
-  if (it == index_.end()) return {OpStatus::not_found, "no board " + name, {}};
+  if (it == index_.end()) return {Status::error(Code::not_found, "no board " + name), {}};
   if (boards_[it->second].state != BoardState::recovering)
-    return {OpStatus::conflict, "board " + name + " is not recovering", {}};
+    return {Status::error(Code::conflict, "board " + name + " is not recovering"), {}};
   setState(it->second, BoardState::available, "", now, changes);
   dispatch(now, changes);
   return {};
@@ -448,7 +454,7 @@ OpResult Scheduler::recovered(const std::string& name, int64_t now, Changes& cha
 
 OpResult Scheduler::vanished(const std::string& name, int64_t now, Changes& changes) {
   auto it = index_.find(name);
-  if (it == index_.end()) return {OpStatus::not_found, "no board " + name, {}};
+  if (it == index_.end()) return {Status::error(Code::not_found, "no board " + name), {}};
   Board& b = boards_[it->second];
   b.present = false;
   if (b.state == BoardState::leased) {
@@ -470,7 +476,7 @@ OpResult Scheduler::vanished(const std::string& name, int64_t now, Changes& chan
 
 OpResult Scheduler::appeared(const std::string& name, int64_t now, Changes& changes) {
   auto it = index_.find(name);
-  if (it == index_.end()) return {OpStatus::not_found, "no board " + name, {}};
+  if (it == index_.end()) return {Status::error(Code::not_found, "no board " + name), {}};
   boards_[it->second].present = true;
   if (boards_[it->second].state != BoardState::offline) return {};
   setState(it->second, BoardState::recovering, "present", now, changes);

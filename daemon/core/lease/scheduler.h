@@ -27,6 +27,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/status.h"
 #include "daemon/core/lease/types.h"
 
 namespace hwfarm::lease {
@@ -72,28 +73,30 @@ struct SchedulerOptions {
   size_t max_ended = 10000;
 };
 
-enum class SubmitStatus {
-  granted,       // lease is set
-  queued,        // ticket and position are set
-  joined,        // a retry of a queued request: ticket is the original's
-  existing,      // a retry of a granted request: lease is the original
-  unsatisfiable, // no configured set of boards can ever match (422)
-  queue_full,    // max_queue requests are waiting (503)
+// How submit() placed a request it accepted.
+enum class Submitted {
+  granted,  // lease is set
+  queued,   // ticket and position are set
+  joined,   // a retry of a queued request: ticket is the original's
+  existing, // a retry of a granted request: lease is the original
 };
 
 struct SubmitResult {
-  SubmitStatus status = SubmitStatus::queued;
+  // Ok when the request is accepted (`kind` says how). Refused, with the
+  // reason as the message: invalid_argument when no configured set of boards
+  // can ever match (HTTP 422), busy when max_queue requests are waiting (503).
+  Status status;
+  Submitted kind = Submitted::queued;
   Lease lease;
   uint64_t ticket = 0;
   size_t position = 0; // 1-based place in the order, for queued/joined
-  std::string detail;  // why, for unsatisfiable/queue_full
 };
 
-enum class OpStatus { ok, not_found, not_active, conflict };
+// Ok, or why not: not_found (no such lease or board), conflict (the lease
+// has ended, or the board's state does not allow the step).
 struct OpResult {
-  OpStatus status = OpStatus::ok;
-  std::string detail;
-  Lease lease; // the lease after the operation, when one is involved
+  Status status;
+  Lease lease; // the lease after the operation, when one is involved (an ended one too)
 };
 
 class Scheduler {
