@@ -21,6 +21,8 @@ packages=(
   umockdev libumockdev-dev libudev-dev
   # tests: OpenOCD's Tcl quoting is evaluated by a real Tcl interpreter
   tcl
+  # tests: junit.xml is validated with xmllint
+  libxml2-utils
   # tests and bench: the comparator is checked and timed against numpy
   python3-numpy
   # fuzzing (make fuzz): clang with libFuzzer

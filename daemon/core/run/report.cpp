@@ -1,0 +1,378 @@
+#include "daemon/core/run/report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+namespace hwfarm::run {
+namespace {
+
+// A number as JSON: shortest round-trip form, NaN and infinities as null.
+std::string jsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  // The shortest of %.15g..%.17g that reads back the same.
+  for (int p = 15; p < 17; ++p) {
+    char shorter[32];
+    std::snprintf(shorter, sizeof shorter, "%.*g", p, v);
+    if (std::strtod(shorter, nullptr) == v) return shorter;
+  }
+  return buf;
+}
+
+std::string jsonString(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : xmlSafe(s)) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default: out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string xmlAttr(std::string_view s) {
+  std::string out;
+  for (char c : xmlSafe(s)) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\n': out += "&#10;"; break;
+      case '\r': out += "&#13;"; break;
+      case '\t': out += "&#9;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string xmlText(std::string_view s) {
+  std::string out;
+  for (char c : xmlSafe(s)) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// Seconds with at most 3 decimals (junit-10.xsd's time).
+std::string seconds3(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", std::isfinite(s) && s > 0 ? s : 0.0);
+  return buf;
+}
+
+// "PCC 0.5012 < 0.99, max error 1.2, ..." for a failed output.
+std::string metricsLine(const Comparison& c) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "PCC %.6g (expected >= %.6g), allclose %s (atol %.3g, rtol %.3g), max error %.6g, MAE %.6g, "
+                "RMSE %.6g, cosine %.6g",
+                c.actual_pcc, c.expected_pcc, c.allclose ? "true" : "false", c.atol, c.rtol, c.max,
+                c.mean_absolute_error, c.root_mean_square_error, c.cosine_similarity);
+  return buf;
+}
+
+struct Builder {
+  TargetReport report;
+  std::map<std::string, size_t> index; // case name -> report.cases
+  CaseReport& caseNamed(const std::string& name) {
+    auto [it, fresh] = index.try_emplace(name, report.cases.size());
+    if (fresh) report.cases.push_back({name, Outcome::pass, "", {}});
+    return report.cases[it->second];
+  }
+  // A case's first problem is its message; a worse outcome replaces a milder one.
+  void mark(CaseReport& c, Outcome o, const std::string& why) {
+    auto rank = [](Outcome x) { return x == Outcome::error ? 3 : x == Outcome::fail ? 2 : x == Outcome::skip ? 1 : 0; };
+    if (rank(o) > rank(c.outcome)) {
+      c.outcome = o;
+      c.message = why;
+    } else if (rank(o) == rank(c.outcome) && o != Outcome::pass) {
+      c.message += "; " + why;
+    }
+  }
+  void fail(FailureClass f, const std::string& why, Evidence evidence = {}) {
+    // Infrastructure outranks test: the target's class is the worst seen.
+    if (report.failure == FailureClass::infrastructure) return;
+    if (report.failure == FailureClass::test && f != FailureClass::infrastructure) return;
+    report.failure = f;
+    report.reason = why;
+    report.outcome = f == FailureClass::infrastructure ? Outcome::error : Outcome::fail;
+    if (!evidence.empty()) report.evidence = std::move(evidence);
+  }
+};
+
+} // namespace
+
+std::string_view outcomeName(Outcome o) {
+  switch (o) {
+    case Outcome::pass: return "pass";
+    case Outcome::fail: return "fail";
+    case Outcome::skip: return "skip";
+    case Outcome::error: return "error";
+  }
+  return "?";
+}
+
+std::string xmlSafe(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  auto hex = [&](unsigned char c) {
+    static const char* digits = "0123456789abcdef";
+    out += "\\x";
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  };
+  for (size_t i = 0; i < text.size();) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') hex(c);
+      else if (c == 0x7f) hex(c);
+      else out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    // A complete, shortest-form UTF-8 sequence of a character XML allows.
+    size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
+    bool ok = n > 0 && i + n <= text.size();
+    uint32_t cp = n == 2 ? c & 0x1F : n == 3 ? c & 0x0F : c & 0x07;
+    for (size_t k = 1; ok && k < n; ++k) {
+      auto cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc & 0xC0) != 0x80) ok = false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if (ok) ok = !(n == 3 && cp < 0x800) && !(n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) &&
+                 !(cp >= 0xD800 && cp <= 0xDFFF) && cp != 0xFFFE && cp != 0xFFFF;
+    if (!ok) {
+      hex(c);
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+TargetReport evaluate(const Attempt& t, const Attempt* ref, const ThresholdsFor& thresholds) {
+  Builder b;
+  TargetReport& r = b.report;
+  r.image = t.image;
+  r.target = t.target;
+  r.board = t.board;
+  r.seconds = t.seconds;
+  r.trace_tail = t.trace_tail;
+  r.end_status = t.parsed.end_status;
+  const ParseResult& p = t.parsed;
+
+  // The attempt itself failed: the board, its tools or the simulator.
+  if (!t.status.ok()) {
+    FailureClass f = t.status.failureClass() == FailureClass::test ? FailureClass::test : FailureClass::infrastructure;
+    b.fail(f, t.status.message(), t.status.evidence());
+  } else if (p.lines == 0) {
+    b.fail(FailureClass::infrastructure,
+           t.timed_out ? "no console output before the deadline" : "no console output");
+  } else if (!p.ended) {
+    if (p.suite)
+      b.fail(FailureClass::test, t.timed_out ? "BEGIN but no END before the deadline (the firmware hung)"
+                                             : "BEGIN but no END before the console closed");
+    else
+      b.fail(FailureClass::test, t.timed_out ? "no result records before the deadline (no BEGIN)"
+                                             : "no result records (no BEGIN) before the console closed");
+  }
+
+  // The firmware's own verdicts.
+  for (const auto& c : p.cases) {
+    CaseReport& cr = b.caseNamed(c.name);
+    if (c.result == CaseResult::fail) {
+      std::string why = c.message.empty() ? "FAIL" : "FAIL: " + c.message;
+      b.mark(cr, Outcome::fail, why);
+      b.fail(FailureClass::test, c.name + ": " + why);
+    }
+    if (c.result == CaseResult::skip) b.mark(cr, Outcome::skip, c.message.empty() ? "SKIP" : c.message);
+  }
+  // What the parser found wrong.
+  for (const auto& pr : p.problems) {
+    bool infra = pr.failure == FailureClass::infrastructure;
+    std::string name = pr.case_name.empty() ? "(protocol)" : pr.case_name;
+    b.mark(b.caseNamed(name), infra ? Outcome::error : Outcome::fail, pr.message);
+    b.fail(infra ? FailureClass::infrastructure : FailureClass::test, pr.message);
+  }
+  if (p.ended && p.end_status && *p.end_status != 0)
+    b.fail(FailureClass::test, "the firmware ended with status " + std::to_string(*p.end_status));
+  if (p.ended && !p.end_status && p.suite)
+    b.fail(FailureClass::test, "END without a status");
+
+  // Outputs against the reference's.
+  if (ref) {
+    bool ref_usable = ref->status.ok() && ref->parsed.ended && !ref->parsed.hasInfrastructureProblem();
+    if (!ref_usable) {
+      std::string why = "the reference " + ref->target + " failed: " +
+                        (!ref->status.ok() ? ref->status.message()
+                         : ref->parsed.lines == 0 ? std::string("no console output")
+                         : !ref->parsed.ended ? std::string("no END")
+                                               : std::string("a corrupt record"));
+      b.fail(FailureClass::infrastructure, why);
+    }
+    for (const auto& o : p.outputs) {
+      CaseReport& cr = b.caseNamed(o.case_name);
+      if (!o.complete()) continue; // already a problem of its case
+      const Output* ro = ref_usable ? ref->parsed.findOutput(o.case_name, o.name) : nullptr;
+      if (!ref_usable) {
+        b.mark(cr, Outcome::error, o.key() + ": not compared: the reference failed");
+        continue;
+      }
+      if (!ro || !ro->complete()) {
+        std::string why = o.key() + ": the reference has no complete output of that name";
+        b.mark(cr, Outcome::fail, why);
+        b.fail(FailureClass::test, why);
+        continue;
+      }
+      Thresholds th = thresholds ? thresholds(t.image, o.case_name, o.name) : Thresholds{};
+      Comparison c = compare(Values(o.dtype, o.values), Values(ro->dtype, ro->values), th);
+      if (c.verdict == Verdict::fail) {
+        std::string why = o.key() + ": " + c.reason + " (" + metricsLine(c) + ")";
+        b.mark(cr, Outcome::fail, why);
+        b.fail(FailureClass::test, why);
+      }
+      cr.outputs.push_back({o.key(), std::move(c)});
+    }
+    if (ref_usable) {
+      // What the reference produced and the target did not.
+      for (const auto& ro : ref->parsed.outputs) {
+        if (!ro.complete() || p.findOutput(ro.case_name, ro.name)) continue;
+        if (!p.findCase(ro.case_name) && !b.index.count(ro.case_name)) continue; // reported below
+        std::string why = ro.key() + ": missing (the reference has it)";
+        b.mark(b.caseNamed(ro.case_name), Outcome::fail, why);
+        b.fail(FailureClass::test, why);
+      }
+      // Cases the reference ran and the target did not: not run, when the
+      // target failed the lab's way; else the firmware's failure.
+      for (const auto& rc : ref->parsed.cases) {
+        if (p.findCase(rc.name) || b.index.count(rc.name)) continue;
+        if (r.failure == FailureClass::infrastructure) {
+          b.mark(b.caseNamed(rc.name), Outcome::error, "not run: " + r.reason);
+          continue;
+        }
+        std::string why = "no TEST record for " + rc.name + " (the reference has one)";
+        b.mark(b.caseNamed(rc.name), Outcome::fail, why);
+        b.fail(FailureClass::test, why);
+      }
+    }
+  }
+  // A target that failed before any case shows as one erring case.
+  if (r.outcome != Outcome::pass && r.cases.empty())
+    b.mark(b.caseNamed("(run)"), r.failure == FailureClass::infrastructure ? Outcome::error : Outcome::fail,
+           r.reason);
+  // An infrastructure failure of the whole attempt errs every case that
+  // passed: its result cannot be trusted.
+  if (!t.status.ok())
+    for (auto& c : r.cases)
+      if (c.outcome == Outcome::pass) b.mark(c, Outcome::error, "not trusted: " + t.status.message());
+  return r;
+}
+
+std::string junitXml(std::string_view run_name, const std::vector<TargetReport>& reports) {
+  // One suite per target, in the order targets first appear.
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const TargetReport*>> by_target;
+  for (const auto& r : reports) {
+    if (!by_target.count(r.target)) order.push_back(r.target);
+    by_target[r.target].push_back(&r);
+  }
+  size_t all_tests = 0, all_failures = 0, all_errors = 0;
+  double all_time = 0;
+  std::string suites;
+  for (const auto& target : order) {
+    size_t tests = 0, failures = 0, errors = 0, skipped = 0;
+    double time = 0;
+    std::string cases, out;
+    std::string board;
+    for (const TargetReport* r : by_target[target]) {
+      time += r->seconds;
+      if (board.empty()) board = r->board;
+      for (const auto& c : r->cases) {
+        ++tests;
+        cases += "    <testcase classname=\"" + xmlAttr(r->image) + "\" name=\"" + xmlAttr(c.name) + "\" time=\"" +
+                 seconds3(r->cases.empty() ? 0 : r->seconds / static_cast<double>(r->cases.size())) + "\"";
+        switch (c.outcome) {
+          case Outcome::pass: cases += "/>\n"; continue;
+          case Outcome::fail:
+            ++failures;
+            cases += ">\n      <failure type=\"test\" message=\"" + xmlAttr(c.message) + "\">" + xmlText(c.message) +
+                     "</failure>\n";
+            break;
+          case Outcome::error:
+            ++errors;
+            cases += ">\n      <error type=\"infrastructure\" message=\"" + xmlAttr(c.message) + "\">" +
+                     xmlText(c.message) + (r->evidence.tool_output.empty() ? "" : "\n" + xmlText(r->evidence.tool_output)) +
+                     "</error>\n";
+            break;
+          case Outcome::skip:
+            ++skipped;
+            cases += ">\n      <skipped message=\"" + xmlAttr(c.message) + "\"/>\n";
+            break;
+        }
+        cases += "    </testcase>\n";
+      }
+      if (!r->trace_tail.empty()) out += (by_target[target].size() > 1 ? "== " + r->image + "\n" : "") + r->trace_tail;
+    }
+    all_tests += tests;
+    all_failures += failures;
+    all_errors += errors;
+    all_time += time;
+    suites += "  <testsuite name=\"" + xmlAttr(target) + "\" tests=\"" + std::to_string(tests) + "\" failures=\"" +
+              std::to_string(failures) + "\" errors=\"" + std::to_string(errors) + "\" skipped=\"" +
+              std::to_string(skipped) + "\" time=\"" + seconds3(time) + "\">\n";
+    suites += "    <properties>\n      <property name=\"board\" value=\"" + xmlAttr(board) + "\"/>\n    </properties>\n";
+    suites += cases;
+    if (!out.empty()) suites += "    <system-out>" + xmlText(out) + "</system-out>\n";
+    suites += "  </testsuite>\n";
+  }
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"" + xmlAttr(run_name) + "\" tests=\"" +
+         std::to_string(all_tests) + "\" failures=\"" + std::to_string(all_failures) + "\" errors=\"" +
+         std::to_string(all_errors) + "\" time=\"" + seconds3(all_time) + "\">\n" + suites + "</testsuites>\n";
+}
+
+std::string goldenResultsJson(const std::vector<const TargetReport*>& reports, bool by_image) {
+  std::string out = "{";
+  bool first = true;
+  for (const TargetReport* r : reports) {
+    for (const auto& c : r->cases) {
+      for (const auto& o : c.outputs) {
+        const Comparison& m = o.comparison;
+        out += first ? "\n" : ",\n";
+        first = false;
+        out += "  " + jsonString(by_image ? r->image + "/" + o.key : o.key) + ": {";
+        out += "\"expected_pcc\": " + jsonNumber(m.expected_pcc);
+        out += ", \"actual_pcc\": " + jsonNumber(m.actual_pcc);
+        out += ", \"atol\": " + jsonNumber(m.atol);
+        out += ", \"rtol\": " + jsonNumber(m.rtol);
+        out += std::string(", \"allclose\": ") + (m.allclose ? "true" : "false");
+        out += ", \"max\": " + jsonNumber(m.max);
+        out += ", \"mean_absolute_error\": " + jsonNumber(m.mean_absolute_error);
+        out += ", \"root_mean_square_error\": " + jsonNumber(m.root_mean_square_error);
+        out += ", \"cosine_similarity\": " + jsonNumber(m.cosine_similarity);
+        out += ", \"count\": " + std::to_string(m.count);
+        out += ", \"dtype\": " + jsonString(dtypeName(m.dtype));
+        out += ", \"verdict\": " + jsonString(verdictName(m.verdict));
+        out += ", \"reason\": " + jsonString(m.reason) + "}";
+      }
+    }
+  }
+  return out + (first ? "}\n" : "\n}\n");
+}
+
+} // namespace hwfarm::run

@@ -1,0 +1,219 @@
+// daemon/core/run/report: verdicts and failure classes from parsed consoles,
+// and the junit.xml (checked with xmllint against
+// tests/junit-10-contract.xsd) and golden_results.json they give.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+#include <boost/json.hpp>
+
+#include "daemon/core/run/report.h"
+#include "tests/support/process.h"
+
+using namespace hwfarm;
+using namespace hwfarm::run;
+
+namespace {
+
+const char* kPass =
+    "boot\n"
+    "HWFARM BEGIN suite=selftest\n"
+    "HWFARM TEST square PASS\n"
+    "HWFARM OUTPUT square.y f32 4 -1 -0.875 -0.5 0.125\n"
+    "HWFARM TEST ramp PASS\n"
+    "HWFARM OUTPUT ramp.y i32 4 0 1 2 3\n"
+    "HWFARM END status=0\n";
+
+Attempt attempt(const std::string& target, const std::string& console, bool timed_out = false) {
+  Attempt a;
+  a.image = "pass";
+  a.target = target;
+  a.board = target + "-board";
+  Parser p;
+  p.feed(console);
+  p.finish();
+  a.parsed = std::move(p).take();
+  a.timed_out = timed_out;
+  a.seconds = 0.0421;
+  a.trace_tail = console;
+  return a;
+}
+
+std::string replaced(std::string s, const std::string& from, const std::string& to) {
+  s.replace(s.find(from), from.size(), to);
+  return s;
+}
+
+const CaseReport* caseOf(const TargetReport& r, const std::string& name) {
+  for (const auto& c : r.cases)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+// xmllint's verdict on `xml` against the contract schema ("" when valid).
+std::string schemaErrors(const std::string& xml) {
+  test::TempDir dir;
+  std::string file = dir.write("junit.xml", xml);
+  std::string log = dir.file("xmllint.log");
+  std::string cmd = "xmllint --noout --schema " + std::string(HWFARM_SOURCE_DIR) + "/tests/junit-10-contract.xsd " +
+                    file + " >" + log + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  return rc == 0 ? std::string() : test::readFile(log);
+}
+
+} // namespace
+
+TEST_CASE("a target that matches the reference passes every case, with each output's metrics") {
+  Attempt ref = attempt("qemu_ref", kPass);
+  TargetReport r = evaluate(attempt("nucleo_0", kPass), &ref, nullptr);
+  CHECK(r.outcome == Outcome::pass);
+  CHECK(r.failure == FailureClass::none);
+  REQUIRE(r.cases.size() == 2);
+  for (const auto& c : r.cases) CHECK(c.outcome == Outcome::pass);
+  REQUIRE(r.cases[0].outputs.size() == 1);
+  const Comparison& m = r.cases[0].outputs[0].comparison;
+  CHECK(m.actual_pcc == 1.0);
+  CHECK(m.allclose);
+  CHECK(m.max == 0.0);
+  CHECK(r.end_status == 0);
+}
+
+TEST_CASE("an output below its threshold fails its case as a test failure, with the metrics in the message") {
+  Attempt ref = attempt("qemu_ref", kPass);
+  Attempt bad = attempt("nucleo_0", replaced(kPass, "-1 -0.875 -0.5 0.125", "0.125 -0.5 -0.875 -1"));
+  TargetReport r = evaluate(bad, &ref, nullptr);
+  CHECK(r.outcome == Outcome::fail);
+  CHECK(r.failure == FailureClass::test);
+  const CaseReport* sq = caseOf(r, "square");
+  REQUIRE(sq);
+  CHECK(sq->outcome == Outcome::fail);
+  CHECK(sq->message.rfind("square.y: ", 0) == 0);
+  CHECK(sq->message.find("PCC ") != std::string::npos);
+  CHECK(caseOf(r, "ramp")->outcome == Outcome::pass);
+  // A looser threshold for that output passes it.
+  TargetReport loose = evaluate(bad, &ref, [](std::string_view, std::string_view c, std::string_view) {
+    Thresholds t;
+    if (c == "square") t.expected_pcc = -1.0;
+    return t;
+  });
+  CHECK(loose.outcome == Outcome::pass);
+}
+
+TEST_CASE("the firmware's FAIL, a hang, a bad end status and a missing output are test failures") {
+  Attempt ref = attempt("qemu_ref", kPass);
+  TargetReport failed = evaluate(attempt("t", replaced(kPass, "TEST ramp PASS", "TEST ramp FAIL expected 3 got 4")), &ref, nullptr);
+  CHECK(failed.failure == FailureClass::test);
+  CHECK(caseOf(failed, "ramp")->message == "FAIL: expected 3 got 4");
+
+  TargetReport hung = evaluate(attempt("t", "HWFARM BEGIN suite=selftest\nHWFARM TEST square PASS\n", true), &ref, nullptr);
+  CHECK(hung.outcome == Outcome::fail);
+  CHECK(hung.failure == FailureClass::test);
+  CHECK(hung.reason == "BEGIN but no END before the deadline (the firmware hung)");
+  CHECK(caseOf(hung, "ramp")->message == "no TEST record for ramp (the reference has one)");
+
+  TargetReport status = evaluate(attempt("t", replaced(kPass, "status=0", "status=2")), &ref, nullptr);
+  CHECK(status.failure == FailureClass::test);
+  CHECK(status.reason == "the firmware ended with status 2");
+
+  TargetReport missing = evaluate(attempt("t", replaced(kPass, "HWFARM OUTPUT ramp.y i32 4 0 1 2 3\n", "")), &ref, nullptr);
+  CHECK(caseOf(missing, "ramp")->outcome == Outcome::fail);
+  CHECK(caseOf(missing, "ramp")->message == "ramp.y: missing (the reference has it)");
+}
+
+TEST_CASE("no console output, a failed flash, a corrupt record and a failed reference are infrastructure") {
+  Attempt ref = attempt("qemu_ref", kPass);
+  TargetReport silent = evaluate(attempt("t", "", true), &ref, nullptr);
+  CHECK(silent.outcome == Outcome::error);
+  CHECK(silent.failure == FailureClass::infrastructure);
+  CHECK(silent.reason == "no console output before the deadline");
+  REQUIRE(caseOf(silent, "ramp"));
+  CHECK(caseOf(silent, "ramp")->outcome == Outcome::error); // a case the reference has: not run
+  CHECK(caseOf(silent, "ramp")->message == "not run: no console output before the deadline");
+
+  Attempt flash = attempt("t", "");
+  Evidence e;
+  e.exit_code = 3;
+  e.tool_output = "Error: target not halted";
+  flash.status = Status::infrastructure(Code::io_error, "flash of nucleo-0 failed: openocd exited with status 3", e);
+  TargetReport flashed = evaluate(flash, nullptr, nullptr);
+  CHECK(flashed.outcome == Outcome::error);
+  CHECK(flashed.failure == FailureClass::infrastructure);
+  REQUIRE(flashed.evidence.exit_code);
+  CHECK(*flashed.evidence.exit_code == 3);
+  REQUIRE(flashed.cases.size() == 1);
+  CHECK(flashed.cases[0].name == "(run)");
+  CHECK(flashed.cases[0].outcome == Outcome::error);
+
+  char crc[16];
+  std::snprintf(crc, sizeof crc, " *%08x", crc32("HWFARM TEST square PASS") ^ 1u);
+  TargetReport corrupt = evaluate(attempt("t", replaced(kPass, "TEST square PASS", std::string("TEST square PASS") + crc)), &ref, nullptr);
+  CHECK(corrupt.failure == FailureClass::infrastructure);
+  CHECK(caseOf(corrupt, "square")->outcome == Outcome::error);
+
+  Attempt broken_ref = attempt("qemu_ref", "");
+  broken_ref.status = Status::infrastructure(Code::unavailable, "the simulator crashed");
+  TargetReport no_ref = evaluate(attempt("t", kPass), &broken_ref, nullptr);
+  CHECK(no_ref.failure == FailureClass::infrastructure);
+  CHECK(no_ref.reason == "the reference qemu_ref failed: the simulator crashed");
+  CHECK(caseOf(no_ref, "square")->outcome == Outcome::error);
+}
+
+TEST_CASE("junit.xml has one suite per target, failures, errors and skips, and is valid for Jenkins") {
+  Attempt ref = attempt("qemu_ref", kPass);
+  std::vector<TargetReport> reports;
+  reports.push_back(evaluate(attempt("nucleo_0", kPass), &ref, nullptr));
+  reports.push_back(evaluate(attempt("nucleo_1", replaced(kPass, "TEST ramp PASS", "TEST ramp SKIP no timer")), &ref, nullptr));
+  Attempt garbage = attempt("nucleo_2", std::string("\x01\xff<&>\"\n") + replaced(kPass, "TEST ramp PASS", "TEST ramp FAIL <&\"x\">"));
+  reports.push_back(evaluate(garbage, &ref, nullptr));
+  Attempt flash = attempt("sim_a", "");
+  flash.status = Status::infrastructure(Code::timeout, "flash timed out after 60 s");
+  reports.push_back(evaluate(flash, &ref, nullptr));
+  reports.push_back(evaluate(ref, nullptr, nullptr));
+  std::string xml = junitXml("run-7", reports);
+  CHECK(schemaErrors(xml).empty());
+  INFO(xml);
+  CHECK(xml.find("<testsuites name=\"run-7\" tests=\"10\" failures=\"1\" errors=\"2\" time=\"0.21") !=
+        std::string::npos);
+  CHECK(xml.find("<testsuite name=\"nucleo_1\" tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"1\" time=\"0.042\">") !=
+        std::string::npos);
+  CHECK(xml.find("<skipped message=\"no timer\"/>") != std::string::npos);
+  CHECK(xml.find("<failure type=\"test\" message=\"FAIL: &lt;&amp;&quot;x&quot;&gt;\">") != std::string::npos);
+  CHECK(xml.find("<error type=\"infrastructure\" message=\"not run: flash timed out after 60 s\">") !=
+        std::string::npos);
+  CHECK(xml.find("<testcase classname=\"pass\" name=\"square\" time=\"0.021\"/>") != std::string::npos);
+  CHECK(xml.find("\\x01\\xff&lt;&amp;&gt;") != std::string::npos); // the trace's garbage, made safe
+  CHECK(xml.find("<property name=\"board\" value=\"nucleo_0-board\"/>") != std::string::npos);
+  // The check can fail: a suite without its counts is refused.
+  std::string broken = replaced(xml, " failures=\"0\" errors=\"0\" skipped=\"1\"", "");
+  CHECK_FALSE(schemaErrors(broken).empty());
+  CHECK_FALSE(schemaErrors(replaced(xml, "time=\"0.042\"", "time=\"0.0421\"")).empty());
+}
+
+TEST_CASE("golden_results.json has ttrt's fields per output, keyed by image when a run has several") {
+  Attempt ref = attempt("qemu_ref", kPass);
+  TargetReport r = evaluate(attempt("nucleo_0", kPass), &ref, nullptr);
+  boost::json::value v = boost::json::parse(goldenResultsJson({&r}, false));
+  const auto& sq = v.at("square.y").as_object();
+  for (const char* field : {"expected_pcc", "actual_pcc", "atol", "rtol", "allclose", "max", "mean_absolute_error",
+                            "root_mean_square_error", "cosine_similarity", "count", "dtype", "verdict", "reason"})
+    CHECK(sq.contains(field));
+  CHECK(sq.at("actual_pcc").to_number<double>() == 1.0);
+  CHECK(sq.at("expected_pcc").to_number<double>() == 0.99);
+  CHECK(sq.at("allclose").as_bool());
+  CHECK(sq.at("count").to_number<int>() == 4);
+  CHECK(sq.at("dtype").as_string() == "f32");
+  CHECK(sq.at("verdict").as_string() == "pass");
+  CHECK(v.at("ramp.y").at("dtype").as_string() == "i32");
+  boost::json::value keyed = boost::json::parse(goldenResultsJson({&r}, true));
+  CHECK(keyed.as_object().contains("pass/square.y"));
+  CHECK(goldenResultsJson({}, false) == "{}\n");
+}
+
+TEST_CASE("xmlSafe keeps valid UTF-8 and escapes every byte XML 1.0 refuses") {
+  CHECK(xmlSafe("caf\xc3\xa9 \xe2\x9c\x93\t\n") == "caf\xc3\xa9 \xe2\x9c\x93\t\n");
+  CHECK(xmlSafe(std::string("a\0b", 3)) == "a\\x00b");
+  CHECK(xmlSafe("\xff\xc3") == "\\xff\\xc3");
+  CHECK(xmlSafe("\xed\xa0\x80") == "\\xed\\xa0\\x80"); // a surrogate
+  CHECK(xmlSafe("\xc0\xaf") == "\\xc0\\xaf");          // an overlong '/'
+  CHECK(xmlSafe("\x7f") == "\\x7f");
+}
