@@ -23,7 +23,6 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -187,10 +186,6 @@ class Database {
   uint64_t commit_seq_ = 0;   // commits that wrote something, so far
   uint64_t sync_started_ = 0; // the last commit a started sync covers
   uint64_t synced_ = 0;       // the last commit a finished sync covers
-  size_t unsynced_writes_ = 0; // writes in commits no started sync covers
-  size_t last_answered_ = 0;   // writes the last sync covered
-  bool sync_gathering_ = false; // the sync thread waits for more writes (pacing)
-  static constexpr std::chrono::microseconds kMaxGather{500};
   Status sync_error_;         // set once an fdatasync failed: nothing after it is trusted
   bool sync_stopping_ = false;
   std::atomic<uint64_t> syncs_{0};
