@@ -38,35 +38,23 @@ std::string jsonString(std::string_view s) {
   return out + "\"";
 }
 
-std::string xmlAttr(std::string_view s) {
+// `s` escaped for XML: as element text, or (`attribute`) inside "...",
+// where quotes and line ends must be character references too.
+std::string xmlEscaped(std::string_view s, bool attribute) {
   std::string out;
   for (char c : xmlSafe(s)) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\n': out += "&#10;"; break;
-      case '\r': out += "&#13;"; break;
-      case '\t': out += "&#9;"; break;
-      default: out += c;
-    }
+    if (c == '&') out += "&amp;";
+    else if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (attribute && c == '"') out += "&quot;";
+    else if (attribute && (c == '\n' || c == '\r' || c == '\t')) out += "&#" + std::to_string(int(c)) + ";";
+    else out += c;
   }
   return out;
 }
 
-std::string xmlText(std::string_view s) {
-  std::string out;
-  for (char c : xmlSafe(s)) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+std::string xmlAttr(std::string_view s) { return xmlEscaped(s, true); }
+std::string xmlText(std::string_view s) { return xmlEscaped(s, false); }
 
 // Seconds with at most 3 decimals (junit-10.xsd's time).
 std::string seconds3(double s) {
