@@ -13,6 +13,8 @@ std::string_view codeName(Code code) {
     case Code::busy: return "busy";
     case Code::unsupported: return "unsupported";
     case Code::conflict: return "conflict";
+    case Code::permission_denied: return "permission_denied";
+    case Code::too_large: return "too_large";
     case Code::timeout: return "timeout";
     case Code::unavailable: return "unavailable";
     case Code::io_error: return "io_error";

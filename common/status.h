@@ -33,6 +33,8 @@ enum class Code {
   busy,             // refused: another operation runs (not a failure of the board)
   unsupported,      // the board has no such capability (power.driver = "none")
   conflict,         // the state does not allow it (lease not active, board leased)
+  permission_denied, // the caller may not (a path outside the allowed roots)
+  too_large,        // over a configured size limit
   timeout,          // a deadline passed
   unavailable,      // the thing is gone or not ready (board vanished, daemon stopping)
   io_error,         // the OS or a tool failed

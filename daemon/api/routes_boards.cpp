@@ -161,9 +161,15 @@ void Handlers::flash(Call& c, const lease::Lease& lease, const std::string& boar
                                "expected the image as an application/octet-stream body, or "
                                "{\"image\": \"/absolute/path/under/agent.image_roots\"}"));
   std::string path(image->as_string());
-  ServerImage file = openServerImage(path, state_.config->agent.image_roots,
-                                     static_cast<uint64_t>(state_.config->limits.max_image_bytes));
-  if (file.fd < 0) return c.respond(jsonError(file.http_status, file.error, file.detail));
+  Result<ServerImage> opened = openServerImage(path, state_.config->agent.image_roots,
+                                              static_cast<uint64_t>(state_.config->limits.max_image_bytes));
+  if (!opened) {
+    const Status& s = opened.status();
+    if (s.is(Code::permission_denied)) return c.respond(jsonError(403, "image_path_refused", s.message()));
+    if (s.is(Code::too_large)) return c.respond(jsonError(413, "payload_too_large", s.message()));
+    return c.respond(jsonError(400, "invalid_image", s.message()));
+  }
+  ServerImage file = *opened;
   Result<std::string> ext = imageExtension(file.real_path);
   if (!ext) {
     ::close(file.fd);

@@ -60,18 +60,15 @@ std::string sanitizeImageName(const std::string& name) {
   return out;
 }
 
-ServerImage openServerImage(const std::string& path, const std::vector<std::string>& roots, uint64_t max_bytes) {
+Result<ServerImage> openServerImage(const std::string& path, const std::vector<std::string>& roots,
+                                    uint64_t max_bytes) {
   ServerImage image;
-  auto refuse = [&](int status, const char* error, std::string detail) {
+  auto refuse = [&](Code code, std::string detail) {
     if (image.fd >= 0) ::close(image.fd);
-    image.fd = -1;
-    image.http_status = status;
-    image.error = error;
-    image.detail = std::move(detail);
-    return image;
+    return Status::error(code, std::move(detail));
   };
   if (roots.empty())
-    return refuse(403, "image_path_refused",
+    return refuse(Code::permission_denied,
                   "server-side image paths are disabled (agent.image_roots is empty): upload the image "
                   "(hwfarmctl flash uploads it)");
   std::string list;
@@ -83,21 +80,21 @@ ServerImage openServerImage(const std::string& path, const std::vector<std::stri
     std::string real_root = resolved(root);
     if (real.empty() ? under(path, root) : !real_root.empty() && under(real, real_root)) inside = true;
   }
-  if (!inside) return refuse(403, "image_path_refused", outside);
+  if (!inside) return refuse(Code::permission_denied, outside);
   if (real.empty())
-    return refuse(400, "invalid_image", Status::fromErrno("cannot open image " + path, ENOENT).message());
+    return refuse(Code::invalid_argument, Status::fromErrno("cannot open image " + path, ENOENT).message());
   image.real_path = real;
   // O_NOFOLLOW: a symlink swapped in after realpath is not followed;
   // O_NONBLOCK: a FIFO does not block the open.
   image.fd = ::open(real.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (image.fd < 0)
-    return refuse(400, "invalid_image", Status::fromErrno("cannot open image " + path, errno).message());
+    return refuse(Code::invalid_argument, Status::fromErrno("cannot open image " + path, errno).message());
   struct stat st {};
   if (::fstat(image.fd, &st) != 0)
-    return refuse(400, "invalid_image", Status::fromErrno("cannot stat image " + path, errno).message());
-  if (!S_ISREG(st.st_mode)) return refuse(400, "invalid_image", "image " + path + " is not a regular file");
+    return refuse(Code::invalid_argument, Status::fromErrno("cannot stat image " + path, errno).message());
+  if (!S_ISREG(st.st_mode)) return refuse(Code::invalid_argument, "image " + path + " is not a regular file");
   if (static_cast<uint64_t>(st.st_size) > max_bytes)
-    return refuse(413, "payload_too_large",
+    return refuse(Code::too_large,
                   "image " + path + " is " + std::to_string(st.st_size) + " bytes, over " + std::to_string(max_bytes) +
                       " (limits.max_image_bytes)");
   ::fcntl(image.fd, F_SETFL, 0); // blocking reads from here on

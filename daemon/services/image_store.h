@@ -35,17 +35,16 @@ struct ServerImage {
   int fd = -1;           // open, read-only, close-on-exec; the caller owns it
   std::string real_path; // after realpath
   uint64_t bytes = 0;
-  int http_status = 0;   // on refusal: 403 outside the roots, 400 unusable, 413 too large
-  std::string error;     // on refusal: "image_path_refused", "invalid_image" or "payload_too_large"
-  std::string detail;
 };
 
 // Opens `path` if it resolves (realpath) to a file under one of `roots`
 // (each resolved too), opened with O_NOFOLLOW, and fstat says it is a
 // regular file of at most `max_bytes`. A path outside the roots, existing
 // or not, gets the same answer, so a caller learns nothing about the rest
-// of the server's files.
-ServerImage openServerImage(const std::string& path, const std::vector<std::string>& roots, uint64_t max_bytes);
+// of the server's files. Refusals: Code::permission_denied (outside the
+// roots, or no roots), invalid_argument (missing, unreadable, not a
+// regular file), too_large (over `max_bytes`).
+Result<ServerImage> openServerImage(const std::string& path, const std::vector<std::string>& roots, uint64_t max_bytes);
 
 // Copies `fd` (read to its end; not closed) into `dir` as <sha256><ext>,
 // hashing as it goes. An image already stored with that content is kept
