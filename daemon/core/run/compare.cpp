@@ -140,8 +140,10 @@ HWFARM_KERNEL void accumulateBlocks(const T* t, const R* r, size_t n, double t0,
 // accumulate() per pair of storage types, on x86-64 (g++) compiled for
 // AVX-512, AVX2+FMA and the baseline, picked by the CPU at load time: the
 // kernels are compute-bound on SSE2 alone. Results differ between the
-// variants by rounding only.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// variants by rounding only. Not in sanitizer builds: the variant is picked
+// by an ifunc resolver, which runs before ThreadSanitizer's runtime is up.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(__SANITIZE_ADDRESS__)
 #define HWFARM_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define HWFARM_CLONES
