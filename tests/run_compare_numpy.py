@@ -122,6 +122,19 @@ def cases():
     yield Case("offset_1e6_var_1e-3", *noisy(10**5, 0.1, dtype=np.float64, offset=1e6, sd=math.sqrt(1e-3)))
     yield Case("offset_1e6_var_1e-3_f32", *noisy(10**5, 2.0, offset=1e6, sd=math.sqrt(1e-3)))
     yield Case("offset_-3e7_doubles", *noisy(10**4, 0.01, dtype=np.float64, offset=-3e7, sd=0.5))
+    t, r = noisy(10**6, 0.1, dtype=np.float64, offset=1e6, sd=math.sqrt(1e-3))
+    yield Case("offset_1e6_var_1e-3_1e6_values", t, r)
+    t, r = t.copy(), r.copy()
+    t[0] = r[0] = 1e6 + 1000  # a shared outlier first (the first block's shift)
+    yield Case("offset_outlier_first", t, r)
+    # Means that move far between blocks of the comparator: a ramp, a step.
+    ramp = np.arange(10**6, dtype=np.float64)
+    yield Case("ramp", ramp + rng.standard_normal(ramp.size), ramp)
+    step = np.where(np.arange(10**5) < 50000, 1e6, -1e6) + 1e-3 * rng.standard_normal(10**5)
+    yield Case("step", step + 1e-4 * rng.standard_normal(step.size), step)
+    # Cosine near 0 from large means: t = 1 + x, r = 1 - x.
+    x = rng.standard_normal(10**5)
+    yield Case("cosine_near_zero", 1 + x, 1 - x)
     # Denormal f32 values (below 1.18e-38), and huge ones.
     r = (rng.standard_normal(10**4) * 1e-40).astype(f32)
     yield Case("denormals", (r * f32(1.001) + (rng.standard_normal(10**4) * 1e-42).astype(f32)).astype(f32), r)

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "daemon/core/run/compare.h"
@@ -98,9 +99,10 @@ TEST_CASE("allclose is numpy's: the tolerance scales with the reference and the 
 }
 
 TEST_CASE("PCC survives a common offset of 1e6 with variance 1e-3") {
-  // Given deviations of about 0.03 and a target that follows them with a 10 % error,
+  // Given deviations of about 0.03 and a target that follows them with a 10 %
+  // error, over several of the comparator's blocks,
   std::vector<double> x, y, t, r;
-  for (int i = 0; i < 1000; ++i) {
+  for (int i = 0; i < 20000; ++i) {
     x.push_back(0.0316 * std::sin(0.37 * i));
     y.push_back(x.back() + 0.00316 * std::cos(1.91 * i));
   }
@@ -324,4 +326,43 @@ TEST_CASE("integer outputs compare by value") {
   CHECK(c.allclose);
   std::vector<double> off{-128, 0, 126, 5};
   CHECK(compare(Values(Dtype::i8, off), Values(Dtype::i8, r)).max == 1);
+}
+
+TEST_CASE("PCC stays exact when the means move far between blocks") {
+  // Given a ramp to 1e5 and a step from +1e6 to -1e6 halfway, each compared with itself,
+  std::vector<double> ramp, step;
+  for (int i = 0; i < 100000; ++i) {
+    ramp.push_back(i);
+    step.push_back((i < 50000 ? 1e6 : -1e6) + 1e-3 * std::sin(0.1 * i));
+  }
+  // PCC and cosine are 1 to rounding,
+  CHECK(cmp(ramp, ramp).actual_pcc == Approx(1.0).epsilon(1e-15));
+  CHECK(cmp(step, step).actual_pcc == Approx(1.0).epsilon(1e-15));
+  CHECK(cmp(step, step).cosine_similarity == Approx(1.0).epsilon(1e-15));
+  // and a ramp against its reverse is -1.
+  std::vector<double> reversed(ramp.rbegin(), ramp.rend());
+  CHECK(cmp(ramp, reversed).actual_pcc == Approx(-1.0).epsilon(1e-15));
+}
+
+TEST_CASE("values that start off a cache line compare like aligned ones") {
+  // Given the same values once at the start of a buffer and once one double in,
+  std::vector<double> t, r;
+  for (int i = 0; i < 10000; ++i) {
+    r.push_back(std::sin(0.003 * i));
+    t.push_back(r.back() + 0.01 * std::cos(0.9 * i));
+  }
+  std::vector<double> t_off(1, 0.0), r_off(1, 0.0);
+  t_off.insert(t_off.end(), t.begin(), t.end());
+  r_off.insert(r_off.end(), r.begin(), r.end());
+  auto aligned = cmp(t, r);
+  auto shifted = compare(Values(Dtype::f32, std::span<const double>(t_off).subspan(1)),
+                         Values(Dtype::f32, std::span<const double>(r_off).subspan(1)));
+  // the head block the comparator splits off changes nothing but rounding.
+  CHECK(shifted.count == 10000);
+  CHECK(shifted.max == aligned.max);
+  CHECK(shifted.not_close == aligned.not_close);
+  CHECK(shifted.actual_pcc == Approx(aligned.actual_pcc).epsilon(1e-14));
+  CHECK(shifted.mean_absolute_error == Approx(aligned.mean_absolute_error).epsilon(1e-14));
+  CHECK(shifted.root_mean_square_error == Approx(aligned.root_mean_square_error).epsilon(1e-14));
+  CHECK(shifted.cosine_similarity == Approx(aligned.cosine_similarity).epsilon(1e-14));
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 namespace hwfarm::run {
@@ -10,54 +11,76 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Sums of the first pass over pairs of finite values.
+// Sums over pairs of finite values: the errors, allclose and the constant
+// test.
 struct Sums {
   size_t n = 0;
   double max_abs = 0, sum_abs = 0, sum_sq = 0;  // |t - r|
-  double sum_t = 0, sum_r = 0;                  // for the means
-  double sum_tt = 0, sum_rr = 0, sum_tr = 0;    // for the cosine
   size_t not_close = 0;
-  bool t_constant = true, r_constant = true;    // every t == t0, every r == r0
+  size_t t_varies = 0, r_varies = 0;            // values != t0, != r0
 
   void merge(const Sums& o) {
     n += o.n;
     max_abs = std::max(max_abs, o.max_abs);
     sum_abs += o.sum_abs;
     sum_sq += o.sum_sq;
-    sum_t += o.sum_t;
-    sum_r += o.sum_r;
-    sum_tt += o.sum_tt;
-    sum_rr += o.sum_rr;
-    sum_tr += o.sum_tr;
     not_close += o.not_close;
-    t_constant = t_constant && o.t_constant;
-    r_constant = r_constant && o.r_constant;
+    t_varies += o.t_varies;
+    r_varies += o.r_varies;
   }
 };
 
-// Sums of the second pass: deviations from the means (PCC).
-struct Centred {
-  double xx = 0, yy = 0, xy = 0, x = 0, y = 0;
+// Means and centred sums of a set of pairs, for PCC and the cosine (sum of
+// t*t = tt + n*mean_t^2, and so on). Means are kept relative to an origin
+// (the first block's means), so that the difference of two means keeps its
+// digits under a common offset. Two sets merge with Chan, Golub & LeVeque's
+// pairwise update, which never subtracts large sums.
+struct Moments {
+  double n = 0, mt = 0, mr = 0;  // means - origin
+  double tt = 0, rr = 0, tr = 0; // sums of (t - mean_t)^2, (r - mean_r)^2, (t - mean_t)(r - mean_r)
 
-  void merge(const Centred& o) {
-    xx += o.xx;
-    yy += o.yy;
-    xy += o.xy;
-    x += o.x;
-    y += o.y;
+  void merge(const Moments& o) {
+    if (o.n == 0) return;
+    if (n == 0) {
+      *this = o;
+      return;
+    }
+    const double total = n + o.n, dt = o.mt - mt, dr = o.mr - mr, weight = n * o.n / total;
+    mt += dt * (o.n / total);
+    mr += dr * (o.n / total);
+    tt += o.tt + dt * dt * weight;
+    rr += o.rr + dr * dr * weight;
+    tr += o.tr + dt * dr * weight;
+    n = total;
   }
 };
 
-// The first pass over n pairs, every value finite. t0 and r0 are the first
-// values of the whole output (the constant test). One fused loop the
-// compiler vectorizes (-fopenmp-simd: the pragma allows reordering the sums).
+struct Stats {
+  Sums sums;
+  Moments moments;
+  double origin_t = 0, origin_r = 0; // set with the first block
+};
+
+// The kernels below are inlined into accumulate(), which is compiled once
+// per instruction set (see there); `omp simd` (-fopenmp-simd) lets the
+// compiler vectorize their sums, reordering only those.
+#define HWFARM_KERNEL [[gnu::always_inline]] inline
+
+// One fused pass over a block of finite pairs, adding it to `stats`. t0 and
+// r0 are the output's first values (the constant test). The centred sums
+// are taken around the means of everything before the block (kt, kr) and
+// corrected for the block's own mean; a block far from those means loses
+// digits only in proportion to what its distance adds to the total (the
+// shifted-data argument of Chan, Golub & LeVeque), so this is as stable as
+// two passes over the whole output while reading it once.
 template <typename T, typename R>
-Sums firstPass(const T* t, const R* r, size_t n, double t0, double r0, double atol, double rtol) {
-  double max_abs = 0, sum_abs = 0, sum_sq = 0, sum_t = 0, sum_r = 0, sum_tt = 0, sum_rr = 0, sum_tr = 0;
-  size_t not_close = 0;
-  unsigned t_constant = 1, r_constant = 1;
-#pragma omp simd reduction(max : max_abs) reduction(+ : sum_abs, sum_sq, sum_t, sum_r, sum_tt, sum_rr, sum_tr, \
-                                                         not_close) reduction(& : t_constant, r_constant)
+HWFARM_KERNEL void blockPass(const T* t, const R* r, size_t n, double t0, double r0, double atol, double rtol,
+                             Stats& stats) {
+  const double kt = stats.origin_t + stats.moments.mt, kr = stats.origin_r + stats.moments.mr;
+  double max_abs = 0, sum_abs = 0, sum_sq = 0, st = 0, sr = 0, stt = 0, srr = 0, str = 0;
+  size_t not_close = 0, t_varies = 0, r_varies = 0; // 64-bit, like the doubles' lanes
+#pragma omp simd reduction(max : max_abs) \
+    reduction(+ : sum_abs, sum_sq, st, sr, stt, srr, str, not_close, t_varies, r_varies)
   for (size_t i = 0; i < n; ++i) {
     const double a = t[i];
     const double b = r[i];
@@ -66,35 +89,76 @@ Sums firstPass(const T* t, const R* r, size_t n, double t0, double r0, double at
     max_abs = ad > max_abs ? ad : max_abs;
     sum_abs += ad;
     sum_sq += d * d;
-    sum_t += a;
-    sum_r += b;
-    sum_tt += a * a;
-    sum_rr += b * b;
-    sum_tr += a * b;
     not_close += ad <= atol + rtol * std::fabs(b) ? 0 : 1;
-    t_constant &= a == t0 ? 1u : 0u;
-    r_constant &= b == r0 ? 1u : 0u;
+    t_varies += a == t0 ? 0 : 1;
+    r_varies += b == r0 ? 0 : 1;
+    const double dt = a - kt;
+    const double dr = b - kr;
+    st += dt;
+    sr += dr;
+    stt += dt * dt;
+    srr += dr * dr;
+    str += dt * dr;
   }
-  return Sums{n, max_abs, sum_abs, sum_sq, sum_t, sum_r, sum_tt, sum_rr, sum_tr, not_close,
-              t_constant != 0, r_constant != 0};
+  stats.sums.merge(Sums{n, max_abs, sum_abs, sum_sq, not_close, t_varies, r_varies});
+  const double dn = static_cast<double>(n), mt = st / dn, mr = sr / dn;
+  stats.moments.merge(Moments{dn, (kt - stats.origin_t) + mt, (kr - stats.origin_r) + mr,
+                              std::max(0.0, stt - st * mt), std::max(0.0, srr - sr * mr), str - st * mr});
 }
 
-// The second pass over n pairs of finite values: centred sums around the means.
+// Pairs per block: how often the shift follows the running means.
+constexpr size_t kBlock = 4096;
+
+// Adds n pairs of finite values to `stats`.
 template <typename T, typename R>
-Centred secondPass(const T* t, const R* r, size_t n, double mt, double mr) {
-  double xx = 0, yy = 0, xy = 0, x = 0, y = 0;
-#pragma omp simd reduction(+ : xx, yy, xy, x, y)
-  for (size_t i = 0; i < n; ++i) {
-    const double dx = static_cast<double>(t[i]) - mt;
-    const double dy = static_cast<double>(r[i]) - mr;
-    xx += dx * dx;
-    yy += dy * dy;
-    xy += dx * dy;
-    x += dx;
-    y += dy;
+HWFARM_KERNEL void accumulateBlocks(const T* t, const R* r, size_t n, double t0, double r0, double atol, double rtol,
+                                    Stats& stats) {
+  if (n == 0) return;
+  if (stats.moments.n == 0) {
+    // The origin: the first block's means (that block is then in the cache).
+    const size_t len = std::min(kBlock, n);
+    double st = 0, sr = 0;
+#pragma omp simd reduction(+ : st, sr)
+    for (size_t i = 0; i < len; ++i) {
+      st += t[i];
+      sr += r[i];
+    }
+    stats.origin_t = st / static_cast<double>(len);
+    stats.origin_r = sr / static_cast<double>(len);
   }
-  return Centred{xx, yy, xy, x, y};
+  // Blocks start where t is 64-byte aligned (r too when both share their
+  // alignment, as two vectors usually do): vector loads that straddle cache
+  // lines made this pass 2.5x slower.
+  const size_t per_line = 64 / sizeof(T);
+  const size_t head =
+      std::min(n, (per_line - reinterpret_cast<uintptr_t>(t) / sizeof(T) % per_line) % per_line);
+  if (head > 0) blockPass(t, r, head, t0, r0, atol, rtol, stats);
+  for (size_t begin = head; begin < n; begin += kBlock)
+    blockPass(t + begin, r + begin, std::min(kBlock, n - begin), t0, r0, atol, rtol, stats);
 }
+
+// accumulate() per pair of storage types, on x86-64 (g++) compiled for
+// AVX-512, AVX2+FMA and the baseline, picked by the CPU at load time: the
+// kernels are compute-bound on SSE2 alone. Results differ between the
+// variants by rounding only. Not in sanitizer builds: the variant is picked
+// by an ifunc resolver, which runs before ThreadSanitizer's runtime is up.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(__SANITIZE_ADDRESS__)
+#define HWFARM_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define HWFARM_CLONES
+#endif
+
+#define HWFARM_ACCUMULATE(T, R)                                                                          \
+  HWFARM_CLONES void accumulate(const T* t, const R* r, size_t n, double t0, double r0, double atol,    \
+                                double rtol, Stats& stats) {                                             \
+    accumulateBlocks(t, r, n, t0, r0, atol, rtol, stats);                                                \
+  }
+HWFARM_ACCUMULATE(float, float)
+HWFARM_ACCUMULATE(float, double)
+HWFARM_ACCUMULATE(double, float)
+HWFARM_ACCUMULATE(double, double)
+#undef HWFARM_ACCUMULATE
 
 // Calls run(begin, end) for each maximal range of pairs whose values are all
 // finite and other(i) for each pair with a NaN or an Inf on either side.
@@ -138,17 +202,18 @@ void addReason(Comparison& c, const std::string& why) {
 // Everything but the shape check, for one pair of storage types.
 template <typename T, typename R>
 void measure(const T* t, const R* r, size_t n, const Thresholds& th, Comparison& c) {
-  Sums sums;
-  if (n > 0) sums = firstPass(t, r, n, t[0], r[0], th.atol, th.rtol);
+  Stats stats;
+  if (n > 0) accumulate(t, r, n, t[0], r[0], th.atol, th.rtol, stats);
   // A NaN or an Inf anywhere makes sum_abs non-finite (finite f32 values
-  // cannot overflow these sums): then the pass is redone range by range.
-  const bool nonfinite = !std::isfinite(sums.sum_abs);
+  // cannot overflow these sums): then the output is gone over again, range
+  // by range between the non-finite pairs.
   bool nan_error = false; // a disagreeing pair whose difference is NaN
   size_t first_disagreed = 0;
-  if (nonfinite) {
-    sums = Sums{};
+  if (!std::isfinite(stats.sums.sum_abs)) {
+    stats = Stats{};
     bool have_first = false;
     double t0 = 0, r0 = 0;
+    Sums& sums = stats.sums;
     splitAtNonFinite(
         t, r, n,
         [&](size_t begin, size_t end) {
@@ -157,7 +222,7 @@ void measure(const T* t, const R* r, size_t n, const Thresholds& th, Comparison&
             r0 = r[begin];
             have_first = true;
           }
-          sums.merge(firstPass(t + begin, r + begin, end - begin, t0, r0, th.atol, th.rtol));
+          accumulate(t + begin, r + begin, end - begin, t0, r0, th.atol, th.rtol, stats);
         },
         [&](size_t i) {
           const double a = t[i], b = r[i];
@@ -175,15 +240,15 @@ void measure(const T* t, const R* r, size_t n, const Thresholds& th, Comparison&
           sums.sum_sq += ad * ad;
         });
   }
+  const Sums& sums = stats.sums;
 
   c.allclose = sums.not_close == 0;
   c.not_close = sums.not_close;
   if (c.nonfinite_disagreed > 0) {
     addReason(c, std::to_string(c.nonfinite_disagreed) +
                      (c.nonfinite_disagreed == 1 ? " non-finite value disagrees" : " non-finite values disagree") +
-                     " (first at [" +
-                     std::to_string(first_disagreed) + "]: target " + number(t[first_disagreed]) + ", reference " +
-                     number(r[first_disagreed]) + ")");
+                     " (first at [" + std::to_string(first_disagreed) + "]: target " + number(t[first_disagreed]) +
+                     ", reference " + number(r[first_disagreed]) + ")");
   }
   const size_t m = sums.n; // pairs in the metrics
   if (m == 0) {
@@ -200,18 +265,23 @@ void measure(const T* t, const R* r, size_t n, const Thresholds& th, Comparison&
     return;
   }
 
-  const bool t_zero = sums.sum_tt == 0, r_zero = sums.sum_rr == 0;
-  if (t_zero || r_zero) {
-    c.cosine_similarity = t_zero && r_zero ? 1.0 : 0.0;
+  const Moments& mo = stats.moments;
+  // Exactly 0 only for all-zero values: their means and centred sums are 0.
+  const double mean_t = stats.origin_t + mo.mt, mean_r = stats.origin_r + mo.mr;
+  const double sum_tt = mo.tt + mo.n * mean_t * mean_t, sum_rr = mo.rr + mo.n * mean_r * mean_r;
+  const double sum_tr = mo.tr + mo.n * mean_t * mean_r;
+  if (sum_tt == 0 || sum_rr == 0) {
+    c.cosine_similarity = sum_tt == 0 && sum_rr == 0 ? 1.0 : 0.0;
   } else {
-    c.cosine_similarity = std::clamp(sums.sum_tr / (std::sqrt(sums.sum_tt) * std::sqrt(sums.sum_rr)), -1.0, 1.0);
+    c.cosine_similarity = std::clamp(sum_tr / (std::sqrt(sum_tt) * std::sqrt(sum_rr)), -1.0, 1.0);
   }
 
-  if (sums.t_constant || sums.r_constant) {
+  const bool t_constant = sums.t_varies == 0, r_constant = sums.r_varies == 0;
+  if (t_constant || r_constant) {
     // The constants are the first values in the metrics (the centred sums
     // would be 0/0). Both constant: 1.0 when they are close, like allclose.
     bool close = false;
-    if (sums.t_constant && sums.r_constant) {
+    if (t_constant && r_constant) {
       for (size_t i = 0; i < n; ++i) {
         const double a = t[i], b = r[i];
         if (std::isfinite(a) && std::isfinite(b)) {
@@ -223,26 +293,7 @@ void measure(const T* t, const R* r, size_t n, const Thresholds& th, Comparison&
     c.actual_pcc = close ? 1.0 : 0.0;
     return;
   }
-
-  // Two-pass PCC: centred sums, then the correction for the rounding of the
-  // means (Chan, Golub & LeVeque's corrected two-pass algorithm).
-  const double mt = sums.sum_t / static_cast<double>(m), mr = sums.sum_r / static_cast<double>(m);
-  Centred s;
-  if (nonfinite) {
-    splitAtNonFinite(
-        t, r, n, [&](size_t begin, size_t end) { s.merge(secondPass(t + begin, r + begin, end - begin, mt, mr)); },
-        [](size_t) {});
-  } else {
-    s = secondPass(t, r, n, mt, mr);
-  }
-  const double dm = static_cast<double>(m);
-  double xx = s.xx - s.x * s.x / dm, yy = s.yy - s.y * s.y / dm, xy = s.xy - s.x * s.y / dm;
-  if (!(xx > 0 && yy > 0)) { // the correction can only round a tiny sum to <= 0
-    xx = s.xx;
-    yy = s.yy;
-    xy = s.xy;
-  }
-  c.actual_pcc = std::clamp(xy / (std::sqrt(xx) * std::sqrt(yy)), -1.0, 1.0);
+  c.actual_pcc = std::clamp(mo.tr / (std::sqrt(mo.tt) * std::sqrt(mo.rr)), -1.0, 1.0);
 }
 
 } // namespace

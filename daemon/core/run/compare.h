@@ -5,10 +5,11 @@
 //
 //   allclose   numpy's: every |t - r| <= atol + rtol * |r| (r: the reference);
 //              NaN equals NaN only with equal_nan, an Inf only the same Inf
-//   PCC        float64, two passes (means, then centred sums corrected for
-//              the mean's rounding); a side whose values are all equal is
-//              constant: both constant and close -> 1.0, exactly one
-//              constant or both constant and not close -> 0.0
+//   PCC        float64 centred sums (blocks centred on the running means,
+//              merged pairwise: as stable as two passes); a side whose
+//              values are all equal is constant: both constant and close
+//              -> 1.0, exactly one constant or both constant and not close
+//              -> 0.0
 //   cosine     both sides all zero -> 1.0, exactly one side all zero -> 0.0
 //   non-finite a position where both sides hold the same Inf (or NaN, with
 //              equal_nan) agrees and is left out of every metric; any other
@@ -22,8 +23,8 @@
 // included), whose non-finite values disagree, whose shape differs, or that
 // is not allclose when require_allclose is set.
 //
-// Cost: two passes over the values (the second only when neither side is
-// constant), no allocation; a third pass only when a NaN or Inf is present.
+// Cost: one pass over the values, vectorized (AVX-512 or AVX2 where the CPU
+// has them), no allocation; two more only when a NaN or an Inf is present.
 #pragma once
 
 #include <cstddef>
