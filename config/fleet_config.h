@@ -78,6 +78,13 @@ struct LeaseConfig {
   bool fsync = true;           // answers also wait for an fdatasync of the WAL (power-loss safe); false: crash safe only
 };
 
+// Simulator-vs-board runs (docs/runs.md).
+struct RunsConfig {
+  int64_t max_simulators = 2; // reference simulators running at once
+  int64_t max_runs = 16;      // runs running at once
+  double default_deadline_s = 60; // per image and target, when a run names none
+};
+
 struct UsbMatch {
   std::optional<uint16_t> vendor;
   std::optional<uint16_t> product;
@@ -176,6 +183,7 @@ struct FleetConfig {
   AgentConfig agent;
   Limits limits;
   LeaseConfig leases;
+  RunsConfig runs;
   std::vector<WorkerConfig> workers;
   SlaConfig sla;
 

@@ -49,6 +49,7 @@ class FleetParser {
     if (const toml::table* agent = reader.table("agent", Need::required)) parseAgent(*agent);
     if (const toml::table* limits = reader.table("limits")) parseLimits(*limits);
     if (const toml::table* leases = reader.table("leases")) parseLeases(*leases);
+    if (const toml::table* runs = reader.table("runs")) parseRuns(*runs);
     if (const toml::array* workers = reader.tables("worker")) {
       for (size_t i = 0; i < workers->size(); ++i)
         parseWorker(*workers->get(i)->as_table(), i);
@@ -258,6 +259,15 @@ class FleetParser {
     r.finish();
     if (l.default_ttl_s > config_.limits.max_ttl_s && table.get("default_ttl_s"))
       r.error("default_ttl_s", "must not exceed limits.max_ttl_s (" + describeNumber(config_.limits.max_ttl_s) + ")");
+  }
+
+  void parseRuns(const toml::table& table) {
+    TableReader r(table, errors_, "", "runs.");
+    RunsConfig& c = config_.runs;
+    if (auto v = r.integer("max_simulators", 1, 64)) c.max_simulators = *v;
+    if (auto v = r.integer("max_runs", 1, 1024)) c.max_runs = *v;
+    if (auto v = r.number("default_deadline_s", 0, 86400, true)) c.default_deadline_s = *v;
+    r.finish();
   }
 
   static std::string describeNumber(double v) {

@@ -120,6 +120,17 @@ TEST_CASE("the firmware's FAIL, a hang, a bad end status and a missing output ar
   CHECK(caseOf(missing, "ramp")->message == "ramp.y: missing (the reference has it)");
 }
 
+TEST_CASE("an image that hangs on the reference too is the firmware's failure, not the lab's") {
+  std::string hang = "HWFARM BEGIN suite=selftest\nHWFARM TEST square PASS\nHWFARM OUTPUT square.y f32 4 -1 -0.875 -0.5 0.125\n";
+  Attempt ref = attempt("qemu_ref", hang, true);
+  TargetReport r = evaluate(attempt("t", hang, true), &ref, nullptr);
+  CHECK(r.failure == FailureClass::test);
+  CHECK(r.reason == "BEGIN but no END before the deadline (the firmware hung)");
+  REQUIRE(caseOf(r, "square"));
+  CHECK(caseOf(r, "square")->outcome == Outcome::pass); // its output was compared, and matches
+  REQUIRE(caseOf(r, "square")->outputs.size() == 1);
+}
+
 TEST_CASE("no console output, a failed flash, a corrupt record and a failed reference are infrastructure") {
   Attempt ref = attempt("qemu_ref", kPass);
   TargetReport silent = evaluate(attempt("t", "", true), &ref, nullptr);

@@ -27,6 +27,7 @@
 #include "daemon/api/http_types.h"
 #include "daemon/services/board_service.h"
 #include "daemon/services/lease_service.h"
+#include "daemon/services/run_service.h"
 
 namespace hwfarm::api {
 
@@ -77,8 +78,9 @@ struct Call {
 // names are the route's path segments, as the client sent them.
 class Handlers {
  public:
-  Handlers(const AgentState& state, LeaseService& leases, BoardService& boards)
-      : state_(state), leases_(leases), boards_(boards) {}
+  // Without `runs` the run routes answer 503.
+  Handlers(const AgentState& state, LeaseService& leases, BoardService& boards, RunService* runs = nullptr)
+      : state_(state), leases_(leases), boards_(boards), runs_(runs) {}
 
   // GET /v1/healthz (routes_health.cpp).
   void healthz(Call& call);
@@ -107,15 +109,32 @@ class Handlers {
   // no image store) is answered through `call`.
   std::optional<BodyPlan> planUpload(Call& call, const std::string& id, const std::string& board);
 
+  // The run routes (routes_runs.cpp): POST /v1/leases/{id}/images (an
+  // upload into the lease's image store), POST /v1/leases/{id}/runs, GET
+  // /v1/runs, GET and DELETE /v1/runs/{id}, GET
+  // /v1/runs/{id}/artifacts/{path}. planImageUpload is the images route's
+  // body plan, as planUpload is the flash route's.
+  std::optional<BodyPlan> planImageUpload(Call& call, const std::string& id);
+  void uploadImage(Call& call, const std::string& id);
+  void startRun(Call& call, const std::string& id);
+  void listRuns(Call& call);
+  void showRun(Call& call, const std::string& id);
+  void cancelRun(Call& call, const std::string& id);
+  void runArtifact(Call& call, const std::string& id, const std::string& path);
+
  private:
   // The active lease `id` holding `board` that the caller may operate, or
   // nullptr once the refusal is answered.
   const lease::Lease* leaseForBoard(Call& call, const std::string& id, const std::string& board);
   void flash(Call& call, const lease::Lease& lease, const std::string& board);
+  // The active lease `id` the caller may use, or nullptr once the refusal
+  // is answered.
+  const lease::Lease* ownedLease(Call& call, const std::string& id);
 
   const AgentState& state_;
   LeaseService& leases_;
   BoardService& boards_;
+  RunService* runs_;
 };
 
 } // namespace hwfarm::api

@@ -185,6 +185,35 @@ void Router::route(Call& c) {
         handlers_.boardOperation(c, s[2], s[4], s[5]);
       return;
     }
+    if (s.size() == 4 && s[1] == "leases" && s[3] == "images") {
+      if (method("POST") && allowed(c, Role::pipeline)) handlers_.uploadImage(c, s[2]);
+      return;
+    }
+    if (s.size() == 4 && s[1] == "leases" && s[3] == "runs") {
+      if (method("POST") && allowed(c, Role::pipeline)) handlers_.startRun(c, s[2]);
+      return;
+    }
+    if (s.size() == 2 && s[1] == "runs") {
+      if (method("GET") && allowed(c, Role::viewer)) handlers_.listRuns(c);
+      return;
+    }
+    if (s.size() == 3 && s[1] == "runs") {
+      if (m == "GET") {
+        if (allowed(c, Role::viewer)) handlers_.showRun(c, s[2]);
+      } else if (m == "DELETE") {
+        if (allowed(c, Role::pipeline)) handlers_.cancelRun(c, s[2]);
+      } else {
+        c.respond(withAllow(jsonError(405, "method_not_allowed", echoed(m) + " is not allowed on " + echoed(c.target.path)),
+                            "GET, DELETE"));
+      }
+      return;
+    }
+    if (s.size() >= 5 && s[1] == "runs" && s[3] == "artifacts") {
+      std::string path;
+      for (size_t i = 4; i < s.size(); ++i) path += (i > 4 ? "/" : "") + s[i];
+      if (method("GET") && allowed(c, Role::viewer)) handlers_.runArtifact(c, s[2], path);
+      return;
+    }
     if (s.size() == 4 && s[1] == "leases" && s[3] == "renew") {
       if (method("POST") && allowed(c, Role::pipeline)) handlers_.renew(c, s[2]);
       return;
@@ -198,12 +227,15 @@ BodyPlan Router::planBody(const HttpRequest& head) {
   if (head.method != "POST" || !isOctetStream(head.content_type)) return plan;
   Target target = parseTarget(head.target);
   const auto& s = target.segments;
-  if (s.size() != 6 || s[0] != "v1" || s[1] != "leases" || s[3] != "boards" || s[5] != "flash") return plan;
+  bool flash = s.size() == 6 && s[0] == "v1" && s[1] == "leases" && s[3] == "boards" && s[5] == "flash";
+  bool image = s.size() == 4 && s[0] == "v1" && s[1] == "leases" && s[3] == "images";
+  if (!flash && !image) return plan;
   // What the route would answer, answered before the body arrives.
   auto captured = std::make_shared<Captured>();
   Call call(head, auth_.authenticate(head.authorization, head.local_peer), Reply(captured, &responses_));
   std::optional<BodyPlan> upload;
-  if (allowed(call, Role::pipeline)) upload = handlers_.planUpload(call, s[2], s[4]);
+  if (allowed(call, Role::pipeline))
+    upload = flash ? handlers_.planUpload(call, s[2], s[4]) : handlers_.planImageUpload(call, s[2]);
   if (upload) return *upload;
   plan.kind = BodyPlan::Kind::refuse;
   plan.refusal = std::move(*captured->response);

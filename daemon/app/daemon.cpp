@@ -25,6 +25,7 @@
 #include "daemon/app/version.h"
 #include "daemon/services/board_service.h"
 #include "daemon/services/lease_service.h"
+#include "daemon/services/run_service.h"
 #include "daemon/services/presence.h"
 #include "daemon/services/system_clock.h"
 #include "drivers/usb_discovery.h"
@@ -144,6 +145,7 @@ struct Daemon::Impl {
   std::unique_ptr<StateDirLock> state_lock;
   std::unique_ptr<LeaseService> leases;
   std::unique_ptr<BoardService> boards;
+  std::unique_ptr<RunService> runs;
   std::unique_ptr<PresenceWatcher> presence;
   std::unique_ptr<drivers::UsbDiscovery> usb;
   std::map<std::string, bool> usb_present;  // boards found by USB discovery
@@ -212,7 +214,11 @@ int Daemon::Impl::run() {
       auto it = ttys.find(board);
       return it == ttys.end() ? std::string() : it->second;
     });
-    leases->onLeaseEnded([this](const lease::Lease& l) { boards->leaseEnded(l); });
+    runs = std::make_unique<RunService>(io, *config, *boards, clock);
+    leases->onLeaseEnded([this](const lease::Lease& l) {
+      runs->leaseEnded(l); // first: a run's boards are powered off through the board service
+      boards->leaseEnded(l);
+    });
     std::set<std::string> ended; // while hwfarmd was down: their image stores go
     for (const auto& [id, l] : leases->scheduler().leases())
       if (l.state != lease::LeaseState::active) ended.insert(id);
@@ -231,7 +237,7 @@ int Daemon::Impl::run() {
     } catch (const std::exception& e) {
       spdlog::warn("USB discovery unavailable ({}): boards with serial.port = \"auto\" stay offline", e.what());
     }
-    router = std::make_unique<api::Router>(state, *leases, *boards, auth);
+    router = std::make_unique<api::Router>(state, *leases, *boards, auth, runs.get());
     // Besides connections: the database, the log, event and timer fds, and
     // per board a console, its log and a child's pipes.
     size_t own_descriptors = 64 + 4 * config->boardCount();
@@ -314,6 +320,7 @@ void Daemon::Impl::beginStop(const char* why) {
   watchdog_timer.cancel();
   prune_timer.cancel();
   leases->stop(); // waiting lease requests get 503 now
+  runs->stop();    // running runs are cancelled, their records say so
   boards->stop();  // console streams end
   presence->stop();
   usb.reset();
@@ -407,6 +414,7 @@ void Daemon::Impl::applyReload(PreparedReload prepared) {
     }
     state.config = applied;
     boards->reconfigure(*applied);
+    runs->reconfigure(*applied);
     leases->reconfigure(*applied);
     presence->watch(watchedPaths(*applied));
     if (usb) usbChanged();

@@ -177,6 +177,12 @@ struct BoardService::Impl {
     std::map<uint64_t, std::shared_ptr<ConsoleStream>> readers;
     RecentLines recent; // of this lease
   };
+  struct Watcher {
+    std::function<void(const std::string&)> line;
+    std::function<void(const std::string&)> closed;
+  };
+  std::map<std::string, std::map<uint64_t, Watcher>> watchers; // by board
+  uint64_t next_watcher = 1;
 
   Impl(asio::io_context& io_context, const config::FleetConfig& c, drivers::TtyResolver resolve)
       : io(io_context), maintenance(1), resolve_tty(std::move(resolve)) {
@@ -282,11 +288,13 @@ struct BoardService::Impl {
           if (it == consoles.end() || !it->second.log) return; // its lease ended
           it->second.recent.add(line);
           broadcast(name, it->second.log->stamped(line));
+          tellWatchers(name, [&](const Watcher& w) { w.line(line); });
           stopAfterEnd(name, line);
         },
         [this, name](const std::string& reason) {
           spdlog::info("console of board {} closed: {}", name, reason);
           endReaders(name);
+          tellWatchers(name, [&](const Watcher& w) { w.closed(reason); });
         },
         console.log.get());
     return Status::success();
@@ -301,6 +309,24 @@ struct BoardService::Impl {
     Evidence evidence = status.evidence();
     evidence.console = it->second.recent.text();
     return std::move(status).withEvidence(std::move(evidence));
+  }
+
+  // Watchers of `name`'s console (watchConsole), told in the order they
+  // came; one may stop watching (or another) from its callback.
+  template <typename F>
+  void tellWatchers(const std::string& name, F&& tell) {
+    auto it = watchers.find(name);
+    if (it == watchers.end()) return;
+    std::vector<uint64_t> ids;
+    for (const auto& [id, w] : it->second) ids.push_back(id);
+    for (uint64_t id : ids) {
+      auto board = watchers.find(name);
+      if (board == watchers.end()) return;
+      auto w = board->second.find(id);
+      if (w == board->second.end()) continue;
+      Watcher copy = w->second; // the callback may erase it
+      tell(copy);
+    }
   }
 
   // A simulated board whose firmware reported the end of its run
@@ -514,6 +540,20 @@ void BoardService::flashCopy(const lease::Lease& lease, const std::string& name,
         if (!stored->empty() && owner != impl->owner.end() && owner->second == lease_id) impl->setImage(name, *stored);
         done(impl->withConsole(std::move(status), name, lease_id), seconds);
       });
+}
+
+std::function<void()> BoardService::watchConsole(const std::string& board,
+                                                 std::function<void(const std::string& line)> on_line,
+                                                 std::function<void(const std::string& reason)> on_closed) {
+  uint64_t id = impl_->next_watcher++;
+  impl_->watchers[board][id] = {std::move(on_line), std::move(on_closed)};
+  Impl* impl = impl_.get();
+  return [impl, board, id] {
+    auto it = impl->watchers.find(board);
+    if (it == impl->watchers.end()) return;
+    it->second.erase(id);
+    if (it->second.empty()) impl->watchers.erase(it);
+  };
 }
 
 void BoardService::power(const lease::Lease& lease, const std::string& name, drivers::PowerAction action,

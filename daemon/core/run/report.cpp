@@ -205,13 +205,16 @@ TargetReport evaluate(const Attempt& t, const Attempt* ref, const ThresholdsFor&
 
   // Outputs against the reference's.
   if (ref) {
-    bool ref_usable = ref->status.ok() && ref->parsed.ended && !ref->parsed.hasInfrastructureProblem();
+    // A reference that failed the lab's way (its simulator, no output, a
+    // corrupt record) compares nothing: an infrastructure failure. One that
+    // only failed the firmware's way (a hang, a FAIL: the image is at
+    // fault on the simulator too) still gives the outputs it completed.
+    bool ref_usable = ref->status.ok() && ref->parsed.lines > 0 && !ref->parsed.hasInfrastructureProblem();
     if (!ref_usable) {
       std::string why = "the reference " + ref->target + " failed: " +
                         (!ref->status.ok() ? ref->status.message()
                          : ref->parsed.lines == 0 ? std::string("no console output")
-                         : !ref->parsed.ended ? std::string("no END")
-                                               : std::string("a corrupt record"));
+                                                  : std::string("a corrupt record"));
       b.fail(FailureClass::infrastructure, why);
     }
     for (const auto& o : p.outputs) {

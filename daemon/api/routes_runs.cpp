@@ -1,0 +1,239 @@
+// The run routes (docs/api.md, "Runs"): images uploaded into a lease's store,
+// runs started on the lease's boards, their records and artifacts.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "daemon/api/routes.h"
+#include "daemon/services/image_store.h"
+
+namespace hwfarm::api {
+
+using config::Role;
+
+namespace {
+
+bool isStoredImageName(const std::string& s) {
+  // <sha256><ext>, as the image store names what it keeps.
+  if (s.size() < 65) return false;
+  for (size_t i = 0; i < 64; ++i)
+    if (!std::isxdigit(static_cast<unsigned char>(s[i])) || std::isupper(static_cast<unsigned char>(s[i])))
+      return false;
+  std::string ext = s.substr(64);
+  for (const auto& known : imageExtensions())
+    if (ext == known) return true;
+  return false;
+}
+
+std::string contentTypeOf(const std::string& path) {
+  auto ends = [&](const char* e) {
+    std::string_view p(path), x(e);
+    return p.size() >= x.size() && p.substr(p.size() - x.size()) == x;
+  };
+  if (ends(".json")) return "application/json";
+  if (ends(".xml")) return "application/xml";
+  if (ends(".txt")) return "text/plain; charset=utf-8";
+  return "application/octet-stream";
+}
+
+} // namespace
+
+const lease::Lease* Handlers::ownedLease(Call& c, const std::string& id) {
+  const lease::Lease* l = leases_.scheduler().lease(id);
+  if (!l) {
+    c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
+    return nullptr;
+  }
+  if (!hasRole(*c.principal, Role::operator_) && l->holder.principal != c.principal->name) {
+    c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
+    return nullptr;
+  }
+  if (l->state != lease::LeaseState::active) {
+    c.respond(jsonError(409, "not_active", "lease " + id + " is " + lease::toString(l->state)));
+    return nullptr;
+  }
+  return l;
+}
+
+std::optional<BodyPlan> Handlers::planImageUpload(Call& c, const std::string& id) {
+  const lease::Lease* l = ownedLease(c, id);
+  if (!l) return std::nullopt;
+  if (Result<std::string> ext = imageExtension(uploadName(c.target)); !ext) {
+    c.respond(jsonError(400, "invalid_request", ext.status().message()));
+    return std::nullopt;
+  }
+  if (Status made = boards_.makeImageDir(l->id); !made.ok()) {
+    c.respond(jsonError(500, "storage_error", made.message()));
+    return std::nullopt;
+  }
+  BodyPlan plan;
+  plan.kind = BodyPlan::Kind::file;
+  plan.limit = static_cast<uint64_t>(state_.config->limits.max_image_bytes);
+  plan.limit_name = "limits.max_image_bytes";
+  plan.dir = boards_.imageDir(l->id);
+  return plan;
+}
+
+void Handlers::uploadImage(Call& c, const std::string& id) {
+  const lease::Lease* l = ownedLease(c, id);
+  if (!l) return;
+  const auto& upload = c.request.upload;
+  if (!upload)
+    return c.respond(jsonError(400, "invalid_request",
+                               "expected the image as an application/octet-stream body (hwfarmctl run uploads it)"));
+  std::string name = uploadName(c.target);
+  Result<std::string> ext = imageExtension(name);
+  if (!ext) return c.respond(jsonError(400, "invalid_request", ext.status().message()));
+  Result<std::string> stored = storeUpload(upload->path, upload->sha256, boards_.imageDir(l->id), *ext);
+  if (!stored) return c.respond(jsonError(500, "storage_error", "cannot store the upload: " + stored.status().message()));
+  c.respond(ok(json::object{{"image", std::filesystem::path(*stored).filename().string()},
+                            {"sha256", upload->sha256},
+                            {"bytes", upload->bytes},
+                            {"name", sanitizeImageName(name)}},
+               201));
+}
+
+void Handlers::startRun(Call& c, const std::string& id) {
+  if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
+  const lease::Lease* l = ownedLease(c, id);
+  if (!l) return;
+  std::string error;
+  auto object = parseObject(c.request.body, &error);
+  if (!object) return c.respond(jsonError(400, "invalid_request", error));
+  RunSpec spec;
+  spec.deadline_ms = static_cast<int64_t>(state_.config->runs.default_deadline_s * 1000);
+  for (const auto& [key, value] : *object) {
+    if (key == "images") {
+      if (!value.is_array() || value.as_array().empty() || value.as_array().size() > 1000)
+        return c.respond(jsonError(400, "invalid_request", "images: expected 1 to 1000 images"));
+      for (const auto& item : value.as_array()) {
+        const json::object* img = item.if_object();
+        const json::value* stored = img ? img->if_contains("image") : nullptr;
+        const json::value* name = img ? img->if_contains("name") : nullptr;
+        if (!stored || !stored->is_string() || (name && !name->is_string()) || img->size() > 2 ||
+            (img->size() == 2 && !name))
+          return c.respond(jsonError(400, "invalid_request",
+                                     "images: each is {\"image\": \"<sha256><ext>\", \"name\": \"<file name>\"}"));
+        std::string file(stored->as_string());
+        if (!isStoredImageName(file))
+          return c.respond(jsonError(400, "invalid_request",
+                                     "images: " + echoed(file) + " is not an uploaded image (POST /v1/leases/" + id +
+                                         "/images first)"));
+        std::string path = boards_.imageDir(l->id) + "/" + file;
+        struct stat st {};
+        if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+          return c.respond(jsonError(400, "invalid_request", "images: " + file + " was not uploaded to lease " + id));
+        spec.images.push_back({name ? std::string(name->as_string()) : file, path});
+      }
+    } else if (key == "mode") {
+      if (!value.is_string() || (value.as_string() != "shard" && value.as_string() != "each"))
+        return c.respond(jsonError(400, "invalid_request", "mode: expected \"shard\" or \"each\""));
+      spec.mode = value.as_string() == "each" ? RunSpec::Mode::each : RunSpec::Mode::shard;
+    } else if (key == "reference") {
+      if (!value.is_string() || (value.as_string() != "qemu" && value.as_string() != "none"))
+        return c.respond(jsonError(400, "invalid_request", "reference: expected \"qemu\" or \"none\""));
+      spec.reference = value.as_string() == "qemu";
+    } else if (key == "boards") {
+      if (!value.is_array() || value.as_array().size() > 64)
+        return c.respond(jsonError(400, "invalid_request", "boards: expected an array of the lease's board names"));
+      for (const auto& b : value.as_array()) {
+        if (!b.is_string()) return c.respond(jsonError(400, "invalid_request", "boards: expected board names"));
+        spec.boards.emplace_back(b.as_string());
+      }
+    } else if (key == "deadline_s") {
+      if (!value.is_number() || value.to_number<double>() <= 0 || value.to_number<double>() > 86400)
+        return c.respond(jsonError(400, "invalid_request", "deadline_s: expected a number of seconds in (0, 86400]"));
+      spec.deadline_ms = static_cast<int64_t>(value.to_number<double>() * 1000);
+    } else {
+      return c.respond(jsonError(400, "invalid_request",
+                                 "unknown key " + echoed(key) + " (images, mode, reference, boards, deadline_s)"));
+    }
+  }
+  if (spec.images.empty()) return c.respond(jsonError(400, "invalid_request", "images: expected 1 to 1000 images"));
+  Result<std::string> started = runs_->start(*l, std::move(spec));
+  if (!started) {
+    const Status& s = started.status();
+    if (s.is(Code::busy)) return c.respond(jsonError(429, "too_many_runs", s.message()));
+    if (s.is(Code::invalid_argument)) return c.respond(jsonError(400, "invalid_request", s.message()));
+    return c.respond(jsonError(500, "storage_error", s.message()));
+  }
+  const RunSummary* run = runs_->find(*started);
+  HttpResponse r = okText(run->json, 201);
+  c.respond(std::move(r));
+}
+
+void Handlers::listRuns(Call& c) {
+  if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
+  json::array list;
+  for (const RunSummary* r : runs_->list()) {
+    json::object o{{"id", r->id}, {"lease_id", r->lease_id}, {"state", runStateName(r->state)},
+                   {"created_ms", r->created_ms}};
+    if (r->ended_ms) o["ended_ms"] = r->ended_ms;
+    list.push_back(std::move(o));
+  }
+  c.respond(ok(json::object{{"runs", std::move(list)}}));
+}
+
+void Handlers::showRun(Call& c, const std::string& id) {
+  if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
+  const RunSummary* r = runs_->find(id);
+  if (!r) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
+  c.respond(okText(r->json));
+}
+
+void Handlers::cancelRun(Call& c, const std::string& id) {
+  if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
+  const RunSummary* r = runs_->find(id);
+  if (!r) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
+  if (const lease::Lease* l = leases_.scheduler().lease(r->lease_id);
+      !hasRole(*c.principal, Role::operator_) && (!l || l->holder.principal != c.principal->name))
+    return c.respond(jsonError(403, "forbidden", "run " + id + " is not of a lease of \"" + c.principal->name + "\""));
+  Status s = runs_->cancel(id, "cancelled by " + c.principal->name);
+  if (s.is(Code::conflict)) return c.respond(jsonError(409, "run_ended", s.message()));
+  if (!s.ok()) return c.respond(jsonError(404, "not_found", s.message()));
+  c.respond(okText(runs_->find(id)->json));
+}
+
+void Handlers::runArtifact(Call& c, const std::string& id, const std::string& path) {
+  if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
+  const RunSummary* r = runs_->find(id);
+  if (!r) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
+  // Only what the run wrote: plain relative paths, no dot segments, no
+  // hidden files (the simulators' scratch), regular files, no symlink.
+  std::string decoded = percentDecode(path);
+  bool plain = !decoded.empty() && decoded.size() < 512 && decoded[0] != '/';
+  for (size_t start = 0; plain && start <= decoded.size();) {
+    size_t slash = decoded.find('/', start);
+    std::string part = decoded.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    if (part.empty() || part[0] == '.') plain = false;
+    for (char ch : part)
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.')) plain = false;
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  if (!plain) return c.respond(jsonError(400, "invalid_request", "artifact path " + echoed(decoded) + " is not plain"));
+  std::string file = runs_->runDir(id) + "/" + decoded;
+  int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (256LL << 20)) {
+    if (fd >= 0) ::close(fd);
+    return c.respond(jsonError(404, "not_found", "run " + id + " has no artifact " + echoed(decoded)));
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  bytes.resize(got);
+  HttpResponse resp = okText(std::move(bytes));
+  resp.content_type = contentTypeOf(decoded);
+  c.respond(std::move(resp));
+}
+
+} // namespace hwfarm::api

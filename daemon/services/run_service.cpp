@@ -1,0 +1,768 @@
+#include "daemon/services/run_service.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "daemon/core/run/naming.h"
+#include "daemon/core/run/npy.h"
+#include "daemon/core/run/protocol.h"
+#include "daemon/core/run/report.h"
+#include "drivers/simulator_run.h"
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+namespace fs = std::filesystem;
+
+namespace hwfarm {
+namespace {
+
+constexpr size_t kMaxConsoleBytes = 8u << 20; // kept per attempt (the trace), more is cut
+constexpr size_t kTraceTailLines = 40;        // in junit.xml's <system-out>
+constexpr size_t kHistory = 1000;             // runs kept in memory and listed
+
+std::string newRunId() {
+  static std::mt19937_64 rng{std::random_device{}()};
+  static const char* digits = "0123456789abcdefghijklmnopqrstuvwxyz";
+  std::string id = "run-";
+  for (int i = 0; i < 12; ++i) id += digits[rng() % 36];
+  return id;
+}
+
+std::string tailLines(const std::string& text, size_t lines) {
+  size_t pos = text.size();
+  for (size_t n = 0; pos > 0 && n <= lines;) {
+    pos = text.rfind('\n', pos - 1);
+    if (pos == std::string::npos) return text;
+    ++n;
+    if (n > lines) return text.substr(pos + 1);
+  }
+  return text;
+}
+
+// Writes `bytes` to `path` through a temporary file and a rename, so a
+// reader sees the old file or the new one. Creates the directories.
+Status writeFile(const std::string& path, const std::string& bytes) {
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  if (ec) return Status::infrastructure(Code::io_error, "cannot create " + fs::path(path).parent_path().string() +
+                                                            ": " + ec.message());
+  std::string temp = path + ".tmp";
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+  if (fd < 0) return Status::fromErrno("cannot write " + temp, errno);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Status s = Status::fromErrno("cannot write " + temp, errno);
+      ::close(fd);
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) return Status::fromErrno("cannot write " + temp, errno);
+  if (::rename(temp.c_str(), path.c_str()) != 0) return Status::fromErrno("cannot rename " + temp, errno);
+  return Status::success();
+}
+
+std::string readTail(const std::string& path, uint64_t from) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  in.seekg(static_cast<std::streamoff>(from));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+uint64_t fileSize(const std::string& path) {
+  std::error_code ec;
+  auto n = fs::file_size(path, ec);
+  return ec ? 0 : n;
+}
+
+json::object evidenceJson(const Evidence& e) {
+  json::object out;
+  if (e.exit_code) out["exit_code"] = *e.exit_code;
+  if (e.signal) out["signal"] = e.signal;
+  if (!e.tool_output.empty()) out["tool_output"] = run::xmlSafe(e.tool_output);
+  if (!e.console.empty()) out["console"] = run::xmlSafe(e.console);
+  return out;
+}
+
+} // namespace
+
+std::string_view runStateName(RunState s) {
+  switch (s) {
+    case RunState::running: return "running";
+    case RunState::passed: return "passed";
+    case RunState::failed: return "failed";
+    case RunState::error: return "error";
+    case RunState::cancelled: return "cancelled";
+    case RunState::interrupted: return "interrupted";
+  }
+  return "?";
+}
+
+struct RunService::Impl {
+  // One image on one target, or on the reference.
+  struct Attempt {
+    size_t image = 0;
+    std::string board; // the target board; empty for the reference
+    bool reference = false;
+    std::string phase = "waiting"; // waiting, flashing, running, done
+    run::Attempt result;           // what the report is made of
+    run::Parser parser;
+    std::string console;
+    bool truncated = false;
+    Clock::SteadyTime started{};
+    uint64_t flash_log_from = 0;
+    std::string flash_log; // what the flasher printed for this attempt
+    std::function<void()> unwatch;
+    std::shared_ptr<asio::steady_timer> deadline;
+    std::optional<run::TargetReport> report;
+  };
+
+  struct Run {
+    RunSummary summary;
+    RunSpec spec;
+    lease::Lease lease;
+    std::vector<std::string> image_names;                // artifact names, by image
+    std::map<std::string, std::string> target_names;     // board -> artifact name
+    std::string reference_name;                          // "qemu_ref"
+    std::map<std::string, config::QemuConfig> simulators; // board type -> reference simulator
+    std::vector<std::unique_ptr<Attempt>> attempts;
+    std::deque<size_t> shard_queue;                   // images no board took yet (shard mode)
+    std::map<std::string, std::deque<size_t>> per_board; // each mode: the images a board has left
+    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+    std::string end_reason;
+    bool finishing = false;
+    RunState final_state = RunState::running; // once finishing
+  };
+
+  Impl(asio::io_context& io_context, const config::FleetConfig& c, BoardService& b, const Clock& clk)
+      : io(io_context), config(c), boards(b), clock(clk),
+        simulators(static_cast<size_t>(std::max<int64_t>(1, c.runs.max_simulators))), writer(1) {
+    restore();
+  }
+
+  std::string runsDir() const { return config.agent.state_dir + "/runs"; }
+
+  // Runs found "running" were interrupted by a restart: their records say so.
+  void restore() {
+    std::error_code ec;
+    std::vector<RunSummary> found;
+    for (fs::directory_iterator it(runsDir(), ec), end; !ec && it != end; it.increment(ec)) {
+      std::string path = it->path().string() + "/summary.json";
+      std::ifstream in(path);
+      if (!in) continue;
+      std::string text((std::istreambuf_iterator<char>(in)), {});
+      boost::system::error_code jec;
+      json::value v = json::parse(text, jec);
+      if (jec || !v.is_object()) continue;
+      json::object& o = v.as_object();
+      RunSummary s;
+      s.id = it->path().filename().string();
+      if (auto* l = o.if_contains("lease_id"); l && l->is_string()) s.lease_id = std::string(l->as_string());
+      if (auto* t = o.if_contains("created_ms"); t && t->is_int64()) s.created_ms = t->as_int64();
+      if (auto* t = o.if_contains("ended_ms"); t && t->is_int64()) s.ended_ms = t->as_int64();
+      std::string state = o.if_contains("state") && o["state"].is_string() ? std::string(o["state"].as_string()) : "";
+      s.state = state == "passed" ? RunState::passed
+                : state == "failed" ? RunState::failed
+                : state == "error" ? RunState::error
+                : state == "cancelled" ? RunState::cancelled
+                                        : RunState::interrupted;
+      if (state == "running") {
+        s.ended_ms = clock.wallMs();
+        o["state"] = "interrupted";
+        o["ended_ms"] = s.ended_ms;
+        o["failure_class"] = "infrastructure";
+        o["reason"] = "hwfarmd stopped during the run (restarted or killed); the run did not finish";
+        spdlog::warn("run {} was interrupted by a restart of hwfarmd", s.id);
+        text = json::serialize(o);
+        if (Status w = writeFile(path, text); !w.ok()) spdlog::error("{}", w.message());
+      }
+      s.json = std::move(text);
+      found.push_back(std::move(s));
+    }
+    std::sort(found.begin(), found.end(), [](const RunSummary& a, const RunSummary& b) {
+      return a.created_ms != b.created_ms ? a.created_ms < b.created_ms : a.id < b.id;
+    });
+    if (found.size() > kHistory) found.erase(found.begin(), found.end() - kHistory);
+    for (auto& s : found) {
+      order.push_back(s.id);
+      finished[s.id] = std::move(s);
+    }
+  }
+
+  // --- the run's record ---------------------------------------------------
+
+  json::object attemptJson(const Run& r, const Attempt& a) const {
+    json::object o{{"image", r.image_names[a.image]},
+                   {"target", a.reference ? r.reference_name : r.target_names.at(a.board)},
+                   {"board", a.reference ? std::string("simulator") : a.board},
+                   {"reference", a.reference},
+                   {"phase", a.phase}};
+    if (a.phase == "done") o["seconds"] = a.result.seconds;
+    if (a.report) {
+      const run::TargetReport& t = *a.report;
+      o["outcome"] = run::outcomeName(t.outcome);
+      if (t.failure != FailureClass::none) o["failure_class"] = failureClassName(t.failure);
+      if (!t.reason.empty()) o["reason"] = run::xmlSafe(t.reason);
+      if (!t.evidence.empty()) o["evidence"] = evidenceJson(t.evidence);
+      if (t.end_status) o["end_status"] = *t.end_status;
+      json::array cases;
+      for (const auto& c : t.cases) {
+        json::object co{{"name", run::xmlSafe(c.name)}, {"outcome", run::outcomeName(c.outcome)}};
+        if (!c.message.empty()) co["message"] = run::xmlSafe(c.message);
+        json::array outputs;
+        for (const auto& out : c.outputs)
+          outputs.push_back(json::object{{"key", run::xmlSafe(out.key)},
+                                         {"verdict", run::verdictName(out.comparison.verdict)},
+                                         {"actual_pcc", std::isfinite(out.comparison.actual_pcc)
+                                                            ? json::value(out.comparison.actual_pcc)
+                                                            : json::value(nullptr)}});
+        if (!outputs.empty()) co["outputs"] = std::move(outputs);
+        cases.push_back(std::move(co));
+      }
+      o["cases"] = std::move(cases);
+    } else if (a.reference && a.phase == "done") {
+      o["outcome"] = a.result.status.ok() && a.result.parsed.ended ? "pass" : "error";
+      if (!a.result.status.ok()) o["reason"] = a.result.status.message();
+    }
+    return o;
+  }
+
+  void updateSummary(Run& r) {
+    json::object o{{"id", r.summary.id},
+                   {"lease_id", r.summary.lease_id},
+                   {"state", runStateName(r.summary.state)},
+                   {"created_ms", r.summary.created_ms},
+                   {"mode", r.spec.mode == RunSpec::Mode::shard ? "shard" : "each"},
+                   {"reference", r.spec.reference ? "qemu" : "none"},
+                   {"deadline_ms", r.spec.deadline_ms}};
+    if (r.summary.ended_ms) o["ended_ms"] = r.summary.ended_ms;
+    json::array images;
+    for (size_t i = 0; i < r.spec.images.size(); ++i)
+      images.push_back(json::object{{"name", r.image_names[i]}, {"file", sanitize(r.spec.images[i].name)}});
+    o["images"] = std::move(images);
+    json::array targets;
+    for (const auto& [board, name] : r.target_names) targets.push_back(json::object{{"board", board}, {"name", name}});
+    o["targets"] = std::move(targets);
+    json::array attempts;
+    size_t done = 0;
+    FailureClass worst = FailureClass::none;
+    for (const auto& a : r.attempts) {
+      attempts.push_back(attemptJson(r, *a));
+      if (a->phase == "done") ++done;
+      if (a->report && a->report->failure == FailureClass::infrastructure) worst = FailureClass::infrastructure;
+      if (a->report && a->report->failure == FailureClass::test && worst == FailureClass::none)
+        worst = FailureClass::test;
+    }
+    o["progress"] = json::object{{"done", done}, {"total", r.attempts.size()}};
+    o["attempts"] = std::move(attempts);
+    if (worst != FailureClass::none) o["failure_class"] = failureClassName(worst);
+    if (!r.end_reason.empty()) o["reason"] = r.end_reason;
+    r.summary.json = json::serialize(o);
+  }
+
+  static std::string sanitize(const std::string& s) { return run::xmlSafe(s); }
+
+  // --- starting ---------------------------------------------------------------
+
+  Result<std::string> start(const lease::Lease& lease, RunSpec spec) {
+    if (spec.images.empty()) return Status::error(Code::invalid_argument, "a run needs at least one image");
+    if (spec.deadline_ms <= 0 || spec.deadline_ms > 24LL * 3600 * 1000)
+      return Status::error(Code::invalid_argument, "deadline_s must be within 0 to 86400");
+    if (static_cast<int64_t>(running.size()) >= config.runs.max_runs)
+      return Status::error(Code::busy, "runs.max_runs (" + std::to_string(config.runs.max_runs) +
+                                           ") runs are running: retry later");
+    auto r = std::make_unique<Run>();
+    r->spec = std::move(spec);
+    r->lease = lease;
+    std::vector<std::string> targets = r->spec.boards;
+    if (targets.empty())
+      for (const auto& b : lease.boards)
+        if (!b.lost) targets.push_back(b.name);
+    std::set<std::string> seen;
+    for (const auto& t : targets) {
+      bool in_lease = false;
+      for (const auto& b : lease.boards)
+        if (b.name == t && !b.lost) in_lease = true;
+      if (!in_lease) return Status::error(Code::invalid_argument, "board " + t + " is not a present board of lease " + lease.id);
+      if (!seen.insert(t).second) return Status::error(Code::invalid_argument, "board " + t + " is listed twice");
+    }
+    if (targets.empty()) return Status::error(Code::invalid_argument, "lease " + lease.id + " has no present board");
+    // Targets are named by board type: two of a type get _0 and _1.
+    std::vector<std::string> types;
+    for (const auto& t : targets) {
+      const config::BoardConfig* b = boardConfig(t);
+      if (!b) return Status::error(Code::invalid_argument, "board " + t + " is not in the configuration");
+      types.push_back(b->type);
+      if (r->spec.reference) {
+        if (b->driver != "qemu")
+          return Status::error(Code::invalid_argument,
+                               "no reference simulator for board type " + b->type +
+                                   " (only simulated board types are their own reference so far): use reference \"none\"");
+        r->simulators.emplace(b->type, b->qemu);
+      }
+    }
+    run::RunNames names = run::runNames(types, r->spec.reference ? std::optional<std::string>("qemu") : std::nullopt);
+    for (size_t i = 0; i < targets.size(); ++i) r->target_names[targets[i]] = names.targets[i];
+    r->reference_name = names.reference;
+    std::vector<std::string> image_files;
+    for (const auto& img : r->spec.images) image_files.push_back(img.name);
+    r->image_names = run::imageNames(image_files);
+
+    r->summary.id = newRunId();
+    r->summary.lease_id = lease.id;
+    r->summary.created_ms = clock.wallMs();
+    // The attempts: every image on its target(s), and once on the reference.
+    for (size_t i = 0; i < r->spec.images.size(); ++i) {
+      if (r->spec.mode == RunSpec::Mode::each) {
+        for (const auto& t : targets) {
+          r->per_board[t].push_back(i);
+        }
+      } else {
+        r->shard_queue.push_back(i);
+      }
+    }
+    std::string id = r->summary.id;
+    Run* run = r.get();
+    running[id] = std::move(r);
+    order.push_back(id);
+    if (Status made = writeSummary(*run); !made.ok()) {
+      running.erase(id);
+      order.pop_back();
+      return made;
+    }
+    spdlog::info("run {} started on lease {}: {} image(s) on {} board(s), reference {}", id, lease.id,
+                 run->spec.images.size(), targets.size(), run->spec.reference ? "qemu" : "none");
+    // References first (they run on their own pool), then every board.
+    if (run->spec.reference)
+      for (size_t i = 0; i < run->spec.images.size(); ++i) startReference(*run, i, types);
+    for (const auto& t : targets) nextOnBoard(*run, t);
+    return id;
+  }
+
+  const config::BoardConfig* boardConfig(const std::string& name) const {
+    for (const auto& w : config.workers)
+      for (const auto& b : w.boards)
+        if (b.name == name) return &b;
+    return nullptr;
+  }
+
+  Status writeSummary(Run& r) {
+    updateSummary(r);
+    return writeFile(runDir(r.summary.id) + "/summary.json", r.summary.json);
+  }
+
+  std::string runDir(const std::string& id) const { return runsDir() + "/" + id; }
+
+  Attempt& addAttempt(Run& r, size_t image, const std::string& board, bool reference) {
+    auto a = std::make_unique<Attempt>();
+    a->image = image;
+    a->board = board;
+    a->reference = reference;
+    a->result.image = r.image_names[image];
+    a->result.target = reference ? r.reference_name : r.target_names.at(board);
+    a->result.board = reference ? "simulator" : board;
+    r.attempts.push_back(std::move(a));
+    return *r.attempts.back();
+  }
+
+  // --- the reference ------------------------------------------------------------
+
+  void startReference(Run& r, size_t image, const std::vector<std::string>& types) {
+    Attempt& a = addAttempt(r, image, "", true);
+    a.phase = "running";
+    // The board type of the image's targets; one simulator per run.
+    const config::QemuConfig qemu = r.simulators.at(types.front());
+    std::string id = r.summary.id;
+    // Short: the UART socket's path lives under it (at most 107 bytes).
+    std::string work = runDir(id) + "/.sim" + std::to_string(image);
+    std::string path = r.spec.images[image].path;
+    drivers::SimulatorOptions options;
+    options.deadline = std::chrono::milliseconds(r.spec.deadline_ms);
+    options.max_bytes = kMaxConsoleBytes;
+    options.cancel = r.cancelled.get();
+    auto cancelled = r.cancelled; // kept alive for the simulator thread
+    Attempt* attempt = &a;
+    asio::post(simulators, [this, id, work, path, qemu, options, cancelled, attempt] {
+      Result<drivers::SimulatorRun> ran = drivers::runSimulator("ref", qemu, path, work, options);
+      std::error_code ec;
+      fs::remove_all(work, ec);
+      asio::post(io, [this, id, attempt, ran = std::move(ran)]() mutable {
+        auto it = running.find(id);
+        if (it == running.end()) return; // cancelled and gone
+        Attempt& a = *attempt;
+        if (!ran) {
+          a.result.status = ran.status();
+        } else {
+          a.parser.feed(ran->console);
+          a.console = std::move(ran->console);
+          a.result.timed_out = ran->timed_out;
+          a.result.seconds = ran->seconds;
+          if (ran->qemu_exit)
+            a.result.status = Status::infrastructure(
+                Code::unavailable, "the reference simulator exited with status " + std::to_string(*ran->qemu_exit));
+        }
+        attemptDone(*it->second, a);
+      });
+    });
+  }
+
+  // --- targets --------------------------------------------------------------------
+
+  // Gives `board` its next image, if any is left.
+  void nextOnBoard(Run& r, const std::string& board) {
+    if (r.cancelled->load()) return;
+    std::optional<size_t> image;
+    if (r.spec.mode == RunSpec::Mode::shard) {
+      if (!r.shard_queue.empty()) {
+        image = r.shard_queue.front();
+        r.shard_queue.pop_front();
+      }
+    } else if (auto& q = r.per_board[board]; !q.empty()) {
+      image = q.front();
+      q.pop_front();
+    }
+    if (!image) return;
+    Attempt& a = addAttempt(r, *image, board, false);
+    a.phase = "flashing";
+    a.started = clock.steadyNow();
+    std::string log = boards.flashLogPath(r.lease.id, board);
+    a.flash_log_from = fileSize(log);
+    std::string id = r.summary.id;
+    Attempt* attempt = &a;
+    boards.flash(r.lease, board, r.spec.images[*image].path, [this, id, attempt, log](Status s, double) {
+      auto it = running.find(id);
+      if (it == running.end()) return;
+      Run& r = *it->second;
+      Attempt& a = *attempt;
+      a.flash_log = readTail(log, a.flash_log_from);
+      if (r.cancelled->load()) return attemptDone(r, a);
+      if (!s.ok()) {
+        a.result.status = std::move(s);
+        return attemptDone(r, a);
+      }
+      powerOn(r, a);
+    });
+    updateAndSave(r);
+  }
+
+  // A simulated board is stopped first (its console session ends with the
+  // power), then watched, then started: its run's console holds this boot
+  // only. A board with a tty is watched, then power-cycled.
+  void powerOn(Run& r, Attempt& a) {
+    const config::BoardConfig* b = boardConfig(a.board);
+    if (b && b->driver == "qemu") {
+      std::string id = r.summary.id;
+      Attempt* attempt = &a;
+      boards.power(r.lease, a.board, drivers::PowerAction::off, [this, id, attempt](Status, double) {
+        auto it = running.find(id);
+        if (it == running.end()) return;
+        if (it->second->cancelled->load()) return attemptDone(*it->second, *attempt);
+        watchAndPower(*it->second, *attempt, drivers::PowerAction::on);
+      });
+      return;
+    }
+    watchAndPower(r, a, drivers::PowerAction::cycle);
+  }
+
+  void watchAndPower(Run& r, Attempt& a, drivers::PowerAction action) {
+    a.phase = "running";
+    std::string id = r.summary.id;
+    Attempt* attempt = &a;
+    a.unwatch = boards.watchConsole(
+        a.board,
+        [this, id, attempt](const std::string& line) {
+          Attempt& a = *attempt;
+          if (a.phase != "running") return;
+          if (a.console.size() + line.size() + 1 > kMaxConsoleBytes) {
+            a.truncated = true;
+          } else {
+            a.console += line;
+            a.console += '\n';
+          }
+          a.parser.feed(line);
+          a.parser.feed("\n");
+          if (a.parser.ended()) finishTarget(id, a, "");
+        },
+        [this, id, attempt](const std::string& reason) { finishTarget(id, *attempt, reason); });
+    a.deadline = std::make_shared<asio::steady_timer>(io);
+    a.deadline->expires_after(std::chrono::milliseconds(r.spec.deadline_ms));
+    a.deadline->async_wait([this, id, attempt](const boost::system::error_code& ec) {
+      if (ec) return;
+      attempt->result.timed_out = true;
+      finishTarget(id, *attempt, "");
+    });
+    boards.power(r.lease, a.board, action, [this, id, attempt](Status s, double) {
+      if (s.ok()) return;
+      attempt->result.status = std::move(s);
+      finishTarget(id, *attempt, "");
+    });
+  }
+
+  // The target's console run is over: END, the deadline, the console
+  // closed, or its power failed.
+  void finishTarget(const std::string& id, Attempt& a, const std::string& closed) {
+    if (a.phase != "running") return;
+    auto it = running.find(id);
+    if (it == running.end()) return;
+    Run& r = *it->second;
+    a.phase = "finishing";
+    if (a.unwatch) std::exchange(a.unwatch, nullptr)();
+    if (a.deadline) a.deadline->cancel();
+    if (!closed.empty() && !a.parser.ended() && a.result.status.ok() && a.console.empty())
+      a.result.status = Status::infrastructure(Code::unavailable, "the console closed before any output: " + closed);
+    // A simulated board still running after its deadline is stopped; a
+    // board that ended its run was stopped by the board service.
+    if (a.result.timed_out) powerOff(r.lease, a.board, 50);
+    a.result.seconds =
+        std::chrono::duration<double>(clock.steadyNow() - a.started).count();
+    attemptDone(r, a);
+    nextOnBoard(r, a.board);
+  }
+
+  // --- verdicts and artifacts ---------------------------------------------------------
+
+  void attemptDone(Run& r, Attempt& a) {
+    a.parser.finish();
+    a.result.parsed = a.parser.result();
+    a.result.trace_tail = tailLines(a.console, kTraceTailLines);
+    if (a.truncated) a.result.trace_tail += "\n[console cut at 8 MiB]\n";
+    a.phase = "done";
+    // Targets of an image are judged once its reference is done.
+    evaluateReady(r);
+    updateAndSave(r);
+    if (!r.finishing && allDone(r)) finish(r);
+  }
+
+  const Attempt* referenceOf(const Run& r, size_t image) const {
+    for (const auto& a : r.attempts)
+      if (a->reference && a->image == image) return a.get();
+    return nullptr;
+  }
+
+  void evaluateReady(Run& r) {
+    for (auto& a : r.attempts) {
+      if (a->reference || a->phase != "done" || a->report) continue;
+      const Attempt* ref = referenceOf(r, a->image);
+      if (r.spec.reference && (!ref || ref->phase != "done")) continue;
+      a->report = run::evaluate(a->result, ref ? &ref->result : nullptr, nullptr);
+    }
+  }
+
+  bool allDone(const Run& r) const {
+    for (const auto& a : r.attempts)
+      if (a->phase != "done") return false;
+    if (r.cancelled->load()) return true;
+    if (!r.shard_queue.empty()) return false;
+    for (const auto& [board, q] : r.per_board)
+      if (!q.empty()) return false;
+    return true;
+  }
+
+  void updateAndSave(Run& r) {
+    // Progress is written at the start and the end; in between the API
+    // serves it from memory.
+    updateSummary(r);
+  }
+
+  void finish(Run& r) {
+    r.finishing = true;
+    bool infra = false, test = false;
+    for (const auto& a : r.attempts) {
+      if (!a->report) continue;
+      if (a->report->failure == FailureClass::infrastructure) infra = true;
+      if (a->report->failure == FailureClass::test) test = true;
+    }
+    // The record says "running" until the artifacts are written: a client
+    // that sees the run ended finds every file in place.
+    RunState final_state = r.cancelled->load() ? RunState::cancelled
+                           : infra             ? RunState::error
+                           : test              ? RunState::failed
+                                               : RunState::passed;
+    r.summary.state = final_state;
+    r.summary.ended_ms = clock.wallMs();
+    updateSummary(r);
+    std::string final_json = r.summary.json;
+    r.summary.state = RunState::running;
+    r.final_state = final_state;
+    updateSummary(r);
+    // The artifacts are written off the loop; then the run is over.
+    auto files = std::make_shared<std::vector<std::pair<std::string, std::string>>>(artifacts(r));
+    files->emplace_back("summary.json", final_json);
+    std::string dir = runDir(r.summary.id);
+    std::string id = r.summary.id;
+    asio::post(writer, [this, files, dir, id] {
+      Status failed;
+      for (const auto& [path, bytes] : *files)
+        if (Status s = writeFile(dir + "/" + path, bytes); !s.ok() && failed.ok()) failed = std::move(s);
+      asio::post(io, [this, id, failed] { ended(id, failed); });
+    });
+  }
+
+  std::vector<std::pair<std::string, std::string>> artifacts(const Run& r) const {
+    std::vector<std::pair<std::string, std::string>> out;
+    std::vector<run::TargetReport> reports;
+    std::map<std::string, std::vector<const run::TargetReport*>> by_target;
+    for (const auto& a : r.attempts) {
+      out.emplace_back(run::tracePath(a->result.image, a->result.target), a->console);
+      if (!a->reference) out.emplace_back(run::flashLogPath(a->result.image, a->result.target), a->flash_log);
+      std::vector<std::string> keys;
+      std::vector<const run::Output*> complete;
+      for (const auto& o : a->result.parsed.outputs)
+        if (o.complete()) {
+          keys.push_back(o.key());
+          complete.push_back(&o);
+        }
+      std::vector<std::string> files = run::outputFileNames(keys);
+      for (size_t i = 0; i < complete.size(); ++i)
+        out.emplace_back(run::outputDir(a->result.image, a->result.target) + "/" + files[i],
+                         run::npyBytes(complete[i]->dtype, complete[i]->values));
+      if (a->report) reports.push_back(*a->report);
+    }
+    for (const auto& rep : reports) by_target[rep.target].push_back(&rep);
+    for (const auto& [target, list] : by_target)
+      out.emplace_back(run::goldenPath(target), run::goldenResultsJson(list, r.spec.images.size() > 1));
+    out.emplace_back("junit.xml", run::junitXml(r.summary.id, reports));
+    return out;
+  }
+
+  void ended(const std::string& id, const Status& write_failure) {
+    auto it = running.find(id);
+    if (it == running.end()) return;
+    Run& r = *it->second;
+    r.summary.state = r.final_state;
+    updateSummary(r);
+    if (!write_failure.ok()) {
+      spdlog::error("run {}: artifacts: {}", id, write_failure.message());
+      r.summary.state = RunState::error;
+      r.end_reason = "its artifacts could not be written: " + write_failure.message();
+      updateSummary(r);
+      (void)writeFile(runDir(id) + "/summary.json", r.summary.json);
+    }
+    spdlog::info("run {} {}", id, runStateName(r.summary.state));
+    RunSummary done = r.summary;
+    finished[id] = done;
+    running.erase(it);
+    while (order.size() > kHistory) {
+      finished.erase(order.front());
+      order.pop_front();
+    }
+    if (on_ended) on_ended(done);
+  }
+
+  // Powers `board` off; while another operation of it runs (a power-on
+  // starting QEMU), tries again every 100 ms, `tries` times.
+  void powerOff(const lease::Lease& lease, const std::string& board, int tries) {
+    boards.power(lease, board, drivers::PowerAction::off, [this, lease, board, tries](Status s, double) {
+      if (!s.is(Code::busy) || s.failureClass() != FailureClass::none || tries <= 0) return;
+      auto timer = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(100));
+      timer->async_wait([this, timer, lease, board, tries](const boost::system::error_code& ec) {
+        if (!ec) powerOff(lease, board, tries - 1);
+      });
+    });
+  }
+
+  Status cancel(const std::string& id, const std::string& reason) {
+    auto it = running.find(id);
+    if (it == running.end())
+      return finished.count(id) ? Status::error(Code::conflict, "run " + id + " has ended")
+                                : Status::error(Code::not_found, "no run " + id);
+    Run& r = *it->second;
+    if (r.cancelled->exchange(true)) return Status::success();
+    r.summary.state = RunState::cancelled;
+    r.end_reason = reason;
+    spdlog::info("run {} cancelled: {}", id, reason);
+    for (auto& a : r.attempts) {
+      if (a->reference || a->phase != "running") continue;
+      a->result.status = Status::error(Code::unavailable, "cancelled: " + reason);
+      if (a->unwatch) std::exchange(a->unwatch, nullptr)();
+      if (a->deadline) a->deadline->cancel();
+      a->phase = "finishing";
+      // No firmware keeps running for a cancelled run.
+      powerOff(r.lease, a->board, 50);
+      attemptDone(r, *a);
+      if (running.find(id) == running.end()) return Status::success();
+    }
+    // Flashing attempts end when their flasher does; references at their
+    // next check of the cancel flag (50 ms).
+    if (!r.finishing && allDone(r)) finish(r);
+    return Status::success();
+  }
+
+  asio::io_context& io;
+  config::FleetConfig config;
+  BoardService& boards;
+  const Clock& clock;
+  asio::thread_pool simulators;
+  asio::thread_pool writer;
+  std::map<std::string, std::unique_ptr<Run>> running;
+  std::map<std::string, RunSummary> finished;
+  std::deque<std::string> order; // ids, oldest first
+  std::function<void(const RunSummary&)> on_ended;
+};
+
+RunService::RunService(asio::io_context& io, const config::FleetConfig& config, BoardService& boards,
+                       const Clock& clock)
+    : impl_(std::make_unique<Impl>(io, config, boards, clock)) {}
+
+RunService::~RunService() {
+  impl_->simulators.join();
+  impl_->writer.join();
+}
+
+void RunService::reconfigure(const config::FleetConfig& config) { impl_->config = config; }
+
+Result<std::string> RunService::start(const lease::Lease& lease, RunSpec spec) {
+  return impl_->start(lease, std::move(spec));
+}
+
+Status RunService::cancel(const std::string& id, const std::string& reason) { return impl_->cancel(id, reason); }
+
+void RunService::leaseEnded(const lease::Lease& lease) {
+  std::vector<std::string> ids;
+  for (const auto& [id, r] : impl_->running)
+    if (r->summary.lease_id == lease.id) ids.push_back(id);
+  for (const auto& id : ids) (void)impl_->cancel(id, "lease " + lease.id + " ended (" + lease::toString(lease.state) + ")");
+}
+
+const RunSummary* RunService::find(const std::string& id) const {
+  if (auto it = impl_->running.find(id); it != impl_->running.end()) return &it->second->summary;
+  if (auto it = impl_->finished.find(id); it != impl_->finished.end()) return &it->second;
+  return nullptr;
+}
+
+std::vector<const RunSummary*> RunService::list() const {
+  std::vector<const RunSummary*> out;
+  for (auto it = impl_->order.rbegin(); it != impl_->order.rend(); ++it)
+    if (const RunSummary* s = find(*it)) out.push_back(s);
+  return out;
+}
+
+std::string RunService::runDir(const std::string& id) const { return impl_->runDir(id); }
+
+void RunService::onRunEnded(std::function<void(const RunSummary&)> hook) { impl_->on_ended = std::move(hook); }
+
+void RunService::stop() {
+  std::vector<std::string> ids;
+  for (const auto& [id, r] : impl_->running) ids.push_back(id);
+  for (const auto& id : ids) (void)impl_->cancel(id, "hwfarmd is stopping");
+}
+
+} // namespace hwfarm

@@ -1,0 +1,98 @@
+// The run service: runs test images on a lease's boards and on a reference
+// simulator, parses each console (core/run/protocol), holds every target
+// against the reference (core/run/report) and writes the run's artifacts
+// under <state_dir>/runs/<run-id>/ (docs/runs.md).
+//
+// Per image and target: flash, power-cycle, capture the console until
+// `HWFARM END` or the deadline. Boards run in parallel; references run on
+// their own pool of simulators (at most runs.max_simulators at once), so an
+// image on two boards and the reference takes about as long as the slowest
+// of the three.
+//
+// A run is a durable record: its summary.json is written when it starts and
+// when it ends; a run hwfarmd finds "running" at start-up (it was killed
+// mid-run) is marked interrupted, an infrastructure failure.
+//
+// Thread safety: every public call on the event loop thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "config/fleet_config.h"
+#include "daemon/core/clock.h"
+#include "daemon/core/lease/types.h"
+#include "daemon/services/board_service.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace hwfarm {
+
+struct RunImage {
+  std::string name; // as the client named it (a file name, a manifest name)
+  std::string path; // the image in the lease's image store
+};
+
+struct RunSpec {
+  std::vector<RunImage> images;
+  // shard: each image on one board, the first that is free; each: every
+  // image on every board.
+  enum class Mode { shard, each } mode = Mode::shard;
+  bool reference = true;           // false: no reference (PASS/FAIL only)
+  std::vector<std::string> boards; // the targets: boards of the lease (empty: all of them)
+  int64_t deadline_ms = 60000;     // per image and target, from the power-on
+};
+
+enum class RunState { running, passed, failed, error, cancelled, interrupted };
+std::string_view runStateName(RunState s);
+
+struct RunSummary {
+  std::string id;
+  std::string lease_id;
+  RunState state = RunState::running;
+  int64_t created_ms = 0;
+  int64_t ended_ms = 0;
+  std::string json; // summary.json as it stands
+};
+
+class RunService {
+ public:
+  RunService(boost::asio::io_context& io, const config::FleetConfig& config, BoardService& boards,
+             const Clock& clock);
+  ~RunService();
+
+  void reconfigure(const config::FleetConfig& config);
+
+  // Starts a run on `lease`'s boards: its id, or Code::invalid_argument
+  // saying what is wrong with `spec` (no image, a board not in the lease, no
+  // reference simulator for a board type).
+  Result<std::string> start(const lease::Lease& lease, RunSpec spec);
+  // Cancels a running run: its boards are powered off, its simulators
+  // stopped, its record says why. Code::not_found, or conflict when it has
+  // ended already.
+  Status cancel(const std::string& id, const std::string& reason);
+  // The lease ended: its runs are cancelled.
+  void leaseEnded(const lease::Lease& lease);
+
+  const RunSummary* find(const std::string& id) const;
+  // Newest first.
+  std::vector<const RunSummary*> list() const;
+  // <state_dir>/runs/<id>: the run's artifacts.
+  std::string runDir(const std::string& id) const;
+  // Runs when a run ends, after its artifacts are written.
+  void onRunEnded(std::function<void(const RunSummary&)> hook);
+  // Shutdown: running runs are cancelled (their records say so).
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace hwfarm

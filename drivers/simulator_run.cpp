@@ -1,0 +1,108 @@
+#include "drivers/simulator_run.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "drivers/qemu_board.h"
+
+namespace hwfarm::drivers {
+namespace {
+
+// A connected stream socket to "unix:PATH", close-on-exec.
+Result<int> connectUnix(const std::string& console) {
+  std::string path = console.rfind("unix:", 0) == 0 ? console.substr(5) : console;
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path)
+    return Status::infrastructure(Code::invalid_argument, "console socket path too long: " + path);
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::fromErrno("socket", errno);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    Status s = Status::fromErrno("connect to " + path, errno);
+    ::close(fd);
+    return s;
+  }
+  return fd;
+}
+
+// True once `text` holds a line that starts with "HWFARM END" and is
+// complete (its '\n' arrived).
+bool endSeen(const std::string& text, size_t& scanned) {
+  size_t start = scanned;
+  while (true) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) {
+      scanned = start;
+      return false;
+    }
+    std::string_view line(text.data() + start, nl - start);
+    if (line.rfind("HWFARM END", 0) == 0 && (line.size() == 10 || line[10] == ' ' || line[10] == '\r')) return true;
+    start = nl + 1;
+  }
+}
+
+} // namespace
+
+Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuConfig& config,
+                                  const std::string& image, const std::string& work_dir,
+                                  const SimulatorOptions& options) {
+  auto started = std::chrono::steady_clock::now();
+  std::error_code ec;
+  std::filesystem::create_directories(work_dir, ec);
+  if (ec) return Status::infrastructure(Code::io_error, "cannot create " + work_dir + ": " + ec.message());
+  QemuBoard qemu(name, config, work_dir);
+  if (Status s = qemu.flash(image); !s.ok()) return s;
+  std::string console;
+  if (Status s = qemu.powerOn(&console); !s.ok()) return s;
+  Result<int> fd = connectUnix(console);
+  if (!fd) {
+    qemu.powerOff();
+    return std::move(fd).takeStatus().withContext("simulator " + name);
+  }
+  SimulatorRun run;
+  auto deadline = started + options.deadline;
+  size_t scanned = 0;
+  char buffer[65536];
+  while (true) {
+    if (options.cancel && options.cancel->load()) break;
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      run.timed_out = true;
+      break;
+    }
+    int wait_ms = static_cast<int>(
+        std::min<int64_t>(50, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1));
+    pollfd p{*fd, POLLIN, 0};
+    int n = ::poll(&p, 1, wait_ms);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) {
+      if (!qemu.running()) break; // QEMU exited: the socket closes too
+      continue;
+    }
+    ssize_t got = ::read(*fd, buffer, sizeof buffer);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got <= 0) break; // QEMU closed the console
+    size_t room = options.max_bytes - std::min(options.max_bytes, run.console.size());
+    if (static_cast<size_t>(got) > room) run.truncated = true;
+    run.console.append(buffer, std::min(room, static_cast<size_t>(got)));
+    if (endSeen(run.console, scanned)) {
+      run.ended = true;
+      break;
+    }
+    if (run.truncated) break;
+  }
+  ::close(*fd);
+  if (!run.ended && !run.timed_out && !qemu.running()) run.qemu_exit = qemu.exitStatus();
+  qemu.powerOff();
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return run;
+}
+
+} // namespace hwfarm::drivers

@@ -1,0 +1,42 @@
+// One image run start to end on a fresh simulator (a QEMU machine in its
+// sandbox, as for simulated boards): the reference of a run. Never a fleet
+// board; the run service bounds how many run at once (runs.max_simulators).
+//
+// Blocking: call it off the event loop.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "config/fleet_config.h"
+
+namespace hwfarm::drivers {
+
+struct SimulatorRun {
+  std::string console;          // every byte its UART printed, at most `max_bytes`
+  bool ended = false;           // a line starting "HWFARM END" arrived
+  bool timed_out = false;       // the deadline passed first
+  bool truncated = false;       // more than max_bytes were printed
+  std::optional<int> qemu_exit; // QEMU exited on its own (crashed): its status
+  double seconds = 0;
+};
+
+struct SimulatorOptions {
+  std::chrono::milliseconds deadline{30000};
+  size_t max_bytes = 8u << 20;
+  const std::atomic<bool>* cancel = nullptr; // checked every 50 ms: stops QEMU and returns
+};
+
+// Boots `image` on QEMU `config` in `work_dir` (created; holds the staged
+// image, QEMU's log and its socket), reads its console until a line
+// starting with "HWFARM END", the deadline, a cancel, or QEMU's exit; then
+// stops QEMU. An infrastructure Status when QEMU could not be started or
+// its console not read.
+Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuConfig& config,
+                                  const std::string& image, const std::string& work_dir,
+                                  const SimulatorOptions& options);
+
+} // namespace hwfarm::drivers

@@ -1,0 +1,258 @@
+// Runs through a real hwfarmd: test images on leased simulated boards and on
+// the QEMU reference, parsed, compared, with their artifacts; cancel, kill -9
+// mid-run, shard and each modes (issue 11).
+#include <catch2/catch.hpp>
+#include <dirent.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <boost/json.hpp>
+
+#include "daemon/cli/http_client.h"
+#include "tests/support/daemon_harness.h"
+#include "tests/support/process.h"
+
+using namespace hwfarm::test;
+using namespace std::chrono_literals;
+namespace json = boost::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string firmware(const std::string& variant) {
+  return std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf";
+}
+
+json::value parsed(const hwfarm::cli::HttpResult& r) { return json::parse(r.body); }
+
+std::string leaseBoards(const RunningDaemon& d, int count) {
+  auto r = d.request("POST", "/v1/leases",
+                     R"({"selector":{"type":"mps2-an385"},"count":)" + std::to_string(count) + R"(,"context":"manual"})",
+                     "");
+  REQUIRE(r.status == 201);
+  return std::string(parsed(r).at("id").as_string());
+}
+
+// Uploads `variant`'s image into the lease's store; its stored name.
+std::string uploadImage(const RunningDaemon& d, const std::string& lease, const std::string& variant) {
+  auto r = hwfarm::cli::HttpClient(d.url())
+               .request("POST", "/v1/leases/" + lease + "/images?name=" + variant + ".elf", readFile(firmware(variant)),
+                        "", "application/octet-stream");
+  INFO(r.body);
+  REQUIRE(r.status == 201);
+  return std::string(parsed(r).at("image").as_string());
+}
+
+std::string startRun(const RunningDaemon& d, const std::string& lease, const std::string& body) {
+  auto r = d.request("POST", "/v1/leases/" + lease + "/runs", body, "");
+  INFO(r.body);
+  REQUIRE(r.status == 201);
+  return std::string(parsed(r).at("id").as_string());
+}
+
+std::string images(const std::vector<std::pair<std::string, std::string>>& list) {
+  std::string out = "[";
+  for (const auto& [stored, name] : list)
+    out += (out.size() > 1 ? "," : "") + std::string(R"({"image":")") + stored + R"(","name":")" + name + R"("})";
+  return out + "]";
+}
+
+// The run's record once it is no longer running (or after 90 s).
+json::object waitRun(const RunningDaemon& d, const std::string& id) {
+  auto deadline = std::chrono::steady_clock::now() + 90s;
+  json::object run;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = d.get("/v1/runs/" + id);
+    REQUIRE(r.status == 200);
+    run = parsed(r).as_object();
+    if (run.at("state").as_string() != "running") return run;
+    std::this_thread::sleep_for(50ms);
+  }
+  FAIL("run " << id << " still running: " << json::serialize(run));
+  return run;
+}
+
+int qemuProcesses(const std::string& needle) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (!std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    std::string cmd = readFile(e.path().string() + "/cmdline");
+    std::string program = cmd.substr(0, cmd.find('\0'));
+    if (program.size() >= 15 && program.compare(program.size() - 15, 15, "qemu-system-arm") == 0 &&
+        cmd.find(needle) != std::string::npos)
+      ++n;
+  }
+  return n;
+}
+
+std::string sh(const std::string& command) {
+  TempDir out;
+  int rc = std::system((command + " >" + out.file("o") + " 2>&1").c_str());
+  return std::to_string(WEXITSTATUS(rc)) + ":" + readFile(out.file("o"));
+}
+
+} // namespace
+
+TEST_CASE("a run of the pass image on two boards of a type and the QEMU reference passes, with its artifacts") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 2));
+  std::string lease = leaseBoards(d, 2);
+  std::string image = uploadImage(d, lease, "pass");
+  std::string id = startRun(d, lease, R"({"images":)" + images({{image, "pass.elf"}}) + R"(,"mode":"each"})");
+  json::object run = waitRun(d, id);
+  INFO(json::serialize(run));
+  CHECK(run.at("state").as_string() == "passed");
+  // Two targets (named by board type, _0 and _1) and the reference.
+  REQUIRE(run.at("attempts").as_array().size() == 3);
+  std::set<std::string> targets;
+  for (const auto& a : run.at("attempts").as_array()) {
+    targets.insert(std::string(a.at("target").as_string()));
+    CHECK(a.at("outcome").as_string() == "pass");
+  }
+  CHECK(targets == std::set<std::string>{"mps2_an385_0", "mps2_an385_1", "qemu_ref"});
+  std::string out = dir.file("state/runs/" + id);
+  for (const char* f : {"summary.json", "junit.xml", "golden_results__mps2_an385_0.json",
+                        "golden_results__mps2_an385_1.json", "traces/pass__mps2_an385_0.txt",
+                        "traces/pass__mps2_an385_1.txt", "traces/pass__qemu_ref.txt",
+                        "logs/flash__pass__mps2_an385_0.txt", "outputs/pass__mps2_an385_0/square.y.npy",
+                        "outputs/pass__qemu_ref/ramp.y.npy"})
+    CHECK(fs::exists(out + "/" + f));
+  CHECK(readFile(out + "/traces/pass__qemu_ref.txt").find("HWFARM END status=0") != std::string::npos);
+  // golden_results: ttrt's fields, the reference's values on the board.
+  json::value golden = json::parse(readFile(out + "/golden_results__mps2_an385_1.json"));
+  CHECK(golden.at("square.y").at("actual_pcc").to_number<double>() == 1.0);
+  CHECK(golden.at("square.y").at("allclose").as_bool());
+  CHECK(golden.at("ramp.y").at("dtype").as_string() == "i32");
+  // junit.xml is valid for Jenkins, and served to agents that are not here.
+  CHECK(sh("xmllint --noout --schema " + std::string(HWFARM_SOURCE_DIR) + "/tests/junit-10-contract.xsd " + out +
+           "/junit.xml") == "0:" + out + "/junit.xml validates\n");
+  auto served = d.get("/v1/runs/" + id + "/artifacts/junit.xml");
+  CHECK(served.status == 200);
+  CHECK(served.body == readFile(out + "/junit.xml"));
+  // numpy reads the outputs as the firmware printed them.
+  CHECK(sh("/usr/bin/python3 -c \"import numpy; a = numpy.load('" + out +
+           "/outputs/pass__mps2_an385_0/ramp.y.npy'); print(a.dtype, list(a))\"") == "0:int32 [0, 1, 2, 3]\n");
+  // Nothing of the run keeps running, and the run is listed.
+  CHECK(qemuProcesses(out) == 0);
+  auto list = parsed(d.get("/v1/runs")).at("runs").as_array();
+  REQUIRE(list.size() == 1);
+  CHECK(list[0].at("id").as_string() == id);
+}
+
+TEST_CASE("a failing case fails the run as a test failure, and a hang is a test failure at the deadline") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  std::string fail = uploadImage(d, lease, "fail");
+  std::string id = startRun(d, lease, R"({"images":)" + images({{fail, "fail.elf"}}) + "}");
+  json::object run = waitRun(d, id);
+  INFO(json::serialize(run));
+  CHECK(run.at("state").as_string() == "failed");
+  CHECK(run.at("failure_class").as_string() == "test");
+  std::string junit = readFile(dir.file("state/runs/" + id + "/junit.xml"));
+  CHECK(junit.find("<failure type=\"test\" message=\"FAIL: expected 3 got 4\">") != std::string::npos);
+
+  std::string hang = uploadImage(d, lease, "hang");
+  std::string hung = startRun(d, lease, R"({"images":)" + images({{hang, "hang.elf"}}) + R"(,"deadline_s":1.5})");
+  json::object h = waitRun(d, hung);
+  INFO(json::serialize(h));
+  CHECK(h.at("state").as_string() == "failed");
+  bool said = false;
+  for (const auto& a : h.at("attempts").as_array())
+    if (!a.at("reference").as_bool())
+      said = a.at("reason").as_string() == "BEGIN but no END before the deadline (the firmware hung)";
+  CHECK(said);
+  CHECK(qemuProcesses(dir.file("state")) == 0);
+}
+
+TEST_CASE("a shard run spreads its images over the boards, each image once") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 2));
+  std::string lease = leaseBoards(d, 2);
+  std::string pass = uploadImage(d, lease, "pass");
+  std::vector<std::pair<std::string, std::string>> list;
+  for (int i = 0; i < 4; ++i) list.emplace_back(pass, "img" + std::to_string(i) + ".elf");
+  std::string id = startRun(d, lease, R"({"images":)" + images(list) + R"(,"reference":"none"})");
+  json::object run = waitRun(d, id);
+  INFO(json::serialize(run));
+  CHECK(run.at("state").as_string() == "passed");
+  std::map<std::string, int> per_board;
+  std::set<std::string> seen;
+  for (const auto& a : run.at("attempts").as_array()) {
+    ++per_board[std::string(a.at("board").as_string())];
+    seen.insert(std::string(a.at("image").as_string()));
+  }
+  CHECK(seen == std::set<std::string>{"img0", "img1", "img2", "img3"});
+  CHECK(per_board.size() == 2); // both boards took images
+  CHECK(per_board.begin()->second + per_board.rbegin()->second == 4);
+  CHECK(fs::exists(dir.file("state/runs/" + id + "/golden_results__mps2_an385_0.json")));
+}
+
+TEST_CASE("bad run requests are 4xx with a reason and start nothing") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  std::string pass = uploadImage(d, lease, "pass");
+  struct Case {
+    std::string body;
+    int status;
+    std::string detail;
+  };
+  std::vector<Case> cases{
+      {R"({"images":[]})", 400, "images: expected 1 to 1000 images"},
+      {R"({"images":[{"image":"../../etc/passwd"}]})", 400, "images: ../../etc/passwd is not an uploaded image (POST /v1/leases/" + lease + "/images first)"},
+      {R"({"images":[{"image":")" + std::string(64, 'a') + R"(.elf"}]})", 400,
+       "images: " + std::string(64, 'a') + ".elf was not uploaded to lease " + lease},
+      {R"({"images":)" + images({{pass, "p"}}) + R"(,"mode":"all"})", 400, "mode: expected \"shard\" or \"each\""},
+      {R"({"images":)" + images({{pass, "p"}}) + R"(,"boards":["sim-9"]})", 400,
+       "board sim-9 is not a present board of lease " + lease},
+      {R"({"images":)" + images({{pass, "p"}}) + R"(,"deadline_s":0})", 400,
+       "deadline_s: expected a number of seconds in (0, 86400]"},
+      {R"({"images":)" + images({{pass, "p"}}) + R"(,"colour":1})", 400,
+       "unknown key colour (images, mode, reference, boards, deadline_s)"},
+  };
+  for (const auto& c : cases) {
+    auto r = d.request("POST", "/v1/leases/" + lease + "/runs", c.body, "");
+    INFO(c.body << " -> " << r.body);
+    CHECK(r.status == c.status);
+    CHECK(parsed(r).at("detail").as_string() == c.detail);
+  }
+  CHECK(d.request("POST", "/v1/leases/nope/runs", "{}", "").status == 404);
+  CHECK(parsed(d.get("/v1/runs")).at("runs").as_array().empty());
+  CHECK(d.get("/v1/runs/run-nope").status == 404);
+  CHECK(d.get("/v1/runs/x/artifacts/summary.json").status == 404);
+}
+
+TEST_CASE("a cancelled run leaves no QEMU behind, and a run killed with hwfarmd shows interrupted after the restart") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  std::string hang = uploadImage(d, lease, "hang");
+  std::string id = startRun(d, lease, R"({"images":)" + images({{hang, "hang.elf"}}) + R"(,"deadline_s":600})");
+  // Wait until the board and the reference both run their QEMU.
+  for (int i = 0; i < 500 && qemuProcesses(dir.file("state")) < 2; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(qemuProcesses(dir.file("state")) == 2);
+  auto cancelled = d.request("DELETE", "/v1/runs/" + id, "", "");
+  REQUIRE(cancelled.status == 200);
+  json::object run = waitRun(d, id);
+  CHECK(run.at("state").as_string() == "cancelled");
+  for (int i = 0; i < 500 && qemuProcesses(dir.file("state")) > 0; ++i) std::this_thread::sleep_for(10ms);
+  CHECK(qemuProcesses(dir.file("state")) == 0);
+  CHECK(d.request("DELETE", "/v1/runs/" + id, "", "").status == 409);
+  // kill -9 mid-run:
+  std::string second = startRun(d, lease, R"({"images":)" + images({{hang, "hang.elf"}}) + R"(,"deadline_s":600})");
+  for (int i = 0; i < 500 && qemuProcesses(dir.file("state")) < 2; ++i) std::this_thread::sleep_for(10ms);
+  d.killAndRestart();
+  json::object after = parsed(d.get("/v1/runs/" + second)).as_object();
+  CHECK(after.at("state").as_string() == "interrupted");
+  CHECK(after.at("failure_class").as_string() == "infrastructure");
+  CHECK(after.at("reason").as_string() ==
+        "hwfarmd stopped during the run (restarted or killed); the run did not finish");
+}
