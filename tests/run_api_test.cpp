@@ -256,3 +256,33 @@ TEST_CASE("a cancelled run leaves no QEMU behind, and a run killed with hwfarmd 
   CHECK(after.at("reason").as_string() ==
         "hwfarmd stopped during the run (restarted or killed); the run did not finish");
 }
+
+TEST_CASE("hwfarmctl run uploads the images, prints each verdict, fetches the artifacts and exits with the verdict") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 2));
+  std::string lease = leaseBoards(d, 2);
+  CommandResult passed = runCommand({HWFARMCTL_PATH, "--url", d.url(), "run", "--lease", lease, "--mode", "each",
+                                     "--out", dir.file("out"), firmware("pass")},
+                                    {}, 120s);
+  INFO(passed.out << passed.err);
+  REQUIRE(passed.status.code == 0);
+  CHECK(passed.out.find("hwfarm_pass on mps2_an385_0 (sim-") != std::string::npos);
+  CHECK(passed.out.find("hwfarm_pass on qemu_ref: pass\n") != std::string::npos);
+  CHECK(passed.out.find(": passed\n") != std::string::npos);
+  CHECK(fs::exists(dir.file("out/junit.xml")));
+  CHECK(fs::exists(dir.file("out/summary.json")));
+  CHECK(fs::exists(dir.file("out/traces/hwfarm_pass__mps2_an385_0.txt")));
+  CHECK(fs::exists(dir.file("out/traces/hwfarm_pass__mps2_an385_1.txt")));
+  CHECK(json::parse(readFile(dir.file("out/summary.json"))).at("state").as_string() == "passed");
+
+  // A failing image exits 10; the lease comes from $HWFARM_LEASE_ID as in `lease run`.
+  CommandResult failed =
+      runCommand({HWFARMCTL_PATH, "--url", d.url(), "run", "--board", "sim-0", firmware("fail")},
+                 {{"HWFARM_LEASE_ID", lease}}, 120s);
+  INFO(failed.out << failed.err);
+  CHECK(failed.status.code == 10);
+  CHECK(failed.out.find("fail: ramp: FAIL: expected 3 got 4") != std::string::npos);
+  // No lease at all is a usage error.
+  CHECK(runCommand({HWFARMCTL_PATH, "--url", d.url(), "run", firmware("pass")}, {{"HWFARM_LEASE_ID", ""}}).status.code ==
+        2);
+}

@@ -37,6 +37,9 @@ constexpr const char* kUsageText =
     "  flash LEASE BOARD IMAGE        upload the local file IMAGE and write it\n"
     "  power LEASE BOARD on|off|cycle switch a leased board\n"
     "  console LEASE BOARD            stream a leased board's console\n"
+    "  run [--lease ID] [RUN OPTS] IMAGE...\n"
+    "                                 run test images on the lease's boards and\n"
+    "                                 the reference simulator; prints each verdict\n"
     "  board maintenance NAME [--reason TEXT] | board resume NAME   (operator)\n"
     "  token new NAME --role viewer|pipeline|operator\n"
     "                                 make a token and its tokens-file entry\n"
@@ -47,6 +50,10 @@ constexpr const char* kUsageText =
     "  (default 1800), --priority P, --context pr|pr-tagged|nightly|manual\n"
     "  (default $HWFARM_CONTEXT, else pr when $CHANGE_ID is set, else manual),\n"
     "  --key K (idempotency key; default: a fresh one per invocation)\n"
+    "RUN OPTS: --lease ID (default $HWFARM_LEASE_ID), --mode shard|each,\n"
+    "  --reference qemu|none, --board NAME (repeatable; default: all),\n"
+    "  --deadline S (per image and target), --out DIR (fetch the artifacts),\n"
+    "  --no-wait (print the run id and return)\n"
     "\n"
     "options:\n"
     "  --url URL      http://HOST:PORT or unix:/PATH (default $HWFARM_URL or\n"
@@ -58,7 +65,8 @@ constexpr const char* kUsageText =
     "exit codes: 0 ok, 1 other daemon error, 2 bad usage, 3 daemon unreachable,\n"
     "  4 no board within --wait, 5 refused by the agent's tier, 6 no configured\n"
     "  board matches, 7 authentication or role, 8 lease lost during lease run,\n"
-    "  9 a flash or power operation failed (infrastructure);\n"
+    "  9 a flash or power operation failed, or a run's infrastructure failed;\n"
+    "  10 a run's test failed; 11 a run was cancelled;\n"
     "  lease run otherwise exits with CMD's exit code\n";
 
 std::string joined(const json::value& v) {
@@ -422,6 +430,7 @@ int runHwfarmctl(const std::vector<std::string>& args, std::ostream& out, std::o
   if (command == "token") return tokenCommand(s, rest);
   if (command == "flash" || command == "power") return boardAction(s, command, rest);
   if (command == "console") return consoleCommand(s, rest);
+  if (command == "run") return runCommand(s, rest);
   err << "hwfarmctl: unknown command \"" << command << "\"\n" << kUsageText;
   return kUsage;
 }

@@ -19,7 +19,9 @@ enum ExitCode : int {
   kNoSuchBoard = 6,  // no configured board can ever match (HTTP 422)
   kAuth = 7,         // missing/invalid token or role (HTTP 401/403)
   kLeaseLost = 8,    // lease run: the lease ended while the command ran
-  kInfrastructure = 9, // flash/power: the tool or simulator failed (HTTP 502)
+  kInfrastructure = 9, // flash/power: the tool or simulator failed (HTTP 502); run: an infrastructure failure
+  kTestFailed = 10,    // run: a test failed (the firmware, an output's accuracy)
+  kCancelled = 11,     // run: cancelled (Ctrl-C, DELETE, the lease ended)
 };
 
 // Runs one hwfarmctl command; HWFARM_URL / HWFARM_TOKEN and the Jenkins

@@ -36,5 +36,7 @@ std::string env(const char* name, const std::string& fallback = "");
 
 // Lease commands (lease_commands.cpp).
 int leaseCommand(Session& s, const std::vector<std::string>& args);
+// hwfarmctl run (run_command.cpp).
+int runCommand(Session& s, const std::vector<std::string>& args);
 
 } // namespace hwfarm::cli

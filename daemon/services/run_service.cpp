@@ -150,6 +150,7 @@ struct RunService::Impl {
     std::string end_reason;
     bool finishing = false;
     RunState final_state = RunState::running; // once finishing
+    std::vector<std::string> artifact_paths;  // once finishing
   };
 
   Impl(asio::io_context& io_context, const config::FleetConfig& c, BoardService& b, const Clock& clk)
@@ -275,6 +276,11 @@ struct RunService::Impl {
     o["attempts"] = std::move(attempts);
     if (worst != FailureClass::none) o["failure_class"] = failureClassName(worst);
     if (!r.end_reason.empty()) o["reason"] = r.end_reason;
+    if (r.summary.state != RunState::running && !r.artifact_paths.empty()) {
+      json::array paths;
+      for (const auto& p : r.artifact_paths) paths.emplace_back(p);
+      o["artifacts"] = std::move(paths);
+    }
     r.summary.json = json::serialize(o);
   }
 
@@ -599,13 +605,15 @@ struct RunService::Impl {
     r.summary.state = final_state;
     r.summary.ended_ms = clock.wallMs();
     updateSummary(r);
-    std::string final_json = r.summary.json;
+    // The artifacts are written off the loop; then the run is over.
+    auto files = std::make_shared<std::vector<std::pair<std::string, std::string>>>(artifacts(r));
+    for (const auto& [path, bytes] : *files) r.artifact_paths.push_back(path);
+    r.artifact_paths.push_back("summary.json");
+    updateSummary(r);
+    files->emplace_back("summary.json", r.summary.json);
     r.summary.state = RunState::running;
     r.final_state = final_state;
     updateSummary(r);
-    // The artifacts are written off the loop; then the run is over.
-    auto files = std::make_shared<std::vector<std::pair<std::string, std::string>>>(artifacts(r));
-    files->emplace_back("summary.json", final_json);
     std::string dir = runDir(r.summary.id);
     std::string id = r.summary.id;
     asio::post(writer, [this, files, dir, id] {
@@ -686,7 +694,7 @@ struct RunService::Impl {
                                 : Status::error(Code::not_found, "no run " + id);
     Run& r = *it->second;
     if (r.cancelled->exchange(true)) return Status::success();
-    r.summary.state = RunState::cancelled;
+    // Its record says "cancelled" once its artifacts are written (finish()).
     r.end_reason = reason;
     spdlog::info("run {} cancelled: {}", id, reason);
     for (auto& a : r.attempts) {

@@ -1,0 +1,196 @@
+// hwfarmctl run: uploads test images into a lease, runs them on its boards
+// and the reference simulator, shows progress, fetches the artifacts and
+// exits with the run's verdict (docs/cli.md).
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <boost/json.hpp>
+
+#include "daemon/cli/args.h"
+#include "daemon/cli/session.h"
+
+namespace hwfarm::cli {
+namespace {
+
+namespace json = boost::json;
+
+std::atomic<int> stop_signal{0};
+extern "C" void onStopSignal(int sig) { stop_signal = sig; }
+
+std::string percentEncoded(const std::string& text) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') out += static_cast<char>(c);
+    else out += {'%', hex[c >> 4], hex[c & 15]};
+  }
+  return out;
+}
+
+bool readFileBytes(const std::string& path, std::string* data) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  data->assign(std::istreambuf_iterator<char>(in), {});
+  return in.good() || in.eof();
+}
+
+// An artifact path the daemon listed: relative, no dot segments.
+bool plainPath(const std::string& p) {
+  if (p.empty() || p[0] == '/' || p.size() > 512) return false;
+  size_t start = 0;
+  while (true) {
+    size_t slash = p.find('/', start);
+    std::string part = p.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    if (part.empty() || part[0] == '.') return false;
+    if (slash == std::string::npos) return true;
+    start = slash + 1;
+  }
+}
+
+std::string field(const json::object& o, const char* key) {
+  const json::value* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+// One line per finished attempt: "pass on mps2_an385_0 (sim-0): fail: ramp: FAIL ...".
+void printAttempt(Session& s, const json::object& a) {
+  std::string line = field(a, "image") + " on " + field(a, "target");
+  if (!a.at("reference").as_bool()) line += " (" + field(a, "board") + ")";
+  line += ": " + (a.contains("outcome") ? field(a, "outcome") : std::string("done"));
+  if (a.contains("reason")) line += ": " + field(a, "reason");
+  s.out << line << "\n" << std::flush;
+}
+
+} // namespace
+
+int runCommand(Session& s, const std::vector<std::string>& argv) {
+  Args a(argv, {"--lease", "--mode", "--reference", "--board", "--deadline", "--out"}, {"--no-wait"});
+  const char* usage =
+      "hwfarmctl: usage: run [--lease ID] [--mode shard|each] [--reference qemu|none] [--board NAME]...\n"
+      "                      [--deadline S] [--out DIR] [--no-wait] IMAGE...\n";
+  if (!a.error().empty() || a.positional().empty() || a.hasRest()) {
+    if (!a.error().empty()) s.err << "hwfarmctl run: " << a.error() << "\n";
+    s.err << usage;
+    return kUsage;
+  }
+  std::string lease = a.value("--lease").value_or(env("HWFARM_LEASE_ID"));
+  if (lease.empty()) {
+    s.err << "hwfarmctl run: no lease: give --lease ID, or run inside `hwfarmctl lease run` ($HWFARM_LEASE_ID)\n";
+    return kUsage;
+  }
+  json::object body;
+  if (auto m = a.value("--mode")) body["mode"] = *m;
+  if (auto r = a.value("--reference")) body["reference"] = *r;
+  if (auto b = a.values("--board"); !b.empty()) {
+    json::array boards;
+    for (const auto& name : b) boards.emplace_back(name);
+    body["boards"] = std::move(boards);
+  }
+  if (auto d = a.value("--deadline")) {
+    try {
+      body["deadline_s"] = std::stod(*d);
+    } catch (const std::exception&) {
+      s.err << "hwfarmctl run: --deadline: expected seconds, got \"" << *d << "\"\n";
+      return kUsage;
+    }
+  }
+  // Read every image before uploading any: a typo costs no upload.
+  std::vector<std::pair<std::string, std::string>> files; // name, bytes
+  for (const auto& path : a.positional()) {
+    std::string bytes;
+    if (!readFileBytes(path, &bytes)) {
+      s.err << "hwfarmctl run: cannot read image " << path << "\n";
+      return kUsage;
+    }
+    files.emplace_back(std::filesystem::path(path).filename().string(), std::move(bytes));
+  }
+  int code = kOk;
+  json::array images;
+  for (const auto& [name, bytes] : files) {
+    auto up = s.call("POST", "/v1/leases/" + lease + "/images?name=" + percentEncoded(name), bytes, &code, 600, 0,
+                     nullptr, "application/octet-stream");
+    if (!up) return code;
+    images.push_back(json::object{{"image", up->at("image")}, {"name", name}});
+  }
+  body["images"] = std::move(images);
+  auto started = s.call("POST", "/v1/leases/" + lease + "/runs", json::serialize(body), &code);
+  if (!started) return code;
+  std::string id = text(started->at("id"));
+  if (!s.json) s.out << "run " << id << ": " << files.size() << " image(s) on lease " << lease << "\n" << std::flush;
+  if (a.flag("--no-wait")) {
+    if (s.json) s.out << json::serialize(*started) << "\n";
+    return kOk;
+  }
+  // Ctrl-C (or a Jenkins abort) cancels the run: no board keeps running it.
+  struct sigaction sa {}, old_int {}, old_term {};
+  sa.sa_handler = onStopSignal;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  std::map<size_t, bool> shown;
+  json::object run;
+  bool cancelled = false;
+  while (true) {
+    if (stop_signal && !cancelled) {
+      cancelled = true;
+      s.err << "hwfarmctl run: cancelling run " << id << "\n";
+      int ignored = kOk;
+      (void)s.call("DELETE", "/v1/runs/" + id, "", &ignored);
+    }
+    auto r = s.call("GET", "/v1/runs/" + id, "", &code, 30, 3);
+    if (!r) return code;
+    run = r->as_object();
+    const json::array& attempts = run.at("attempts").as_array();
+    for (size_t i = 0; i < attempts.size(); ++i) {
+      const json::object& at = attempts[i].as_object();
+      if (field(at, "phase") != "done" || shown[i]) continue;
+      shown[i] = true;
+      if (!s.json) printAttempt(s, at);
+    }
+    if (field(run, "state") != "running") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  std::string state = field(run, "state");
+  if (auto out = a.value("--out")) {
+    const json::value* list = run.if_contains("artifacts");
+    size_t fetched = 0;
+    for (const auto& item : list && list->is_array() ? list->as_array() : json::array{}) {
+      if (!item.is_string() || !plainPath(std::string(item.as_string()))) continue;
+      std::string path(item.as_string());
+      try {
+        HttpResult file = HttpClient(s.url, 300).request("GET", "/v1/runs/" + id + "/artifacts/" + path, "", s.token);
+        if (file.status != 200) {
+          s.err << "hwfarmctl run: artifact " << path << ": HTTP " << file.status << "\n";
+          return kApiError;
+        }
+        std::filesystem::path dest = std::filesystem::path(*out) / path;
+        std::error_code ec;
+        std::filesystem::create_directories(dest.parent_path(), ec);
+        std::ofstream(dest, std::ios::binary) << file.body;
+        ++fetched;
+      } catch (const std::exception& e) {
+        s.err << "hwfarmctl run: artifact " << path << ": " << e.what() << "\n";
+        return kUnreachable;
+      }
+    }
+    if (!s.json) s.out << "artifacts: " << fetched << " file(s) in " << *out << "\n";
+  }
+  if (s.json) s.out << json::serialize(run) << "\n";
+  else
+    s.out << "run " << id << ": " << state
+          << (run.contains("reason") ? " (" + field(run, "reason") + ")" : std::string()) << "\n";
+  if (state == "passed") return kOk;
+  if (state == "failed") return kTestFailed;
+  if (state == "cancelled") return kCancelled;
+  return kInfrastructure; // error, interrupted
+}
+
+} // namespace hwfarm::cli
