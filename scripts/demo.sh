@@ -46,6 +46,13 @@ if [ -f "$firmware" ]; then
   say "power it on and show its console: hwfarmctl power ... on; hwfarmctl console ..."
   "$hwfarmctl" --url "$url" power "$lease" "$board" on
   "$hwfarmctl" --url "$url" console "$lease" "$board"
+  say "run it against the simulator reference: hwfarmctl run --lease $lease --out .hwfarm-demo-run $firmware"
+  echo "(flash, power-cycle, capture until HWFARM END, the same image on a sandboxed QEMU reference, compare)"
+  rm -rf .hwfarm-demo-run
+  "$hwfarmctl" --url "$url" run --lease "$lease" --out .hwfarm-demo-run "$firmware"
+  say "what it compared (.hwfarm-demo-run/golden_results__*.json) and the JUnit report"
+  for g in .hwfarm-demo-run/golden_results__*.json; do echo "$g:"; head -c 600 "$g"; echo; done
+  grep -o '<testsuite [^>]*>' .hwfarm-demo-run/junit.xml
   say "release the lease: hwfarmctl lease release $lease"
   "$hwfarmctl" --url "$url" lease release "$lease" >/dev/null && echo "released; console kept in .hwfarm-state/consoles/$lease/"
 else
