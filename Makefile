@@ -75,6 +75,7 @@ bench: build
 	$(BUILD_DIR)/bench/hwfarm_lease_bench --fsync off
 	$(BUILD_DIR)/bench/hwfarm_lease_bench --fsync on
 	$(BUILD_DIR)/bench/hwfarm_serial_bench
+	$(BUILD_DIR)/bench/hwfarm_metrics_bench
 
 # The lease benchmark with another hwfarmd build as the baseline column:
 #   make bench-against AGAINST=/path/to/old/hwfarmd
