@@ -86,7 +86,7 @@ void answerOperation(const Reply& respond, const std::string& board, const Statu
 
 } // namespace
 
-const lease::Lease* Handlers::leaseForBoard(Call& c, const std::string& id, const std::string& board) {
+const lease::Lease* Handlers::ownedLease(Call& c, const std::string& id) {
   const lease::Lease* l = leases_.scheduler().lease(id);
   if (!l) {
     c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
@@ -100,6 +100,12 @@ const lease::Lease* Handlers::leaseForBoard(Call& c, const std::string& id, cons
     c.respond(jsonError(409, "not_active", "lease " + id + " is " + lease::toString(l->state)));
     return nullptr;
   }
+  return l;
+}
+
+const lease::Lease* Handlers::leaseForBoard(Call& c, const std::string& id, const std::string& board) {
+  const lease::Lease* l = ownedLease(c, id);
+  if (!l) return nullptr;
   auto member = std::find_if(l->boards.begin(), l->boards.end(), [&](const auto& b) { return b.name == board; });
   if (member == l->boards.end()) {
     c.respond(jsonError(404, "not_found", "board " + echoed(board) + " is not in lease " + id));
@@ -115,6 +121,11 @@ const lease::Lease* Handlers::leaseForBoard(Call& c, const std::string& id, cons
 std::optional<BodyPlan> Handlers::planUpload(Call& c, const std::string& id, const std::string& board) {
   const lease::Lease* l = leaseForBoard(c, id, board);
   if (!l) return std::nullopt;
+  return planImageStore(c, *l);
+}
+
+std::optional<BodyPlan> Handlers::planImageStore(Call& c, const lease::Lease& lease) {
+  const lease::Lease* l = &lease;
   if (Result<std::string> ext = imageExtension(uploadName(c.target)); !ext) {
     c.respond(jsonError(400, "invalid_request", ext.status().message()));
     return std::nullopt;

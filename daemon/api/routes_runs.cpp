@@ -41,40 +41,10 @@ std::string contentTypeOf(const std::string& path) {
 
 } // namespace
 
-const lease::Lease* Handlers::ownedLease(Call& c, const std::string& id) {
-  const lease::Lease* l = leases_.scheduler().lease(id);
-  if (!l) {
-    c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
-    return nullptr;
-  }
-  if (!hasRole(*c.principal, Role::operator_) && l->holder.principal != c.principal->name) {
-    c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
-    return nullptr;
-  }
-  if (l->state != lease::LeaseState::active) {
-    c.respond(jsonError(409, "not_active", "lease " + id + " is " + lease::toString(l->state)));
-    return nullptr;
-  }
-  return l;
-}
-
 std::optional<BodyPlan> Handlers::planImageUpload(Call& c, const std::string& id) {
   const lease::Lease* l = ownedLease(c, id);
   if (!l) return std::nullopt;
-  if (Result<std::string> ext = imageExtension(uploadName(c.target)); !ext) {
-    c.respond(jsonError(400, "invalid_request", ext.status().message()));
-    return std::nullopt;
-  }
-  if (Status made = boards_.makeImageDir(l->id); !made.ok()) {
-    c.respond(jsonError(500, "storage_error", made.message()));
-    return std::nullopt;
-  }
-  BodyPlan plan;
-  plan.kind = BodyPlan::Kind::file;
-  plan.limit = static_cast<uint64_t>(state_.config->limits.max_image_bytes);
-  plan.limit_name = "limits.max_image_bytes";
-  plan.dir = boards_.imageDir(l->id);
-  return plan;
+  return planImageStore(c, *l);
 }
 
 void Handlers::uploadImage(Call& c, const std::string& id) {

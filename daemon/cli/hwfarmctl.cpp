@@ -16,6 +16,35 @@
 namespace hwfarm::cli {
 namespace json = boost::json;
 
+// Reads a local image file (a regular file) into `data`.
+bool readImage(const std::string& path, std::string* data, std::string* error) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    *error = "cannot read image " + path + ": " +
+             (ec ? ec.message() : std::filesystem::exists(path, ec) ? "not a regular file" : "No such file or directory");
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (!in.good() && !in.eof()) {
+    *error = "cannot read image " + path;
+    return false;
+  }
+  *data = content.str();
+  return true;
+}
+
+std::string percentEncode(const std::string& text) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') out += static_cast<char>(c);
+    else out += {'%', hex[c >> 4], hex[c & 15]};
+  }
+  return out;
+}
+
 namespace {
 
 constexpr const char* kUsageText =
@@ -182,35 +211,6 @@ int boardCommand(Session& s, const std::vector<std::string>& argv) {
   if (s.json) s.out << json::serialize(*r) << "\n";
   else s.out << text(r->at("name")) << ": " << text(r->at("state")) << "\n";
   return kOk;
-}
-
-// Reads a local image file (a regular file) into `data`.
-bool readImage(const std::string& path, std::string* data, std::string* error) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    *error = "cannot read image " + path + ": " +
-             (ec ? ec.message() : std::filesystem::exists(path, ec) ? "not a regular file" : "No such file or directory");
-    return false;
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (!in.good() && !in.eof()) {
-    *error = "cannot read image " + path;
-    return false;
-  }
-  *data = content.str();
-  return true;
-}
-
-std::string percentEncode(const std::string& text) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') out += static_cast<char>(c);
-    else out += {'%', hex[c >> 4], hex[c & 15]};
-  }
-  return out;
 }
 
 // flash LEASE BOARD IMAGE | power LEASE BOARD on|off|cycle

@@ -23,24 +23,6 @@ namespace json = boost::json;
 std::atomic<int> stop_signal{0};
 extern "C" void onStopSignal(int sig) { stop_signal = sig; }
 
-std::string percentEncoded(const std::string& text) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') out += static_cast<char>(c);
-    else out += {'%', hex[c >> 4], hex[c & 15]};
-  }
-  return out;
-}
-
-bool readFileBytes(const std::string& path, std::string* data) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return false;
-  std::ifstream in(path, std::ios::binary);
-  data->assign(std::istreambuf_iterator<char>(in), {});
-  return in.good() || in.eof();
-}
-
 // An artifact path the daemon listed: relative, no dot segments.
 bool plainPath(const std::string& p) {
   if (p.empty() || p[0] == '/' || p.size() > 512) return false;
@@ -104,9 +86,9 @@ int runCommand(Session& s, const std::vector<std::string>& argv) {
   // Read every image before uploading any: a typo costs no upload.
   std::vector<std::pair<std::string, std::string>> files; // name, bytes
   for (const auto& path : a.positional()) {
-    std::string bytes;
-    if (!readFileBytes(path, &bytes)) {
-      s.err << "hwfarmctl run: cannot read image " << path << "\n";
+    std::string bytes, error;
+    if (!readImage(path, &bytes, &error)) {
+      s.err << "hwfarmctl run: " << error << "\n";
       return kUsage;
     }
     files.emplace_back(std::filesystem::path(path).filename().string(), std::move(bytes));
@@ -114,7 +96,7 @@ int runCommand(Session& s, const std::vector<std::string>& argv) {
   int code = kOk;
   json::array images;
   for (const auto& [name, bytes] : files) {
-    auto up = s.call("POST", "/v1/leases/" + lease + "/images?name=" + percentEncoded(name), bytes, &code, 600, 0,
+    auto up = s.call("POST", "/v1/leases/" + lease + "/images?name=" + percentEncode(name), bytes, &code, 600, 0,
                      nullptr, "application/octet-stream");
     if (!up) return code;
     images.push_back(json::object{{"image", up->at("image")}, {"name", name}});

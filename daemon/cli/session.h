@@ -32,6 +32,10 @@ struct Session {
 };
 
 std::string text(const boost::json::value& v);
+// `text` percent-encoded for a query value (unreserved characters stay).
+std::string percentEncode(const std::string& text);
+// Reads a local image file (a regular file) into `data`; false with `error`.
+bool readImage(const std::string& path, std::string* data, std::string* error);
 std::string env(const char* name, const std::string& fallback = "");
 
 // Lease commands (lease_commands.cpp).
