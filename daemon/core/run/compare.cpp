@@ -293,6 +293,12 @@ void measure(const T* t, const R* r, size_t n, const Thresholds& th, Comparison&
     c.actual_pcc = close ? 1.0 : 0.0;
     return;
   }
+  // Equal values are a perfect match, exactly (the sums would round to
+  // 0.9999999999999998 for some).
+  if (sums.max_abs == 0) {
+    c.actual_pcc = c.cosine_similarity = 1.0;
+    return;
+  }
   c.actual_pcc = std::clamp(mo.tr / (std::sqrt(mo.tt) * std::sqrt(mo.rr)), -1.0, 1.0);
 }
 
