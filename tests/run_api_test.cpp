@@ -144,6 +144,12 @@ TEST_CASE("a run of the pass image on two boards of a type and the QEMU referenc
   auto list = parsed(d.get("/v1/runs")).at("runs").as_array();
   REQUIRE(list.size() == 1);
   CHECK(list[0].at("id").as_string() == id);
+  // /metrics counts it: one passed run, two passing attempts (the reference is not judged).
+  std::string metrics = d.get("/metrics").body;
+  CHECK(metrics.find("hwfarm_runs_total{agent=\"") != std::string::npos);
+  CHECK(metrics.find(",state=\"passed\"} 1\n") != std::string::npos);
+  CHECK(metrics.find(",class=\"none\"} 2\n") != std::string::npos);
+  CHECK(metrics.find("hwfarm_runs_running{agent=") != std::string::npos);
 }
 
 TEST_CASE("a failing case fails the run as a test failure, and a hang is a test failure at the deadline") {

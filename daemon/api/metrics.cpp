@@ -20,7 +20,7 @@ void single(std::ostringstream& out, const char* name, const char* type, const c
 } // namespace
 
 std::string renderMetrics(const AgentState& state, const LeaseService& leases,
-                          const std::map<int, uint64_t>& http_responses) {
+                          const std::map<int, uint64_t>& http_responses, const RunService* runs) {
   std::ostringstream out;
   const auto& scheduler = leases.scheduler();
   const auto& m = leases.metrics();
@@ -68,6 +68,23 @@ std::string renderMetrics(const AgentState& state, const LeaseService& leases,
     single(out, "hwfarm_stream_queued_bytes", "gauge",
            "Bytes held in memory for streamed responses and not yet sent, all streams together.", agent,
            st.stream_bytes_queued);
+  }
+
+  if (runs) {
+    const RunMetrics& rm = runs->metrics();
+    single(out, "hwfarm_runs_running", "gauge", "Runs running now.", agent, runs->runningCount());
+    family(out, "hwfarm_runs_total", "counter", "Runs ended, by their state.");
+    for (const char* s : {"passed", "failed", "error", "cancelled"}) {
+      auto it = rm.ended.find(s);
+      out << "hwfarm_runs_total{" << agent << ",state=\"" << s << "\"} " << (it == rm.ended.end() ? 0 : it->second)
+          << '\n';
+    }
+    family(out, "hwfarm_run_attempts_total", "counter",
+           "Images run on a target and judged, by failure class (none: passed).");
+    out << "hwfarm_run_attempts_total{" << agent << ",class=\"none\"} "
+        << rm.attempts - rm.infrastructure_failures - rm.test_failures << '\n';
+    out << "hwfarm_run_attempts_total{" << agent << ",class=\"test\"} " << rm.test_failures << '\n';
+    out << "hwfarm_run_attempts_total{" << agent << ",class=\"infrastructure\"} " << rm.infrastructure_failures << '\n';
   }
 
   family(out, "hwfarm_tier", "gauge", "Registered and effective CI tier.");

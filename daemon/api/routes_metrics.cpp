@@ -7,7 +7,7 @@ namespace hwfarm::api {
 void Handlers::metrics(Call& c, const std::map<int, uint64_t>& responses) {
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";
-  r.body = renderMetrics(state_, leases_, responses);
+  r.body = renderMetrics(state_, leases_, responses, runs_);
   c.respond(r);
 }
 

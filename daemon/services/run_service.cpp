@@ -665,6 +665,13 @@ struct RunService::Impl {
       (void)writeFile(runDir(id) + "/summary.json", r.summary.json);
     }
     spdlog::info("run {} {}", id, runStateName(r.summary.state));
+    ++metrics.ended[std::string(runStateName(r.summary.state))];
+    for (const auto& a : r.attempts) {
+      if (!a->report) continue;
+      ++metrics.attempts;
+      if (a->report->failure == FailureClass::infrastructure) ++metrics.infrastructure_failures;
+      if (a->report->failure == FailureClass::test) ++metrics.test_failures;
+    }
     RunSummary done = r.summary;
     finished[id] = done;
     running.erase(it);
@@ -724,6 +731,7 @@ struct RunService::Impl {
   std::map<std::string, RunSummary> finished;
   std::deque<std::string> order; // ids, oldest first
   std::function<void(const RunSummary&)> on_ended;
+  RunMetrics metrics;
 };
 
 RunService::RunService(asio::io_context& io, const config::FleetConfig& config, BoardService& boards,
@@ -755,6 +763,10 @@ const RunSummary* RunService::find(const std::string& id) const {
   if (auto it = impl_->finished.find(id); it != impl_->finished.end()) return &it->second;
   return nullptr;
 }
+
+size_t RunService::runningCount() const { return impl_->running.size(); }
+
+const RunMetrics& RunService::metrics() const { return impl_->metrics; }
 
 std::vector<const RunSummary*> RunService::list() const {
   std::vector<const RunSummary*> out;

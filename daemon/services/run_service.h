@@ -17,6 +17,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +62,13 @@ struct RunSummary {
   std::string json; // summary.json as it stands
 };
 
+struct RunMetrics {
+  std::map<std::string, uint64_t> ended; // runs ended, by state name
+  uint64_t attempts = 0;                 // image-on-target attempts judged
+  uint64_t infrastructure_failures = 0;  // attempts failed the lab's way
+  uint64_t test_failures = 0;            // attempts failed the firmware's way
+};
+
 class RunService {
  public:
   RunService(boost::asio::io_context& io, const config::FleetConfig& config, BoardService& boards,
@@ -81,6 +89,8 @@ class RunService {
   void leaseEnded(const lease::Lease& lease);
 
   const RunSummary* find(const std::string& id) const;
+  size_t runningCount() const;
+  const RunMetrics& metrics() const;
   // Newest first.
   std::vector<const RunSummary*> list() const;
   // <state_dir>/runs/<id>: the run's artifacts.
