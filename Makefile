@@ -76,6 +76,7 @@ bench: build
 	$(BUILD_DIR)/bench/hwfarm_lease_bench --fsync on
 	$(BUILD_DIR)/bench/hwfarm_serial_bench
 	$(BUILD_DIR)/bench/hwfarm_metrics_bench
+	bench/run_bench.sh $(BUILD_DIR)
 
 # The lease benchmark with another hwfarmd build as the baseline column:
 #   make bench-against AGAINST=/path/to/old/hwfarmd

@@ -118,6 +118,9 @@ int runCommand(Session& s, const std::vector<std::string>& argv) {
   std::map<size_t, bool> shown;
   json::object run;
   bool cancelled = false;
+  // Polled every 10 ms at first, doubling up to 200 ms while nothing
+  // changes: a short run is seen done within a few ms of its end.
+  int poll_ms = 10;
   while (true) {
     if (stop_signal && !cancelled) {
       cancelled = true;
@@ -129,14 +132,17 @@ int runCommand(Session& s, const std::vector<std::string>& argv) {
     if (!r) return code;
     run = r->as_object();
     const json::array& attempts = run.at("attempts").as_array();
+    bool changed = false;
     for (size_t i = 0; i < attempts.size(); ++i) {
       const json::object& at = attempts[i].as_object();
       if (field(at, "phase") != "done" || shown[i]) continue;
       shown[i] = true;
+      changed = true;
       if (!s.json) printAttempt(s, at);
     }
     if (field(run, "state") != "running") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    poll_ms = changed ? 10 : std::min(200, poll_ms * 2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);

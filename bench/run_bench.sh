@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Run benchmark (issue 11): how long a run takes end to end, next to the
+# bare simulator it wraps, measured side by side (rounds alternate).
+#
+#   bench/run_bench.sh [BUILD_DIR] [ROUNDS]
+#
+# Rows (median of ROUNDS, each round runs A then B):
+#   latency      `hwfarmctl run --out DIR pass.elf` on one simulated board with
+#                the QEMU reference, from the command's start to its exit
+#                (artifacts written and fetched), against a bare
+#                `qemu-system-arm` of the same image from start to HWFARM END;
+#                goal: under 0.15 s over the bare run
+#   parallelism  the same image on 2 boards + the reference (mode each)
+#                against 1 board + the reference; goal: at most 1.3x
+#   throughput   40 one-image runs over 2 boards (two clients, 20 runs each,
+#                each with the reference), in runs per minute
+set -euo pipefail
+build=${1:-build}
+rounds=${2:-9}
+hwfarmd=$build/daemon/hwfarmd
+hwfarmctl=$build/daemon/hwfarmctl
+image=$build/firmware/hwfarm-pass.elf
+qemu=$(command -v qemu-system-arm)
+for f in "$hwfarmd" "$hwfarmctl" "$image"; do [ -e "$f" ] || { echo "run_bench: $f is missing (build first)" >&2; exit 2; }; done
+
+work=$(mktemp -d)
+cleanup() {
+  [ -n "${daemon:-}" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+port=$((20000 + RANDOM % 20000))
+cat >"$work/fleet.toml" <<EOF
+[agent]
+name = "run-bench"
+tier = 3
+listen = "127.0.0.1:$port"
+state_dir = "$work/state"
+log_level = "warn"
+anonymous = "loopback"
+[runs]
+max_simulators = 4
+[[worker]]
+name = "w0"
+EOF
+for b in 0 1; do
+  cat >>"$work/fleet.toml" <<EOF
+[[worker.board]]
+name = "sim-$b"
+type = "mps2-an385"
+driver = "qemu"
+EOF
+done
+"$hwfarmd" --config "$work/fleet.toml" >"$work/hwfarmd.log" 2>&1 &
+daemon=$!
+url=http://127.0.0.1:$port
+for _ in $(seq 1 100); do "$hwfarmctl" --url "$url" status >/dev/null 2>&1 && break; sleep 0.05; done
+ctl() { "$hwfarmctl" --url "$url" "$@"; }
+
+now() { date +%s%N; }
+ms() { echo $(( ($2 - $1) / 1000000 )); }
+
+# The bare simulator: the same sandbox-free QEMU command, until HWFARM END.
+bare() {
+  local start end line
+  start=$(now)
+  coproc Q { exec "$qemu" -M mps2-an385 -display none -monitor none -nic none -serial stdio -kernel "$image" 2>/dev/null; }
+  while IFS= read -r line <&"${Q[0]}"; do [[ $line == "HWFARM END"* ]] && break; done
+  end=$(now)
+  kill "$Q_PID" 2>/dev/null || true
+  wait "$Q_PID" 2>/dev/null || true
+  ms "$start" "$end"
+}
+
+run() { # LEASE MODE: milliseconds of one hwfarmctl run
+  local start end
+  start=$(now)
+  ctl run --lease "$1" --mode "$2" --out "$work/out" "$image" >/dev/null || { echo "run_bench: run failed" >&2; exit 1; }
+  end=$(now)
+  rm -rf "$work/out"
+  ms "$start" "$end"
+}
+
+median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+
+one=$(ctl lease acquire --type mps2-an385 --count 1 --ttl 3600 -q)
+lat_a=() lat_b=()
+for _ in $(seq 1 "$rounds"); do
+  lat_a+=("$(run "$one" shard)")
+  lat_b+=("$(bare)")
+done
+ctl lease release "$one" >/dev/null
+
+two=$(ctl lease acquire --type mps2-an385 --count 2 --ttl 3600 -q)
+run_one() { # LEASE: one board (sim-0) and the reference
+  local start end
+  start=$(now)
+  ctl run --lease "$1" --board sim-0 --out "$work/out" "$image" >/dev/null || { echo "run_bench: run failed" >&2; exit 1; }
+  end=$(now)
+  rm -rf "$work/out"
+  ms "$start" "$end"
+}
+par_a=() par_b=()
+for _ in $(seq 1 "$rounds"); do
+  par_a+=("$(run "$two" each)")
+  par_b+=("$(run_one "$two")")
+done
+ctl lease release "$two" >/dev/null
+
+# Throughput: two clients, one board each, 20 runs each.
+stream() {
+  local lease
+  lease=$(ctl lease acquire --type mps2-an385 --count 1 --ttl 3600 -q)
+  for _ in $(seq 1 20); do ctl run --lease "$lease" "$image" >/dev/null; done
+  ctl lease release "$lease" >/dev/null
+}
+start=$(now)
+stream &
+s1=$!
+stream &
+s2=$!
+wait $s1 $s2
+end=$(now)
+total_ms=$(ms "$start" "$end")
+
+la=$(printf '%s\n' "${lat_a[@]}" | median)
+lb=$(printf '%s\n' "${lat_b[@]}" | median)
+pa=$(printf '%s\n' "${par_a[@]}" | median)
+pb=$(printf '%s\n' "${par_b[@]}" | median)
+printf 'run benchmark: pass image, %d alternating rounds (median), %d cores\n' "$rounds" "$(nproc)"
+printf '%-44s %14s %16s %9s\n' "" "hwfarm" "baseline" "ratio"
+printf '%-44s %11s ms %13s ms %8s\n' "latency: run (1 board + reference) vs bare QEMU" "$la" "$lb" \
+  "$(awk -v a="$la" -v b="$lb" 'BEGIN {printf "%.2fx", a / b}')"
+printf '%-44s %14s\n' "  over the bare run" "$((la - lb)) ms"
+printf '%-44s %11s ms %13s ms %8s\n' "parallelism: 2 boards + ref vs 1 board + ref" "$pa" "$pb" \
+  "$(awk -v a="$pa" -v b="$pb" 'BEGIN {printf "%.2fx", a / b}')"
+printf '%-44s %14s\n' "throughput: 40 runs over 2 boards" \
+  "$(awk -v t="$total_ms" 'BEGIN {printf "%.0f/min", 40 * 60000 / t}')"
