@@ -155,6 +155,13 @@ struct BoardConfig {
   }
 };
 
+// [[reference]]: the simulator runs compare a board type with.
+struct ReferenceConfig {
+  std::string type; // a board type of the fleet
+  QemuConfig qemu;
+  SourcePos pos;
+};
+
 struct WorkerConfig {
   std::string name;
   std::string node; // Jenkins NODE_NAME of the agent/executor
@@ -184,6 +191,7 @@ struct FleetConfig {
   Limits limits;
   LeaseConfig leases;
   RunsConfig runs;
+  std::vector<ReferenceConfig> references;
   std::vector<WorkerConfig> workers;
   SlaConfig sla;
 

@@ -57,6 +57,7 @@ class FleetParser {
     if (!root.get("worker"))
       errors_.add(root.source(), "", "worker", "at least one [[worker]] table is required");
     if (const toml::table* sla = reader.table("sla")) parseSla(*sla);
+    if (const toml::array* refs = reader.tables("reference")) parseReferences(*refs);
     reader.finish();
     LoadResult result;
     result.errors = errors_.take();
@@ -346,7 +347,7 @@ class FleetParser {
       if (const toml::table* t = r.table("flash")) parseFlash(*t, context, b);
       if (const toml::table* t = r.table("power")) parsePower(*t, context, b);
     } else {
-      if (const toml::table* t = r.table("qemu")) parseQemu(*t, context, b);
+      if (const toml::table* t = r.table("qemu")) parseQemu(*t, context, "qemu.", b.qemu);
     }
     if (const toml::table* t = r.table("health")) parseHealth(*t, context, b);
     std::string driver = b.driver;
@@ -607,19 +608,47 @@ class FleetParser {
     r.finish();
   }
 
-  void parseQemu(const toml::table& table, const std::string& context, BoardConfig& b) {
-    TableReader r(table, errors_, context, "qemu.");
+  // A QEMU machine: a simulated board's qemu table, or a [[reference]]
+  // (which names its board type and needs its machine).
+  void parseQemu(const toml::table& table, const std::string& context, const std::string& prefix, QemuConfig& q,
+                 std::string* type = nullptr) {
+    TableReader r(table, errors_, context, prefix);
+    if (type) {
+      if (auto v = name(r, "type", Need::required)) *type = *v;
+    }
     if (auto v = r.text("binary")) {
       if (v->empty()) r.error("binary", "expected a program name or path, got \"\"");
-      else b.qemu.binary = *v;
+      else q.binary = *v;
     }
-    if (auto v = r.text("machine")) {
+    if (auto v = r.text("machine", type ? Need::required : Need::optional)) {
       if (!std::regex_match(*v, nameRe())) r.error("machine", "expected a QEMU machine name like \"mps2-an385\", got " + quoted(*v));
-      else b.qemu.machine = *v;
+      else q.machine = *v;
     }
-    if (auto v = r.text("cpu")) b.qemu.cpu = *v;
-    if (auto v = r.texts("extra_args")) b.qemu.extra_args = *v;
+    if (auto v = r.text("cpu")) q.cpu = *v;
+    if (auto v = r.texts("extra_args")) q.extra_args = *v;
     r.finish();
+  }
+
+  // [[reference]]: the simulator a board type is compared with in runs.
+  void parseReferences(const toml::array& tables) {
+    std::map<std::string, FirstSeen> seen;
+    for (size_t i = 0; i < tables.size(); ++i) {
+      const toml::table* t = tables.get(i)->as_table();
+      if (!t) continue;
+      ReferenceConfig ref;
+      ref.pos = errors_.pos(t->source());
+      std::string context = "reference #" + std::to_string(i + 1);
+      parseQemu(*t, context, "reference.", ref.qemu, &ref.type);
+      if (ref.type.empty()) continue;
+      TableReader r(*t, errors_, context, "reference.");
+      unique(seen, r, "type", ref.type, "", "reference for board type");
+      bool known = false;
+      for (const auto& w : config_.workers)
+        for (const auto& b : w.boards)
+          if (b.type == ref.type) known = true;
+      if (!known) r.error("type", "no board has type " + quoted(ref.type));
+      config_.references.push_back(std::move(ref));
+    }
   }
 
   void parseSla(const toml::table& table) {

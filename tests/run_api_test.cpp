@@ -292,3 +292,20 @@ TEST_CASE("hwfarmctl run uploads the images, prints each verdict, fetches the ar
   CHECK(runCommand({HWFARMCTL_PATH, "--url", d.url(), "run", firmware("pass")}, {{"HWFARM_LEASE_ID", ""}}).status.code ==
         2);
 }
+
+TEST_CASE("a [[reference]] names the simulator a board type is compared with") {
+  TempDir dir;
+  // The test firmware (Cortex-M3 code) also runs on the Cortex-M4 AN386.
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1) +
+                           "[[reference]]\ntype = \"mps2-an385\"\nmachine = \"mps2-an386\"\n");
+  std::string lease = leaseBoards(d, 1);
+  std::string pass = uploadImage(d, lease, "pass");
+  std::string id = startRun(d, lease, R"({"images":)" + images({{pass, "pass.elf"}}) + "}");
+  json::object run = waitRun(d, id);
+  INFO(json::serialize(run));
+  CHECK(run.at("state").as_string() == "passed");
+  bool seen = false;
+  for (const auto& a : run.at("attempts").as_array())
+    if (a.at("reference").as_bool()) seen = a.at("board").as_string() == "qemu mps2-an386";
+  CHECK(seen);
+}

@@ -213,7 +213,7 @@ struct RunService::Impl {
   json::object attemptJson(const Run& r, const Attempt& a) const {
     json::object o{{"image", r.image_names[a.image]},
                    {"target", a.reference ? r.reference_name : r.target_names.at(a.board)},
-                   {"board", a.reference ? std::string("simulator") : a.board},
+                   {"board", a.reference ? "qemu " + r.simulators.begin()->second.machine : a.board},
                    {"reference", a.reference},
                    {"phase", a.phase}};
     if (a.phase == "done") o["seconds"] = a.result.seconds;
@@ -318,11 +318,17 @@ struct RunService::Impl {
       if (!b) return Status::error(Code::invalid_argument, "board " + t + " is not in the configuration");
       types.push_back(b->type);
       if (r->spec.reference) {
-        if (b->driver != "qemu")
+        // A [[reference]] for the type; else a simulated board type is its
+        // own reference.
+        const config::ReferenceConfig* ref = nullptr;
+        for (const auto& c : config.references)
+          if (c.type == b->type) ref = &c;
+        if (ref) r->simulators.emplace(b->type, ref->qemu);
+        else if (b->driver == "qemu") r->simulators.emplace(b->type, b->qemu);
+        else
           return Status::error(Code::invalid_argument,
                                "no reference simulator for board type " + b->type +
-                                   " (only simulated board types are their own reference so far): use reference \"none\"");
-        r->simulators.emplace(b->type, b->qemu);
+                                   ": add a [[reference]] for it to the configuration, or use reference \"none\"");
       }
     }
     run::RunNames names = run::runNames(types, r->spec.reference ? std::optional<std::string>("qemu") : std::nullopt);
@@ -384,7 +390,7 @@ struct RunService::Impl {
     a->reference = reference;
     a->result.image = r.image_names[image];
     a->result.target = reference ? r.reference_name : r.target_names.at(board);
-    a->result.board = reference ? "simulator" : board;
+    a->result.board = reference ? "qemu " + r.simulators.begin()->second.machine : board;
     r.attempts.push_back(std::move(a));
     return *r.attempts.back();
   }
