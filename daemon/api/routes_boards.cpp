@@ -217,7 +217,9 @@ void Handlers::boardOperation(Call& c, const std::string& id, const std::string&
     HttpResponse r;
     r.content_type = "text/plain; charset=utf-8";
     BoardService* boards = &boards_;
-    r.stream = [boards, lease, board, respond](std::shared_ptr<StreamSink> sink) {
+    // Not `respond`: the exchange holds this response, and a capture of it
+    // would hold the exchange (a cycle).
+    r.stream = [boards, lease, board](std::shared_ptr<StreamSink> sink) {
       auto cancel = std::make_shared<std::function<void()>>();
       BoardService::Reader reader{[sink](const std::string& text) { return sink->write(text); },
                                   [sink] { sink->end(); }, [sink] { return sink->queued(); },
