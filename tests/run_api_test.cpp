@@ -309,3 +309,29 @@ TEST_CASE("a [[reference]] names the simulator a board type is compared with") {
     if (a.at("reference").as_bool()) seen = a.at("board").as_string() == "qemu mps2-an386";
   CHECK(seen);
 }
+
+TEST_CASE("runs older than runs.history_days are removed with their artifacts at start-up") {
+  TempDir dir;
+  std::string state = dir.file("state");
+  // Given two ended runs on disk, one ended 40 days ago and one an hour ago,
+  fs::create_directories(state + "/runs/run-old");
+  fs::create_directories(state + "/runs/run-new/traces");
+  int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch()).count();
+  auto record = [](const std::string& id, int64_t ended) {
+    return R"({"id":")" + id + R"(","lease_id":"l","state":"passed","created_ms":)" + std::to_string(ended - 1000) +
+           R"(,"ended_ms":)" + std::to_string(ended) + "}";
+  };
+  dir.write("state/runs/run-old/summary.json", record("run-old", now - 40LL * 86400000));
+  dir.write("state/runs/run-new/summary.json", record("run-new", now - 3600000));
+  dir.write("state/runs/run-new/traces/x.txt", "kept");
+  // when hwfarmd starts (history_days = 30 by default),
+  RunningDaemon d(dir, qemuFleet(state, 1));
+  // the old one is gone, the recent one is listed and kept.
+  CHECK_FALSE(fs::exists(state + "/runs/run-old"));
+  CHECK(readFile(state + "/runs/run-new/traces/x.txt") == "kept");
+  auto list = parsed(d.get("/v1/runs")).at("runs").as_array();
+  REQUIRE(list.size() == 1);
+  CHECK(list[0].at("id").as_string() == "run-new");
+  CHECK(d.get("/v1/runs/run-old").status == 404);
+}

@@ -303,6 +303,7 @@ void Daemon::Impl::pruneLogs() {
   for (const auto& [id, l] : leases->scheduler().leases())
     if (l.state == lease::LeaseState::active) active.insert(id);
   double days = state.config->leases.history_days;
+  runs->pruneOld();
   boards->pruneLogs(cutoff, std::move(active), [days](size_t removed) {
     if (removed > 0) spdlog::info("removed the logs of {} lease(s) older than leases.history_days = {}", removed, days);
   });

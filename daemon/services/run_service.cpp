@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <filesystem>
@@ -161,10 +162,13 @@ struct RunService::Impl {
 
   std::string runsDir() const { return config.agent.state_dir + "/runs"; }
 
-  // Runs found "running" were interrupted by a restart: their records say so.
+  // Runs found "running" were interrupted by a restart: their records say
+  // so. Runs that ended more than runs.history_days ago are removed, with
+  // their artifacts.
   void restore() {
     std::error_code ec;
     std::vector<RunSummary> found;
+    const int64_t cutoff = clock.wallMs() - static_cast<int64_t>(config.runs.history_days * 86400000.0);
     for (fs::directory_iterator it(runsDir(), ec), end; !ec && it != end; it.increment(ec)) {
       std::string path = it->path().string() + "/summary.json";
       std::ifstream in(path);
@@ -194,6 +198,13 @@ struct RunService::Impl {
         spdlog::warn("run {} was interrupted by a restart of hwfarmd", s.id);
         text = json::serialize(o);
         if (Status w = writeFile(path, text); !w.ok()) spdlog::error("{}", w.message());
+      }
+      if (s.state != RunState::running && s.ended_ms && s.ended_ms < cutoff) {
+        std::error_code rm;
+        fs::remove_all(it->path(), rm);
+        if (rm) spdlog::warn("cannot remove the old run {}: {}", it->path().string(), rm.message());
+        else spdlog::info("run {} ended more than runs.history_days ago: removed", s.id);
+        continue;
       }
       s.json = std::move(text);
       found.push_back(std::move(s));
@@ -784,6 +795,23 @@ std::vector<const RunSummary*> RunService::list() const {
 std::string RunService::runDir(const std::string& id) const { return impl_->runDir(id); }
 
 void RunService::onRunEnded(std::function<void(const RunSummary&)> hook) { impl_->on_ended = std::move(hook); }
+
+void RunService::pruneOld() {
+  const int64_t cutoff = impl_->clock.wallMs() - static_cast<int64_t>(impl_->config.runs.history_days * 86400000.0);
+  std::vector<std::string> old;
+  for (const auto& [id, s] : impl_->finished)
+    if (s.ended_ms && s.ended_ms < cutoff) old.push_back(id);
+  for (const auto& id : old) {
+    impl_->finished.erase(id);
+    impl_->order.erase(std::remove(impl_->order.begin(), impl_->order.end(), id), impl_->order.end());
+    asio::post(impl_->writer, [dir = impl_->runDir(id)] {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+      if (ec) spdlog::warn("cannot remove the old run {}: {}", dir, ec.message());
+    });
+  }
+  if (!old.empty()) spdlog::info("removed {} run(s) older than runs.history_days", old.size());
+}
 
 void RunService::stop() {
   std::vector<std::string> ids;

@@ -97,6 +97,9 @@ class RunService {
   std::string runDir(const std::string& id) const;
   // Runs when a run ends, after its artifacts are written.
   void onRunEnded(std::function<void(const RunSummary&)> hook);
+  // Removes (off the event loop) the records and artifacts of runs that
+  // ended more than runs.history_days ago; start-up does it too.
+  void pruneOld();
   // Shutdown: running runs are cancelled (their records say so).
   void stop();
 
