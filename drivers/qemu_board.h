@@ -26,9 +26,10 @@ namespace hwfarm::drivers {
 // reference. The test firmware perturbs its outputs only as a target
 // (docs/protocol.md, "The other variants"), so one image can disagree with
 // itself. The address is in the MPS2 machines' data RAM, whose last 256
-// bytes the test firmware leaves alone (tests/firmware/mps2.ld); a firmware
-// that keeps data there finds the word overwritten at start, and on a
-// machine with no memory there QEMU drops the write.
+// bytes the test firmware leaves alone (tests/firmware/mps2.ld). An image
+// that loads its own bytes there keeps them (QEMU 7.2 writes the image
+// after the word): it sees no identity and loses nothing. On a machine with
+// no memory there QEMU drops the write.
 enum class SimRole : uint32_t {
   reference = 0, // a run's reference simulator (the default)
   target = 1,    // a fleet board (makeBoard, driver = "qemu"), or a simulator run as a target

@@ -78,8 +78,8 @@ __attribute__((unused)) static void output_ramp(void) {
 /* Values that six fixed decimals would lose: a third, 0.1, 1e-7, the largest
    float, the smallest denormal, minus zero. */
 __attribute__((unused)) static void output_precision(void) {
-  static const float values[] = {1.0f / 3.0f,      -2.0f / 3.0f, 0.1f,           1e-7f,
-                                 6.02214076e23f,   3.40282347e+38f, 1.40129846e-45f, -0.0f};
+  static const float values[] = {1.0f / 3.0f,    -2.0f / 3.0f,    0.1f,           1e-7f,
+                                 6.02214076e23f, 3.40282347e+38f, 1.40129846e-45f, -0.0f};
   output_begin("precision.y", "f32", 8);
   for (int i = 0; i < 8; ++i) {
     rec_putc(' ');
