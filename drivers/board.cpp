@@ -50,7 +50,9 @@ class UsbBoard : public Board {
 
 class SimulatedBoard : public Board {
  public:
-  SimulatedBoard(const config::BoardConfig& c, const std::string& work_dir) : qemu_(c.name, c.qemu, work_dir) {}
+  // A fleet board is always a run's target (SimRole, drivers/qemu_board.h).
+  SimulatedBoard(const config::BoardConfig& c, const std::string& work_dir)
+      : qemu_(c.name, c.qemu, work_dir, SimRole::target) {}
 
   Status flash(const std::string& image, const std::string& log_path) override {
     std::lock_guard lock(mutex_);

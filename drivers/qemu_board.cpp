@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -22,8 +23,8 @@
 
 namespace hwfarm::drivers {
 
-QemuBoard::QemuBoard(std::string name, config::QemuConfig config, std::string work_dir)
-    : name_(std::move(name)), config_(std::move(config)), work_dir_(std::move(work_dir)) {}
+QemuBoard::QemuBoard(std::string name, config::QemuConfig config, std::string work_dir, SimRole role)
+    : name_(std::move(name)), config_(std::move(config)), work_dir_(std::move(work_dir)), role_(role) {}
 
 QemuBoard::~QemuBoard() { powerOff(); }
 
@@ -70,6 +71,14 @@ std::vector<std::string> sandboxArgv(const std::string& bwrap, int info_fd, cons
   if (qemu.rfind("/usr/", 0) != 0) argv.insert(argv.end(), {"--ro-bind", qemu, qemu});
   argv.insert(argv.end(), {"--ro-bind", image, image, "--bind", socket_dir, socket_dir, "--chdir", socket_dir, "--"});
   return argv;
+}
+
+// The generic-loader device that writes `role` into guest RAM at reset.
+std::string identityLoader(SimRole role) {
+  char text[80];
+  std::snprintf(text, sizeof text, "loader,addr=0x%x,data=%u,data-len=4", static_cast<unsigned>(kSimIdentityAddress),
+                static_cast<unsigned>(role));
+  return text;
 }
 
 // Reads bubblewrap's --info-fd report ({"child-pid": N, ...}) until it closes
@@ -155,7 +164,7 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   argv.insert(argv.end(), {"-display", "none", "-monitor", "none", "-nic", "none", "-sandbox",
                            "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny", "-chardev",
                            "socket,id=uart0,path=" + socket + ",server=on,wait=on", "-serial", "chardev:uart0",
-                           "-kernel", image});
+                           "-device", identityLoader(role_), "-kernel", image});
   argv.insert(argv.end(), config_.extra_args.begin(), config_.extra_args.end());
   std::string log = logPath();
   exit_status_.reset();

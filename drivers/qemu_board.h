@@ -9,6 +9,7 @@
 // Blocking calls (QEMU start-up, stop): run them off the event loop.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <sys/types.h>
@@ -18,11 +19,30 @@
 
 namespace hwfarm::drivers {
 
+// Which side of a run a simulator is on. QEMU hands it to the firmware as a
+// 32-bit little-endian word in guest RAM at kSimIdentityAddress, written
+// before the guest starts (QEMU's generic loader: `-device
+// loader,addr=0x203fff00,data=<n>,data-len=4`): 1 for a target, 0 for a
+// reference. The test firmware perturbs its outputs only as a target
+// (docs/protocol.md, "The other variants"), so one image can disagree with
+// itself. The address is in the MPS2 machines' data RAM, whose last 256
+// bytes the test firmware leaves alone (tests/firmware/mps2.ld). An image
+// that loads its own bytes there keeps them (QEMU 7.2 writes the image
+// after the word): it sees no identity and loses nothing. On a machine with
+// no memory there QEMU drops the write.
+enum class SimRole : uint32_t {
+  reference = 0, // a run's reference simulator (the default)
+  target = 1,    // a fleet board (makeBoard, driver = "qemu"), or a simulator run as a target
+};
+inline constexpr uint32_t kSimIdentityAddress = 0x203FFF00;
+
 class QemuBoard {
  public:
   // `work_dir` holds the staged image, QEMU's log and sock/, the directory of
-  // its UART socket.
-  QemuBoard(std::string name, config::QemuConfig config, std::string work_dir);
+  // its UART socket. `role` is the identity every power-on hands the
+  // firmware.
+  QemuBoard(std::string name, config::QemuConfig config, std::string work_dir,
+            SimRole role = SimRole::reference);
   ~QemuBoard(); // powers off
   QemuBoard(const QemuBoard&) = delete;
   QemuBoard& operator=(const QemuBoard&) = delete;
@@ -45,6 +65,7 @@ class QemuBoard {
   bool running();
   std::optional<int> exitStatus();
   pid_t pid() const { return pid_; }
+  SimRole role() const { return role_; }
   std::string logPath() const { return work_dir_ + "/" + name_ + ".qemu.log"; }
 
  private:
@@ -57,6 +78,7 @@ class QemuBoard {
   std::string name_;
   config::QemuConfig config_;
   std::string work_dir_;
+  SimRole role_;
   std::string image_;
   pid_t pid_ = -1;
   std::optional<int> exit_status_;

@@ -5,12 +5,16 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <bit>
 #include <boost/asio/io_context.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <regex>
 
+#include "daemon/core/run/compare.h"
+#include "daemon/core/run/protocol.h"
 #include "drivers/console_log.h"
 #include "drivers/qemu_board.h"
 #include "drivers/serial_port.h"
@@ -34,8 +38,10 @@ hwfarm::config::QemuConfig machine(const std::string& name = "mps2-an385") {
   return c;
 }
 
-// Powers `board` on and attaches a console logging to `log`.
-std::unique_ptr<SerialPort> boot(QemuBoard& board, boost::asio::io_context& io, ConsoleLog& log, bool* closed) {
+// Powers `board` on and attaches a console logging to `log` (and handing its
+// lines to `on_line`, if set).
+std::unique_ptr<SerialPort> boot(QemuBoard& board, boost::asio::io_context& io, ConsoleLog& log, bool* closed,
+                                 SerialPort::LineHandler on_line = nullptr) {
   std::string console;
   Status s = board.powerOn(&console);
   REQUIRE(s.ok());
@@ -45,7 +51,7 @@ std::unique_ptr<SerialPort> boot(QemuBoard& board, boost::asio::io_context& io, 
   INFO(opened.status().toString());
   REQUIRE(opened.ok());
   auto port = std::move(opened).value();
-  port->start(nullptr, [closed](const std::string&) { *closed = true; }, &log);
+  port->start(std::move(on_line), [closed](const std::string&) { *closed = true; }, &log);
   return port;
 }
 
@@ -85,7 +91,7 @@ TEST_CASE("two simulated boards run firmware at once and their consoles stay apa
   REQUIRE(ta.find("] HWFARM TEST ramp PASS\n") != std::string::npos);
   REQUIRE(tb.find("] HWFARM TEST ramp FAIL expected 3 got 4\n") != std::string::npos);
   REQUIRE(ta.find("FAIL") == std::string::npos);
-  REQUIRE(std::regex_search(ta, std::regex("\\] HWFARM OUTPUT square.y f32 8 -1.000000 .* 5.125000\n")));
+  REQUIRE(ta.find("] HWFARM OUTPUT square.y f32 8 -1 -0.875 -0.5 0.125 1 2.125 3.5 5.125\n") != std::string::npos);
   REQUIRE(ta.find("] HWFARM END status=0\n") != std::string::npos);
 }
 
@@ -158,20 +164,39 @@ TEST_CASE("a simulated board without an image or with a missing image says so") 
 
 namespace {
 
-// Runs `board` (flashed) until its firmware's END record; returns the console.
-std::string runToEnd(QemuBoard& board, boost::asio::io_context& io, const std::string& log_path) {
+struct Capture {
+  std::string log;     // the console log (timestamped lines, hwfarmd's notes)
+  std::string console; // the lines as the firmware printed them, each ended with "\n"
+  bool ended = false;  // an END record arrived before the limit
+};
+
+// Runs `board` (flashed) until its firmware's END record or `limit`, then
+// powers it off.
+Capture capture(QemuBoard& board, boost::asio::io_context& io, const std::string& log_path,
+                std::chrono::milliseconds limit = 20s) {
   io.restart(); // a previous run may have left it out of work, stopped
-  ConsoleLog log(log_path, 1 << 20);
-  bool closed = false;
-  auto port = boot(board, io, log, &closed);
-  std::optional<std::optional<std::string>> end;
-  port->expect(std::regex("^HWFARM END"), 20s, [&](auto line) { end = line; });
-  runUntil(io, [&] { return end.has_value(); });
-  INFO("console: " << readFile(log_path) << "\nQEMU log: " << readFile(board.logPath()));
-  REQUIRE((end && end->has_value()));
-  board.powerOff();
-  runUntil(io, [&] { return closed; }, 5s);
-  return readFile(log_path);
+  Capture c;
+  {
+    ConsoleLog log(log_path, 1 << 20);
+    bool closed = false;
+    auto port = boot(board, io, log, &closed, [&c](const std::string& line) { c.console += line + "\n"; });
+    std::optional<std::optional<std::string>> end;
+    port->expect(std::regex("^HWFARM END"), limit, [&](auto line) { end = line; });
+    runUntil(io, [&] { return end.has_value(); });
+    c.ended = end && end->has_value();
+    board.powerOff();
+    runUntil(io, [&] { return closed; }, 5s);
+  }
+  c.log = readFile(log_path);
+  return c;
+}
+
+// Runs `board` (flashed) until its firmware's END record; returns the console log.
+std::string runToEnd(QemuBoard& board, boost::asio::io_context& io, const std::string& log_path) {
+  Capture c = capture(board, io, log_path);
+  INFO("console: " << c.log << "\nQEMU log: " << readFile(board.logPath()));
+  REQUIRE(c.ended);
+  return c.log;
 }
 
 std::string script(const TempDir& dir, const std::string& name, const std::string& body) {
@@ -181,6 +206,32 @@ std::string script(const TempDir& dir, const std::string& name, const std::strin
 }
 
 } // namespace
+
+TEST_CASE("issue 11: a simulator hands the firmware its identity: target or reference") {
+  TempDir dir;
+  boost::asio::io_context io;
+  // Given one image on a simulator run as a target and on one run as the
+  // reference (the default role),
+  QemuBoard target("sim-t", machine(), dir.file("qemu"), SimRole::target);
+  QemuBoard reference("sim-r", machine(), dir.file("qemu"));
+  REQUIRE(target.role() == SimRole::target);
+  REQUIRE(reference.role() == SimRole::reference);
+  REQUIRE(target.flash(firmware("slight")).ok());
+  REQUIRE(reference.flash(firmware("slight")).ok());
+  std::string t = runToEnd(target, io, dir.file("target.txt"));
+  std::string r = runToEnd(reference, io, dir.file("reference.txt"));
+  // each firmware reads the word its simulator wrote into its RAM,
+  REQUIRE(t.find("] hwfarm board identity 1: target\n") != std::string::npos);
+  REQUIRE(r.find("] hwfarm board identity 0: reference\n") != std::string::npos);
+  // and only the target perturbs its output; the rest is the same.
+  REQUIRE(r.find("] HWFARM OUTPUT square.y f32 8 -1 -0.875 -0.5 0.125 1 2.125 3.5 5.125\n") != std::string::npos);
+  REQUIRE(t.find("] HWFARM OUTPUT square.y f32 8 -0.790000021 -1.08500004 -0.290000021 -0.0849999934 1.21000004 "
+                 "1.91499996 3.71000004 4.91499996\n") != std::string::npos);
+  for (const char* same : {"] HWFARM OUTPUT ramp.y i32 4 0 1 2 3\n", "] HWFARM END status=0\n"}) {
+    REQUIRE(t.find(same) != std::string::npos);
+    REQUIRE(r.find(same) != std::string::npos);
+  }
+}
 
 TEST_CASE("issue 9: firmware cannot reach the host through semihosting") {
   // Given a host directory with a secret (the fixed paths the semihost
@@ -320,4 +371,219 @@ TEST_CASE("issue 9: where no private /proc can be mounted, QEMU runs confined wi
   INFO(seen);
   REQUIRE(seen.find("proc hidden\n") != std::string::npos);
   REQUIRE(seen.find("passwd hidden\n") != std::string::npos);
+}
+
+// The test firmware's variants (tests/firmware/main.c), each run on a real
+// QEMU as a target and as the reference, their consoles read by the serial
+// driver and fed to the result parser and the comparator.
+namespace {
+
+namespace run = hwfarm::run;
+
+struct VariantRun {
+  Capture capture;
+  run::ParseResult result;
+};
+
+VariantRun runVariant(const TempDir& dir, const std::string& variant, SimRole role,
+                      std::chrono::milliseconds limit = 20s) {
+  std::string name = variant + (role == SimRole::target ? "-t" : "-r");
+  QemuBoard board(name, machine(), dir.file("qemu"), role);
+  REQUIRE(board.flash(firmware(variant)).ok());
+  boost::asio::io_context io;
+  VariantRun r{capture(board, io, dir.file(name + ".txt"), limit), {}};
+  run::Parser parser;
+  parser.feed(r.capture.console);
+  parser.finish();
+  r.result = std::move(parser).take();
+  return r;
+}
+
+const run::Output& outputOf(const run::ParseResult& r, const std::string& case_name, const std::string& name) {
+  const run::Output* o = r.findOutput(case_name, name);
+  INFO(case_name << "." << name);
+  REQUIRE(o);
+  REQUIRE(o->complete());
+  return *o;
+}
+
+run::Comparison compareOutput(const run::ParseResult& target, const run::ParseResult& reference,
+                              const std::string& case_name, const std::string& name,
+                              const run::Thresholds& thresholds = {}) {
+  const run::Output& t = outputOf(target, case_name, name);
+  const run::Output& r = outputOf(reference, case_name, name);
+  return run::compare(run::Values(t.dtype, t.values), run::Values(r.dtype, r.values), thresholds);
+}
+
+// The values as f32 bit patterns: equal only when every bit is.
+std::vector<uint32_t> bitsOf(const std::vector<double>& values) {
+  std::vector<uint32_t> bits;
+  for (double v : values) bits.push_back(std::bit_cast<uint32_t>(static_cast<float>(v)));
+  return bits;
+}
+std::vector<uint32_t> bitsOf(const std::vector<float>& values) {
+  std::vector<uint32_t> bits;
+  for (float v : values) bits.push_back(std::bit_cast<uint32_t>(v));
+  return bits;
+}
+
+const std::vector<float> kSquare = {-1, -0.875f, -0.5f, 0.125f, 1, 2.125f, 3.5f, 5.125f};
+// What precision.y holds: values six fixed decimals would lose.
+const std::vector<float> kPrecision = {1.0f / 3.0f,    -2.0f / 3.0f,    0.1f,           1e-7f,
+                                       6.02214076e23f, 3.40282347e+38f, 1.40129846e-45f, -0.0f};
+
+void requireSameOutput(const run::ParseResult& a, const run::ParseResult& b, const std::string& case_name,
+                       const std::string& name) {
+  run::Comparison c = compareOutput(a, b, case_name, name);
+  INFO(case_name << "." << name << ": PCC " << std::setprecision(17) << c.actual_pcc << " " << c.reason);
+  REQUIRE(c.actual_pcc == Approx(1.0).epsilon(1e-12));
+  REQUIRE(c.allclose);
+  REQUIRE(c.max == 0.0);
+  REQUIRE(c.verdict == run::Verdict::pass);
+}
+
+} // namespace
+
+TEST_CASE("issue 11: the pass firmware's values round-trip exactly and agree with the reference") {
+  TempDir dir;
+  VariantRun t = runVariant(dir, "pass", SimRole::target), r = runVariant(dir, "pass", SimRole::reference);
+  for (const VariantRun* v : {&t, &r}) {
+    const run::ParseResult& p = v->result;
+    INFO(v->capture.console);
+    REQUIRE(p.suite == "hwfarm-selftest");
+    REQUIRE(p.end_status == 0);
+    REQUIRE(p.problems.empty());
+    REQUIRE(p.cases.size() == 3);
+    for (const auto& c : p.cases) REQUIRE(c.result == run::CaseResult::pass);
+    REQUIRE(p.outputs.size() == 3);
+    // Every f32 reads back bit for bit: 1/3, 1e-7, the largest float, the
+    // smallest denormal, minus zero.
+    REQUIRE(bitsOf(outputOf(p, "square", "y").values) == bitsOf(kSquare));
+    REQUIRE(bitsOf(outputOf(p, "precision", "y").values) == bitsOf(kPrecision));
+    REQUIRE(outputOf(p, "ramp", "y").values == std::vector<double>{0, 1, 2, 3});
+    REQUIRE(outputOf(p, "ramp", "y").dtype == hwfarm::run::Dtype::i32);
+  }
+  REQUIRE(t.capture.console.find("0.333333343 -0.666666687 0.100000001 1.00000001e-07 ") != std::string::npos);
+  for (const char* key : {"square", "ramp", "precision"}) requireSameOutput(t.result, r.result, key, "y");
+}
+
+TEST_CASE("issue 11: slight and bad differ from the reference only as a target: PCC about 0.995 and 0.5") {
+  TempDir dir;
+  struct Expected {
+    const char* variant;
+    double pcc_low, pcc_high;
+    run::Verdict verdict; // at the default expected_pcc 0.99
+  };
+  for (Expected e : {Expected{"slight", 0.994, 0.996, run::Verdict::pass}, Expected{"bad", 0.49, 0.51, run::Verdict::fail}}) {
+    INFO(e.variant);
+    VariantRun t = runVariant(dir, e.variant, SimRole::target), r = runVariant(dir, e.variant, SimRole::reference);
+    REQUIRE(t.result.end_status == 0);
+    REQUIRE(t.result.problems.empty());
+    // The reference prints the pass firmware's values, the target its own,
+    REQUIRE(bitsOf(outputOf(r.result, "square", "y").values) == bitsOf(kSquare));
+    REQUIRE(bitsOf(outputOf(t.result, "square", "y").values) != bitsOf(kSquare));
+    run::Comparison c = compareOutput(t.result, r.result, "square", "y");
+    INFO(c.actual_pcc << " " << c.reason);
+    REQUIRE(c.actual_pcc > e.pcc_low);
+    REQUIRE(c.actual_pcc < e.pcc_high);
+    REQUIRE(c.verdict == e.verdict);
+    REQUIRE_FALSE(c.allclose);
+    REQUIRE(c.not_close == 8);
+    // an exact comparison fails either,
+    run::Thresholds exact;
+    exact.require_allclose = true;
+    REQUIRE(compareOutput(t.result, r.result, "square", "y", exact).verdict == run::Verdict::fail);
+    // and the other outputs agree.
+    requireSameOutput(t.result, r.result, "ramp", "y");
+    requireSameOutput(t.result, r.result, "precision", "y");
+  }
+}
+
+TEST_CASE("issue 11: the fail firmware fails one case, and garbage around a run changes nothing") {
+  TempDir dir;
+  VariantRun pass = runVariant(dir, "pass", SimRole::target);
+  VariantRun fail = runVariant(dir, "fail", SimRole::target);
+  REQUIRE(fail.result.end_status == 1);
+  REQUIRE(fail.result.problems.empty());
+  const run::TestCase* ramp = fail.result.findCase("ramp");
+  REQUIRE(ramp);
+  REQUIRE(ramp->result == run::CaseResult::fail);
+  REQUIRE(ramp->message == "expected 3 got 4");
+  REQUIRE(fail.result.findCase("square")->result == run::CaseResult::pass);
+  REQUIRE(fail.result.findCase("precision")->result == run::CaseResult::pass);
+  // The garbage firmware prints a line of bytes 0x80-0xF7 and one of control
+  // bytes first: the parser skips both and reads the same run.
+  VariantRun garbage = runVariant(dir, "garbage", SimRole::target);
+  REQUIRE(garbage.capture.console.find("\x01\x02 not a protocol line\n") != std::string::npos);
+  REQUIRE(garbage.capture.console.find('\x80') != std::string::npos);
+  REQUIRE(garbage.result.problems.empty());
+  REQUIRE(garbage.result.end_status == 0);
+  REQUIRE(garbage.result.records == pass.result.records);
+  REQUIRE(garbage.result.lines == pass.result.lines + 2);
+  for (const char* key : {"square", "ramp", "precision"}) requireSameOutput(garbage.result, pass.result, key, "y");
+}
+
+TEST_CASE("issue 11: the hang firmware begins and never ends") {
+  TempDir dir;
+  VariantRun hang = runVariant(dir, "hang", SimRole::target, 1500ms);
+  REQUIRE_FALSE(hang.capture.ended);
+  REQUIRE(hang.result.suite == "hwfarm-selftest");
+  REQUIRE_FALSE(hang.result.ended);
+  REQUIRE(hang.result.cases.size() == 1);
+  REQUIRE(bitsOf(outputOf(hang.result, "square", "y").values) == bitsOf(kSquare));
+  REQUIRE(hang.result.problems.empty());
+}
+
+TEST_CASE("issue 11: crcok's records all carry a correct CRC-32, crc's have exactly one corrupt record") {
+  TempDir dir;
+  VariantRun ok = runVariant(dir, "crcok", SimRole::target), bad = runVariant(dir, "crc", SimRole::target);
+  // Given every record with its suffix (BEGIN, 3 TEST, 3 OUTPUT, END),
+  REQUIRE(ok.capture.console.find("HWFARM TEST square PASS *e267e595\n") != std::string::npos);
+  REQUIRE(ok.result.checked_records == 8);
+  REQUIRE(ok.result.corrupt_records == 0);
+  REQUIRE(ok.result.problems.empty());
+  REQUIRE_FALSE(ok.result.hasInfrastructureProblem());
+  REQUIRE(ok.result.end_status == 0);
+  REQUIRE(outputOf(ok.result, "ramp", "y").values == std::vector<double>{0, 1, 2, 3});
+  // one bit flipped after the CRC was taken (ramp.y's last value, 3 -> 7)
+  REQUIRE(bad.capture.console.find("HWFARM OUTPUT ramp.y i32 4 0 1 2 7 *") != std::string::npos);
+  REQUIRE(bad.result.checked_records == 8);
+  REQUIRE(bad.result.corrupt_records == 1);
+  // is serial corruption, an infrastructure problem of its case, on its line,
+  REQUIRE(bad.result.hasInfrastructureProblem());
+  REQUIRE(bad.result.problems.size() == 1);
+  const run::Problem& p = bad.result.problems[0];
+  REQUIRE(p.failure == hwfarm::FailureClass::infrastructure);
+  REQUIRE(p.case_name == "ramp");
+  REQUIRE(p.line == 7);
+  REQUIRE_THAT(p.message, Catch::Contains("CRC mismatch"));
+  // and the record is not used: ramp.y is missing, the rest is as crcok's.
+  REQUIRE(bad.result.findOutput("ramp", "y") == nullptr);
+  REQUIRE(bad.result.end_status == 0);
+  requireSameOutput(bad.result, ok.result, "square", "y");
+  requireSameOutput(bad.result, ok.result, "precision", "y");
+}
+
+TEST_CASE("issue 11: the large firmware's output arrives in 10 pieces and reassembles to 1000 exact values") {
+  TempDir dir;
+  VariantRun t = runVariant(dir, "large", SimRole::target), r = runVariant(dir, "large", SimRole::reference);
+  std::vector<float> expected;
+  for (int i = 0; i < 1000; ++i) expected.push_back(static_cast<float>(i) / 7.0f);
+  for (const VariantRun* v : {&t, &r}) {
+    REQUIRE(v->result.problems.empty());
+    REQUIRE(v->result.cut_lines == 0); // each piece fits max_line_bytes
+    const run::Output& large = outputOf(v->result, "large", "y");
+    REQUIRE(large.count == 1000);
+    REQUIRE(large.dtype == run::Dtype::f32); // f32x on the wire
+    REQUIRE(bitsOf(large.values) == bitsOf(expected));
+    // BEGIN, 4 TEST, 3 outputs of one record, 10 pieces, END
+    REQUIRE(v->result.records == 19);
+  }
+  size_t pieces = 0;
+  for (size_t at = t.capture.console.find("HWFARM OUTPUT large.y f32x 1000 @"); at != std::string::npos;
+       at = t.capture.console.find("HWFARM OUTPUT large.y f32x 1000 @", at + 1))
+    ++pieces;
+  REQUIRE(pieces == 10);
+  REQUIRE(t.capture.console.find("HWFARM OUTPUT large.y f32x 1000 @900 ") != std::string::npos);
+  requireSameOutput(t.result, r.result, "large", "y");
 }

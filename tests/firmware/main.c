@@ -1,55 +1,115 @@
 /* hwfarm test firmware. Speaks the result protocol (docs/protocol.md) on
    UART0. The variant is chosen at build time with -DVARIANT_<NAME>:
-     PASS     two passing tests with outputs, status 0
+     PASS     three passing tests with outputs, status 0
      FAIL     one test fails (firmware-reported), status 1
-     DRIFT    passes, but its outputs drift 1% from the reference
+     SLIGHT   passes; as a run's target (identity word 1) its square.y is
+              perturbed a little (PCC about 0.995 against the reference)
+     BAD      the same, perturbed a lot (PCC about 0.5)
      HANG     begins, then never ends (a stuck board)
      GARBAGE  prints non-protocol noise, then a valid run
+     CRCOK    the pass run, every record with its CRC-32 suffix
+     CRC      the same, but one record is corrupted after its CRC was taken
+     LARGE    the pass run plus a 1000-value output in pieces of 100
      HEALTH   prints the health banner, status 0
      SEMIHOST tries to reach the host through semihosting (open, read and
               write host files, run host commands) and prints what it got,
               status 0
      LOCKUP   begins, then exits the old way, with a semihosting call: without
               semihosting that is a HardFault, and the core locks up
+   Every variant prints the board's identity word (hw.h) after its boot line.
    main's return value is the status of the `HWFARM END status=<n>` record
    that startup.c prints. */
 #include "hw.h"
 
-/* Fixed-point printing with 6 decimals: enough for the comparisons. */
-static void put_float(float f) {
-  if (f < 0) {
-    uart_putc('-');
-    f = -f;
-  }
-  uint32_t whole = (uint32_t)f;
-  uint32_t frac = (uint32_t)((f - (float)whole) * 1000000.0f + 0.5f);
-  if (frac >= 1000000u) {
-    whole += 1;
-    frac -= 1000000u;
-  }
-  uart_put_uint(whole);
-  uart_putc('.');
-  for (uint32_t div = 100000u; div; div /= 10) uart_putc((char)('0' + (frac / div) % 10));
-}
-
-#if defined(VARIANT_DRIFT)
-#define SCALE 1.01f
+/* How far a target moves square.y from the reference's values: every even
+   element up, every odd one down. */
+#if defined(VARIANT_SLIGHT)
+#define TARGET_PERTURBATION 0.21f
+#elif defined(VARIANT_BAD)
+#define TARGET_PERTURBATION 2.7f
 #else
-#define SCALE 1.0f
+#define TARGET_PERTURBATION 0.0f
 #endif
 
-/* A tiny "model": y[i] = scale * (x[i]^2 / 8 - 1) over x = 0..7. */
-__attribute__((unused)) static void output_square(void) {
-  uart_puts("HWFARM OUTPUT square.y f32 8");
+__attribute__((unused)) static void test_record(const char* name, const char* verdict) {
+  rec_begin();
+  rec_puts("TEST ");
+  rec_puts(name);
+  rec_putc(' ');
+  rec_puts(verdict);
+  rec_end();
+}
+
+/* Starts "HWFARM OUTPUT <key> <dtype> <count>"; the values follow. */
+__attribute__((unused)) static void output_begin(const char* key, const char* dtype, int count) {
+  rec_begin();
+  rec_puts("OUTPUT ");
+  rec_puts(key);
+  rec_putc(' ');
+  rec_puts(dtype);
+  rec_putc(' ');
+  rec_put_int(count);
+}
+
+/* A tiny "model": y[i] = x[i]^2 / 8 - 1 over x = 0..7, perturbed on a target. */
+__attribute__((unused)) static void output_square(int target) {
+  float delta = target ? TARGET_PERTURBATION : 0.0f;
+  output_begin("square.y", "f32", 8);
   for (int i = 0; i < 8; ++i) {
-    uart_putc(' ');
-    put_float(SCALE * ((float)(i * i) / 8.0f - 1.0f));
+    float y = (float)(i * i) / 8.0f - 1.0f;
+    if (delta != 0.0f) y += (i & 1) ? -delta : delta;
+    rec_putc(' ');
+    rec_put_f32(y);
   }
-  uart_puts("\n");
+  rec_end();
 }
 
 __attribute__((unused)) static void output_ramp(void) {
-  uart_puts("HWFARM OUTPUT ramp.y i32 4 0 1 2 3\n");
+  output_begin("ramp.y", "i32", 4);
+  rec_puts(" 0 1 2 ");
+#if defined(VARIANT_CRC)
+  rec_putc_corrupted('3', '7'); /* one flipped bit (0x33 -> 0x37) */
+#else
+  rec_putc('3');
+#endif
+  rec_end();
+}
+
+/* Values that six fixed decimals would lose: a third, 0.1, 1e-7, the largest
+   float, the smallest denormal, minus zero. */
+__attribute__((unused)) static void output_precision(void) {
+  static const float values[] = {1.0f / 3.0f,    -2.0f / 3.0f,    0.1f,           1e-7f,
+                                 6.02214076e23f, 3.40282347e+38f, 1.40129846e-45f, -0.0f};
+  output_begin("precision.y", "f32", 8);
+  for (int i = 0; i < 8; ++i) {
+    rec_putc(' ');
+    rec_put_f32(values[i]);
+  }
+  rec_end();
+}
+
+#if defined(VARIANT_LARGE)
+/* large.y[i] = i / 7 for i = 0..999, as f32x in records of 100 values, each
+   at its @offset. */
+static void output_large(void) {
+  enum { count = 1000, piece = 100 };
+  for (int at = 0; at < count; at += piece) {
+    output_begin("large.y", "f32x", count);
+    rec_puts(" @");
+    rec_put_int(at);
+    for (int i = at; i < at + piece; ++i) {
+      rec_putc(' ');
+      rec_put_f32x((float)i / 7.0f);
+    }
+    rec_end();
+  }
+}
+#endif
+
+static void print_identity(uint32_t id) {
+  uart_puts("hwfarm board identity ");
+  uart_put_uint(id);
+  uart_puts(id == HWFARM_IDENTITY_TARGET ? ": target\n" : id == 0 ? ": reference\n" : ": unknown\n");
 }
 
 #if defined(VARIANT_SEMIHOST)
@@ -127,6 +187,8 @@ static void probe_host(void) {
 int main(void) {
   uart_init();
   uart_puts("hwfarm test firmware booting\n");
+  uint32_t identity = board_identity();
+  print_identity(identity);
 #if defined(VARIANT_LOCKUP)
   uart_puts("HWFARM BEGIN suite=hwfarm-selftest\n");
   /* SYS_EXIT_EXTENDED {ADP_Stopped_ApplicationExit, 0} */
@@ -148,20 +210,30 @@ int main(void) {
   for (int i = 0; i < 64; ++i) uart_putc((char)(0x80 + (i * 37) % 120));
   uart_puts("\n\x01\x02 not a protocol line\n");
 #endif
-  uart_puts("HWFARM BEGIN suite=hwfarm-selftest\n");
-  uart_puts("HWFARM TEST square PASS\n");
-  output_square();
+  rec_begin();
+  rec_puts("BEGIN suite=hwfarm-selftest");
+  rec_end();
+  test_record("square", "PASS");
+  output_square(identity == HWFARM_IDENTITY_TARGET);
 #if defined(VARIANT_HANG)
   for (;;) {
   }
 #endif
 #if defined(VARIANT_FAIL)
-  uart_puts("HWFARM TEST ramp FAIL expected 3 got 4\n");
+  test_record("ramp", "FAIL expected 3 got 4");
+#else
+  test_record("ramp", "PASS");
+#endif
   output_ramp();
+  test_record("precision", "PASS");
+  output_precision();
+#if defined(VARIANT_LARGE)
+  test_record("large", "PASS");
+  output_large();
+#endif
+#if defined(VARIANT_FAIL)
   return 1;
 #else
-  uart_puts("HWFARM TEST ramp PASS\n");
-  output_ramp();
   return 0;
 #endif
 #endif

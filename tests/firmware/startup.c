@@ -31,9 +31,10 @@ void reset_handler(void) {
 }
 
 void firmware_end(int status) {
-  uart_puts("HWFARM END status=");
-  uart_put_int(status);
-  uart_puts("\n");
+  rec_begin();
+  rec_puts("END status=");
+  rec_put_int(status);
+  rec_end();
   for (;;) __asm__ volatile("wfi");
 }
 
