@@ -335,3 +335,40 @@ TEST_CASE("runs older than runs.history_days are removed with their artifacts at
   CHECK(list[0].at("id").as_string() == "run-new");
   CHECK(d.get("/v1/runs/run-old").status == 404);
 }
+
+TEST_CASE("outputs that drift from the reference pass or fail by their PCC, and a corrupt record is infrastructure") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  auto verdictOf = [&](const std::string& variant) {
+    std::string image = uploadImage(d, lease, variant);
+    std::string id = startRun(d, lease, R"({"images":)" + images({{image, variant + ".elf"}}) + "}");
+    json::object run = waitRun(d, id);
+    json::object target;
+    for (const auto& a : run.at("attempts").as_array())
+      if (!a.at("reference").as_bool()) target = a.as_object();
+    return std::make_pair(run, target);
+  };
+  // slight: PCC about 0.995 against the reference, above the default 0.99.
+  auto [slight, st] = verdictOf("slight");
+  INFO(json::serialize(slight));
+  CHECK(slight.at("state").as_string() == "passed");
+  std::string golden = readFile(dir.file("state/runs/" + std::string(slight.at("id").as_string()) +
+                                         "/golden_results__mps2_an385.json"));
+  double pcc = json::parse(golden).at("square.y").at("actual_pcc").to_number<double>();
+  CHECK(pcc > 0.994);
+  CHECK(pcc < 0.996);
+  CHECK_FALSE(json::parse(golden).at("square.y").at("allclose").as_bool());
+  // bad: PCC about 0.5: the case fails, a test failure.
+  auto [bad, bt] = verdictOf("bad");
+  INFO(json::serialize(bad));
+  CHECK(bad.at("state").as_string() == "failed");
+  CHECK(bt.at("failure_class").as_string() == "test");
+  CHECK(std::string(bt.at("reason").as_string()).rfind("square.y: actual_pcc 0.4986", 0) == 0);
+  // crc: a record corrupted on the wire is the lab's failure, never compared.
+  auto [crc, ct] = verdictOf("crc");
+  INFO(json::serialize(crc));
+  CHECK(crc.at("state").as_string() == "error");
+  CHECK(ct.at("failure_class").as_string() == "infrastructure");
+  CHECK(std::string(ct.at("reason").as_string()).find("CRC mismatch") != std::string::npos);
+}
