@@ -338,7 +338,8 @@ TEST_CASE("runs older than runs.history_days are removed with their artifacts at
 
 TEST_CASE("outputs that drift from the reference pass or fail by their PCC, and a corrupt record is infrastructure") {
   TempDir dir;
-  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  auto daemon = std::make_unique<RunningDaemon>(dir, qemuFleet(dir.file("state"), 1));
+  RunningDaemon& d = *daemon;
   std::string lease = leaseBoards(d, 1);
   auto verdictOf = [&](const std::string& variant) {
     std::string image = uploadImage(d, lease, variant);
@@ -371,4 +372,12 @@ TEST_CASE("outputs that drift from the reference pass or fail by their PCC, and 
   CHECK(crc.at("state").as_string() == "error");
   CHECK(ct.at("failure_class").as_string() == "infrastructure");
   CHECK(std::string(ct.at("reason").as_string()).find("CRC mismatch") != std::string::npos);
+  // That infrastructure failure is an event against the board, in the
+  // database (for the tier SLA); the test failures are not.
+  daemon.reset();
+  std::string events = sh("/usr/bin/python3 -c \"import sqlite3; c = sqlite3.connect('" + dir.file("state/hwfarm.db") +
+                          "'); print([(b, d[:40]) for b, d in c.execute(\\\"SELECT board, detail FROM events WHERE "
+                          "kind = 'infra_failure'\\\")])\"");
+  CHECK(events.rfind("0:[('sim-0', 'run run-", 0) == 0);
+  CHECK(events.find("), (") == std::string::npos); // one event
 }

@@ -215,6 +215,10 @@ int Daemon::Impl::run() {
       return it == ttys.end() ? std::string() : it->second;
     });
     runs = std::make_unique<RunService>(io, *config, *boards, clock);
+    // A run's infrastructure failures are events against their boards (the SLA's input).
+    runs->onInfrastructureFailure([this](const std::string& lease, const std::string& board, const std::string& why) {
+      leases->recordInfrastructureFailure(lease, board, why);
+    });
     leases->onLeaseEnded([this](const lease::Lease& l) {
       runs->leaseEnded(l); // first: a run's boards are powered off through the board service
       boards->leaseEnded(l);

@@ -491,6 +491,13 @@ void LeaseService::maintenance(const std::string& board, const std::string& reas
                    done);
 }
 
+void LeaseService::recordInfrastructureFailure(const std::string& lease_id, const std::string& board,
+                                               const std::string& detail) {
+  Changes changes;
+  changes.events.push_back({impl_->now(), "infra_failure", lease_id, board, detail});
+  impl_->persist(std::move(changes), nullptr);
+}
+
 void LeaseService::presence(const std::string& board, bool present) {
   Changes changes;
   if (present) {

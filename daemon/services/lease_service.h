@@ -91,6 +91,10 @@ class LeaseService {
   // a lease holding it sees the board lost: an infrastructure failure).
   void presence(const std::string& board, bool present);
   void resume(const std::string& board, OpDone done);
+  // Records, durably, an infrastructure failure of `board` (empty: of the
+  // lab, not of one board) during `lease_id`: an "infra_failure" event, for
+  // the tier SLA.
+  void recordInfrastructureFailure(const std::string& lease_id, const std::string& board, const std::string& detail);
 
   // Runs for every lease that ends (released, expired, revoked), after the
   // end is durable.

@@ -684,7 +684,11 @@ struct RunService::Impl {
     spdlog::info("run {} {}", id, runStateName(r.summary.state));
     ++metrics.ended[std::string(runStateName(r.summary.state))];
     for (const auto& a : r.attempts) {
+      if (on_infra && a->reference && !a->result.status.ok() && !r.cancelled->load())
+        on_infra(r.lease.id, "", "run " + id + ": reference simulator: " + a->result.status.message());
       if (!a->report) continue;
+      if (on_infra && a->report->failure == FailureClass::infrastructure && !r.cancelled->load())
+        on_infra(r.lease.id, a->board, "run " + id + ": " + a->report->reason);
       ++metrics.attempts;
       if (a->report->failure == FailureClass::infrastructure) ++metrics.infrastructure_failures;
       if (a->report->failure == FailureClass::test) ++metrics.test_failures;
@@ -748,6 +752,7 @@ struct RunService::Impl {
   std::map<std::string, RunSummary> finished;
   std::deque<std::string> order; // ids, oldest first
   std::function<void(const RunSummary&)> on_ended;
+  InfraHook on_infra;
   RunMetrics metrics;
 };
 
@@ -795,6 +800,8 @@ std::vector<const RunSummary*> RunService::list() const {
 std::string RunService::runDir(const std::string& id) const { return impl_->runDir(id); }
 
 void RunService::onRunEnded(std::function<void(const RunSummary&)> hook) { impl_->on_ended = std::move(hook); }
+
+void RunService::onInfrastructureFailure(InfraHook hook) { impl_->on_infra = std::move(hook); }
 
 void RunService::pruneOld() {
   const int64_t cutoff = impl_->clock.wallMs() - static_cast<int64_t>(impl_->config.runs.history_days * 86400000.0);

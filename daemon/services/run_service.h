@@ -97,6 +97,10 @@ class RunService {
   std::string runDir(const std::string& id) const;
   // Runs when a run ends, after its artifacts are written.
   void onRunEnded(std::function<void(const RunSummary&)> hook);
+  // Runs for each attempt of an ended run that failed the lab's way: its
+  // lease, its board (empty for the reference simulator) and why.
+  using InfraHook = std::function<void(const std::string& lease_id, const std::string& board, const std::string& why)>;
+  void onInfrastructureFailure(InfraHook hook);
   // Removes (off the event loop) the records and artifacts of runs that
   // ended more than runs.history_days ago; start-up does it too.
   void pruneOld();
