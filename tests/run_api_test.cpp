@@ -381,3 +381,25 @@ TEST_CASE("outputs that drift from the reference pass or fail by their PCC, and 
   CHECK(events.rfind("0:[('sim-0', 'run run-", 0) == 0);
   CHECK(events.find("), (") == std::string::npos); // one event
 }
+
+TEST_CASE("after an image that hangs until its deadline, the board runs the next image") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  std::string hang = uploadImage(d, lease, "hang");
+  std::string pass = uploadImage(d, lease, "pass");
+  std::string id = startRun(d, lease, R"({"images":)" + images({{hang, "hang.elf"}, {pass, "pass.elf"}}) +
+                                          R"(,"deadline_s":1.5})");
+  json::object run = waitRun(d, id);
+  INFO(json::serialize(run));
+  CHECK(run.at("state").as_string() == "failed"); // the hang is the firmware's failure, nothing else failed
+  std::map<std::string, std::string> outcome; // "<image>@<target>" -> outcome
+  for (const auto& a : run.at("attempts").as_array())
+    outcome[std::string(a.at("image").as_string()) + "@" + std::string(a.at("target").as_string())] =
+        std::string(a.at("outcome").as_string());
+  CHECK(outcome == std::map<std::string, std::string>{{"hang@mps2_an385", "fail"},
+                                                      {"hang@qemu_ref", "fail"},
+                                                      {"pass@mps2_an385", "pass"},
+                                                      {"pass@qemu_ref", "pass"}});
+  CHECK(qemuProcesses(dir.file("state")) == 0);
+}

@@ -2,11 +2,13 @@
 // and the reference simulator, shows progress, fetches the artifacts and
 // exits with the run's verdict (docs/cli.md).
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <thread>
 
@@ -121,6 +123,14 @@ int runCommand(Session& s, const std::vector<std::string>& argv) {
   // Polled every 10 ms at first, doubling up to 200 ms while nothing
   // changes: a short run is seen done within a few ms of its end.
   int poll_ms = 10;
+  // On a terminal a status line shows what runs now; it is cleared before
+  // each result line, and at the end.
+  bool live = !s.json && &s.out == &std::cout && ::isatty(STDOUT_FILENO);
+  std::string status_line;
+  auto clearStatus = [&] {
+    if (!status_line.empty()) s.out << "\r" << std::string(status_line.size(), ' ') << "\r" << std::flush;
+    status_line.clear();
+  };
   while (true) {
     if (stop_signal && !cancelled) {
       cancelled = true;
@@ -138,12 +148,30 @@ int runCommand(Session& s, const std::vector<std::string>& argv) {
       if (field(at, "phase") != "done" || shown[i]) continue;
       shown[i] = true;
       changed = true;
+      clearStatus();
       if (!s.json) printAttempt(s, at);
     }
     if (field(run, "state") != "running") break;
+    if (live) {
+      size_t done = 0;
+      std::string now;
+      for (const auto& at : attempts) {
+        const json::object& o = at.as_object();
+        if (field(o, "phase") == "done") ++done;
+        else if (field(o, "phase") != "waiting") now += " " + field(o, "image") + "@" + field(o, "target") + ":" + field(o, "phase");
+      }
+      std::string line = "[" + std::to_string(done) + "/" + std::to_string(attempts.size()) + "]" + now;
+      if (line.size() > 100) line = line.substr(0, 97) + "...";
+      if (line != status_line) {
+        clearStatus();
+        s.out << line << std::flush;
+        status_line = line;
+      }
+    }
     poll_ms = changed ? 10 : std::min(200, poll_ms * 2);
     std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
   }
+  clearStatus();
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   std::string state = field(run, "state");

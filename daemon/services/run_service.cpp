@@ -251,8 +251,12 @@ struct RunService::Impl {
       }
       o["cases"] = std::move(cases);
     } else if (a.reference && a.phase == "done") {
-      o["outcome"] = a.result.status.ok() && a.result.parsed.ended ? "pass" : "error";
-      if (!a.result.status.ok()) o["reason"] = a.result.status.message();
+      // Its own verdict, as a target's would be (the simulator failing is
+      // an error; the image failing on it too, a fail).
+      run::TargetReport own = run::evaluate(a.result, nullptr, nullptr);
+      o["outcome"] = run::outcomeName(own.outcome);
+      if (own.failure != FailureClass::none) o["failure_class"] = failureClassName(own.failure);
+      if (!own.reason.empty()) o["reason"] = run::xmlSafe(own.reason);
     }
     return o;
   }
@@ -551,13 +555,17 @@ struct RunService::Impl {
     if (a.deadline) a.deadline->cancel();
     if (!closed.empty() && !a.parser.ended() && a.result.status.ok() && a.console.empty())
       a.result.status = Status::infrastructure(Code::unavailable, "the console closed before any output: " + closed);
-    // A simulated board still running after its deadline is stopped; a
-    // board that ended its run was stopped by the board service.
-    if (a.result.timed_out) powerOff(r.lease, a.board, 50);
     a.result.seconds =
         std::chrono::duration<double>(clock.steadyNow() - a.started).count();
     attemptDone(r, a);
-    nextOnBoard(r, a.board);
+    // A board still running after its deadline is powered off before its
+    // next image (a board that ended its run was stopped by the board
+    // service, in order with its next operation).
+    if (!a.result.timed_out) return nextOnBoard(r, a.board);
+    std::string board = a.board;
+    powerOff(r.lease, board, 50, [this, id, board] {
+      if (auto it = running.find(id); it != running.end()) nextOnBoard(*it->second, board);
+    });
   }
 
   // --- verdicts and artifacts ---------------------------------------------------------
@@ -704,13 +712,17 @@ struct RunService::Impl {
   }
 
   // Powers `board` off; while another operation of it runs (a power-on
-  // starting QEMU), tries again every 100 ms, `tries` times.
-  void powerOff(const lease::Lease& lease, const std::string& board, int tries) {
-    boards.power(lease, board, drivers::PowerAction::off, [this, lease, board, tries](Status s, double) {
-      if (!s.is(Code::busy) || s.failureClass() != FailureClass::none || tries <= 0) return;
+  // starting QEMU), tries again every 100 ms, `tries` times. `then` runs
+  // once it is off (or the tries ran out).
+  void powerOff(const lease::Lease& lease, const std::string& board, int tries, std::function<void()> then = nullptr) {
+    boards.power(lease, board, drivers::PowerAction::off, [this, lease, board, tries, then](Status s, double) {
+      if (!s.is(Code::busy) || s.failureClass() != FailureClass::none || tries <= 0) {
+        if (then) then();
+        return;
+      }
       auto timer = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(100));
-      timer->async_wait([this, timer, lease, board, tries](const boost::system::error_code& ec) {
-        if (!ec) powerOff(lease, board, tries - 1);
+      timer->async_wait([this, timer, lease, board, tries, then](const boost::system::error_code& ec) {
+        if (!ec) powerOff(lease, board, tries - 1, then);
       });
     });
   }
