@@ -143,9 +143,12 @@ int runCommand(Session& s, const std::vector<std::string>& argv) {
     run = r->as_object();
     const json::array& attempts = run.at("attempts").as_array();
     bool changed = false;
+    bool over = field(run, "state") != "running";
     for (size_t i = 0; i < attempts.size(); ++i) {
       const json::object& at = attempts[i].as_object();
-      if (field(at, "phase") != "done" || shown[i]) continue;
+      // A target is judged once its image's reference is done too: shown
+      // with its outcome (or as it stands when the run is over).
+      if (field(at, "phase") != "done" || shown[i] || (!at.contains("outcome") && !over)) continue;
       shown[i] = true;
       changed = true;
       clearStatus();
