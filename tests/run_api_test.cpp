@@ -222,7 +222,10 @@ TEST_CASE("bad run requests are 4xx with a reason and start nothing") {
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"deadline_s":0})", 400,
        "deadline_s: expected a number of seconds in (0, 86400]"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"colour":1})", 400,
-       "unknown key colour (images, mode, reference, boards, deadline_s)"},
+       "unknown key colour (images, mode, reference, boards, deadline_s, thresholds)"},
+      {R"({"images":)" + images({{pass, "p"}}) + R"(,"thresholds":[{"expected_pcc":2}]})", 400,
+       "thresholds[0].expected_pcc: expected image, case, output (names), expected_pcc (-1 to 1), atol, rtol (>= 0), "
+       "equal_nan, require_allclose, ignore (true or false)"},
   };
   for (const auto& c : cases) {
     auto r = d.request("POST", "/v1/leases/" + lease + "/runs", c.body, "");
@@ -288,6 +291,18 @@ TEST_CASE("hwfarmctl run uploads the images, prints each verdict, fetches the ar
   INFO(failed.out << failed.err);
   CHECK(failed.status.code == 10);
   CHECK(failed.out.find("fail: ramp: FAIL: expected 3 got 4") != std::string::npos);
+  // A thresholds file lets the bad image pass; a broken one is a usage error naming its place.
+  std::string rules = dir.write("thresholds.toml", "[[threshold]]\ncase = \"square\"\noutput = \"y\"\nexpected_pcc = 0.4\n");
+  CommandResult loose = runCommand({HWFARMCTL_PATH, "--url", d.url(), "run", "--lease", lease, "--board", "sim-0",
+                                    "--thresholds", rules, firmware("bad")},
+                                   {}, 120s);
+  INFO(loose.out << loose.err);
+  CHECK(loose.status.code == 0);
+  std::string broken = dir.write("broken.toml", "[[threshold]]\nexpected_pcc = \n");
+  CommandResult bad_file = runCommand({HWFARMCTL_PATH, "--url", d.url(), "run", "--lease", lease, "--thresholds",
+                                       broken, firmware("bad")});
+  CHECK(bad_file.status.code == 2);
+  CHECK(bad_file.err.rfind("hwfarmctl run: --thresholds: " + broken + ":2:", 0) == 0);
   // No lease at all is a usage error.
   CHECK(runCommand({HWFARMCTL_PATH, "--url", d.url(), "run", firmware("pass")}, {{"HWFARM_LEASE_ID", ""}}).status.code ==
         2);
@@ -402,4 +417,23 @@ TEST_CASE("after an image that hangs until its deadline, the board runs the next
                                                       {"pass@mps2_an385", "pass"},
                                                       {"pass@qemu_ref", "pass"}});
   CHECK(qemuProcesses(dir.file("state")) == 0);
+}
+
+TEST_CASE("a run's thresholds set the PCC an output needs, make an output exact, or leave it out") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  auto stateOf = [&](const std::string& variant, const std::string& thresholds) {
+    std::string image = uploadImage(d, lease, variant);
+    std::string id = startRun(d, lease, R"({"images":)" + images({{image, variant + ".elf"}}) +
+                                            R"(,"thresholds":)" + thresholds + "}");
+    return std::string(waitRun(d, id).at("state").as_string());
+  };
+  // bad (PCC about 0.5) passes where square.y needs only 0.4,
+  CHECK(stateOf("bad", R"([{"case":"square","output":"y","expected_pcc":0.4}])") == "passed");
+  // and where it is left out;
+  CHECK(stateOf("bad", R"([{"output":"y","case":"square","ignore":true}])") == "passed");
+  // slight (PCC 0.995, not allclose) fails once its outputs must match.
+  CHECK(stateOf("slight", R"([{"require_allclose":true}])") == "failed");
+  CHECK(stateOf("slight", R"([])") == "passed");
 }

@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 
 #include "daemon/core/run/report.h"
+#include "daemon/core/run/thresholds.h"
 #include "tests/support/process.h"
 
 using namespace hwfarm;
@@ -227,4 +228,39 @@ TEST_CASE("xmlSafe keeps valid UTF-8 and escapes every byte XML 1.0 refuses") {
   CHECK(xmlSafe("\xed\xa0\x80") == "\\xed\\xa0\\x80"); // a surrogate
   CHECK(xmlSafe("\xc0\xaf") == "\\xc0\\xaf");          // an overlong '/'
   CHECK(xmlSafe("\x7f") == "\\x7f");
+}
+
+TEST_CASE("threshold rules apply from the least specific to the most, each setting what it names") {
+  std::vector<ThresholdRule> rules(4);
+  rules[0].expected_pcc = 0.9;                     // every output
+  rules[1].case_name = "conv";                     // a case
+  rules[1].atol = 1e-3;
+  rules[2].case_name = "conv";                     // an output of it: more specific, wins
+  rules[2].output = "y";
+  rules[2].expected_pcc = 0.5;
+  rules[3].image = "other";                        // another image: never selected here
+  rules[3].ignore = true;
+  Thresholds y = resolveThresholds(rules, "img", "conv", "y");
+  CHECK(y.expected_pcc == 0.5);
+  CHECK(y.atol == 1e-3);
+  CHECK(y.rtol == 1e-5); // the default: no rule names it
+  CHECK_FALSE(y.ignore);
+  Thresholds z = resolveThresholds(rules, "img", "conv", "z");
+  CHECK(z.expected_pcc == 0.9);
+  CHECK(z.atol == 1e-3);
+  CHECK(resolveThresholds(rules, "img", "pool", "y").atol == 1e-8);
+  CHECK(resolveThresholds(rules, "other", "pool", "y").ignore);
+}
+
+TEST_CASE("an ignored output is not compared, and one the target lacks is not missed") {
+  Attempt ref = attempt("qemu_ref", kPass);
+  Attempt bad = attempt("t", replaced(replaced(kPass, "-1 -0.875 -0.5 0.125", "0.125 -0.5 -0.875 -1"),
+                                       "HWFARM OUTPUT ramp.y i32 4 0 1 2 3\n", ""));
+  std::vector<ThresholdRule> rules(1);
+  rules[0].ignore = true;
+  TargetReport r = evaluate(bad, &ref, [&](std::string_view i, std::string_view c, std::string_view o) {
+    return resolveThresholds(rules, i, c, o);
+  });
+  CHECK(r.outcome == Outcome::pass);
+  CHECK(caseOf(r, "square")->outputs.empty());
 }

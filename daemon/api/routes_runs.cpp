@@ -113,13 +113,56 @@ void Handlers::startRun(Call& c, const std::string& id) {
         if (!b.is_string()) return c.respond(jsonError(400, "invalid_request", "boards: expected board names"));
         spec.boards.emplace_back(b.as_string());
       }
+    } else if (key == "thresholds") {
+      if (!value.is_array() || value.as_array().size() > 1000)
+        return c.respond(jsonError(400, "invalid_request", "thresholds: expected an array of at most 1000 rules"));
+      for (size_t i = 0; i < value.as_array().size(); ++i) {
+        std::string at = "thresholds[" + std::to_string(i) + "]";
+        const json::object* rule = value.as_array()[i].if_object();
+        if (!rule) return c.respond(jsonError(400, "invalid_request", at + ": expected an object"));
+        run::ThresholdRule t;
+        for (const auto& [k, v] : *rule) {
+          auto text = [&](std::optional<std::string>& out) {
+            if (!v.is_string() || v.as_string().empty() || v.as_string().size() > 256) return false;
+            out = std::string(v.as_string());
+            return true;
+          };
+          auto number = [&](std::optional<double>& out, double lo, double hi) {
+            if (!v.is_number() || v.to_number<double>() < lo || v.to_number<double>() > hi) return false;
+            out = v.to_number<double>();
+            return true;
+          };
+          auto flag = [&](std::optional<bool>& out) {
+            if (!v.is_bool()) return false;
+            out = v.as_bool();
+            return true;
+          };
+          bool good = k == "image"              ? text(t.image)
+                      : k == "case"             ? text(t.case_name)
+                      : k == "output"           ? text(t.output)
+                      : k == "expected_pcc"     ? number(t.expected_pcc, -1, 1)
+                      : k == "atol"             ? number(t.atol, 0, 1e300)
+                      : k == "rtol"             ? number(t.rtol, 0, 1e300)
+                      : k == "equal_nan"        ? flag(t.equal_nan)
+                      : k == "require_allclose" ? flag(t.require_allclose)
+                      : k == "ignore"           ? flag(t.ignore)
+                                                : false;
+          if (!good)
+            return c.respond(jsonError(
+                400, "invalid_request",
+                at + "." + echoed(k) +
+                    ": expected image, case, output (names), expected_pcc (-1 to 1), atol, rtol (>= 0), "
+                    "equal_nan, require_allclose, ignore (true or false)"));
+        }
+        spec.thresholds.push_back(std::move(t));
+      }
     } else if (key == "deadline_s") {
       if (!value.is_number() || value.to_number<double>() <= 0 || value.to_number<double>() > 86400)
         return c.respond(jsonError(400, "invalid_request", "deadline_s: expected a number of seconds in (0, 86400]"));
       spec.deadline_ms = static_cast<int64_t>(value.to_number<double>() * 1000);
     } else {
       return c.respond(jsonError(400, "invalid_request",
-                                 "unknown key " + echoed(key) + " (images, mode, reference, boards, deadline_s)"));
+                                 "unknown key " + echoed(key) + " (images, mode, reference, boards, deadline_s, thresholds)"));
     }
   }
   if (spec.images.empty()) return c.respond(jsonError(400, "invalid_request", "images: expected 1 to 1000 images"));

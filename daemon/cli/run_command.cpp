@@ -13,6 +13,7 @@
 #include <thread>
 
 #include <boost/json.hpp>
+#include <toml++/toml.h>
 
 #include "daemon/cli/args.h"
 #include "daemon/cli/session.h"
@@ -52,13 +53,55 @@ void printAttempt(Session& s, const json::object& a) {
   s.out << line << "\n" << std::flush;
 }
 
+// The [[threshold]] tables of a thresholds file as the run request's
+// "thresholds" array; false with `error` ("FILE:LINE:COL: ...").
+bool readThresholds(const std::string& path, json::array* out, std::string* error) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    *error = path + ":" + std::to_string(e.source().begin.line) + ":" + std::to_string(e.source().begin.column) +
+             ": " + std::string(e.description());
+    return false;
+  }
+  for (auto&& [key, node] : root) {
+    if (key.str() != "threshold") {
+      *error = path + ": unknown table or key \"" + std::string(key.str()) + "\" (expected [[threshold]] tables)";
+      return false;
+    }
+  }
+  const toml::array* rules = root["threshold"].as_array();
+  if (!rules && root.contains("threshold")) {
+    *error = path + ": threshold must be an array of tables ([[threshold]])";
+    return false;
+  }
+  for (const toml::node& item : rules ? *rules : toml::array{}) {
+    const toml::table* t = item.as_table();
+    if (!t) continue;
+    json::object rule;
+    for (auto&& [k, v] : *t) {
+      std::string name(k.str());
+      if (auto s = v.value<std::string>(); s && v.is_string()) rule[name] = *s;
+      else if (v.is_boolean()) rule[name] = *v.value<bool>();
+      else if (v.is_number()) rule[name] = *v.value<double>();
+      else {
+        *error = path + ":" + std::to_string(v.source().begin.line) + ":" + std::to_string(v.source().begin.column) +
+                 ": threshold." + name + ": expected a string, number or boolean";
+        return false;
+      }
+    }
+    out->push_back(std::move(rule));
+  }
+  return true;
+}
+
 } // namespace
 
 int runCommand(Session& s, const std::vector<std::string>& argv) {
-  Args a(argv, {"--lease", "--mode", "--reference", "--board", "--deadline", "--out"}, {"--no-wait"});
+  Args a(argv, {"--lease", "--mode", "--reference", "--board", "--deadline", "--out", "--thresholds"}, {"--no-wait"});
   const char* usage =
       "hwfarmctl: usage: run [--lease ID] [--mode shard|each] [--reference qemu|none] [--board NAME]...\n"
-      "                      [--deadline S] [--out DIR] [--no-wait] IMAGE...\n";
+      "                      [--deadline S] [--thresholds FILE.toml] [--out DIR] [--no-wait] IMAGE...\n";
   if (!a.error().empty() || a.positional().empty() || a.hasRest()) {
     if (!a.error().empty()) s.err << "hwfarmctl run: " << a.error() << "\n";
     s.err << usage;
@@ -84,6 +127,15 @@ int runCommand(Session& s, const std::vector<std::string>& argv) {
       s.err << "hwfarmctl run: --deadline: expected seconds, got \"" << *d << "\"\n";
       return kUsage;
     }
+  }
+  if (auto file = a.value("--thresholds")) {
+    json::array rules;
+    std::string error;
+    if (!readThresholds(*file, &rules, &error)) {
+      s.err << "hwfarmctl run: --thresholds: " << error << "\n";
+      return kUsage;
+    }
+    body["thresholds"] = std::move(rules);
   }
   // Read every image before uploading any: a typo costs no upload.
   std::vector<std::pair<std::string, std::string>> files; // name, bytes

@@ -593,7 +593,11 @@ struct RunService::Impl {
       if (a->reference || a->phase != "done" || a->report) continue;
       const Attempt* ref = referenceOf(r, a->image);
       if (r.spec.reference && (!ref || ref->phase != "done")) continue;
-      a->report = run::evaluate(a->result, ref ? &ref->result : nullptr, nullptr);
+      const auto& rules = r.spec.thresholds;
+      a->report = run::evaluate(a->result, ref ? &ref->result : nullptr,
+                                [&rules](std::string_view i, std::string_view c, std::string_view o) {
+                                  return run::resolveThresholds(rules, i, c, o);
+                                });
     }
   }
 

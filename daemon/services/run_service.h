@@ -27,6 +27,7 @@
 #include "config/fleet_config.h"
 #include "daemon/core/clock.h"
 #include "daemon/core/lease/types.h"
+#include "daemon/core/run/thresholds.h"
 #include "daemon/services/board_service.h"
 
 namespace boost::asio {
@@ -48,6 +49,7 @@ struct RunSpec {
   bool reference = true;           // false: no reference (PASS/FAIL only)
   std::vector<std::string> boards; // the targets: boards of the lease (empty: all of them)
   int64_t deadline_ms = 60000;     // per image and target, from the power-on
+  std::vector<run::ThresholdRule> thresholds; // per image, case or output (core/run/thresholds.h)
 };
 
 enum class RunState { running, passed, failed, error, cancelled, interrupted };

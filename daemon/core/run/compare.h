@@ -57,6 +57,7 @@ struct Thresholds {
   double rtol = 1e-5;
   bool equal_nan = false;        // NaN == NaN for allclose and the non-finite rule
   bool require_allclose = false; // allclose decides the verdict too (exact outputs)
+  bool ignore = false;           // not compared at all (a run's thresholds rule; compare() does not read it)
 };
 
 enum class Verdict { pass, fail };

@@ -220,6 +220,8 @@ TargetReport evaluate(const Attempt& t, const Attempt* ref, const ThresholdsFor&
     for (const auto& o : p.outputs) {
       CaseReport& cr = b.caseNamed(o.case_name);
       if (!o.complete()) continue; // already a problem of its case
+      Thresholds th = thresholds ? thresholds(t.image, o.case_name, o.name) : Thresholds{};
+      if (th.ignore) continue; // a thresholds rule says this output is not compared
       const Output* ro = ref_usable ? ref->parsed.findOutput(o.case_name, o.name) : nullptr;
       if (!ref_usable) {
         b.mark(cr, Outcome::error, o.key() + ": not compared: the reference failed");
@@ -231,7 +233,6 @@ TargetReport evaluate(const Attempt& t, const Attempt* ref, const ThresholdsFor&
         b.fail(FailureClass::test, why);
         continue;
       }
-      Thresholds th = thresholds ? thresholds(t.image, o.case_name, o.name) : Thresholds{};
       Comparison c = compare(Values(o.dtype, o.values), Values(ro->dtype, ro->values), th);
       if (c.verdict == Verdict::fail) {
         std::string why = o.key() + ": " + c.reason + " (" + metricsLine(c) + ")";
@@ -244,6 +245,7 @@ TargetReport evaluate(const Attempt& t, const Attempt* ref, const ThresholdsFor&
       // What the reference produced and the target did not.
       for (const auto& ro : ref->parsed.outputs) {
         if (!ro.complete() || p.findOutput(ro.case_name, ro.name)) continue;
+        if (thresholds && thresholds(t.image, ro.case_name, ro.name).ignore) continue;
         if (!p.findCase(ro.case_name) && !b.index.count(ro.case_name)) continue; // reported below
         std::string why = ro.key() + ": missing (the reference has it)";
         b.mark(b.caseNamed(ro.case_name), Outcome::fail, why);
