@@ -121,7 +121,8 @@ void Handlers::startRun(Call& c, const std::string& id) {
         const json::object* rule = value.as_array()[i].if_object();
         if (!rule) return c.respond(jsonError(400, "invalid_request", at + ": expected an object"));
         run::ThresholdRule t;
-        for (const auto& [k, v] : *rule) {
+        for (const auto& [k, value_of_k] : *rule) {
+          const json::value& v = value_of_k; // lambdas may not capture a structured binding (clang 14)
           auto text = [&](std::optional<std::string>& out) {
             if (!v.is_string() || v.as_string().empty() || v.as_string().size() > 256) return false;
             out = std::string(v.as_string());
