@@ -351,13 +351,26 @@ bool Scheduler::cancel(uint64_t ticket, int64_t now, Changes& changes) {
   return false;
 }
 
-OpResult Scheduler::renew(const std::string& id, int64_t ttl_ms, int64_t now, Changes& changes) {
+Lease* Scheduler::activeLease(const std::string& id, OpResult& refused) {
   auto it = leases_.find(id);
-  if (it == leases_.end()) return {Status::error(Code::not_found, "no lease " + id), {}};
+  if (it == leases_.end()) {
+    refused = {Status::error(Code::not_found, "no lease " + id), {}};
+    return nullptr;
+  }
   Lease& lease = it->second;
-  if (lease.state != LeaseState::active)
-    return {Status::error(Code::conflict, "lease " + id + " is " + toString(lease.state) + " (" + lease.end_reason + ")"),
-            lease};
+  if (lease.state != LeaseState::active) {
+    refused = {Status::error(Code::conflict, "lease " + id + " is " + toString(lease.state) + " (" + lease.end_reason + ")"),
+               lease};
+    return nullptr;
+  }
+  return &lease;
+}
+
+OpResult Scheduler::renew(const std::string& id, int64_t ttl_ms, int64_t now, Changes& changes) {
+  OpResult refused;
+  Lease* found = activeLease(id, refused);
+  if (!found) return refused;
+  Lease& lease = *found;
   expiry_.erase({lease.expires_ms, lease.id});
   lease.ttl_ms = ttl_ms;
   lease.expires_ms = now + ttl_ms;
@@ -383,24 +396,20 @@ void Scheduler::endLease(Lease& lease, LeaseState state, const std::string& reas
 }
 
 OpResult Scheduler::release(const std::string& id, int64_t now, Changes& changes) {
-  auto it = leases_.find(id);
-  if (it == leases_.end()) return {Status::error(Code::not_found, "no lease " + id), {}};
-  Lease& lease = it->second;
-  if (lease.state != LeaseState::active)
-    return {Status::error(Code::conflict, "lease " + id + " is " + toString(lease.state) + " (" + lease.end_reason + ")"),
-            lease};
+  OpResult refused;
+  Lease* found = activeLease(id, refused);
+  if (!found) return refused;
+  Lease& lease = *found;
   endLease(lease, LeaseState::released, "released", BoardState::available, now, changes);
   dispatch(now, changes);
   return {Status(), lease};
 }
 
 OpResult Scheduler::revoke(const std::string& id, const std::string& reason, int64_t now, Changes& changes) {
-  auto it = leases_.find(id);
-  if (it == leases_.end()) return {Status::error(Code::not_found, "no lease " + id), {}};
-  Lease& lease = it->second;
-  if (lease.state != LeaseState::active)
-    return {Status::error(Code::conflict, "lease " + id + " is " + toString(lease.state) + " (" + lease.end_reason + ")"),
-            lease};
+  OpResult refused;
+  Lease* found = activeLease(id, refused);
+  if (!found) return refused;
+  Lease& lease = *found;
   endLease(lease, LeaseState::revoked, "revoked: " + reason, BoardState::recovering, now, changes);
   dispatch(now, changes);
   return {Status(), lease};

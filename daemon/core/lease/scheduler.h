@@ -159,6 +159,9 @@ class Scheduler {
   }
 
  private:
+  // The active lease `id`, or nullptr with `refused` saying why not
+  // (not_found, or conflict naming its state and end reason).
+  Lease* activeLease(const std::string& id, OpResult& refused);
   void dispatch(int64_t now, Changes& changes);
   // The first r.count available boards `r` may use, least recently used
   // first, skipping `held`; fewer if there are not enough.
