@@ -78,6 +78,15 @@ json::object waitRun(const RunningDaemon& d, const std::string& id) {
   return run;
 }
 
+// Uploads `variant`'s image, runs it on the lease with `options` (more
+// members of the request, each after a comma) and returns the record once
+// the run ended.
+json::object runVariant(const RunningDaemon& d, const std::string& lease, const std::string& variant,
+                        const std::string& options = "") {
+  std::string image = uploadImage(d, lease, variant);
+  return waitRun(d, startRun(d, lease, R"({"images":)" + images({{image, variant + ".elf"}}) + options + "}"));
+}
+
 int qemuProcesses(const std::string& needle) {
   int n = 0;
   for (const auto& e : fs::directory_iterator("/proc")) {
@@ -156,18 +165,15 @@ TEST_CASE("a failing case fails the run as a test failure, and a hang is a test 
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
   std::string lease = leaseBoards(d, 1);
-  std::string fail = uploadImage(d, lease, "fail");
-  std::string id = startRun(d, lease, R"({"images":)" + images({{fail, "fail.elf"}}) + "}");
-  json::object run = waitRun(d, id);
+  json::object run = runVariant(d, lease, "fail");
+  std::string id(run.at("id").as_string());
   INFO(json::serialize(run));
   CHECK(run.at("state").as_string() == "failed");
   CHECK(run.at("failure_class").as_string() == "test");
   std::string junit = readFile(dir.file("state/runs/" + id + "/junit.xml"));
   CHECK(junit.find("<failure type=\"test\" message=\"FAIL: expected 3 got 4\">") != std::string::npos);
 
-  std::string hang = uploadImage(d, lease, "hang");
-  std::string hung = startRun(d, lease, R"({"images":)" + images({{hang, "hang.elf"}}) + R"(,"deadline_s":1.5})");
-  json::object h = waitRun(d, hung);
+  json::object h = runVariant(d, lease, "hang", R"(,"deadline_s":1.5)");
   INFO(json::serialize(h));
   CHECK(h.at("state").as_string() == "failed");
   bool said = false;
@@ -314,9 +320,7 @@ TEST_CASE("a [[reference]] names the simulator a board type is compared with") {
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1) +
                            "[[reference]]\ntype = \"mps2-an385\"\nmachine = \"mps2-an386\"\n");
   std::string lease = leaseBoards(d, 1);
-  std::string pass = uploadImage(d, lease, "pass");
-  std::string id = startRun(d, lease, R"({"images":)" + images({{pass, "pass.elf"}}) + "}");
-  json::object run = waitRun(d, id);
+  json::object run = runVariant(d, lease, "pass");
   INFO(json::serialize(run));
   CHECK(run.at("state").as_string() == "passed");
   bool seen = false;
@@ -357,9 +361,7 @@ TEST_CASE("outputs that drift from the reference pass or fail by their PCC, and 
   RunningDaemon& d = *daemon;
   std::string lease = leaseBoards(d, 1);
   auto verdictOf = [&](const std::string& variant) {
-    std::string image = uploadImage(d, lease, variant);
-    std::string id = startRun(d, lease, R"({"images":)" + images({{image, variant + ".elf"}}) + "}");
-    json::object run = waitRun(d, id);
+    json::object run = runVariant(d, lease, variant);
     json::object target;
     for (const auto& a : run.at("attempts").as_array())
       if (!a.at("reference").as_bool()) target = a.as_object();
@@ -424,10 +426,7 @@ TEST_CASE("a run's thresholds set the PCC an output needs, make an output exact,
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
   std::string lease = leaseBoards(d, 1);
   auto stateOf = [&](const std::string& variant, const std::string& thresholds) {
-    std::string image = uploadImage(d, lease, variant);
-    std::string id = startRun(d, lease, R"({"images":)" + images({{image, variant + ".elf"}}) +
-                                            R"(,"thresholds":)" + thresholds + "}");
-    return std::string(waitRun(d, id).at("state").as_string());
+    return std::string(runVariant(d, lease, variant, R"(,"thresholds":)" + thresholds).at("state").as_string());
   };
   // bad (PCC about 0.5) passes where square.y needs only 0.4,
   CHECK(stateOf("bad", R"([{"case":"square","output":"y","expected_pcc":0.4}])") == "passed");
