@@ -261,6 +261,8 @@ struct RunService::Impl {
     return o;
   }
 
+  // The record in memory, which the API serves; it is written to
+  // summary.json when the run starts and when it ends.
   void updateSummary(Run& r) {
     json::object o{{"id", r.summary.id},
                    {"lease_id", r.summary.lease_id},
@@ -272,7 +274,7 @@ struct RunService::Impl {
     if (r.summary.ended_ms) o["ended_ms"] = r.summary.ended_ms;
     json::array images;
     for (size_t i = 0; i < r.spec.images.size(); ++i)
-      images.push_back(json::object{{"name", r.image_names[i]}, {"file", sanitize(r.spec.images[i].name)}});
+      images.push_back(json::object{{"name", r.image_names[i]}, {"file", run::xmlSafe(r.spec.images[i].name)}});
     o["images"] = std::move(images);
     json::array targets;
     for (const auto& [board, name] : r.target_names) targets.push_back(json::object{{"board", board}, {"name", name}});
@@ -298,8 +300,6 @@ struct RunService::Impl {
     }
     r.summary.json = json::serialize(o);
   }
-
-  static std::string sanitize(const std::string& s) { return run::xmlSafe(s); }
 
   // --- starting ---------------------------------------------------------------
 
@@ -487,7 +487,7 @@ struct RunService::Impl {
       }
       powerOn(r, a);
     });
-    updateAndSave(r);
+    updateSummary(r);
   }
 
   // A simulated board is stopped first (its console session ends with the
@@ -578,7 +578,7 @@ struct RunService::Impl {
     a.phase = "done";
     // Targets of an image are judged once its reference is done.
     evaluateReady(r);
-    updateAndSave(r);
+    updateSummary(r);
     if (!r.finishing && allDone(r)) finish(r);
   }
 
@@ -609,12 +609,6 @@ struct RunService::Impl {
     for (const auto& [board, q] : r.per_board)
       if (!q.empty()) return false;
     return true;
-  }
-
-  void updateAndSave(Run& r) {
-    // Progress is written at the start and the end; in between the API
-    // serves it from memory.
-    updateSummary(r);
   }
 
   void finish(Run& r) {

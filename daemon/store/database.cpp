@@ -191,7 +191,6 @@ void Database::openWal() {
 
 void Database::start(Post post) {
   post_ = std::move(post);
-  started_ = true;
   if (fsync_) openWal();
   // The writer must not take the signals the event loop handles.
   sigset_t all, previous;

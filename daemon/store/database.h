@@ -111,7 +111,6 @@ class Database {
   bool idle() const { return in_flight_ == 0; }
   // fdatasyncs of the WAL so far (with fsync).
   uint64_t syncs() const { return syncs_; }
-  bool fsync() const { return fsync_; }
 
   const std::string& path() const { return path_; }
 
@@ -158,7 +157,6 @@ class Database {
   std::mutex db_mutex_; // the connection: the writer, or the loop committing in place
   std::unique_ptr<Statements> statements_;
   Post post_;
-  bool started_ = false;
   std::thread writer_;
   std::mutex mutex_;
   std::condition_variable wake_;
