@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 #include <set>
 
 #include <boost/asio/io_context.hpp>
@@ -19,6 +18,7 @@
 #include <boost/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "config/tokens.h"
 #include "daemon/core/run/naming.h"
 #include "daemon/core/run/npy.h"
 #include "daemon/core/run/protocol.h"
@@ -36,13 +36,8 @@ constexpr size_t kMaxConsoleBytes = 8u << 20; // kept per attempt (the trace), m
 constexpr size_t kTraceTailLines = 40;        // in junit.xml's <system-out>
 constexpr size_t kHistory = 1000;             // runs kept in memory and listed
 
-std::string newRunId() {
-  static std::mt19937_64 rng{std::random_device{}()};
-  static const char* digits = "0123456789abcdefghijklmnopqrstuvwxyz";
-  std::string id = "run-";
-  for (int i = 0; i < 12; ++i) id += digits[rng() % 36];
-  return id;
-}
+// 64 random bits, hex, from the same source as lease ids.
+std::string newRunId() { return "run-" + config::randomHex(8); }
 
 std::string tailLines(const std::string& text, size_t lines) {
   size_t pos = text.size();
