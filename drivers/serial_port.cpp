@@ -158,21 +158,31 @@ struct SerialPort::Impl : std::enable_shared_from_this<SerialPort::Impl> {
   uint64_t next_expectation = 1;
 };
 
+Result<int> connectUnixSocket(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path)
+    return Status::infrastructure(Code::invalid_argument, "cannot connect to " + path + ": longer than the " +
+                                                              std::to_string(sizeof addr.sun_path - 1) +
+                                                              " bytes a socket address holds");
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    Status failed = Status::fromErrno("cannot connect to " + path, errno);
+    if (fd >= 0) ::close(fd);
+    return failed;
+  }
+  return fd;
+}
+
 Result<std::unique_ptr<SerialPort>> SerialPort::open(asio::io_context& io, const std::string& path,
                                                      const SerialOptions& options) {
   int fd = -1;
   std::string lock;
   if (path.rfind("unix:", 0) == 0) {
-    std::string socket_path = path.substr(5);
-    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, socket_path.c_str(), sizeof addr.sun_path - 1);
-    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      Status failed = Status::fromErrno("cannot connect to " + socket_path, errno);
-      if (fd >= 0) ::close(fd);
-      return failed;
-    }
+    Result<int> connected = connectUnixSocket(path.substr(5));
+    if (!connected) return std::move(connected).takeStatus();
+    fd = *connected;
   } else {
     speed_t speed = speedOf(options.baud);
     if (speed == B0)

@@ -29,6 +29,11 @@ struct SerialOptions {
   size_t max_line = 64 * 1024;        // longer lines are cut into pieces
 };
 
+// A blocking stream socket connected to the unix socket at `path` (a
+// simulator's UART), close-on-exec. Failures: "cannot connect to PATH: ..."
+// (Code::invalid_argument for a path longer than a socket address holds).
+Result<int> connectUnixSocket(const std::string& path);
+
 class SerialPort {
  public:
   using LineHandler = std::function<void(const std::string& line)>;

@@ -1,36 +1,16 @@
 #include "drivers/simulator_run.h"
 
 #include <poll.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 
 #include "drivers/qemu_board.h"
+#include "drivers/serial_port.h"
 
 namespace hwfarm::drivers {
 namespace {
-
-// A connected stream socket to "unix:PATH", close-on-exec.
-Result<int> connectUnix(const std::string& console) {
-  std::string path = console.rfind("unix:", 0) == 0 ? console.substr(5) : console;
-  sockaddr_un addr{};
-  if (path.size() >= sizeof addr.sun_path)
-    return Status::infrastructure(Code::invalid_argument, "console socket path too long: " + path);
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::fromErrno("socket", errno);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    Status s = Status::fromErrno("connect to " + path, errno);
-    ::close(fd);
-    return s;
-  }
-  return fd;
-}
 
 // True once `text` holds a line that starts with "HWFARM END" and is
 // complete (its '\n' arrived).
@@ -61,7 +41,7 @@ Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuCon
   if (Status s = qemu.flash(image); !s.ok()) return s;
   std::string console;
   if (Status s = qemu.powerOn(&console); !s.ok()) return s;
-  Result<int> fd = connectUnix(console);
+  Result<int> fd = connectUnixSocket(console.rfind("unix:", 0) == 0 ? console.substr(5) : console);
   if (!fd) {
     qemu.powerOff();
     return std::move(fd).takeStatus().withContext("simulator " + name);
