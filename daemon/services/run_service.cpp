@@ -128,7 +128,11 @@ struct RunService::Impl {
     std::string flash_log; // what the flasher printed for this attempt
     std::function<void()> unwatch;
     std::shared_ptr<asio::steady_timer> deadline;
-    std::optional<run::TargetReport> report;
+    std::optional<run::TargetReport> report; // a target's, against the reference
+    // The reference's own verdict, as a target's would be without a
+    // reference (the simulator failing is an error; the image failing on it
+    // too, a fail): shown in the record, never counted in the run's verdict.
+    std::optional<run::TargetReport> own;
   };
 
   struct Run {
@@ -245,13 +249,10 @@ struct RunService::Impl {
         cases.push_back(std::move(co));
       }
       o["cases"] = std::move(cases);
-    } else if (a.reference && a.phase == "done") {
-      // Its own verdict, as a target's would be (the simulator failing is
-      // an error; the image failing on it too, a fail).
-      run::TargetReport own = run::evaluate(a.result, nullptr, nullptr);
-      o["outcome"] = run::outcomeName(own.outcome);
-      if (own.failure != FailureClass::none) o["failure_class"] = failureClassName(own.failure);
-      if (!own.reason.empty()) o["reason"] = run::xmlSafe(own.reason);
+    } else if (a.own) {
+      o["outcome"] = run::outcomeName(a.own->outcome);
+      if (a.own->failure != FailureClass::none) o["failure_class"] = failureClassName(a.own->failure);
+      if (!a.own->reason.empty()) o["reason"] = run::xmlSafe(a.own->reason);
     }
     return o;
   }
@@ -571,6 +572,7 @@ struct RunService::Impl {
     a.result.trace_tail = tailLines(a.console, kTraceTailLines);
     if (a.truncated) a.result.trace_tail += "\n[console cut at 8 MiB]\n";
     a.phase = "done";
+    if (a.reference) a.own = run::evaluate(a.result, nullptr, nullptr); // once, not per record update
     // Targets of an image are judged once its reference is done.
     evaluateReady(r);
     updateSummary(r);
