@@ -53,6 +53,17 @@ std::string shown(std::string_view text) {
   return out;
 }
 
+// The case a TEST or OUTPUT record (after "HWFARM ") is about, read without
+// checking the rest: for the problem of a record that is not read.
+std::string caseOf(std::string_view record) {
+  auto f = fields(record);
+  if (f.size() < 2) return {};
+  if (f[0] == "TEST") return std::string(f[1]);
+  size_t dot = f[1].rfind('.');
+  if (f[0] == "OUTPUT" && dot != std::string_view::npos) return std::string(f[1].substr(0, dot));
+  return {};
+}
+
 template <typename T>
 bool parseInteger(std::string_view s, T& out) {
   if (!s.empty() && s[0] == '+') s.remove_prefix(1);
@@ -225,12 +236,7 @@ void Parser::line(std::string_view text, bool cut) {
   if (!is_record) return;
   ++result_.records;
   if (cut) {
-    auto f = fields(text.substr(kPrefix.size()));
-    std::string case_name;
-    if (f.size() >= 2 && f[0] == "TEST") case_name = std::string(f[1]);
-    if (f.size() >= 2 && f[0] == "OUTPUT" && f[1].rfind('.') != std::string_view::npos)
-      case_name = std::string(f[1].substr(0, f[1].rfind('.')));
-    problem(case_name, "line " + std::to_string(line_no_) + ": longer than " +
+    problem(caseOf(text.substr(kPrefix.size())), "line " + std::to_string(line_no_) + ": longer than " +
                            std::to_string(options_.max_line_bytes) +
                            " bytes (runs.max_line_bytes), cut: record not read; split large outputs with @<offset>");
     return;
@@ -251,11 +257,7 @@ void Parser::record(std::string_view text) {
     uint32_t computed = crc32(covered);
     if (said != computed) {
       ++result_.corrupt_records;
-      auto f = fields(text.substr(0, star));
-      std::string case_name;
-      if (f.size() >= 2 && f[0] == "TEST") case_name = std::string(f[1]);
-      if (f.size() >= 2 && f[0] == "OUTPUT" && f[1].rfind('.') != std::string_view::npos)
-        case_name = std::string(f[1].substr(0, f[1].rfind('.')));
+      std::string case_name = caseOf(text.substr(0, star));
       char buf[64];
       std::snprintf(buf, sizeof buf, "record says %08x, its bytes give %08x", said, computed);
       problem(case_name,
