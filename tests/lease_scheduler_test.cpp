@@ -406,3 +406,64 @@ TEST_CASE("issue 9: a quarantined board that is unplugged and replugged stays qu
   REQUIRE(s.resume("usb-1", 8, c).status.ok());
   REQUIRE(s.board("usb-1")->state == BoardState::offline);
 }
+
+TEST_CASE("swap replaces a leased board in place with an available one of its type") {
+  Fixture f({spec("a", "t"), spec("b", "t"), spec("c", "t"), spec("x", "other")});
+  auto r = f.submit("t", 2, 1);
+  REQUIRE(r.kind == Submitted::granted);
+  REQUIRE(f.boardsOf(r.lease) == std::vector<std::string>{"a", "b"});
+  f.changes = {};
+  OpResult s = f.s.swap(r.lease.id, "a", "flash tool failed", 5, f.changes);
+  REQUIRE(s.status.ok());
+  // Same place in the list, so the lease's board order (and a run's target
+  // names) stays.
+  REQUIRE(f.boardsOf(s.lease) == std::vector<std::string>{"c", "b"});
+  REQUIRE(f.boardsOf(*f.s.lease(r.lease.id)) == std::vector<std::string>{"c", "b"});
+  REQUIRE(f.s.board("c")->state == BoardState::leased);
+  REQUIRE(f.s.board("c")->lease_id == r.lease.id);
+  REQUIRE(f.s.board("a")->state == BoardState::recovering);
+  REQUIRE(f.s.board("a")->lease_id.empty());
+  REQUIRE(f.changes.updated.size() == 1);
+  bool event = false;
+  for (const auto& e : f.changes.events)
+    if (e.kind == "board_swap" && e.board == "a" && e.detail == "replaced by c: flash tool failed") event = true;
+  REQUIRE(event);
+  // Nothing of type t is free any more: refused, and the lease is unchanged.
+  f.changes = {};
+  OpResult none = f.s.swap(r.lease.id, "b", "again", 6, f.changes);
+  REQUIRE(none.status.is(hwfarm::Code::conflict));
+  REQUIRE(none.status.message() == "no other board of type t is available to replace b");
+  REQUIRE(f.boardsOf(*f.s.lease(r.lease.id)) == std::vector<std::string>{"c", "b"});
+  REQUIRE(f.changes.updated.empty());
+  // A board not in the lease, an unknown lease, an ended lease.
+  REQUIRE(f.s.swap(r.lease.id, "x", "", 7, f.changes).status.is(hwfarm::Code::not_found));
+  REQUIRE(f.s.swap("nope", "b", "", 7, f.changes).status.is(hwfarm::Code::not_found));
+  REQUIRE(f.s.release(r.lease.id, 8, f.changes).status.ok());
+  REQUIRE(f.s.swap(r.lease.id, "b", "", 9, f.changes).status.is(hwfarm::Code::conflict));
+  // Its boards were released: c and b are available again, a still recovers.
+  REQUIRE(f.s.board("c")->state == BoardState::available);
+  REQUIRE(f.s.board("b")->state == BoardState::available);
+  REQUIRE(f.s.board("a")->state == BoardState::recovering);
+}
+
+TEST_CASE("swap of a lost board keeps it offline and respects the lease's selector") {
+  Fixture f({spec("a", "t", "w0", {"fast"}), spec("b", "t", "w0"), spec("c", "t", "w0", {"fast"})});
+  LeaseRequest req;
+  req.selector.type = "t";
+  req.selector.labels = {"fast"};
+  req.count = 1;
+  req.ttl_ms = 10000;
+  req.holder.principal = "p";
+  auto r = f.s.submit(req, 1, f.changes);
+  REQUIRE(r.kind == Submitted::granted);
+  REQUIRE(f.boardsOf(r.lease) == std::vector<std::string>{"a"});
+  REQUIRE(f.s.vanished("a", 2, f.changes).status.ok());
+  REQUIRE(f.s.lease(r.lease.id)->boards[0].lost);
+  OpResult s = f.s.swap(r.lease.id, "a", "board vanished", 3, f.changes);
+  REQUIRE(s.status.ok());
+  // b has no "fast" label: c it is.
+  REQUIRE(f.boardsOf(s.lease) == std::vector<std::string>{"c"});
+  REQUIRE_FALSE(s.lease.boards[0].lost);
+  REQUIRE(f.s.board("a")->state == BoardState::offline);
+  REQUIRE(f.s.board("b")->state == BoardState::available);
+}

@@ -224,11 +224,21 @@ TEST_CASE("bad run requests are 4xx with a reason and start nothing") {
        "images: " + std::string(64, 'a') + ".elf was not uploaded to lease " + lease},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"mode":"all"})", 400, "mode: expected \"shard\" or \"each\""},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"boards":["sim-9"]})", 400,
-       "board sim-9 is not a present board of lease " + lease},
+       "target sim-9 is neither a present board of lease " + lease + ", a board type of it, nor \"qemu\""},
+      {R"({"images":)" + images({{pass, "p"}}) + R"(,"targets":["mps2-an385","mps2-an385"]})", 400,
+       "the targets name board type mps2-an385 more often than lease " + lease + " holds boards of it (1)"},
+      {R"({"images":)" + images({{pass, "p"}}) + R"(,"targets":["sim-0","sim-0"]})", 400, "board sim-0 is listed twice"},
+      {R"({"images":)" + images({{pass, "p"}}) + R"(,"targets":["qemu","qemu"]})", 400,
+       "the simulator target \"qemu\" is listed twice"},
+      {R"({"images":)" + images({{pass, "p"}}) + R"(,"targets":["sim-0"],"boards":["sim-0"]})", 400,
+       "targets: give \"targets\" or \"boards\", not both"},
+      {R"({"images":)" + images({{pass, "p"}}) + R"(,"targets":[7]})", 400,
+       "targets: expected board names, board types or \"qemu\""},
+      {R"({"images":)" + images({{pass, "p"}}) + R"(,"retry":"yes"})", 400, "retry: expected true or false"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"deadline_s":0})", 400,
        "deadline_s: expected a number of seconds in (0, 86400]"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"colour":1})", 400,
-       "unknown key colour (images, mode, reference, boards, deadline_s, thresholds)"},
+       "unknown key colour (images, mode, reference, targets, deadline_s, thresholds, retry)"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"thresholds":[{"expected_pcc":2}]})", 400,
        "thresholds[0].expected_pcc: expected image, case, output (names), expected_pcc (-1 to 1), atol, rtol (>= 0), "
        "equal_nan, require_allclose, ignore (true or false)"},
@@ -435,4 +445,43 @@ TEST_CASE("a run's thresholds set the PCC an output needs, make an output exact,
   // slight (PCC 0.995, not allclose) fails once its outputs must match.
   CHECK(stateOf("slight", R"([{"require_allclose":true}])") == "failed");
   CHECK(stateOf("slight", R"([])") == "passed");
+}
+
+TEST_CASE("targets by board type listed twice, and the simulator as both target and reference") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 2));
+  std::string lease = leaseBoards(d, 2);
+  std::string image = uploadImage(d, lease, "slight");
+  // A type listed twice takes the lease's two boards of it; "qemu" runs the
+  // reference's simulator as a target too (IREE's tf next to tf_ref).
+  std::string id = startRun(d, lease,
+                            R"({"images":)" + images({{image, "slight.elf"}}) +
+                                R"(,"mode":"each","targets":["mps2-an385","qemu","mps2-an385"]})");
+  json::object run = waitRun(d, id);
+  INFO(json::serialize(run));
+  CHECK(run.at("state").as_string() == "passed");
+  std::vector<std::string> names;
+  for (const auto& t : run.at("targets").as_array()) names.emplace_back(t.at("name").as_string());
+  CHECK(names == std::vector<std::string>{"mps2_an385_0", "qemu", "mps2_an385_1"});
+  CHECK(run.at("targets").as_array()[1].at("board").as_string() == "qemu mps2-an385");
+  std::map<std::string, double> pcc; // target -> the PCC of its first output
+  for (const auto& a : run.at("attempts").as_array()) {
+    if (a.at("reference").as_bool()) continue;
+    const auto& out = a.at("cases").as_array().at(0).at("outputs").as_array().at(0);
+    pcc[std::string(a.at("target").as_string())] = out.at("actual_pcc").to_number<double>();
+  }
+  REQUIRE(pcc.size() == 3);
+  // The simulator target is the reference's own backend: identical outputs.
+  CHECK(pcc.at("qemu") == 1.0);
+  // The boards perturb their outputs as targets (the slight variant).
+  CHECK(pcc.at("mps2_an385_0") < 1.0);
+  CHECK(pcc.at("mps2_an385_0") > 0.99);
+  CHECK(pcc.at("mps2_an385_1") < 1.0);
+  std::string runs = dir.file("state/runs/" + id);
+  CHECK(fs::exists(runs + "/traces/slight__qemu.txt"));
+  CHECK(fs::exists(runs + "/traces/slight__qemu_ref.txt"));
+  CHECK(fs::exists(runs + "/golden_results__qemu.json"));
+  CHECK(fs::exists(runs + "/golden_results__mps2_an385_1.json"));
+  CHECK_FALSE(fs::exists(runs + "/logs/flash__slight__qemu.txt")); // a simulator is not flashed
+  CHECK(qemuProcesses(dir.file("state")) == 0);
 }

@@ -106,13 +106,21 @@ void Handlers::startRun(Call& c, const std::string& id) {
       if (!value.is_string() || (value.as_string() != "qemu" && value.as_string() != "none"))
         return c.respond(jsonError(400, "invalid_request", "reference: expected \"qemu\" or \"none\""));
       spec.reference = value.as_string() == "qemu";
-    } else if (key == "boards") {
+    } else if (key == "targets" || key == "boards") {
+      // "boards" is the older name of "targets".
+      if (!spec.boards.empty())
+        return c.respond(jsonError(400, "invalid_request", "targets: give \"targets\" or \"boards\", not both"));
       if (!value.is_array() || value.as_array().size() > 64)
-        return c.respond(jsonError(400, "invalid_request", "boards: expected an array of the lease's board names"));
+        return c.respond(jsonError(400, "invalid_request",
+                                   std::string(key) + ": expected an array of at most 64 board names, board types or \"qemu\""));
       for (const auto& b : value.as_array()) {
-        if (!b.is_string()) return c.respond(jsonError(400, "invalid_request", "boards: expected board names"));
+        if (!b.is_string() || b.as_string().empty() || b.as_string().size() > 128)
+          return c.respond(jsonError(400, "invalid_request", std::string(key) + ": expected board names, board types or \"qemu\""));
         spec.boards.emplace_back(b.as_string());
       }
+    } else if (key == "retry") {
+      if (!value.is_bool()) return c.respond(jsonError(400, "invalid_request", "retry: expected true or false"));
+      spec.retry = value.as_bool();
     } else if (key == "thresholds") {
       if (!value.is_array() || value.as_array().size() > 1000)
         return c.respond(jsonError(400, "invalid_request", "thresholds: expected an array of at most 1000 rules"));
@@ -163,7 +171,8 @@ void Handlers::startRun(Call& c, const std::string& id) {
       spec.deadline_ms = static_cast<int64_t>(value.to_number<double>() * 1000);
     } else {
       return c.respond(jsonError(400, "invalid_request",
-                                 "unknown key " + echoed(key) + " (images, mode, reference, boards, deadline_s, thresholds)"));
+                                 "unknown key " + echoed(key) +
+                                     " (images, mode, reference, targets, deadline_s, thresholds, retry)"));
     }
   }
   if (spec.images.empty()) return c.respond(jsonError(400, "invalid_request", "images: expected 1 to 1000 images"));

@@ -216,6 +216,10 @@ int Daemon::Impl::run() {
     });
     runs = std::make_unique<RunService>(io, *config, *boards, clock);
     // A run's infrastructure failures are events against their boards (the SLA's input).
+    runs->setBoardSwapper([this](const std::string& lease_id, const std::string& board, const std::string& reason,
+                                 RunService::SwapDone done) {
+      leases->swap(lease_id, board, reason, [done](const lease::OpResult& r) { done(r.status, r.lease); });
+    });
     runs->onInfrastructureFailure([this](const std::string& lease, const std::string& board, const std::string& why) {
       leases->recordInfrastructureFailure(lease, board, why);
     });

@@ -98,10 +98,11 @@ bool readThresholds(const std::string& path, json::array* out, std::string* erro
 } // namespace
 
 int runCommand(Session& s, const std::vector<std::string>& argv) {
-  Args a(argv, {"--lease", "--mode", "--reference", "--board", "--deadline", "--out", "--thresholds"}, {"--no-wait"});
+  Args a(argv, {"--lease", "--mode", "--reference", "--board", "--targets", "--deadline", "--out", "--thresholds"},
+         {"--no-wait", "--no-retry"});
   const char* usage =
-      "hwfarmctl: usage: run [--lease ID] [--mode shard|each] [--reference qemu|none] [--board NAME]...\n"
-      "                      [--deadline S] [--thresholds FILE.toml] [--out DIR] [--no-wait] IMAGE...\n";
+      "hwfarmctl: usage: run [--lease ID] [--mode shard|each] [--reference qemu|none] [--targets T,...]\n"
+      "                      [--deadline S] [--thresholds FILE.toml] [--no-retry] [--out DIR] [--no-wait] IMAGE...\n";
   if (!a.error().empty() || a.positional().empty() || a.hasRest()) {
     if (!a.error().empty()) s.err << "hwfarmctl run: " << a.error() << "\n";
     s.err << usage;
@@ -115,11 +116,18 @@ int runCommand(Session& s, const std::vector<std::string>& argv) {
   json::object body;
   if (auto m = a.value("--mode")) body["mode"] = *m;
   if (auto r = a.value("--reference")) body["reference"] = *r;
-  if (auto b = a.values("--board"); !b.empty()) {
-    json::array boards;
-    for (const auto& name : b) boards.emplace_back(name);
-    body["boards"] = std::move(boards);
-  }
+  // --targets a,b (board names, board types, "qemu"); --board NAME, the
+  // older spelling, adds one.
+  json::array targets;
+  for (const auto& list : a.values("--targets"))
+    for (size_t at = 0; at <= list.size();) {
+      size_t comma = std::min(list.find(',', at), list.size());
+      if (comma > at) targets.emplace_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+  for (const auto& name : a.values("--board")) targets.emplace_back(name);
+  if (!targets.empty()) body["targets"] = std::move(targets);
+  if (a.flag("--no-retry")) body["retry"] = false;
   if (auto d = a.value("--deadline")) {
     try {
       body["deadline_s"] = std::stod(*d);

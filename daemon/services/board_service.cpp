@@ -657,6 +657,29 @@ struct ImageStoreRemover {
 
 } // namespace
 
+void BoardService::boardLeftLease(const std::string& lease_id, const std::string& name) {
+  auto it = impl_->consoles.find(name);
+  if (it != impl_->consoles.end() && it->second.lease_id == lease_id) {
+    if (it->second.port) it->second.port->close();
+    impl_->endReaders(name);
+    impl_->consoles.erase(it);
+  }
+  auto owner = impl_->owner.find(name);
+  if (owner == impl_->owner.end() || owner->second != lease_id) return; // untouched by this lease
+  impl_->current_image.erase(name); // the store goes as a whole
+  impl_->owner.erase(owner);
+  auto board = impl_->boards.find(name);
+  if (board == impl_->boards.end()) return;
+  std::shared_ptr<drivers::Board> b = board->second;
+  asio::post(impl_->strandOf(name), [b, name] {
+    try {
+      b->reset();
+    } catch (const std::exception& e) {
+      spdlog::error("reset of board {} failed: {}", name, e.what());
+    }
+  });
+}
+
 void BoardService::leaseEnded(const lease::Lease& lease) {
   // After each board's queued work (a flash still reading its image, the
   // reset below), the store goes; the logs beside it stay for pruning.
@@ -665,29 +688,7 @@ void BoardService::leaseEnded(const lease::Lease& lease) {
     for (const auto& lb : lease.boards) asio::post(impl_->strandOf(lb.name), [remover] {});
     if (lease.boards.empty()) asio::post(impl_->maintenance, [remover] {});
   }
-  for (const auto& lb : lease.boards) {
-    auto it = impl_->consoles.find(lb.name);
-    if (it != impl_->consoles.end() && it->second.lease_id == lease.id) {
-      if (it->second.port) it->second.port->close();
-      impl_->endReaders(lb.name);
-      impl_->consoles.erase(it);
-    }
-    auto owner = impl_->owner.find(lb.name);
-    if (owner == impl_->owner.end() || owner->second != lease.id) continue; // untouched by this lease
-    impl_->current_image.erase(lb.name); // the store goes as a whole
-    impl_->owner.erase(owner);
-    auto board = impl_->boards.find(lb.name);
-    if (board == impl_->boards.end()) continue;
-    std::shared_ptr<drivers::Board> b = board->second;
-    std::string name = lb.name;
-    asio::post(impl_->strandOf(lb.name), [b, name] {
-      try {
-        b->reset();
-      } catch (const std::exception& e) {
-        spdlog::error("reset of board {} failed: {}", name, e.what());
-      }
-    });
-  }
+  for (const auto& lb : lease.boards) boardLeftLease(lease.id, lb.name);
   // Its logs stay counted in the total until they are pruned.
   impl_->lease_quotas.erase(lease.id);
 }

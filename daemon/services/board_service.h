@@ -76,6 +76,10 @@ class BoardService {
 
   // The lease is over: consoles close, readers end, simulated boards stop.
   void leaseEnded(const lease::Lease& lease);
+  // `board` left the still active lease `lease_id` (swapped out for another
+  // board): its console closes, its readers end, it is reset (a simulated
+  // board stops), as if that lease had ended for it alone.
+  void boardLeftLease(const std::string& lease_id, const std::string& board);
   // Removes, off the event loop, the log directories (consoles/<lease>) of
   // leases not in `active` whose newest file is older than `cutoff_unix_ms`;
   // then `done` runs on the loop with how many it removed.

@@ -519,6 +519,10 @@ void LeaseService::resume(const std::string& board, OpDone done) {
   impl_->operation([&](Changes& c) { return impl_->scheduler.resume(board, impl_->now(), c); }, done);
 }
 
+void LeaseService::swap(const std::string& id, const std::string& board, const std::string& reason, OpDone done) {
+  impl_->operation([&](Changes& c) { return impl_->scheduler.swap(id, board, reason, impl_->now(), c); }, done);
+}
+
 void LeaseService::whenCommitted(std::function<void()> fn) { impl_->persist(Changes{}, std::move(fn)); }
 
 void LeaseService::onLeaseEnded(std::function<void(const lease::Lease&)> hook) { impl_->on_ended = std::move(hook); }

@@ -91,6 +91,10 @@ class LeaseService {
   // a lease holding it sees the board lost: an infrastructure failure).
   void presence(const std::string& board, bool present);
   void resume(const std::string& board, OpDone done);
+  // Replaces `board` of the active lease `id` with another available board
+  // of its type (Scheduler::swap), durably: the retry of an infrastructure
+  // failure. The answer's lease holds the new board.
+  void swap(const std::string& id, const std::string& board, const std::string& reason, OpDone done);
   // Records, durably, an infrastructure failure of `board` (empty: of the
   // lab, not of one board) during `lease_id`: an "infra_failure" event, for
   // the tier SLA.

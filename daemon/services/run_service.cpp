@@ -35,6 +35,8 @@ namespace {
 constexpr size_t kMaxConsoleBytes = 8u << 20; // kept per attempt (the trace), more is cut
 constexpr size_t kTraceTailLines = 40;        // in junit.xml's <system-out>
 constexpr size_t kHistory = 1000;             // runs kept in memory and listed
+// The key of the simulator target among a run's boards: no board is named so.
+const std::string kSimulatorKey = "@qemu";
 
 // 64 random bits, hex, from the same source as lease ids.
 std::string newRunId() { return "run-" + config::randomHex(8); }
@@ -116,8 +118,17 @@ struct RunService::Impl {
   // One image on one target, or on the reference.
   struct Attempt {
     size_t image = 0;
-    std::string board; // the target board; empty for the reference
+    std::string board; // the target board; kSimulatorKey for the simulator target, empty for the reference
     bool reference = false;
+    bool simulator() const { return reference || board == kSimulatorKey; }
+    // An infrastructure failure of a board target is retried once on
+    // another board: wanted when it is judged so, swapping while the lease
+    // service replaces the board, done once the retry is queued (this
+    // attempt is then superseded: kept in the record, not in the verdict).
+    enum class Retry { none, wanted, swapping, done } retry = Retry::none;
+    const Attempt* retry_of = nullptr; // the attempt this one retries
+    std::string not_retried;           // why an infrastructure failure was not retried
+    std::string own_infra_reason;      // the infrastructure failure that is retried
     std::string phase = "waiting"; // waiting, flashing, running, done
     run::Attempt result;           // what the report is made of
     run::Parser parser;
@@ -141,6 +152,10 @@ struct RunService::Impl {
     lease::Lease lease;
     std::vector<std::string> image_names;                // artifact names, by image
     std::map<std::string, std::string> target_names;     // board -> artifact name
+    std::vector<std::pair<std::string, std::string>> targets; // (board, name) in target order; swapped-in boards last
+    std::map<std::string, std::string> replaced;          // swapped-in board -> the board it replaced
+    std::string sim_type;                                // the board type whose simulator the run uses
+    std::map<std::string, Attempt*> retry_on;            // board -> the failed attempt it retries first
     std::string reference_name;                          // "qemu_ref"
     std::map<std::string, config::QemuConfig> simulators; // board type -> reference simulator
     std::vector<std::unique_ptr<Attempt>> attempts;
@@ -222,10 +237,13 @@ struct RunService::Impl {
 
   json::object attemptJson(const Run& r, const Attempt& a) const {
     json::object o{{"image", r.image_names[a.image]},
-                   {"target", a.reference ? r.reference_name : r.target_names.at(a.board)},
-                   {"board", a.reference ? "qemu " + r.simulators.begin()->second.machine : a.board},
+                   {"target", a.result.target},
+                   {"board", a.result.board},
                    {"reference", a.reference},
                    {"phase", a.phase}};
+    if (a.retry_of) o["retry_of_board"] = a.retry_of->board;
+    if (a.retry == Attempt::Retry::done) o["retried"] = true;
+    if (!a.not_retried.empty()) o["not_retried"] = a.not_retried;
     if (a.phase == "done") o["seconds"] = a.result.seconds;
     if (a.report) {
       const run::TargetReport& t = *a.report;
@@ -273,7 +291,11 @@ struct RunService::Impl {
       images.push_back(json::object{{"name", r.image_names[i]}, {"file", run::xmlSafe(r.spec.images[i].name)}});
     o["images"] = std::move(images);
     json::array targets;
-    for (const auto& [board, name] : r.target_names) targets.push_back(json::object{{"board", board}, {"name", name}});
+    for (const auto& [board, name] : r.targets) {
+      json::object t{{"board", board == kSimulatorKey ? simulatorLabel(r) : board}, {"name", name}};
+      if (auto it = r.replaced.find(board); it != r.replaced.end()) t["replaces"] = it->second;
+      targets.push_back(std::move(t));
+    }
     o["targets"] = std::move(targets);
     json::array attempts;
     size_t done = 0;
@@ -281,6 +303,7 @@ struct RunService::Impl {
     for (const auto& a : r.attempts) {
       attempts.push_back(attemptJson(r, *a));
       if (a->phase == "done") ++done;
+      if (a->retry == Attempt::Retry::done) continue; // superseded by its retry
       if (a->report && a->report->failure == FailureClass::infrastructure) worst = FailureClass::infrastructure;
       if (a->report && a->report->failure == FailureClass::test && worst == FailureClass::none)
         worst = FailureClass::test;
@@ -309,41 +332,48 @@ struct RunService::Impl {
     auto r = std::make_unique<Run>();
     r->spec = std::move(spec);
     r->lease = lease;
-    std::vector<std::string> targets = r->spec.boards;
-    if (targets.empty())
-      for (const auto& b : lease.boards)
-        if (!b.lost) targets.push_back(b.name);
-    std::set<std::string> seen;
-    for (const auto& t : targets) {
-      bool in_lease = false;
-      for (const auto& b : lease.boards)
-        if (b.name == t && !b.lost) in_lease = true;
-      if (!in_lease) return Status::error(Code::invalid_argument, "board " + t + " is not a present board of lease " + lease.id);
-      if (!seen.insert(t).second) return Status::error(Code::invalid_argument, "board " + t + " is listed twice");
-    }
-    if (targets.empty()) return Status::error(Code::invalid_argument, "lease " + lease.id + " has no present board");
-    // Targets are named by board type: two of a type get _0 and _1.
+    Result<std::vector<std::string>> resolved = resolveTargets(lease, r->spec.boards);
+    if (!resolved) return resolved.status();
+    const std::vector<std::string>& targets = *resolved;
+    // Targets are named by board type: two of a type get _0 and _1; the
+    // simulator target is "qemu", beside the reference's "qemu_ref".
     std::vector<std::string> types;
+    bool simulator_target = false;
     for (const auto& t : targets) {
+      if (t == kSimulatorKey) {
+        simulator_target = true;
+        types.emplace_back(kSimulatorTarget);
+        continue;
+      }
       const config::BoardConfig* b = boardConfig(t);
       if (!b) return Status::error(Code::invalid_argument, "board " + t + " is not in the configuration");
       types.push_back(b->type);
-      if (r->spec.reference) {
-        // A [[reference]] for the type; else a simulated board type is its
-        // own reference.
-        const config::ReferenceConfig* ref = nullptr;
-        for (const auto& c : config.references)
-          if (c.type == b->type) ref = &c;
-        if (ref) r->simulators.emplace(b->type, ref->qemu);
-        else if (b->driver == "qemu") r->simulators.emplace(b->type, b->qemu);
-        else
-          return Status::error(Code::invalid_argument,
-                               "no reference simulator for board type " + b->type +
-                                   ": add a [[reference]] for it to the configuration, or use reference \"none\"");
-      }
+      if (r->sim_type.empty()) r->sim_type = b->type;
+    }
+    // A run of the simulator alone simulates the lease's first board type.
+    if (r->sim_type.empty())
+      if (const config::BoardConfig* b = lease.boards.empty() ? nullptr : boardConfig(lease.boards.front().name))
+        r->sim_type = b->type;
+    if (r->spec.reference || simulator_target) {
+      // A [[reference]] for the type; else a simulated board type is its own.
+      const config::BoardConfig* b = nullptr;
+      for (const auto& lb : lease.boards)
+        if (const config::BoardConfig* c = boardConfig(lb.name); c && c->type == r->sim_type) b = c;
+      const config::ReferenceConfig* ref = nullptr;
+      for (const auto& c : config.references)
+        if (c.type == r->sim_type) ref = &c;
+      if (ref) r->simulators.emplace(r->sim_type, ref->qemu);
+      else if (b && b->driver == "qemu") r->simulators.emplace(r->sim_type, b->qemu);
+      else
+        return Status::error(Code::invalid_argument,
+                             "no reference simulator for board type " + r->sim_type +
+                                 ": add a [[reference]] for it to the configuration, or use reference \"none\"");
     }
     run::RunNames names = run::runNames(types, r->spec.reference ? std::optional<std::string>("qemu") : std::nullopt);
-    for (size_t i = 0; i < targets.size(); ++i) r->target_names[targets[i]] = names.targets[i];
+    for (size_t i = 0; i < targets.size(); ++i) {
+      r->target_names[targets[i]] = names.targets[i];
+      r->targets.emplace_back(targets[i], names.targets[i]);
+    }
     r->reference_name = names.reference;
     std::vector<std::string> image_files;
     for (const auto& img : r->spec.images) image_files.push_back(img.name);
@@ -375,7 +405,7 @@ struct RunService::Impl {
                  run->spec.images.size(), targets.size(), run->spec.reference ? "qemu" : "none");
     // References first (they run on their own pool), then every board.
     if (run->spec.reference)
-      for (size_t i = 0; i < run->spec.images.size(); ++i) startReference(*run, i, types);
+      for (size_t i = 0; i < run->spec.images.size(); ++i) startReference(*run, i);
     for (const auto& t : targets) nextOnBoard(*run, t);
     return id;
   }
@@ -394,6 +424,63 @@ struct RunService::Impl {
 
   std::string runDir(const std::string& id) const { return runsDir() + "/" + id; }
 
+  // The run's targets from RunSpec::boards: board names of the lease,
+  // board types (the next board of that type), kSimulatorTarget.
+  Result<std::vector<std::string>> resolveTargets(const lease::Lease& lease, const std::vector<std::string>& wanted) {
+    std::vector<std::string> present;
+    for (const auto& b : lease.boards)
+      if (!b.lost) present.push_back(b.name);
+    if (wanted.empty()) {
+      if (present.empty()) return Status::error(Code::invalid_argument, "lease " + lease.id + " has no present board");
+      return present;
+    }
+    std::vector<std::string> out;
+    std::set<std::string> taken;
+    auto isPresent = [&](const std::string& name) {
+      return std::find(present.begin(), present.end(), name) != present.end();
+    };
+    for (const auto& w : wanted) {
+      if (isPresent(w)) {
+        if (!taken.insert(w).second) return Status::error(Code::invalid_argument, "board " + w + " is listed twice");
+        out.push_back(w);
+        continue;
+      }
+      if (w == kSimulatorTarget) {
+        if (!taken.insert(kSimulatorKey).second)
+          return Status::error(Code::invalid_argument, "the simulator target \"qemu\" is listed twice");
+        out.push_back(kSimulatorKey);
+        continue;
+      }
+      // A board type: its next board of the lease no earlier entry took.
+      size_t of_type = 0;
+      std::optional<std::string> next;
+      for (const auto& name : present) {
+        const config::BoardConfig* b = boardConfig(name);
+        if (!b || b->type != w) continue;
+        ++of_type;
+        if (!next && !taken.count(name)) next = name;
+      }
+      if (!next) {
+        bool in_lease = false;
+        for (const auto& b : lease.boards) in_lease = in_lease || b.name == w;
+        if (in_lease) return Status::error(Code::invalid_argument, "board " + w + " of lease " + lease.id + " is lost");
+        if (of_type == 0)
+          return Status::error(Code::invalid_argument, "target " + w + " is neither a present board of lease " +
+                                                           lease.id + ", a board type of it, nor \"qemu\"");
+        return Status::error(Code::invalid_argument, "the targets name board type " + w + " more often than lease " +
+                                                         lease.id + " holds boards of it (" + std::to_string(of_type) + ")");
+      }
+      taken.insert(*next);
+      out.push_back(*next);
+    }
+    return out;
+  }
+
+  std::string simulatorLabel(const Run& r) const {
+    auto it = r.simulators.find(r.sim_type);
+    return "qemu " + (it == r.simulators.end() ? std::string("?") : it->second.machine);
+  }
+
   Attempt& addAttempt(Run& r, size_t image, const std::string& board, bool reference) {
     auto a = std::make_unique<Attempt>();
     a->image = image;
@@ -401,22 +488,23 @@ struct RunService::Impl {
     a->reference = reference;
     a->result.image = r.image_names[image];
     a->result.target = reference ? r.reference_name : r.target_names.at(board);
-    a->result.board = reference ? "qemu " + r.simulators.begin()->second.machine : board;
+    a->result.board = a->simulator() ? simulatorLabel(r) : board;
     r.attempts.push_back(std::move(a));
     return *r.attempts.back();
   }
 
-  // --- the reference ------------------------------------------------------------
+  // --- simulators: the reference, and the simulator target ------------------------------
 
-  void startReference(Run& r, size_t image, const std::vector<std::string>& types) {
-    Attempt& a = addAttempt(r, image, "", true);
+  // Runs image `image` on a fresh simulator of the run's board type, for the
+  // reference or the simulator target; `a` is done when it exits.
+  void startSimulator(Run& r, Attempt& a) {
     a.phase = "running";
-    // The board type of the image's targets; one simulator per run.
-    const config::QemuConfig qemu = r.simulators.at(types.front());
+    a.started = clock.steadyNow();
+    const config::QemuConfig qemu = r.simulators.at(r.sim_type);
     std::string id = r.summary.id;
     // Short: the UART socket's path lives under it (at most 107 bytes).
-    std::string work = runDir(id) + "/.sim" + std::to_string(image);
-    std::string path = r.spec.images[image].path;
+    std::string work = runDir(id) + "/.sim" + std::to_string(r.attempts.size());
+    std::string path = r.spec.images[a.image].path;
     drivers::SimulatorOptions options;
     options.deadline = std::chrono::milliseconds(r.spec.deadline_ms);
     options.max_bytes = kMaxConsoleBytes;
@@ -436,24 +524,34 @@ struct RunService::Impl {
         } else {
           a.parser.feed(ran->console);
           a.console = std::move(ran->console);
+          a.truncated = ran->truncated;
           a.result.timed_out = ran->timed_out;
           a.result.seconds = ran->seconds;
           if (ran->qemu_exit)
             a.result.status = Status::infrastructure(
-                Code::unavailable, "the reference simulator exited with status " + std::to_string(*ran->qemu_exit));
+                Code::unavailable, "the simulator exited with status " + std::to_string(*ran->qemu_exit));
         }
         attemptDone(*it->second, a);
+        if (!a.reference) boardDone(*it->second, a);
       });
     });
   }
 
+  void startReference(Run& r, size_t image) { startSimulator(r, addAttempt(r, image, "", true)); }
+
   // --- targets --------------------------------------------------------------------
 
-  // Gives `board` its next image, if any is left.
+  // Gives `board` its next image, if any is left: first the retry it was
+  // swapped in for.
   void nextOnBoard(Run& r, const std::string& board) {
     if (r.cancelled->load()) return;
     std::optional<size_t> image;
-    if (r.spec.mode == RunSpec::Mode::shard) {
+    const Attempt* retry_of = nullptr;
+    if (auto it = r.retry_on.find(board); it != r.retry_on.end()) {
+      retry_of = it->second;
+      image = retry_of->image;
+      r.retry_on.erase(it);
+    } else if (r.spec.mode == RunSpec::Mode::shard) {
       if (!r.shard_queue.empty()) {
         image = r.shard_queue.front();
         r.shard_queue.pop_front();
@@ -464,6 +562,12 @@ struct RunService::Impl {
     }
     if (!image) return;
     Attempt& a = addAttempt(r, *image, board, false);
+    a.retry_of = retry_of;
+    if (retry_of) a.result.target = retry_of->result.target;
+    if (board == kSimulatorKey) {
+      startSimulator(r, a);
+      return updateSummary(r);
+    }
     a.phase = "flashing";
     a.started = clock.steadyNow();
     std::string log = boards.flashLogPath(r.lease.id, board);
@@ -479,11 +583,65 @@ struct RunService::Impl {
       if (r.cancelled->load()) return attemptDone(r, a);
       if (!s.ok()) {
         a.result.status = std::move(s);
-        return attemptDone(r, a);
+        attemptDone(r, a);
+        return boardDone(r, a);
       }
       powerOn(r, a);
     });
     updateSummary(r);
+  }
+
+  // `a` ended on its target and left it free: the retry of an
+  // infrastructure failure on another board, or the target's next image.
+  void boardDone(Run& r, Attempt& a) {
+    if (a.retry == Attempt::Retry::wanted) return retry(r, a);
+    nextOnBoard(r, a.board);
+  }
+
+  // Swaps a.board out of the lease for another board of its type, which
+  // runs a's image first (the other images a.board had left go with it).
+  void retry(Run& r, Attempt& a) {
+    a.retry = Attempt::Retry::swapping;
+    std::string id = r.summary.id;
+    Attempt* attempt = &a;
+    std::string why = "run " + id + ": " + a.own_infra_reason;
+    swapper(r.lease.id, a.board, why, [this, id, attempt](const Status& s, const lease::Lease& lease) {
+      auto it = running.find(id);
+      if (it == running.end()) return;
+      Run& r = *it->second;
+      Attempt& a = *attempt;
+      std::string fresh;
+      if (s.ok()) {
+        for (const auto& lb : lease.boards)
+          if (std::none_of(r.lease.boards.begin(), r.lease.boards.end(),
+                           [&](const lease::LeasedBoard& o) { return o.name == lb.name; }))
+            fresh = lb.name;
+        r.lease = lease;
+        boards.boardLeftLease(lease.id, a.board);
+        spdlog::info("run {}: {} on {} failed the lab's way; retrying on {}", id, a.result.image, a.board, fresh);
+      } else {
+        a.not_retried = s.message();
+        spdlog::info("run {}: {} on {} not retried: {}", id, a.result.image, a.board, s.message());
+      }
+      if (fresh.empty() || r.cancelled->load()) {
+        a.retry = Attempt::Retry::none;
+        // Without a swap the board stays in the run.
+        if (fresh.empty()) nextOnBoard(r, a.board);
+        updateSummary(r);
+        if (!r.finishing && allDone(r)) finish(r);
+        return;
+      }
+      a.retry = Attempt::Retry::done;
+      r.target_names[fresh] = a.result.target;
+      r.targets.emplace_back(fresh, a.result.target);
+      r.replaced[fresh] = a.board;
+      if (r.spec.mode == RunSpec::Mode::each) {
+        r.per_board[fresh] = std::move(r.per_board[a.board]);
+        r.per_board.erase(a.board);
+      }
+      r.retry_on[fresh] = &a;
+      nextOnBoard(r, fresh);
+    });
   }
 
   // A simulated board is stopped first (its console session ends with the
@@ -557,10 +715,10 @@ struct RunService::Impl {
     // A board still running after its deadline is powered off before its
     // next image (a board that ended its run was stopped by the board
     // service, in order with its next operation).
-    if (!a.result.timed_out) return nextOnBoard(r, a.board);
-    std::string board = a.board;
-    powerOff(r.lease, board, 50, [this, id, board] {
-      if (auto it = running.find(id); it != running.end()) nextOnBoard(*it->second, board);
+    if (!a.result.timed_out) return boardDone(r, a);
+    Attempt* attempt = &a;
+    powerOff(r.lease, a.board, 50, [this, id, attempt] {
+      if (auto it = running.find(id); it != running.end()) boardDone(*it->second, *attempt);
     });
   }
 
@@ -573,6 +731,15 @@ struct RunService::Impl {
     if (a.truncated) a.result.trace_tail += "\n[console cut at 8 MiB]\n";
     a.phase = "done";
     if (a.reference) a.own = run::evaluate(a.result, nullptr, nullptr); // once, not per record update
+    // A board target that failed the lab's way is retried once on another
+    // board (boardDone), unless the run is cancelled.
+    if (!a.simulator() && !a.retry_of && r.spec.retry && swapper && !r.cancelled->load()) {
+      run::TargetReport own = run::evaluate(a.result, nullptr, nullptr);
+      if (own.failure == FailureClass::infrastructure) {
+        a.retry = Attempt::Retry::wanted;
+        a.own_infra_reason = own.reason;
+      }
+    }
     // Targets of an image are judged once its reference is done.
     evaluateReady(r);
     updateSummary(r);
@@ -600,7 +767,8 @@ struct RunService::Impl {
 
   bool allDone(const Run& r) const {
     for (const auto& a : r.attempts)
-      if (a->phase != "done") return false;
+      if (a->phase != "done" || a->retry == Attempt::Retry::wanted || a->retry == Attempt::Retry::swapping)
+        return false;
     if (r.cancelled->load()) return true;
     if (!r.shard_queue.empty()) return false;
     for (const auto& [board, q] : r.per_board)
@@ -612,7 +780,7 @@ struct RunService::Impl {
     r.finishing = true;
     bool infra = false, test = false;
     for (const auto& a : r.attempts) {
-      if (!a->report) continue;
+      if (!a->report || a->retry == Attempt::Retry::done) continue; // a superseded attempt counts through its retry
       if (a->report->failure == FailureClass::infrastructure) infra = true;
       if (a->report->failure == FailureClass::test) test = true;
     }
@@ -648,9 +816,15 @@ struct RunService::Impl {
     std::vector<std::pair<std::string, std::string>> out;
     std::vector<run::TargetReport> reports;
     std::map<std::string, std::vector<const run::TargetReport*>> by_target;
+    // A superseded attempt's files are "<target>__attempt<n>" (no target
+    // name holds "__"), its retry's are the target's own.
+    std::map<std::pair<size_t, std::string>, int> tries; // (image, target) -> attempts so far
     for (const auto& a : r.attempts) {
-      out.emplace_back(run::tracePath(a->result.image, a->result.target), a->console);
-      if (!a->reference) out.emplace_back(run::flashLogPath(a->result.image, a->result.target), a->flash_log);
+      int n = ++tries[{a->image, a->result.target}];
+      std::string target = a->retry == Attempt::Retry::done ? a->result.target + "__attempt" + std::to_string(n)
+                                                            : a->result.target;
+      out.emplace_back(run::tracePath(a->result.image, target), a->console);
+      if (!a->simulator()) out.emplace_back(run::flashLogPath(a->result.image, target), a->flash_log);
       std::vector<std::string> keys;
       std::vector<const run::Output*> complete;
       for (const auto& o : a->result.parsed.outputs)
@@ -660,9 +834,9 @@ struct RunService::Impl {
         }
       std::vector<std::string> files = run::outputFileNames(keys);
       for (size_t i = 0; i < complete.size(); ++i)
-        out.emplace_back(run::outputDir(a->result.image, a->result.target) + "/" + files[i],
+        out.emplace_back(run::outputDir(a->result.image, target) + "/" + files[i],
                          run::npyBytes(complete[i]->dtype, complete[i]->values));
-      if (a->report) reports.push_back(*a->report);
+      if (a->report && a->retry != Attempt::Retry::done) reports.push_back(*a->report);
     }
     for (const auto& rep : reports) by_target[rep.target].push_back(&rep);
     for (const auto& [target, list] : by_target)
@@ -691,7 +865,7 @@ struct RunService::Impl {
         on_infra(r.lease.id, "", "run " + id + ": reference simulator: " + a->result.status.message());
       if (!a->report) continue;
       if (on_infra && a->report->failure == FailureClass::infrastructure && !r.cancelled->load())
-        on_infra(r.lease.id, a->board, "run " + id + ": " + a->report->reason);
+        on_infra(r.lease.id, a->simulator() ? "" : a->board, "run " + id + ": " + a->report->reason);
       ++metrics.attempts;
       if (a->report->failure == FailureClass::infrastructure) ++metrics.infrastructure_failures;
       if (a->report->failure == FailureClass::test) ++metrics.test_failures;
@@ -733,7 +907,8 @@ struct RunService::Impl {
     r.end_reason = reason;
     spdlog::info("run {} cancelled: {}", id, reason);
     for (auto& a : r.attempts) {
-      if (a->reference || a->phase != "running") continue;
+      if (a->retry == Attempt::Retry::wanted) a->retry = Attempt::Retry::none;
+      if (a->simulator() || a->phase != "running") continue;
       a->result.status = Status::error(Code::unavailable, "cancelled: " + reason);
       if (a->unwatch) std::exchange(a->unwatch, nullptr)();
       if (a->deadline) a->deadline->cancel();
@@ -760,6 +935,7 @@ struct RunService::Impl {
   std::deque<std::string> order; // ids, oldest first
   std::function<void(const RunSummary&)> on_ended;
   InfraHook on_infra;
+  BoardSwapper swapper;
   RunMetrics metrics;
 };
 
@@ -809,6 +985,8 @@ std::string RunService::runDir(const std::string& id) const { return impl_->runD
 void RunService::onRunEnded(std::function<void(const RunSummary&)> hook) { impl_->on_ended = std::move(hook); }
 
 void RunService::onInfrastructureFailure(InfraHook hook) { impl_->on_infra = std::move(hook); }
+
+void RunService::setBoardSwapper(BoardSwapper swap) { impl_->swapper = std::move(swap); }
 
 void RunService::pruneOld() {
   const int64_t cutoff = impl_->clock.wallMs() - static_cast<int64_t>(impl_->config.runs.history_days * 86400000.0);

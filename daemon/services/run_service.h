@@ -47,10 +47,20 @@ struct RunSpec {
   // image on every board.
   enum class Mode { shard, each } mode = Mode::shard;
   bool reference = true;           // false: no reference (PASS/FAIL only)
-  std::vector<std::string> boards; // the targets: boards of the lease (empty: all of them)
+  // The targets, in order (empty: every present board of the lease). Each
+  // is a board of the lease, a board type (the next board of the lease of
+  // that type no earlier entry took: a type listed twice takes two boards),
+  // or kSimulatorTarget (the reference simulator run as a target too).
+  std::vector<std::string> boards;
+  // Retry a target's infrastructure failure once, on another board of its
+  // type swapped into the lease (setBoardSwapper).
+  bool retry = true;
   int64_t deadline_ms = 60000;     // per image and target, from the power-on
   std::vector<run::ThresholdRule> thresholds; // per image, case or output (core/run/thresholds.h)
 };
+
+// The target that names the reference's simulator (RunSpec::boards).
+inline constexpr std::string_view kSimulatorTarget = "qemu";
 
 enum class RunState { running, passed, failed, error, cancelled, interrupted };
 std::string_view runStateName(RunState s);
@@ -103,6 +113,14 @@ class RunService {
   // lease, its board (empty for the reference simulator) and why.
   using InfraHook = std::function<void(const std::string& lease_id, const std::string& board, const std::string& why)>;
   void onInfrastructureFailure(InfraHook hook);
+  // How an infrastructure failure of a target is retried on another board:
+  // `swap` replaces `board` in lease `lease_id` with another board of its
+  // type (LeaseService::swap) and calls `done` with the result and the
+  // lease as it is then. Without it, nothing is retried.
+  using SwapDone = std::function<void(const Status&, const lease::Lease&)>;
+  using BoardSwapper = std::function<void(const std::string& lease_id, const std::string& board,
+                                          const std::string& reason, SwapDone done)>;
+  void setBoardSwapper(BoardSwapper swap);
   // Removes (off the event loop) the records and artifacts of runs that
   // ended more than runs.history_days ago; start-up does it too.
   void pruneOld();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <unordered_set>
 
 namespace hwfarm::lease {
@@ -481,6 +482,40 @@ OpResult Scheduler::vanished(const std::string& name, int64_t now, Changes& chan
   if (b.state != BoardState::maintenance && b.state != BoardState::quarantined)
     setState(it->second, BoardState::offline, "not present", now, changes);
   return {};
+}
+
+OpResult Scheduler::swap(const std::string& id, const std::string& name, const std::string& reason, int64_t now,
+                         Changes& changes) {
+  OpResult refused;
+  Lease* found = activeLease(id, refused);
+  if (!found) return refused;
+  Lease& lease = *found;
+  auto slot = std::find_if(lease.boards.begin(), lease.boards.end(),
+                           [&](const LeasedBoard& lb) { return lb.name == name; });
+  auto out = index_.find(name);
+  if (slot == lease.boards.end() || out == index_.end())
+    return {Status::error(Code::not_found, "board " + name + " is not in lease " + id), lease};
+  const std::string& type = boards_[out->second].spec.type;
+  std::optional<size_t> in;
+  if (auto pool = available_by_type_.find(type); pool != available_by_type_.end())
+    for (const auto& [last_used, bi] : pool->second)
+      if (lease.selector.matches(boards_[bi].spec)) {
+        in = bi;
+        break;
+      }
+  if (!in)
+    return {Status::error(Code::conflict, "no other board of type " + type + " is available to replace " + name),
+            lease};
+  const std::string& in_name = boards_[*in].spec.name;
+  changes.events.push_back({now, "board_swap", lease.id, name, "replaced by " + in_name + ": " + reason});
+  if (!slot->lost && boards_[out->second].lease_id == lease.id)
+    setState(out->second, BoardState::recovering, "swapped out of lease " + lease.id + ": " + reason, now, changes);
+  *slot = {in_name, false, 0};
+  setState(*in, BoardState::leased, "", now, changes);
+  boards_[*in].lease_id = lease.id;
+  boards_[*in].last_used_ms = now;
+  changes.updated.push_back(lease);
+  return {Status(), lease};
 }
 
 OpResult Scheduler::appeared(const std::string& name, int64_t now, Changes& changes) {

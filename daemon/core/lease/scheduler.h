@@ -137,6 +137,18 @@ class Scheduler {
   OpResult recovered(const std::string& board, int64_t now, Changes& changes);  // recovering -> available
   OpResult vanished(const std::string& board, int64_t now, Changes& changes);   // -> offline (maintenance, quarantined stay), lease board lost
   OpResult appeared(const std::string& board, int64_t now, Changes& changes);   // offline -> recovering
+  // Replaces `board` in the active lease `id` with an available board of the
+  // same type that the lease's selector matches (least recently used first),
+  // in the same place of the lease's board list: the retry of an
+  // infrastructure failure on another board. The board that leaves goes to
+  // recovering (a lost one stays offline); `reason` says why in its event.
+  // The answer's lease holds the new board. Refused: not_found (no lease,
+  // or `board` not in it), conflict (the lease ended, or no board to swap
+  // in: the message says so). A swap may take a board a waiting request
+  // was held back for; it replaces one board of a granted lease, so the
+  // lab's total in use does not grow.
+  OpResult swap(const std::string& id, const std::string& board, const std::string& reason, int64_t now,
+                Changes& changes);
 
   // Drops ended leases that ended before `cutoff_ms` from memory.
   void forgetEndedBefore(int64_t cutoff_ms);

@@ -1,0 +1,209 @@
+// The retry of an infrastructure failure on another board (issue 11): two
+// fault-injection boards of one type behind ptys, driven through hwfarmd's
+// real serial-board path; the first one's flasher fails. The run swaps the
+// other board into the lease, runs the image there, keeps both attempts,
+// and never retries a test failure or a second time.
+#include <catch2/catch.hpp>
+
+#include <boost/json.hpp>
+
+#include <filesystem>
+#include <thread>
+
+#include "daemon/cli/http_client.h"
+#include "tests/support/daemon_harness.h"
+#include "tests/support/process.h"
+
+using namespace hwfarm::test;
+namespace json = boost::json;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string fakeBoard(const TempDir& dir, int n) {
+  std::string sock = dir.file("fake" + std::to_string(n) + ".sock"), link = dir.file("ttyFAKE" + std::to_string(n));
+  auto tool = [&](const std::string& args) {
+    return "[\"" FAKE_BOARD_PATH "\", " + args + "]";
+  };
+  return "  [[worker.board]]\n  name = \"fake-" + std::to_string(n) + "\"\n  type = \"fake\"\n"
+         "  usb = { vendor = \"1209\", product = \"0001\", serial = \"FAKE000" + std::to_string(n) + "\" }\n"
+         "  serial = { port = \"" + link + "\" }\n"
+         "  flash = { driver = \"command\", argv = " + tool("\"flash\", \"" + sock + "\", \"{image}\"") +
+         ", timeout_s = 5 }\n"
+         "  power = { driver = \"command\", on = " + tool("\"power\", \"" + sock + "\", \"on\"") +
+         ", off = " + tool("\"power\", \"" + sock + "\", \"off\"") + " }\n";
+}
+
+std::string fleet(const TempDir& dir) {
+  return qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") + fakeBoard(dir, 1) + fakeBoard(dir, 2);
+}
+
+Process plugIn(const TempDir& dir, int n) {
+  std::string s = std::to_string(n);
+  return Process({FAKE_BOARD_PATH, "serve", "--link", dir.file("ttyFAKE" + s), "--control", dir.file("fake" + s + ".sock")},
+                 dir.file("board" + s + ".out"), dir.file("board" + s + ".err"));
+}
+
+void setMode(const TempDir& dir, int n, const std::string& mode) {
+  CommandResult r = runCommand({FAKE_BOARD_PATH, "mode", dir.file("fake" + std::to_string(n) + ".sock"), mode});
+  INFO(r.out << r.err);
+  REQUIRE(r.status.code == 0);
+}
+
+std::string stateOf(const RunningDaemon& d, const std::string& board) {
+  json::value boards = json::parse(d.get("/v1/boards").body);
+  for (const auto& b : boards.at("boards").as_array())
+    if (b.at("name").as_string() == board) return std::string(b.at("state").as_string());
+  return "";
+}
+
+bool waitState(const RunningDaemon& d, const std::string& board, const std::string& state) {
+  for (int i = 0; i < 500; ++i) {
+    if (stateOf(d, board) == state) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+std::vector<std::string> leaseBoards(const RunningDaemon& d, const std::string& lease) {
+  std::vector<std::string> out;
+  json::value l = json::parse(d.get("/v1/leases/" + lease).body);
+  for (const auto& b : l.at("boards").as_array())
+    out.emplace_back(b.at("name").as_string());
+  return out;
+}
+
+std::string upload(const RunningDaemon& d, const std::string& lease, const std::string& text) {
+  auto r = hwfarm::cli::HttpClient(d.url())
+               .request("POST", "/v1/leases/" + lease + "/images?name=fw.bin", text, "", "application/octet-stream");
+  REQUIRE(r.status == 201);
+  return std::string(json::parse(r.body).at("image").as_string());
+}
+
+json::object run(const RunningDaemon& d, const std::string& lease, const std::string& image,
+                 const std::string& extra = "") {
+  auto r = d.request("POST", "/v1/leases/" + lease + "/runs",
+                     R"({"images":[{"image":")" + image + R"(","name":"fw.bin"}],"reference":"none")" + extra + "}", "");
+  INFO(r.body);
+  REQUIRE(r.status == 201);
+  std::string id(json::parse(r.body).at("id").as_string());
+  for (int i = 0; i < 3000; ++i) {
+    json::object o = json::parse(d.get("/v1/runs/" + id).body).as_object();
+    if (o.at("state").as_string() != "running") return o;
+    std::this_thread::sleep_for(10ms);
+  }
+  FAIL("run " << id << " did not end");
+  return {};
+}
+
+const std::string kPass = "HWFARM BEGIN suite=fake\nHWFARM TEST t PASS\nHWFARM END status=0\n";
+
+} // namespace
+
+TEST_CASE("an infrastructure failure is retried once on another board swapped into the lease") {
+  TempDir dir;
+  RunningDaemon d(dir, fleet(dir));
+  Process b1 = plugIn(dir, 1), b2 = plugIn(dir, 2);
+  REQUIRE(waitState(d, "fake-1", "available"));
+  REQUIRE(waitState(d, "fake-2", "available"));
+  setMode(dir, 1, "flash-fail");
+  // Both unused: the first in configuration order is granted.
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  std::string lease(json::parse(granted.body).at("id").as_string());
+  REQUIRE(leaseBoards(d, lease) == std::vector<std::string>{"fake-1"});
+  std::string image = upload(d, lease, kPass);
+
+  json::object r = run(d, lease, image);
+  INFO(json::serialize(r));
+  std::string id(r.at("id").as_string());
+  CHECK(r.at("state").as_string() == "passed");
+  const json::array& attempts = r.at("attempts").as_array();
+  REQUIRE(attempts.size() == 2);
+  // The first attempt: the flasher's failure, kept with its evidence.
+  CHECK(attempts[0].at("board").as_string() == "fake-1");
+  CHECK(attempts[0].at("target").as_string() == "fake");
+  CHECK(attempts[0].at("failure_class").as_string() == "infrastructure");
+  CHECK(attempts[0].at("retried").as_bool());
+  CHECK(attempts[0].at("evidence").at("tool_output").as_string().find("verify failed") != std::string::npos);
+  // The retry: the same target on the board swapped in.
+  CHECK(attempts[1].at("board").as_string() == "fake-2");
+  CHECK(attempts[1].at("target").as_string() == "fake");
+  CHECK(attempts[1].at("retry_of_board").as_string() == "fake-1");
+  CHECK(attempts[1].at("outcome").as_string() == "pass");
+  const json::array& targets = r.at("targets").as_array();
+  REQUIRE(targets.size() == 2);
+  CHECK(targets[1].at("board").as_string() == "fake-2");
+  CHECK(targets[1].at("replaces").as_string() == "fake-1");
+  // The holder sees the new board list; the failed board left the lease.
+  CHECK(leaseBoards(d, lease) == std::vector<std::string>{"fake-2"});
+  CHECK(stateOf(d, "fake-2") == "leased");
+  CHECK(stateOf(d, "fake-1") != "leased");
+  // Both attempts' artifacts, none overwriting the other; the verdict files
+  // hold the retry.
+  std::string runs = dir.file("state/runs/" + id);
+  CHECK(readFile(runs + "/logs/flash__fw__fake__attempt1.txt").find("verify failed") != std::string::npos);
+  CHECK(readFile(runs + "/traces/fw__fake.txt").find("HWFARM END status=0") != std::string::npos);
+  std::string junit = readFile(runs + "/junit.xml");
+  CHECK(junit.find("errors=\"0\"") != std::string::npos);
+  CHECK(junit.find("<error") == std::string::npos);
+
+  SECTION("a second failure is not retried again, and a test failure never") {
+    setMode(dir, 2, "flash-fail");
+    REQUIRE(waitState(d, "fake-1", "available"));
+    json::object twice = run(d, lease, image);
+    INFO(json::serialize(twice));
+    CHECK(twice.at("state").as_string() == "error");
+    CHECK(twice.at("failure_class").as_string() == "infrastructure");
+    const json::array& a = twice.at("attempts").as_array();
+    REQUIRE(a.size() == 2);
+    CHECK(a[0].at("board").as_string() == "fake-2");
+    CHECK(a[1].at("board").as_string() == "fake-1");
+    CHECK(a[1].at("failure_class").as_string() == "infrastructure");
+    CHECK_FALSE(a[1].as_object().contains("retried"));
+    CHECK(leaseBoards(d, lease) == std::vector<std::string>{"fake-1"});
+
+    setMode(dir, 1, "normal");
+    json::object failing = run(d, lease, upload(d, lease, "HWFARM BEGIN suite=fake\nHWFARM TEST t FAIL nope\nHWFARM END status=1\n"));
+    CHECK(failing.at("state").as_string() == "failed");
+    CHECK(failing.at("attempts").as_array().size() == 1);
+  }
+  SECTION("without a free board of the type, or with retry off, the failure stands") {
+    auto other = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual","wait_s":10})", "");
+    // fake-1 recovers (recovery_s 0) and goes to the second lease; fail it
+    // and run on it with no board left to swap in.
+    REQUIRE(other.status == 201);
+    std::string second(json::parse(other.body).at("id").as_string());
+    REQUIRE(leaseBoards(d, second) == std::vector<std::string>{"fake-1"});
+    json::object alone = run(d, second, upload(d, second, kPass));
+    INFO(json::serialize(alone));
+    CHECK(alone.at("state").as_string() == "error");
+    const json::array& a = alone.at("attempts").as_array();
+    REQUIRE(a.size() == 1);
+    CHECK(a[0].at("not_retried").as_string() == "no other board of type fake is available to replace fake-1");
+    REQUIRE(d.request("DELETE", "/v1/leases/" + lease, "", "").status == 200);
+    REQUIRE(waitState(d, "fake-2", "available"));
+    // Each image of the board is still tried after a failed flash (two
+    // images, each mode): the run ends with both attempts.
+    std::string pass = upload(d, second, kPass);
+    json::object off = run(d, second, pass, R"(,"retry":false,"mode":"each")");
+    CHECK(off.at("state").as_string() == "error");
+    CHECK(off.at("attempts").as_array().size() == 1);
+    auto two = d.request("POST", "/v1/leases/" + second + "/runs",
+                         R"({"images":[{"image":")" + pass + R"(","name":"a.bin"},{"image":")" + pass +
+                             R"(","name":"b.bin"}],"reference":"none","retry":false,"mode":"each"})",
+                         "");
+    REQUIRE(two.status == 201);
+    std::string two_id(json::parse(two.body).at("id").as_string());
+    json::object ended;
+    for (int i = 0; i < 3000; ++i) {
+      ended = json::parse(d.get("/v1/runs/" + two_id).body).as_object();
+      if (ended.at("state").as_string() != "running") break;
+      std::this_thread::sleep_for(10ms);
+    }
+    CHECK(ended.at("state").as_string() == "error");
+    CHECK(ended.at("attempts").as_array().size() == 2);
+    CHECK(leaseBoards(d, second) == std::vector<std::string>{"fake-1"});
+  }
+}
