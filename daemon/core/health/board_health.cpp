@@ -51,14 +51,18 @@ std::string CheckRecord::evidence() const {
 
 namespace {
 
-// FNV-1a: stable across builds and platforms, unlike std::hash.
-uint64_t fnv1a(const std::string& text) {
+// FNV-1a, then splitmix64's finalizer so that names differing in their
+// last character differ in the high bits too. Stable across builds and
+// platforms, unlike std::hash.
+uint64_t nameHash(const std::string& text) {
   uint64_t h = 14695981039346656037ull;
   for (unsigned char c : text) {
     h ^= c;
     h *= 1099511628211ull;
   }
-  return h;
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
 }
 
 } // namespace
@@ -66,7 +70,7 @@ uint64_t fnv1a(const std::string& text) {
 BoardHealth::BoardHealth(std::string board, HealthOptions options, BoardHealthState state)
     : board_(std::move(board)), options_(options), s_(std::move(state)) {
   // u in [0, 1) from the top 53 bits; offset in [-jitter, +jitter) * interval.
-  const double u = static_cast<double>(fnv1a(board_) >> 11) / static_cast<double>(1ull << 53);
+  const double u = static_cast<double>(nameHash(board_) >> 11) / static_cast<double>(1ull << 53);
   jitter_ms_ = static_cast<int64_t>((2 * u - 1) * options_.jitter * static_cast<double>(options_.interval_ms));
   // A check under way when the state was saved was lost with the process.
   if (s_.running) {
