@@ -147,8 +147,10 @@ class SlaPolicy {
 
   // An operator pins the effective tier. invalid_argument when `tier` is
   // not in 1..3 or is above (numerically below) the registered tier.
+  // Decisions due up to `at_ms` are made first and kept in transitions();
+  // call advanceTo(at_ms) before to receive them.
   Result<Transition> pin(int64_t at_ms, int tier, const std::string& who, const std::string& reason);
-  // Removes the pin; nullopt when there was none.
+  // Removes the pin; nullopt when there was none. Same note as pin().
   std::optional<Transition> unpin(int64_t at_ms, const std::string& who, const std::string& reason);
 
   int registeredTier() const { return options_.registered_tier; }
