@@ -72,7 +72,7 @@ TEST_CASE("board health: a new board is checked at once and is not granted befor
   CHECK(h.nextTrigger() == Trigger::periodic);
 }
 
-TEST_CASE("board health: K failed ladders quarantine the board, retried with doubling backoff up to the cap") {
+TEST_CASE("board health: K failed ladders quarantine the board which is retried with doubling backoff up to the cap") {
   BoardHealth h = healthy();
   int64_t t = T0 + kHour;
   // Ladders 1 and 2: failing, recovering, retried after retry_ms.
@@ -152,7 +152,7 @@ TEST_CASE("board health: after a clean probation the backoff is forgotten and fa
   CHECK(h.state().failed_ladders == 1);
 }
 
-TEST_CASE("board health: checks are due after a lease ends, after an infrastructure failure, on request, never while leased") {
+TEST_CASE("board health: checks are due after a lease ends or an infrastructure failure or on request but never while leased") {
   BoardHealth h = healthy();
   const int64_t t = T0 + 10 * kMin;
   h.onLeased(t);
@@ -317,7 +317,7 @@ TEST_CASE("incidents: every board of the host failing within the window is one h
   CHECK(again.onFailure(T0 + kHour, "z", "9-9", "x").id == book.nextId());
 }
 
-TEST_CASE("format: UTC minutes, countdowns, spans and tier names") {
+TEST_CASE("format: UTC minutes and countdowns and spans and tier names") {
   CHECK(formatUtcMinute(T0 + 3 * kHour + 12 * kMin + 59 * kSec) == "2026-12-01T03:12Z");
   CHECK(formatUtcMinute(0) == "1970-01-01T00:00Z");
   CHECK(formatUtcMinute(1835481540000) == "2028-02-29T23:59Z");

@@ -60,6 +60,15 @@ class Sim {
   std::vector<Fault> faults;
   bool test_failures = false; // every run fails its own tests
   std::vector<Transition> transitions;
+  // Every input given to the policy, in order (the event log a restart replays).
+  struct Input {
+    bool is_check;
+    int64_t at_ms;
+    std::string board;
+    RunResult result;
+    bool passed;
+  };
+  std::vector<Input> log;
 
   // Plays the schedule up to T0 + `until` (inclusive), in 5-minute ticks.
   void runUntil(int64_t until) {
@@ -90,6 +99,7 @@ class Sim {
     for (size_t i = 0; i < kBoards.size(); ++i)
       if (in_hour == static_cast<int64_t>(5 + 10 * i) * kMin) {
         const auto& b = kBoards[i].board;
+        log.push_back({true, t, b, RunResult::passed, !broken(b, t, true)});
         keep(policy.onCheck(t, b, "", !broken(b, t, true), "no banner"));
       }
   }
@@ -102,6 +112,7 @@ class Sim {
       const RunResult r = broken(b, t, false) ? RunResult::infra_failure
                           : test_failures     ? RunResult::test_failure
                                               : RunResult::passed;
+      log.push_back({false, t, b, r, false});
       keep(policy.onRun(t, b, "", r, "flash timeout"));
       return;
     }
@@ -130,7 +141,7 @@ TEST_CASE("sla sim: a single infrastructure failure resolved within the window d
   CHECK_FALSE(sim.policy.standing(T0 + 14 * kDay).ms_to_demotion);
 }
 
-TEST_CASE("sla sim: a failure left unresolved demotes at exactly the window, and the warning counts down") {
+TEST_CASE("sla sim: a failure left unresolved demotes at exactly the window and the warning counts down") {
   Sim sim;
   // Given stm32-2 broken from day 2 00:20 to day 5: the incident opens at
   // day 2 00:30 (its run) and tier 1's window (24 h) ends at day 3 00:30.
@@ -218,7 +229,7 @@ TEST_CASE("sla sim: test failures only never demote") {
   CHECK(sim.policy.effectiveTier() == 1);
 }
 
-TEST_CASE("sla sim: a test failure on a broken board's run resolves it, as the board worked") {
+TEST_CASE("sla sim: a test failure on a broken board's run resolves it as the board worked") {
   Sim sim;
   // Given stm32-2's run failing at day 1 00:30, then a run on it that
   // fails its tests at 01:00 (outside the schedule): resolved, no incident.
@@ -229,7 +240,7 @@ TEST_CASE("sla sim: a test failure on a broken board's run resolves it, as the b
   CHECK(sim.policy.incidents().open().empty());
 }
 
-TEST_CASE("sla sim: recovery promotes after the healthy period, one tier at a time") {
+TEST_CASE("sla sim: recovery promotes after the healthy period one tier at a time") {
   Sim sim;
   // Given stm32-2 broken from day 1 00:20 to day 5: incident at day 1
   // 00:30; 1 -> 2 at day 2 00:30 (24 h), 2 -> 3 at day 4 00:30 (tier 2's
@@ -400,4 +411,112 @@ TEST_CASE("sla sim: the next decision time is when the window ends") {
   CHECK(t[0].reason == "demoted to tier 2 at 2026-12-02T00:00Z: infrastructure failure on stm32-4 (board lost) "
                        "unresolved for 24h");
   CHECK(p.nextDecisionMs() == T0 + 72 * kHour);
+}
+
+TEST_CASE("sla sim: replaying the stored inputs rebuilds the same transitions") {
+  Sim sim;
+  sim.faults = {{"stm32-2", kDay + 20 * kMin, 5 * kDay}, {"stm32-3", 9 * kDay, 9 * kDay + 2 * kHour, true}};
+  sim.runUntil(14 * kDay);
+  REQUIRE(sim.transitions.size() == 4);
+  SlaPolicy replayed(options());
+  std::vector<Transition> again;
+  for (const auto& in : sim.log) {
+    auto t = in.is_check ? replayed.onCheck(in.at_ms, in.board, "", in.passed, "no banner")
+                         : replayed.onRun(in.at_ms, in.board, "", in.result, "flash timeout");
+    again.insert(again.end(), t.begin(), t.end());
+  }
+  auto tail = replayed.advanceTo(T0 + 14 * kDay);
+  again.insert(again.end(), tail.begin(), tail.end());
+  REQUIRE(again.size() == sim.transitions.size());
+  for (size_t i = 0; i < again.size(); ++i) {
+    CHECK(again[i].at_ms == sim.transitions[i].at_ms);
+    CHECK(again[i].reason == sim.transitions[i].reason);
+  }
+  CHECK(replayed.effectiveTier() == sim.policy.effectiveTier());
+}
+
+TEST_CASE("sla: an old success leaving the ratio window can demote at the exact time it leaves") {
+  SlaPolicy p(options());
+  // 9 passes at T0 + 0..8 min; at 12 h 6 passes, 3 failures and a pass
+  // that resolves the board: 3 of 19 (16%). Each early pass leaves the
+  // 24 h window at T0 + 24 h + i min; with 5 gone (i = 4) it is 3 of 14
+  // (21%) > 20%.
+  for (int i = 0; i < 9; ++i) p.onRun(T0 + i * kMin, "stm32-1", "", RunResult::passed);
+  for (int i = 0; i < 6; ++i) p.onRun(T0 + 12 * kHour + i * kMin, "stm32-1", "", RunResult::passed);
+  for (int i = 6; i < 9; ++i) p.onRun(T0 + 12 * kHour + i * kMin, "stm32-1", "", RunResult::infra_failure, "flash timeout");
+  p.onRun(T0 + 12 * kHour + 9 * kMin, "stm32-1", "", RunResult::passed);
+  REQUIRE(p.incidents().open().empty());
+  REQUIRE(p.transitions().empty());
+  CHECK(p.standing(T0 + 12 * kHour + 9 * kMin).ratio.runs == 19);
+  CHECK(p.advanceTo(T0 + 24 * kHour + 4 * kMin - 1).empty());
+  CHECK(p.standing(T0 + 24 * kHour + 4 * kMin - 1).ratio.runs == 15);
+  auto t = p.advanceTo(T0 + 30 * kHour);
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].at_ms == T0 + 24 * kHour + 4 * kMin);
+  CHECK(t[0].reason == "demoted to tier 2 at 2026-12-02T00:04Z: infrastructure failures in 3 of 14 runs (21%) over "
+                       "24h, above 20%");
+}
+
+TEST_CASE("sla: ratio_max_runs limits the ratio to the last N runs") {
+  for (int64_t cap : {int64_t{0}, int64_t{10}}) {
+    SlaOptions o = options();
+    o.ratio_max_runs = cap;
+    SlaPolicy p(o);
+    // 20 passes, then failures: with the cap, the last 10 runs hold 3 of
+    // 10 (30%) at the third failure; without it, 3 of 23 (13%).
+    for (int i = 0; i < 20; ++i) p.onRun(T0 + i * kMin, "stm32-1", "", RunResult::passed);
+    std::vector<Transition> all;
+    for (int i = 0; i < 3; ++i) {
+      auto t = p.onRun(T0 + (20 + i) * kMin, "stm32-2", "", RunResult::infra_failure, "flash timeout");
+      all.insert(all.end(), t.begin(), t.end());
+    }
+    INFO("ratio_max_runs " << cap);
+    if (cap == 0) {
+      CHECK(all.empty());
+      CHECK(p.standing(T0 + 22 * kMin).ratio.runs == 23);
+    } else {
+      REQUIRE(all.size() == 1);
+      CHECK(all[0].at_ms == T0 + 22 * kMin);
+      CHECK(all[0].reason == "demoted to tier 2 at 2026-12-01T00:22Z: infrastructure failures in 3 of 10 runs (30%) "
+                             "over 24h, above 20%");
+    }
+  }
+}
+
+TEST_CASE("sla: tier 3 is demoted to suspended and comes back to tier 3") {
+  SlaPolicy p(options(3));
+  p.onInfraFailure(T0, "stm32-1", "", "board lost");
+  p.advanceTo(T0 + 167 * kHour);
+  Standing s = p.standing(T0 + 167 * kHour);
+  CHECK(s.warning == "tier 3 → suspended in 1 h 0 m unless stm32-1 recovers");
+  auto t = p.advanceTo(T0 + 168 * kHour);
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].to == 4);
+  CHECK(t[0].reason == "demoted to suspended at 2026-12-08T00:00Z: infrastructure failure on stm32-1 (board lost) "
+                       "unresolved for 168h");
+  CHECK(p.effectiveTier() == 4);
+  s = p.standing(T0 + 168 * kHour);
+  CHECK_FALSE(s.ms_to_demotion);
+  CHECK(s.warning.empty());
+  p.onCheck(T0 + 170 * kHour, "stm32-1", "", true);
+  CHECK(p.standing(T0 + 170 * kHour).promotion_at_ms == T0 + 194 * kHour);
+  t = p.advanceTo(T0 + 300 * kHour);
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].at_ms == T0 + 194 * kHour);
+  CHECK(t[0].to == 3);
+  CHECK(p.effectiveTier() == 3);
+}
+
+TEST_CASE("sla: every board of the host failing is one host incident in the warning") {
+  SlaPolicy p(options());
+  for (int i = 0; i < 4; ++i) p.onInfraFailure(T0 + i * kMin, kBoards[i].board, "", "board lost");
+  Standing s = p.standing(T0 + 4 * kMin);
+  REQUIRE(s.incidents.size() == 1);
+  CHECK(s.incidents[0].incident.scope == Scope::host);
+  CHECK(s.warning == "tier 1 → 2 in 23 h 56 m unless the host (stm32-1, stm32-2, stm32-3 and stm32-4) recovers");
+  // Two boards back: the host incident still stands for the other two.
+  p.onCheck(T0 + 10 * kMin, "stm32-1", "", true);
+  p.onCheck(T0 + 11 * kMin, "stm32-3", "", true);
+  CHECK(p.standing(T0 + 12 * kMin).warning ==
+        "tier 1 → 2 in 23 h 48 m unless the host (stm32-2 and stm32-4) recovers");
 }
