@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -484,4 +485,35 @@ TEST_CASE("targets by board type listed twice, and the simulator as both target 
   CHECK(fs::exists(runs + "/golden_results__mps2_an385_1.json"));
   CHECK_FALSE(fs::exists(runs + "/logs/flash__slight__qemu.txt")); // a simulator is not flashed
   CHECK(qemuProcesses(dir.file("state")) == 0);
+}
+
+TEST_CASE("run records are rows of the database, and an older hwfarmd's summary.json joins them at start-up") {
+  TempDir dir;
+  // A run an older hwfarmd left running (only its summary.json).
+  std::string old_dir = dir.file("state/runs/run-00000000000000aa");
+  fs::create_directories(old_dir);
+  {
+    std::ofstream(old_dir + "/summary.json")
+        << R"({"id":"run-00000000000000aa","lease_id":"L","state":"running","created_ms":1000})";
+  }
+  std::string id;
+  {
+    RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+    json::object old = parsed(d.get("/v1/runs/run-00000000000000aa")).as_object();
+    CHECK(old.at("state").as_string() == "interrupted");
+    std::string lease = leaseBoards(d, 1);
+    json::object run = runVariant(d, lease, "pass");
+    id = std::string(run.at("id").as_string());
+    CHECK(run.at("state").as_string() == "passed");
+  }
+  // Read with Python's sqlite3 module, not through hwfarmd.
+  std::string rows = sh("python3 -c \"import sqlite3,sys; [print(f'{i}|{s}') for i, s in sqlite3.connect(sys.argv[1])"
+                        ".execute('SELECT id, state FROM runs ORDER BY created_ms')]\" " +
+                        dir.file("state/hwfarm.db"));
+  CHECK(rows == "0:run-00000000000000aa|interrupted\n" + id + "|passed\n");
+  // The artifacts' summary.json went, the record stays (the database's).
+  fs::remove(dir.file("state/runs/" + id + "/summary.json"));
+  RunningDaemon again(dir, qemuFleet(dir.file("state"), 1));
+  json::object run = parsed(again.get("/v1/runs/" + id)).as_object();
+  CHECK(run.at("state").as_string() == "passed");
 }

@@ -176,16 +176,16 @@ void Handlers::startRun(Call& c, const std::string& id) {
     }
   }
   if (spec.images.empty()) return c.respond(jsonError(400, "invalid_request", "images: expected 1 to 1000 images"));
-  Result<std::string> started = runs_->start(*l, std::move(spec));
-  if (!started) {
-    const Status& s = started.status();
-    if (s.is(Code::busy)) return c.respond(jsonError(429, "too_many_runs", s.message()));
-    if (s.is(Code::invalid_argument)) return c.respond(jsonError(400, "invalid_request", s.message()));
-    return c.respond(jsonError(500, "storage_error", s.message()));
-  }
-  const RunSummary* run = runs_->find(*started);
-  HttpResponse r = okText(run->json, 201);
-  c.respond(std::move(r));
+  // Answered once the run's record is stored (it then starts).
+  auto respond = c.respond;
+  Status refused = runs_->start(*l, std::move(spec), [this, respond](const Result<std::string>& started) {
+    if (!started) return respond(jsonError(500, "storage_error", started.status().message()));
+    const RunSummary* run = runs_->find(*started);
+    respond(okText(run ? run->json : "{\"id\":\"" + *started + "\"}", 201));
+  });
+  if (refused.is(Code::busy)) return c.respond(jsonError(429, "too_many_runs", refused.message()));
+  if (refused.is(Code::invalid_argument)) return c.respond(jsonError(400, "invalid_request", refused.message()));
+  if (!refused.ok()) return c.respond(jsonError(500, "storage_error", refused.message()));
 }
 
 void Handlers::listRuns(Call& c) {

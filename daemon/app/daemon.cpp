@@ -28,6 +28,7 @@
 #include "daemon/services/run_service.h"
 #include "daemon/services/presence.h"
 #include "daemon/services/system_clock.h"
+#include "daemon/store/database.h"
 #include "drivers/usb_discovery.h"
 
 namespace hwfarm {
@@ -146,6 +147,9 @@ struct Daemon::Impl {
   std::unique_ptr<LeaseService> leases;
   std::unique_ptr<BoardService> boards;
   std::unique_ptr<RunService> runs;
+  // The services' tables live in it: it goes first (its last commits use
+  // their tables), and they do not use it once it is gone.
+  std::unique_ptr<store::Database> db;
   std::unique_ptr<PresenceWatcher> presence;
   std::unique_ptr<drivers::UsbDiscovery> usb;
   std::map<std::string, bool> usb_present;  // boards found by USB discovery
@@ -208,13 +212,15 @@ int Daemon::Impl::run() {
 
   try {
     state_lock = std::make_unique<StateDirLock>(config->agent.state_dir);
-    leases = std::make_unique<LeaseService>(io, *config, clock);
+    db = openDatabase(*config);
+    leases = std::make_unique<LeaseService>(io, *config, clock, *db);
     boards = std::make_unique<BoardService>(io, *config, [this](const std::string& board) {
       std::lock_guard lock(tty_mutex);
       auto it = ttys.find(board);
       return it == ttys.end() ? std::string() : it->second;
     });
-    runs = std::make_unique<RunService>(io, *config, *boards, clock);
+    runs = std::make_unique<RunService>(io, *config, *boards, clock, *db);
+    startDatabase(*db, io);
     // A run's infrastructure failures are events against their boards (the SLA's input).
     runs->setBoardSwapper([this](const std::string& lease_id, const std::string& board, const std::string& reason,
                                  RunService::SwapDone done) {

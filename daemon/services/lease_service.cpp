@@ -59,14 +59,15 @@ struct LeaseService::Impl {
     TimerQueue::Id timer;
   };
 
-  Impl(asio::io_context& io_context, const config::FleetConfig& config, const Clock& clock)
+  Impl(asio::io_context& io_context, const config::FleetConfig& config, const Clock& clock, store::Database* shared)
       : io(io_context),
         clock(clock),
         start_steady(clock.steadyNow()),
         start_wall_ms(clock.wallMs()),
         config(config),
         scheduler(schedulerOptions(config), randomId),
-        store(config.agent.state_dir + "/hwfarm.db", store::DatabaseOptions{config.leases.fsync}),
+        owned(shared ? nullptr : openDatabase(config)),
+        store(shared ? *shared : *owned),
         wake(io_context) {
     store.add(tables);
   }
@@ -106,7 +107,8 @@ struct LeaseService::Impl {
   config::FleetConfig config;
   lease::Scheduler scheduler;
   store::LeaseTables tables; // before the database: it outlives the database's threads
-  store::Database store;
+  std::unique_ptr<store::Database> owned; // unless the daemon shares its database
+  store::Database& store;
   TimerQueue timers;
   asio::steady_timer wake;                     // calls tick() at timers.next()
   std::optional<Clock::SteadyTime> wake_armed; // the deadline `wake` is armed for
@@ -399,11 +401,27 @@ void LeaseService::Impl::waiterGone(uint64_t ticket, uint64_t waiter_id) {
   persist(std::move(changes), nullptr);
 }
 
+std::unique_ptr<store::Database> openDatabase(const config::FleetConfig& config) {
+  return std::make_unique<store::Database>(config.agent.state_dir + "/hwfarm.db",
+                                           store::DatabaseOptions{config.leases.fsync});
+}
+
+void startDatabase(store::Database& db, asio::io_context& io) {
+  db.start([&io](std::function<void()> fn) { asio::post(io, std::move(fn)); });
+}
+
 LeaseService::LeaseService(asio::io_context& io, const config::FleetConfig& config, const Clock& clock)
-    : impl_(std::make_unique<Impl>(io, config, clock)) {
+    : impl_(std::make_unique<Impl>(io, config, clock, nullptr)) {
   impl_->restore();
-  Impl* impl = impl_.get();
-  impl_->store.start([impl](std::function<void()> fn) { asio::post(impl->io, std::move(fn)); });
+  startDatabase(impl_->store, io);
+  impl_->armExpiry();
+  impl_->forgetOldLeases();
+}
+
+LeaseService::LeaseService(asio::io_context& io, const config::FleetConfig& config, const Clock& clock,
+                           store::Database& db)
+    : impl_(std::make_unique<Impl>(io, config, clock, &db)) {
+  impl_->restore();
   impl_->armExpiry();
   impl_->forgetOldLeases();
 }

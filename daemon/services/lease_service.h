@@ -34,6 +34,15 @@ class io_context;
 
 namespace hwfarm {
 
+namespace store {
+class Database;
+}
+
+// The daemon's database under the config's state dir (leases.fsync), not
+// started; and starting it with its completions on `io`.
+std::unique_ptr<store::Database> openDatabase(const config::FleetConfig& config);
+void startDatabase(store::Database& db, boost::asio::io_context& io);
+
 // The answer to an acquire. Not an error when granted (status ok, lease
 // set; `existing` for a retry answered with the lease it was granted
 // before). Otherwise the status says why, with its message: timeout (no
@@ -63,6 +72,12 @@ class LeaseService {
   // daemon was down are expired now. Throws std::runtime_error on failure.
   // `clock` must outlive the service.
   LeaseService(boost::asio::io_context& io, const config::FleetConfig& config, const Clock& clock);
+  // The same on the daemon's database `db` (its other services keep their
+  // tables there too): the service adds its tables and restores from it;
+  // the caller starts it (startDatabase) once every service has, and
+  // destroys it before the services.
+  LeaseService(boost::asio::io_context& io, const config::FleetConfig& config, const Clock& clock,
+               store::Database& db);
   ~LeaseService();
 
   // Applies a reloaded config: new boards, removed boards (their leases are

@@ -23,6 +23,7 @@
 #include "daemon/core/run/npy.h"
 #include "daemon/core/run/protocol.h"
 #include "daemon/core/run/report.h"
+#include "daemon/store/run_tables.h"
 #include "drivers/simulator_run.h"
 
 namespace asio = boost::asio;
@@ -168,61 +169,96 @@ struct RunService::Impl {
     std::vector<std::string> artifact_paths;  // once finishing
   };
 
-  Impl(asio::io_context& io_context, const config::FleetConfig& c, BoardService& b, const Clock& clk)
-      : io(io_context), config(c), boards(b), clock(clk),
+  Impl(asio::io_context& io_context, const config::FleetConfig& c, BoardService& b, const Clock& clk,
+       store::Database& database)
+      : io(io_context), config(c), boards(b), clock(clk), db(database),
         simulators(static_cast<size_t>(std::max<int64_t>(1, c.runs.max_simulators))), writer(1) {
+    db.add(tables);
     restore();
   }
 
   std::string runsDir() const { return config.agent.state_dir + "/runs"; }
 
-  // Runs found "running" were interrupted by a restart: their records say
-  // so. Runs that ended more than runs.history_days ago are removed, with
-  // their artifacts.
+  // The summary of a stored record (a row, or an older hwfarmd's
+  // summary.json); a run still "running" was cut short by a restart, and
+  // its record says so now (`changed`).
+  static std::optional<RunSummary> summaryOf(const std::string& id, const std::string& text, int64_t now_ms,
+                                             bool* changed) {
+    boost::system::error_code jec;
+    json::value v = json::parse(text, jec);
+    if (jec || !v.is_object()) return std::nullopt;
+    json::object& o = v.as_object();
+    RunSummary s;
+    s.id = id;
+    if (auto* l = o.if_contains("lease_id"); l && l->is_string()) s.lease_id = std::string(l->as_string());
+    if (auto* t = o.if_contains("created_ms"); t && t->is_int64()) s.created_ms = t->as_int64();
+    if (auto* t = o.if_contains("ended_ms"); t && t->is_int64()) s.ended_ms = t->as_int64();
+    std::string state = o.if_contains("state") && o["state"].is_string() ? std::string(o["state"].as_string()) : "";
+    s.state = state == "passed" ? RunState::passed
+              : state == "failed" ? RunState::failed
+              : state == "error" ? RunState::error
+              : state == "cancelled" ? RunState::cancelled
+                                      : RunState::interrupted;
+    *changed = state == "running";
+    if (*changed) {
+      s.ended_ms = now_ms;
+      o["state"] = "interrupted";
+      o["ended_ms"] = s.ended_ms;
+      o["failure_class"] = "infrastructure";
+      o["reason"] = "hwfarmd stopped during the run (restarted or killed); the run did not finish";
+      spdlog::warn("run {} was interrupted by a restart of hwfarmd", s.id);
+    }
+    s.json = *changed ? json::serialize(o) : text;
+    return s;
+  }
+
+  static store::StoredRun rowOf(const RunSummary& s) {
+    return {s.id, s.lease_id, std::string(runStateName(s.state)), s.created_ms, s.ended_ms, s.json};
+  }
+
+  // Start-up: the runs in the database; a run found "running" was
+  // interrupted by a restart, and its record (and summary.json) say so.
+  // Runs that ended more than runs.history_days ago are removed, with their
+  // artifacts. Runs of an older hwfarmd (only a summary.json) join the
+  // database.
   void restore() {
-    std::error_code ec;
+    const int64_t now = clock.wallMs();
+    const int64_t cutoff = now - static_cast<int64_t>(config.runs.history_days * 86400000.0);
+    for (const auto& id : tables.prune(db, cutoff)) removeRunDir(runDir(id));
     std::vector<RunSummary> found;
-    const int64_t cutoff = clock.wallMs() - static_cast<int64_t>(config.runs.history_days * 86400000.0);
-    for (fs::directory_iterator it(runsDir(), ec), end; !ec && it != end; it.increment(ec)) {
-      std::string path = it->path().string() + "/summary.json";
-      std::ifstream in(path);
-      if (!in) continue;
-      std::string text((std::istreambuf_iterator<char>(in)), {});
-      boost::system::error_code jec;
-      json::value v = json::parse(text, jec);
-      if (jec || !v.is_object()) continue;
-      json::object& o = v.as_object();
-      RunSummary s;
-      s.id = it->path().filename().string();
-      if (auto* l = o.if_contains("lease_id"); l && l->is_string()) s.lease_id = std::string(l->as_string());
-      if (auto* t = o.if_contains("created_ms"); t && t->is_int64()) s.created_ms = t->as_int64();
-      if (auto* t = o.if_contains("ended_ms"); t && t->is_int64()) s.ended_ms = t->as_int64();
-      std::string state = o.if_contains("state") && o["state"].is_string() ? std::string(o["state"].as_string()) : "";
-      s.state = state == "passed" ? RunState::passed
-                : state == "failed" ? RunState::failed
-                : state == "error" ? RunState::error
-                : state == "cancelled" ? RunState::cancelled
-                                        : RunState::interrupted;
-      if (state == "running") {
-        s.ended_ms = clock.wallMs();
-        o["state"] = "interrupted";
-        o["ended_ms"] = s.ended_ms;
-        o["failure_class"] = "infrastructure";
-        o["reason"] = "hwfarmd stopped during the run (restarted or killed); the run did not finish";
-        spdlog::warn("run {} was interrupted by a restart of hwfarmd", s.id);
-        text = json::serialize(o);
-        if (Status w = writeFile(path, text); !w.ok()) spdlog::error("{}", w.message());
-      }
-      if (s.state != RunState::running && s.ended_ms && s.ended_ms < cutoff) {
-        std::error_code rm;
-        fs::remove_all(it->path(), rm);
-        if (rm) spdlog::warn("cannot remove the old run {}: {}", it->path().string(), rm.message());
-        else spdlog::info("run {} ended more than runs.history_days ago: removed", s.id);
+    std::vector<store::StoredRun> rewrite;
+    std::set<std::string> known;
+    for (const auto& row : tables.load(db, kHistory)) {
+      known.insert(row.id);
+      bool changed = false;
+      std::optional<RunSummary> s = summaryOf(row.id, row.record, now, &changed);
+      if (!s) {
+        spdlog::error("run {}: its stored record is not JSON; left out", row.id);
         continue;
       }
-      s.json = std::move(text);
-      found.push_back(std::move(s));
+      if (changed) {
+        rewrite.push_back(rowOf(*s));
+        if (Status w = writeFile(runDir(s->id) + "/summary.json", s->json); !w.ok()) spdlog::error("{}", w.message());
+      }
+      found.push_back(std::move(*s));
     }
+    std::error_code ec;
+    for (fs::directory_iterator it(runsDir(), ec), end; !ec && it != end; it.increment(ec)) {
+      std::string id = it->path().filename().string();
+      if (known.count(id) || !fs::exists(it->path() / "summary.json")) continue;
+      std::ifstream in(it->path() / "summary.json");
+      bool changed = false;
+      std::optional<RunSummary> s = summaryOf(id, std::string(std::istreambuf_iterator<char>(in), {}), now, &changed);
+      if (!s) continue;
+      if (s->ended_ms && s->ended_ms < cutoff) {
+        removeRunDir(it->path().string());
+        continue;
+      }
+      if (changed) (void)writeFile(it->path().string() + "/summary.json", s->json);
+      rewrite.push_back(rowOf(*s));
+      found.push_back(std::move(*s));
+    }
+    tables.storeNow(db, rewrite);
     std::sort(found.begin(), found.end(), [](const RunSummary& a, const RunSummary& b) {
       return a.created_ms != b.created_ms ? a.created_ms < b.created_ms : a.id < b.id;
     });
@@ -231,6 +267,13 @@ struct RunService::Impl {
       order.push_back(s.id);
       finished[s.id] = std::move(s);
     }
+  }
+
+  static void removeRunDir(const std::string& dir) {
+    std::error_code rm;
+    fs::remove_all(dir, rm);
+    if (rm) spdlog::warn("cannot remove the old run {}: {}", dir, rm.message());
+    else spdlog::info("run {} ended more than runs.history_days ago: removed", fs::path(dir).filename().string());
   }
 
   // --- the run's record ---------------------------------------------------
@@ -322,7 +365,7 @@ struct RunService::Impl {
 
   // --- starting ---------------------------------------------------------------
 
-  Result<std::string> start(const lease::Lease& lease, RunSpec spec) {
+  Status start(const lease::Lease& lease, RunSpec spec, StartDone done) {
     if (spec.images.empty()) return Status::error(Code::invalid_argument, "a run needs at least one image");
     if (spec.deadline_ms <= 0 || spec.deadline_ms > 24LL * 3600 * 1000)
       return Status::error(Code::invalid_argument, "deadline_s must be within 0 to 86400");
@@ -393,21 +436,36 @@ struct RunService::Impl {
       }
     }
     std::string id = r->summary.id;
+    std::error_code ec;
+    fs::create_directories(runDir(id), ec);
+    if (ec) return Status::infrastructure(Code::io_error, "cannot create " + runDir(id) + ": " + ec.message());
     Run* run = r.get();
     running[id] = std::move(r);
     order.push_back(id);
-    if (Status made = writeSummary(*run); !made.ok()) {
-      running.erase(id);
-      order.pop_back();
-      return made;
-    }
-    spdlog::info("run {} started on lease {}: {} image(s) on {} board(s), reference {}", id, lease.id,
-                 run->spec.images.size(), targets.size(), run->spec.reference ? "qemu" : "none");
+    updateSummary(*run);
+    // The run starts once its record is stored: a run is acknowledged only
+    // when a restart would find it (and then mark it interrupted).
+    db.commit({{store::RunTables::write(rowOf(run->summary)), [this, id, targets, done](const Status& stored) {
+                  auto it = running.find(id);
+                  if (!stored.ok()) {
+                    spdlog::error("run {}: cannot store its record: {}", id, stored.message());
+                    if (it != running.end()) running.erase(it);
+                    order.erase(std::remove(order.begin(), order.end(), id), order.end());
+                    return done(Status::infrastructure(Code::io_error, "cannot store the run: " + stored.message()));
+                  }
+                  if (it != running.end() && !it->second->cancelled->load()) begin(*it->second, targets);
+                  done(id);
+                }}});
+    return Status::success();
+  }
+
+  void begin(Run& run, const std::vector<std::string>& targets) {
+    spdlog::info("run {} started on lease {}: {} image(s) on {} target(s), reference {}", run.summary.id,
+                 run.lease.id, run.spec.images.size(), targets.size(), run.spec.reference ? "qemu" : "none");
     // References first (they run on their own pool), then every board.
-    if (run->spec.reference)
-      for (size_t i = 0; i < run->spec.images.size(); ++i) startReference(*run, i);
-    for (const auto& t : targets) nextOnBoard(*run, t);
-    return id;
+    if (run.spec.reference)
+      for (size_t i = 0; i < run.spec.images.size(); ++i) startReference(run, i);
+    for (const auto& t : targets) nextOnBoard(run, t);
   }
 
   const config::BoardConfig* boardConfig(const std::string& name) const {
@@ -415,11 +473,6 @@ struct RunService::Impl {
       for (const auto& b : w.boards)
         if (b.name == name) return &b;
     return nullptr;
-  }
-
-  Status writeSummary(Run& r) {
-    updateSummary(r);
-    return writeFile(runDir(r.summary.id) + "/summary.json", r.summary.json);
   }
 
   std::string runDir(const std::string& id) const { return runsDir() + "/" + id; }
@@ -808,7 +861,7 @@ struct RunService::Impl {
       Status failed;
       for (const auto& [path, bytes] : *files)
         if (Status s = writeFile(dir + "/" + path, bytes); !s.ok() && failed.ok()) failed = std::move(s);
-      asio::post(io, [this, id, failed] { ended(id, failed); });
+      asio::post(io, [this, id, failed] { artifactsWritten(id, failed); });
     });
   }
 
@@ -845,7 +898,9 @@ struct RunService::Impl {
     return out;
   }
 
-  void ended(const std::string& id, const Status& write_failure) {
+  // The artifacts are written: the final record is stored, then the run
+  // has ended.
+  void artifactsWritten(const std::string& id, const Status& write_failure) {
     auto it = running.find(id);
     if (it == running.end()) return;
     Run& r = *it->second;
@@ -853,11 +908,28 @@ struct RunService::Impl {
     updateSummary(r);
     if (!write_failure.ok()) {
       spdlog::error("run {}: artifacts: {}", id, write_failure.message());
-      r.summary.state = RunState::error;
+      r.summary.state = r.final_state = RunState::error;
       r.end_reason = "its artifacts could not be written: " + write_failure.message();
       updateSummary(r);
       (void)writeFile(runDir(id) + "/summary.json", r.summary.json);
     }
+    RunSummary stored = r.summary;
+    r.summary.state = RunState::running; // until the row is committed
+    updateSummary(r);
+    db.commit({{store::RunTables::write(rowOf(stored)), [this, id](const Status& s) {
+                  // A restart would find the run "running" and mark it
+                  // interrupted; its summary.json is in place.
+                  if (!s.ok()) spdlog::error("run {}: cannot store its final record: {}", id, s.message());
+                  ended(id);
+                }}});
+  }
+
+  void ended(const std::string& id) {
+    auto it = running.find(id);
+    if (it == running.end()) return;
+    Run& r = *it->second;
+    r.summary.state = r.final_state;
+    updateSummary(r);
     spdlog::info("run {} {}", id, runStateName(r.summary.state));
     ++metrics.ended[std::string(runStateName(r.summary.state))];
     for (const auto& a : r.attempts) {
@@ -928,6 +1000,8 @@ struct RunService::Impl {
   config::FleetConfig config;
   BoardService& boards;
   const Clock& clock;
+  store::RunTables tables;
+  store::Database& db;
   asio::thread_pool simulators;
   asio::thread_pool writer;
   std::map<std::string, std::unique_ptr<Run>> running;
@@ -940,8 +1014,8 @@ struct RunService::Impl {
 };
 
 RunService::RunService(asio::io_context& io, const config::FleetConfig& config, BoardService& boards,
-                       const Clock& clock)
-    : impl_(std::make_unique<Impl>(io, config, boards, clock)) {}
+                       const Clock& clock, store::Database& db)
+    : impl_(std::make_unique<Impl>(io, config, boards, clock, db)) {}
 
 RunService::~RunService() {
   impl_->simulators.join();
@@ -950,8 +1024,8 @@ RunService::~RunService() {
 
 void RunService::reconfigure(const config::FleetConfig& config) { impl_->config = config; }
 
-Result<std::string> RunService::start(const lease::Lease& lease, RunSpec spec) {
-  return impl_->start(lease, std::move(spec));
+Status RunService::start(const lease::Lease& lease, RunSpec spec, StartDone done) {
+  return impl_->start(lease, std::move(spec), std::move(done));
 }
 
 Status RunService::cancel(const std::string& id, const std::string& reason) { return impl_->cancel(id, reason); }
@@ -993,6 +1067,9 @@ void RunService::pruneOld() {
   std::vector<std::string> old;
   for (const auto& [id, s] : impl_->finished)
     if (s.ended_ms && s.ended_ms < cutoff) old.push_back(id);
+  if (!old.empty()) impl_->db.commit({{store::RunTables::remove(old), [](const Status& s) {
+                                         if (!s.ok()) spdlog::error("cannot remove old runs: {}", s.message());
+                                       }}});
   for (const auto& id : old) {
     impl_->finished.erase(id);
     impl_->order.erase(std::remove(impl_->order.begin(), impl_->order.end(), id), impl_->order.end());

@@ -36,6 +36,10 @@ class io_context;
 
 namespace hwfarm {
 
+namespace store {
+class Database;
+}
+
 struct RunImage {
   std::string name; // as the client named it (a file name, a manifest name)
   std::string path; // the image in the lease's image store
@@ -83,16 +87,21 @@ struct RunMetrics {
 
 class RunService {
  public:
+  // Keeps its records in `db` (the daemon's database: it adds its tables;
+  // REQUIRES: not started yet) and restores them.
   RunService(boost::asio::io_context& io, const config::FleetConfig& config, BoardService& boards,
-             const Clock& clock);
+             const Clock& clock, store::Database& db);
   ~RunService();
 
   void reconfigure(const config::FleetConfig& config);
 
-  // Starts a run on `lease`'s boards: its id, or Code::invalid_argument
-  // saying what is wrong with `spec` (no image, a board not in the lease, no
-  // reference simulator for a board type).
-  Result<std::string> start(const lease::Lease& lease, RunSpec spec);
+  // Starts a run on `lease`'s boards. Refused at once (`done` is not
+  // called): Code::invalid_argument saying what is wrong with `spec` (no
+  // image, a target not in the lease, no reference simulator for a board
+  // type), Code::busy (runs.max_runs). Otherwise `done` gets the run's id
+  // once its record is stored (the run then starts), or the store's error.
+  using StartDone = std::function<void(const Result<std::string>&)>;
+  Status start(const lease::Lease& lease, RunSpec spec, StartDone done);
   // Cancels a running run: its boards are powered off, its simulators
   // stopped, its record says why. Code::not_found, or conflict when it has
   // ended already.

@@ -1,0 +1,89 @@
+#include "daemon/store/run_tables.h"
+
+#include <sqlite3.h>
+
+#include <optional>
+#include <stdexcept>
+
+#include "daemon/store/sqlite.h"
+
+namespace hwfarm::store {
+namespace {
+
+const char* kVersionKey = "runs_schema_version";
+
+// Rows are written twice per run (start, end) and read at start-up only.
+const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS runs(
+  id TEXT PRIMARY KEY,
+  lease_id TEXT NOT NULL,
+  state TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  ended_ms INTEGER NOT NULL,
+  record TEXT NOT NULL);
+)sql";
+
+bool writeRow(sqlite3* c, const StoredRun& r) {
+  Statement s(c, "INSERT OR REPLACE INTO runs(id, lease_id, state, created_ms, ended_ms, record) "
+                 "VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
+  s.bind(1, r.id).bind(2, r.lease_id).bind(3, r.state).bind(4, r.created_ms).bind(5, r.ended_ms).bind(6, r.record);
+  s.run();
+  return true;
+}
+
+} // namespace
+
+void RunTables::create(sqlite3* db) {
+  std::optional<int> version = Database::schemaVersion(db, kVersionKey);
+  if (version && *version > kSchemaVersion)
+    throw std::runtime_error("its runs tables are of schema " + std::to_string(*version) + ", newer than this hwfarmd's " +
+                             std::to_string(kSchemaVersion));
+  exec(db, kSchema);
+  if (!version) Database::setSchemaVersion(db, kVersionKey, kSchemaVersion);
+}
+
+std::vector<StoredRun> RunTables::load(Database& db, size_t limit) {
+  return db.startup([limit](sqlite3* c) {
+    std::vector<StoredRun> out;
+    Statement s(c, "SELECT id, lease_id, state, created_ms, ended_ms, record FROM "
+                   "(SELECT * FROM runs ORDER BY created_ms DESC, id DESC LIMIT ?1) ORDER BY created_ms, id");
+    s.bind(1, static_cast<int64_t>(limit));
+    while (s.step())
+      out.push_back({s.text(0), s.text(1), s.text(2), s.integer(3), s.integer(4), s.text(5)});
+    return out;
+  });
+}
+
+void RunTables::storeNow(Database& db, const std::vector<StoredRun>& runs) {
+  if (runs.empty()) return;
+  db.commitNow([&runs](sqlite3* c) {
+    for (const auto& r : runs) writeRow(c, r);
+    return true;
+  });
+}
+
+std::vector<std::string> RunTables::prune(Database& db, int64_t cutoff_ms) {
+  std::vector<std::string> ids = db.startup([cutoff_ms](sqlite3* c) {
+    std::vector<std::string> out;
+    Statement s(c, "SELECT id FROM runs WHERE state != 'running' AND ended_ms < ?1");
+    s.bind(1, cutoff_ms);
+    while (s.step()) out.push_back(s.text(0));
+    return out;
+  });
+  if (!ids.empty()) db.commitNow(remove(ids));
+  return ids;
+}
+
+Database::Write RunTables::write(StoredRun run) {
+  return [run = std::move(run)](sqlite3* c) { return writeRow(c, run); };
+}
+
+Database::Write RunTables::remove(std::vector<std::string> ids) {
+  return [ids = std::move(ids)](sqlite3* c) {
+    Statement s(c, "DELETE FROM runs WHERE id = ?1");
+    for (const auto& id : ids) s.bind(1, id).run();
+    return !ids.empty();
+  };
+}
+
+} // namespace hwfarm::store
