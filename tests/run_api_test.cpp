@@ -228,7 +228,7 @@ TEST_CASE("bad run requests are 4xx with a reason and start nothing") {
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"deadline_s":0})", 400,
        "deadline_s: expected a number of seconds in (0, 86400]"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"colour":1})", 400,
-       "unknown key colour (images, mode, reference, boards, deadline_s, thresholds)"},
+       "unknown key colour (images, mode, reference, boards, deadline_s, thresholds, suite)"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"thresholds":[{"expected_pcc":2}]})", 400,
        "thresholds[0].expected_pcc: expected image, case, output (names), expected_pcc (-1 to 1), atol, rtol (>= 0), "
        "equal_nan, require_allclose, ignore (true or false)"},

@@ -223,7 +223,7 @@ struct RunService::Impl {
   json::object attemptJson(const Run& r, const Attempt& a) const {
     json::object o{{"image", r.image_names[a.image]},
                    {"target", a.reference ? r.reference_name : r.target_names.at(a.board)},
-                   {"board", a.reference ? "qemu " + r.simulators.begin()->second.machine : a.board},
+                   {"board", a.reference ? referenceBoard(r) : a.board},
                    {"reference", a.reference},
                    {"phase", a.phase}};
     if (a.phase == "done") o["seconds"] = a.result.seconds;
@@ -265,12 +265,18 @@ struct RunService::Impl {
                    {"state", runStateName(r.summary.state)},
                    {"created_ms", r.summary.created_ms},
                    {"mode", r.spec.mode == RunSpec::Mode::shard ? "shard" : "each"},
-                   {"reference", r.spec.reference ? "qemu" : "none"},
+                   {"reference", referenceKind(r.spec)},
                    {"deadline_ms", r.spec.deadline_ms}};
     if (r.summary.ended_ms) o["ended_ms"] = r.summary.ended_ms;
+    if (!r.spec.suite.empty()) o["suite"] = run::xmlSafe(r.spec.suite);
     json::array images;
-    for (size_t i = 0; i < r.spec.images.size(); ++i)
-      images.push_back(json::object{{"name", r.image_names[i]}, {"file", run::xmlSafe(r.spec.images[i].name)}});
+    for (size_t i = 0; i < r.spec.images.size(); ++i) {
+      const RunImage& img = r.spec.images[i];
+      json::object io{{"name", r.image_names[i]}, {"file", run::xmlSafe(img.name)}};
+      if (!img.reference_path.empty()) io["reference_image"] = fs::path(img.reference_path).filename().string();
+      if (!img.golden_path.empty()) io["golden"] = fs::path(img.golden_path).filename().string();
+      images.push_back(std::move(io));
+    }
     o["images"] = std::move(images);
     json::array targets;
     for (const auto& [board, name] : r.target_names) targets.push_back(json::object{{"board", board}, {"name", name}});
@@ -303,6 +309,12 @@ struct RunService::Impl {
     if (spec.images.empty()) return Status::error(Code::invalid_argument, "a run needs at least one image");
     if (spec.deadline_ms <= 0 || spec.deadline_ms > 24LL * 3600 * 1000)
       return Status::error(Code::invalid_argument, "deadline_s must be within 0 to 86400");
+    for (const auto& img : spec.images) {
+      if (spec.golden && (!spec.reference || img.golden_path.empty() || !img.reference_path.empty()))
+        return Status::error(Code::invalid_argument, "image " + img.name + ": a golden reference needs its golden file (and no reference_image)");
+      if (!spec.golden && !img.golden_path.empty())
+        return Status::error(Code::invalid_argument, "image " + img.name + ": a golden file needs reference \"golden\"");
+    }
     if (static_cast<int64_t>(running.size()) >= config.runs.max_runs)
       return Status::error(Code::busy, "runs.max_runs (" + std::to_string(config.runs.max_runs) +
                                            ") runs are running: retry later");
@@ -328,7 +340,7 @@ struct RunService::Impl {
       const config::BoardConfig* b = boardConfig(t);
       if (!b) return Status::error(Code::invalid_argument, "board " + t + " is not in the configuration");
       types.push_back(b->type);
-      if (r->spec.reference) {
+      if (r->spec.reference && !r->spec.golden) {
         // A [[reference]] for the type; else a simulated board type is its
         // own reference.
         const config::ReferenceConfig* ref = nullptr;
@@ -342,7 +354,8 @@ struct RunService::Impl {
                                    ": add a [[reference]] for it to the configuration, or use reference \"none\"");
       }
     }
-    run::RunNames names = run::runNames(types, r->spec.reference ? std::optional<std::string>("qemu") : std::nullopt);
+    run::RunNames names = run::runNames(
+        types, r->spec.reference ? std::optional<std::string>(r->spec.golden ? "golden" : "qemu") : std::nullopt);
     for (size_t i = 0; i < targets.size(); ++i) r->target_names[targets[i]] = names.targets[i];
     r->reference_name = names.reference;
     std::vector<std::string> image_files;
@@ -372,7 +385,7 @@ struct RunService::Impl {
       return made;
     }
     spdlog::info("run {} started on lease {}: {} image(s) on {} board(s), reference {}", id, lease.id,
-                 run->spec.images.size(), targets.size(), run->spec.reference ? "qemu" : "none");
+                 run->spec.images.size(), targets.size(), referenceKind(run->spec));
     // References first (they run on their own pool), then every board.
     if (run->spec.reference)
       for (size_t i = 0; i < run->spec.images.size(); ++i) startReference(*run, i, types);
@@ -401,22 +414,38 @@ struct RunService::Impl {
     a->reference = reference;
     a->result.image = r.image_names[image];
     a->result.target = reference ? r.reference_name : r.target_names.at(board);
-    a->result.board = reference ? "qemu " + r.simulators.begin()->second.machine : board;
+    a->result.board = reference ? referenceBoard(r) : board;
     r.attempts.push_back(std::move(a));
     return *r.attempts.back();
   }
 
   // --- the reference ------------------------------------------------------------
 
+  // "qemu", "none" or "golden", as the request and the record say.
+  static const char* referenceKind(const RunSpec& spec) {
+    return !spec.reference ? "none" : spec.golden ? "golden" : "qemu";
+  }
+
+  // What the record says the reference ran on: "qemu <machine>", "golden".
+  static std::string referenceBoard(const Run& r) {
+    if (r.spec.golden || r.simulators.empty()) return "golden";
+    return "qemu " + r.simulators.begin()->second.machine;
+  }
+
+  // The image's reference: its golden text parsed as a console (read off
+  // the loop), or a fresh simulator running the image (or its
+  // reference_image).
   void startReference(Run& r, size_t image, const std::vector<std::string>& types) {
     Attempt& a = addAttempt(r, image, "", true);
     a.phase = "running";
+    if (r.spec.golden) return startGolden(r, a);
     // The board type of the image's targets; one simulator per run.
     const config::QemuConfig qemu = r.simulators.at(types.front());
     std::string id = r.summary.id;
     // Short: the UART socket's path lives under it (at most 107 bytes).
     std::string work = runDir(id) + "/.sim" + std::to_string(image);
-    std::string path = r.spec.images[image].path;
+    const RunImage& img = r.spec.images[image];
+    std::string path = img.reference_path.empty() ? img.path : img.reference_path;
     drivers::SimulatorOptions options;
     options.deadline = std::chrono::milliseconds(r.spec.deadline_ms);
     options.max_bytes = kMaxConsoleBytes;
@@ -442,6 +471,28 @@ struct RunService::Impl {
             a.result.status = Status::infrastructure(
                 Code::unavailable, "the reference simulator exited with status " + std::to_string(*ran->qemu_exit));
         }
+        attemptDone(*it->second, a);
+      });
+    });
+  }
+
+  void startGolden(Run& r, Attempt& a) {
+    a.started = clock.steadyNow();
+    std::string id = r.summary.id;
+    std::string path = r.spec.images[a.image].golden_path;
+    Attempt* attempt = &a;
+    asio::post(writer, [this, id, path, attempt] {
+      std::ifstream in(path, std::ios::binary);
+      std::string text((std::istreambuf_iterator<char>(in)), {});
+      bool read = static_cast<bool>(in) || in.eof();
+      asio::post(io, [this, id, attempt, read, path, text = std::move(text)]() mutable {
+        auto it = running.find(id);
+        if (it == running.end()) return;
+        Attempt& a = *attempt;
+        if (!read) a.result.status = Status::infrastructure(Code::io_error, "cannot read the golden outputs " + path);
+        a.parser.feed(text);
+        a.console = std::move(text);
+        a.result.seconds = std::chrono::duration<double>(clock.steadyNow() - a.started).count();
         attemptDone(*it->second, a);
       });
     });
@@ -667,7 +718,7 @@ struct RunService::Impl {
     for (const auto& rep : reports) by_target[rep.target].push_back(&rep);
     for (const auto& [target, list] : by_target)
       out.emplace_back(run::goldenPath(target), run::goldenResultsJson(list, r.spec.images.size() > 1));
-    out.emplace_back("junit.xml", run::junitXml(r.summary.id, reports));
+    out.emplace_back("junit.xml", run::junitXml(r.spec.suite.empty() ? r.summary.id : r.spec.suite, reports));
     return out;
   }
 

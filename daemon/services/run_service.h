@@ -39,6 +39,12 @@ namespace hwfarm {
 struct RunImage {
   std::string name; // as the client named it (a file name, a manifest name)
   std::string path; // the image in the lease's image store
+  // What the reference runs instead of `path` (its own build of the test,
+  // for the simulator's machine); empty: the image itself. In the store.
+  std::string reference_path;
+  // With RunSpec::golden: the outputs the reference "prints", as
+  // result-protocol text (core/run/golden.h), in the store (<sha256>.golden).
+  std::string golden_path;
 };
 
 struct RunSpec {
@@ -47,6 +53,10 @@ struct RunSpec {
   // image on every board.
   enum class Mode { shard, each } mode = Mode::shard;
   bool reference = true;           // false: no reference (PASS/FAIL only)
+  // With `reference`: no simulator runs; each image's golden_path is its
+  // reference (recorded outputs, named "golden_ref").
+  bool golden = false;
+  std::string suite; // the suite's name (a manifest's `suite`): the record's and junit.xml's; empty: none
   std::vector<std::string> boards; // the targets: boards of the lease (empty: all of them)
   int64_t deadline_ms = 60000;     // per image and target, from the power-on
   std::vector<run::ThresholdRule> thresholds; // per image, case or output (core/run/thresholds.h)
