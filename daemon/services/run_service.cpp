@@ -452,11 +452,15 @@ struct RunService::Impl {
     options.cancel = r.cancelled.get();
     auto cancelled = r.cancelled; // kept alive for the simulator thread
     Attempt* attempt = &a;
-    asio::post(simulators, [this, id, work, path, qemu, options, cancelled, attempt] {
+    // A board's next image would remove this one from the store while the
+    // simulator waits for its turn to stage it.
+    std::function<void()> release = boards.holdImage(path);
+    asio::post(simulators, [this, id, work, path, qemu, options, cancelled, attempt, release] {
       Result<drivers::SimulatorRun> ran = drivers::runSimulator("ref", qemu, path, work, options);
       std::error_code ec;
       fs::remove_all(work, ec);
-      asio::post(io, [this, id, attempt, ran = std::move(ran)]() mutable {
+      asio::post(io, [this, id, attempt, release, ran = std::move(ran)]() mutable {
+        release();
         auto it = running.find(id);
         if (it == running.end()) return; // cancelled and gone
         Attempt& a = *attempt;
