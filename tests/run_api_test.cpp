@@ -542,6 +542,24 @@ TEST_CASE("golden:DIR from a previous run's --out directory gives the verdicts t
     }
   }
   CHECK(qemuProcesses(dir.file("state/runs")) == 0);
+  // A manifest image names its own golden directory (any name works then).
+  std::string manifest = dir.write("suite.toml", "reference = \"golden\"\n[[image]]\nname = \"renamed\"\npath = \"" +
+                                                     firmware("slight") + "\"\ngolden = \"qemu-slight/outputs/hwfarm_slight__qemu_ref\"\n");
+  CommandResult own = hwfarmctl(d, {"--lease", lease, "--suite", manifest, "--out", dir.file("own")});
+  INFO(own.out << own.err);
+  CHECK(own.status.code == 0);
+  CHECK(own.out.find("renamed on golden_ref: pass\n") != std::string::npos);
+  CHECK(squarePcc(dir.file("own"), "mps2_an385") == Approx(squarePcc(dir.file("qemu-slight"), "mps2_an385")).epsilon(1e-12));
+  // Golden outputs need the golden reference, and the golden reference needs outputs.
+  CommandResult qemu_too = hwfarmctl(d, {"--lease", lease, "--suite", manifest, "--reference", "qemu"});
+  CHECK(qemu_too.status.code == 2);
+  CHECK(qemu_too.err == "hwfarmctl run: image renamed has golden outputs (" +
+                            dir.file("qemu-slight/outputs/hwfarm_slight__qemu_ref") +
+                            "): they need --reference golden (or golden:DIR)\n");
+  CommandResult no_dir = hwfarmctl(d, {"--lease", lease, "--reference", "golden", firmware("pass")});
+  CHECK(no_dir.status.code == 2);
+  CHECK(no_dir.err == "hwfarmctl run: image hwfarm-pass.elf has no golden outputs: give --reference golden:DIR, or "
+                      "golden = \"DIR\" in the manifest\n");
   // A golden output missing from DIR: the target's output has nothing to
   // match, its case fails.
   fs::remove(dir.file("qemu-pass/outputs/hwfarm_pass__qemu_ref/ramp.y.npy"));

@@ -167,6 +167,10 @@ int runCommand(Session& s, const std::vector<std::string>& argv) {
     std::string error, dir = f.golden_dir;
     bool good = readImage(f.path, &f.bytes, &error) &&
                 (f.reference_image.empty() || readImage(f.reference_image, &f.reference_bytes, &error));
+    if (good && !golden && !dir.empty()) {
+      error = "image " + f.name + " has golden outputs (" + dir + "): they need --reference golden (or golden:DIR)";
+      good = false;
+    }
     if (good && golden && dir.empty() && !golden_root) {
       error = "image " + f.name + " has no golden outputs: give --reference golden:DIR, or golden = \"DIR\" in the manifest";
       good = false;
