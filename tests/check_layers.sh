@@ -13,7 +13,7 @@ rules='core: core
 store: core store
 services: core store services
 api: core services api
-cli: cli'
+cli: core cli'
 
 out=$(
   echo "$rules" | while IFS=: read -r folder allowed; do

@@ -239,7 +239,7 @@ TEST_CASE("bad run requests are 4xx with a reason and start nothing") {
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"deadline_s":0})", 400,
        "deadline_s: expected a number of seconds in (0, 86400]"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"colour":1})", 400,
-       "unknown key colour (images, mode, reference, targets, deadline_s, thresholds, retry)"},
+       "unknown key colour (images, mode, reference, targets, deadline_s, thresholds, retry, suite)"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"thresholds":[{"expected_pcc":2}]})", 400,
        "thresholds[0].expected_pcc: expected image, case, output (names), expected_pcc (-1 to 1), atol, rtol (>= 0), "
        "equal_nan, require_allclose, ignore (true or false)"},
@@ -516,4 +516,276 @@ TEST_CASE("run records are rows of the database, and an older hwfarmd's summary.
   RunningDaemon again(dir, qemuFleet(dir.file("state"), 1));
   json::object run = parsed(again.get("/v1/runs/" + id)).as_object();
   CHECK(run.at("state").as_string() == "passed");
+}
+
+// --- what the reference runs: reference_image, golden outputs, suites ------
+
+namespace {
+
+// The record's first target attempt (not the reference's).
+json::object targetAttempt(const json::object& run) {
+  for (const auto& a : run.at("attempts").as_array())
+    if (!a.at("reference").as_bool()) return a.as_object();
+  return {};
+}
+
+// square.y's actual_pcc in a run's golden_results for target `target`.
+double squarePcc(const std::string& run_dir, const std::string& target, const std::string& key = "square.y") {
+  return json::parse(readFile(run_dir + "/golden_results__" + target + ".json")).at(key).at("actual_pcc").to_number<double>();
+}
+
+CommandResult hwfarmctl(const RunningDaemon& d, std::vector<std::string> args) {
+  std::vector<std::string> argv{HWFARMCTL_PATH, "--url", d.url(), "run"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return runCommand(argv, {}, 120s);
+}
+
+} // namespace
+
+TEST_CASE("a reference_image is what the reference runs, and its outputs are matched by case and output name") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  // Given the target runs slight and the reference its own build, pass:
+  // square.y differs by the target's perturbation only (PCC about 0.995).
+  std::string slight = uploadImage(d, lease, "slight");
+  std::string pass = uploadImage(d, lease, "pass");
+  std::string large = uploadImage(d, lease, "large");
+  json::object run = waitRun(d, startRun(d, lease, R"({"images":[{"image":")" + slight + R"(","name":"slight.elf","reference_image":")" + pass + R"("}]})"));
+  INFO(json::serialize(run));
+  CHECK(run.at("state").as_string() == "passed");
+  CHECK(run.at("images").at(0).at("reference_image").as_string() == pass);
+  std::string run_dir = dir.file("state/runs/" + std::string(run.at("id").as_string()));
+  CHECK(squarePcc(run_dir, "mps2_an385") > 0.994);
+  CHECK(squarePcc(run_dir, "mps2_an385") < 0.996);
+  CHECK(json::parse(readFile(run_dir + "/summary.json")).at("images").at(0).at("reference_image").as_string() == pass);
+  // Given the reference runs large (the pass run plus a case "large"), the
+  // pass image on the target lacks that case: a test failure naming it.
+  json::object missing = waitRun(d, startRun(d, lease, R"({"images":[{"image":")" + pass + R"(","name":"pass.elf","reference_image":")" + large + R"("}]})"));
+  INFO(json::serialize(missing));
+  CHECK(missing.at("state").as_string() == "failed");
+  json::object target = targetAttempt(missing);
+  CHECK(target.at("failure_class").as_string() == "test");
+  CHECK(target.at("reason").as_string() == "no TEST record for large (the reference has one)");
+  std::string missing_dir = dir.file("state/runs/" + std::string(missing.at("id").as_string()));
+  CHECK(readFile(missing_dir + "/traces/pass__qemu_ref.txt").find("HWFARM OUTPUT large.y") != std::string::npos);
+  CHECK(readFile(missing_dir + "/traces/pass__mps2_an385.txt").find("large.y") == std::string::npos);
+  // The other way round (target large, reference pass): the target's extra
+  // output has nothing to be held against.
+  json::object extra = waitRun(d, startRun(d, lease, R"({"images":[{"image":")" + large + R"(","name":"large.elf","reference_image":")" + pass + R"("}]})"));
+  INFO(json::serialize(extra));
+  CHECK(extra.at("state").as_string() == "failed");
+  CHECK(std::string(targetAttempt(extra).at("reason").as_string()) ==
+        "large.y: the reference has no complete output of that name");
+
+  // hwfarmctl run --reference-image pairs the i-th with the i-th image.
+  CommandResult cli = hwfarmctl(d, {"--lease", lease, "--reference-image", firmware("large"), firmware("pass")});
+  INFO(cli.out << cli.err);
+  CHECK(cli.status.code == 10);
+  CHECK(cli.out.find("hwfarm_pass on mps2_an385 (sim-0): fail: no TEST record for large (the reference has one)") !=
+        std::string::npos);
+  CommandResult two = hwfarmctl(d, {"--lease", lease, "--reference-image", firmware("pass"), firmware("pass"), firmware("slight")});
+  CHECK(two.status.code == 2);
+  CHECK(two.err.rfind("hwfarmctl run: --reference-image: 1 given for 2 image(s): the i-th pairs with the i-th image\n", 0) == 0);
+}
+
+TEST_CASE("golden:DIR from a previous run's --out directory gives the verdicts the QEMU reference gave, with no simulator") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  // Given runs of slight, bad and pass against the QEMU reference, written out,
+  for (const std::string variant : {"slight", "bad", "pass"}) {
+    CommandResult qemu = hwfarmctl(d, {"--lease", lease, "--out", dir.file("qemu-" + variant), firmware(variant)});
+    INFO(qemu.out << qemu.err);
+    REQUIRE(qemu.status.code == (variant == "bad" ? 10 : 0));
+  }
+  // each compared against those outputs instead: the same verdicts and the
+  // same PCC, from the run directory or its outputs/ tree.
+  for (const std::string variant : {"slight", "bad"}) {
+    for (const std::string& root : {dir.file("qemu-" + variant), dir.file("qemu-" + variant + "/outputs")}) {
+      std::string out = dir.file("golden-" + variant + std::to_string(root.size()));
+      CommandResult golden = hwfarmctl(d, {"--lease", lease, "--reference", "golden:" + root, "--out", out, firmware(variant)});
+      INFO(golden.out << golden.err);
+      CHECK(golden.status.code == (variant == "bad" ? 10 : 0));
+      CHECK(golden.out.find("hwfarm_" + variant + " on golden_ref: pass\n") != std::string::npos);
+      json::object summary = json::parse(readFile(out + "/summary.json")).as_object();
+      CHECK(summary.at("reference").as_string() == "golden");
+      for (const auto& a : summary.at("attempts").as_array())
+        if (a.at("reference").as_bool()) CHECK(a.at("board").as_string() == "golden"); // no simulator ran
+      CHECK(summary.at("images").at(0).at("golden").as_string().ends_with(".golden"));
+      CHECK(fs::exists(out + "/traces/hwfarm_" + variant + "__golden_ref.txt"));
+      // The same values (the comparator's vectorized sums may differ in the last bit).
+      CHECK(squarePcc(out, "mps2_an385") == Approx(squarePcc(dir.file("qemu-" + variant), "mps2_an385")).epsilon(1e-12));
+      CHECK(squarePcc(out, "mps2_an385", "precision.y") == 1.0);
+      json::object qemu_summary = json::parse(readFile(dir.file("qemu-" + variant + "/summary.json"))).as_object();
+      CHECK(summary.at("state") == qemu_summary.at("state"));
+      CHECK(targetAttempt(summary).at("outcome") == targetAttempt(qemu_summary).at("outcome"));
+    }
+  }
+  CHECK(qemuProcesses(dir.file("state/runs")) == 0);
+  // A manifest image names its own golden directory (any name works then).
+  std::string manifest = dir.write("suite.toml", "reference = \"golden\"\n[[image]]\nname = \"renamed\"\npath = \"" +
+                                                     firmware("slight") + "\"\ngolden = \"qemu-slight/outputs/hwfarm_slight__qemu_ref\"\n");
+  CommandResult own = hwfarmctl(d, {"--lease", lease, "--suite", manifest, "--out", dir.file("own")});
+  INFO(own.out << own.err);
+  CHECK(own.status.code == 0);
+  CHECK(own.out.find("renamed on golden_ref: pass\n") != std::string::npos);
+  CHECK(squarePcc(dir.file("own"), "mps2_an385") == Approx(squarePcc(dir.file("qemu-slight"), "mps2_an385")).epsilon(1e-12));
+  // Golden outputs need the golden reference, and the golden reference needs outputs.
+  CommandResult qemu_too = hwfarmctl(d, {"--lease", lease, "--suite", manifest, "--reference", "qemu"});
+  CHECK(qemu_too.status.code == 2);
+  CHECK(qemu_too.err == "hwfarmctl run: image renamed has golden outputs (" +
+                            dir.file("qemu-slight/outputs/hwfarm_slight__qemu_ref") +
+                            "): they need --reference golden (or golden:DIR)\n");
+  CommandResult no_dir = hwfarmctl(d, {"--lease", lease, "--reference", "golden", firmware("pass")});
+  CHECK(no_dir.status.code == 2);
+  CHECK(no_dir.err == "hwfarmctl run: image hwfarm-pass.elf has no golden outputs: give --reference golden:DIR, or "
+                      "golden = \"DIR\" in the manifest\n");
+  // A golden output missing from DIR: the target's output has nothing to
+  // match, its case fails.
+  fs::remove(dir.file("qemu-pass/outputs/hwfarm_pass__qemu_ref/ramp.y.npy"));
+  CommandResult missing = hwfarmctl(d, {"--lease", lease, "--reference", "golden:" + dir.file("qemu-pass"), firmware("pass")});
+  INFO(missing.out << missing.err);
+  CHECK(missing.status.code == 10);
+  CHECK(missing.out.find("hwfarm_pass on mps2_an385 (sim-0): fail: ramp.y: the reference has no complete output of that name\n") !=
+        std::string::npos);
+  // No outputs for the image, or two candidates and no _ref: a usage error, nothing uploaded or run.
+  size_t runs_before = parsed(d.get("/v1/runs")).at("runs").as_array().size();
+  CommandResult none = hwfarmctl(d, {"--lease", lease, "--reference", "golden:" + dir.file("qemu-pass"), firmware("fail")});
+  CHECK(none.status.code == 2);
+  CHECK(none.err == "hwfarmctl run: golden:" + dir.file("qemu-pass") + ": no outputs for image hwfarm_fail (expected " +
+                        dir.file("qemu-pass/outputs/hwfarm_fail__<target>_ref") + ")\n");
+  fs::create_directories(dir.file("two/outputs/hwfarm_pass__a"));
+  fs::create_directories(dir.file("two/outputs/hwfarm_pass__b"));
+  CommandResult two = hwfarmctl(d, {"--lease", lease, "--reference", "golden:" + dir.file("two"), firmware("pass")});
+  CHECK(two.status.code == 2);
+  CHECK(two.err.find("image hwfarm_pass has several output directories (hwfarm_pass__a, hwfarm_pass__b)") != std::string::npos);
+  fs::create_directories(dir.file("bad/outputs/hwfarm_pass__qemu_ref"));
+  dir.write("bad/outputs/hwfarm_pass__qemu_ref/square.y.npy", "not numpy");
+  CommandResult broken = hwfarmctl(d, {"--lease", lease, "--reference", "golden:" + dir.file("bad"), firmware("pass")});
+  CHECK(broken.status.code == 2);
+  CHECK(broken.err == "hwfarmctl run: " + dir.file("bad/outputs/hwfarm_pass__qemu_ref/square.y.npy") +
+                          ": not a .npy file: no \\x93NUMPY magic\n");
+  CHECK(parsed(d.get("/v1/runs")).at("runs").as_array().size() == runs_before);
+}
+
+TEST_CASE("a suite manifest runs its images under its names with its thresholds, and its errors say FILE:LINE:COL") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 2));
+  std::string lease = leaseBoards(d, 2);
+  fs::create_directories(dir.file("ci/fw"));
+  for (const std::string variant : {"pass", "bad", "slight"})
+    fs::copy_file(firmware(variant), dir.file("ci/fw/" + variant + ".elf"));
+  // Given a manifest of three images: bad passes only by its rule, slight is
+  // compared against its reference_image.
+  std::string manifest = dir.write("ci/suite.toml", R"(suite = "nightly-m3"
+mode = "shard"
+deadline_s = 30
+
+[[image]]
+name = "conv"
+path = "fw/pass.elf"
+
+[[image]]
+name = "dense"
+path = "fw/bad.elf"
+
+[[image]]
+name = "pool"
+path = "fw/slight.elf"
+reference_image = "fw/pass.elf"
+
+[[threshold]]
+image = "dense"
+case = "square"
+output = "y"
+expected_pcc = 0.4
+)");
+  CommandResult suite = hwfarmctl(d, {"--lease", lease, "--suite", manifest, "--mode", "each", "--out", dir.file("out")});
+  INFO(suite.out << suite.err);
+  CHECK(suite.status.code == 0);
+  json::object summary = json::parse(readFile(dir.file("out/summary.json"))).as_object();
+  CHECK(summary.at("suite").as_string() == "nightly-m3");
+  CHECK(summary.at("mode").as_string() == "each"); // the command line overrides the manifest
+  CHECK(summary.at("deadline_ms").as_int64() == 30000);
+  CHECK(summary.at("images").at(2).at("reference_image").is_string());
+  for (const std::string name : {"conv", "dense", "pool"}) {
+    CHECK(fs::exists(dir.file("out/traces/" + name + "__mps2_an385_0.txt")));
+    CHECK(fs::exists(dir.file("out/traces/" + name + "__mps2_an385_1.txt")));
+    CHECK(fs::exists(dir.file("out/traces/" + name + "__qemu_ref.txt")));
+  }
+  CHECK(squarePcc(dir.file("out"), "mps2_an385_0", "dense/square.y") < 0.6);
+  CHECK(readFile(dir.file("out/junit.xml")).find("<testsuites name=\"nightly-m3\"") != std::string::npos);
+  // Without the rule, dense fails: the rule came from the manifest.
+  std::string strict = dir.write("ci/strict.toml", "[[image]]\nname = \"dense\"\npath = \"fw/bad.elf\"\n");
+  CommandResult failed = hwfarmctl(d, {"--lease", lease, "--suite", strict});
+  INFO(failed.out << failed.err);
+  CHECK(failed.status.code == 10);
+  CHECK(failed.out.find("dense on mps2_an385_") != std::string::npos);
+  // A manifest error names its place; nothing runs.
+  size_t runs_before = parsed(d.get("/v1/runs")).at("runs").as_array().size();
+  std::string broken = dir.write("ci/broken.toml", "suite = \"x\"\n[[image]]\npath = \"fw/pass.elf\"\ncolour = 1\n");
+  CommandResult bad = hwfarmctl(d, {"--lease", lease, "--suite", broken});
+  CHECK(bad.status.code == 2);
+  CHECK(bad.err == "hwfarmctl run: --suite: " + broken + ":4:10: image.colour: unknown key (name, path, reference_image, golden)\n");
+  std::string absent = dir.write("ci/absent.toml", "[[image]]\npath = \"fw/none.elf\"\n");
+  CommandResult gone = hwfarmctl(d, {"--lease", lease, "--suite", absent});
+  CHECK(gone.status.code == 2);
+  CHECK(gone.err.rfind("hwfarmctl run: cannot read image " + dir.file("ci/fw/none.elf"), 0) == 0);
+  CHECK(hwfarmctl(d, {"--lease", lease, "--suite", manifest, firmware("pass")}).status.code == 2);
+  CHECK(parsed(d.get("/v1/runs")).at("runs").as_array().size() == runs_before);
+}
+
+TEST_CASE("bad reference_image and golden fields are 400s that start nothing, and a golden file is never an image") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  std::string pass = uploadImage(d, lease, "pass");
+  auto up = hwfarm::cli::HttpClient(d.url()).request("POST", "/v1/leases/" + lease + "/images?name=pass.golden",
+                                                     "HWFARM BEGIN suite=golden\nHWFARM END status=0\n", "",
+                                                     "application/octet-stream");
+  REQUIRE(up.status == 201);
+  std::string golden(parsed(up).at("image").as_string());
+  CHECK(golden.size() == 64 + 7);
+  CHECK(golden.ends_with(".golden"));
+  std::string absent = std::string(64, 'b') + ".elf";
+  auto entry = [&](const std::string& extra) { return R"({"images":[{"image":")" + pass + R"(","name":"p")" + extra + "}]"; };
+  struct Case {
+    std::string body;
+    std::string detail;
+  };
+  std::vector<Case> cases{
+      {entry(R"(,"reference_image":")" + absent + R"(")") + "}",
+       "images: reference_image " + absent + " was not uploaded to lease " + lease},
+      {entry(R"(,"reference_image":")" + golden + R"(")") + "}",
+       "images: reference_image " + golden + " is not an uploaded image (POST /v1/leases/" + lease + "/images first)"},
+      {R"({"images":[{"image":")" + golden + R"("}]})",
+       "images: " + golden + " is not an uploaded image (POST /v1/leases/" + lease + "/images first)"},
+      {entry(R"(,"golden":")" + pass + R"(")") + R"(,"reference":"golden"})",
+       "images: golden " + pass + " is not an uploaded golden file (POST /v1/leases/" + lease +
+           "/images?name=IMAGE.golden first)"},
+      {entry("") + R"(,"reference":"golden"})", "images: p: reference \"golden\" needs a \"golden\" file for every image"},
+      {entry(R"(,"golden":")" + golden + R"(")") + "}", "images: p: a \"golden\" file needs reference \"golden\""},
+      {entry(R"(,"golden":")" + golden + R"(","reference_image":")" + pass + R"(")") + R"(,"reference":"golden"})",
+       "images: p: a reference_image needs reference \"qemu\" (the simulator runs it)"},
+      {entry(R"(,"reference_image":")" + pass + R"(")") + R"(,"reference":"none"})",
+       "images: p: a reference_image needs reference \"qemu\" (the simulator runs it)"},
+      {entry(R"(,"reference_image":1)") + "}",
+       "images: each is {\"image\": \"<sha256><ext>\", \"name\": \"<file name>\", \"reference_image\": \"<sha256><ext>\", "
+       "\"golden\": \"<sha256>.golden\"} (name, reference_image and golden optional)"},
+      {entry("") + R"(,"reference":"gold"})", "reference: expected \"qemu\", \"golden\" or \"none\""},
+  };
+  for (const auto& c : cases) {
+    auto r = d.request("POST", "/v1/leases/" + lease + "/runs", c.body, "");
+    INFO(c.body << " -> " << r.body);
+    CHECK(r.status == 400);
+    CHECK(parsed(r).at("detail").as_string() == c.detail);
+  }
+  CHECK(parsed(d.get("/v1/runs")).at("runs").as_array().empty());
+  CHECK(qemuProcesses(dir.file("state")) == 0);
+  // A golden file cannot be flashed: the flash upload refuses its type.
+  auto flash = hwfarm::cli::HttpClient(d.url()).request("POST", "/v1/leases/" + lease + "/boards/sim-0/flash?name=x.golden",
+                                                        "HWFARM END status=0\n", "", "application/octet-stream");
+  CHECK(flash.status == 400);
+  CHECK(parsed(flash).at("detail").as_string().starts_with("unsupported image type \".golden\""));
 }

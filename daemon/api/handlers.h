@@ -130,9 +130,10 @@ class Handlers {
   // The active lease `id` the caller may use, or nullptr once the refusal
   // is answered.
   const lease::Lease* ownedLease(Call& call, const std::string& id);
-  // The plan that spools an upload (?name= gives its type) into `lease`'s
-  // image store, or nothing once the refusal is answered.
-  std::optional<BodyPlan> planImageStore(Call& call, const lease::Lease& lease);
+  // The plan that spools an upload (?name= gives its type; `golden`: a
+  // run's golden file, whatever its name says) into `lease`'s image store,
+  // or nothing once the refusal is answered.
+  std::optional<BodyPlan> planImageStore(Call& call, const lease::Lease& lease, bool golden = false);
 
   const AgentState& state_;
   LeaseService& leases_;

@@ -124,9 +124,9 @@ std::optional<BodyPlan> Handlers::planUpload(Call& c, const std::string& id, con
   return planImageStore(c, *l);
 }
 
-std::optional<BodyPlan> Handlers::planImageStore(Call& c, const lease::Lease& lease) {
+std::optional<BodyPlan> Handlers::planImageStore(Call& c, const lease::Lease& lease, bool golden) {
   const lease::Lease* l = &lease;
-  if (Result<std::string> ext = imageExtension(uploadName(c.target)); !ext) {
+  if (Result<std::string> ext = imageExtension(uploadName(c.target)); !golden && !ext) {
     c.respond(jsonError(400, "invalid_request", ext.status().message()));
     return std::nullopt;
   }

@@ -16,16 +16,27 @@ using config::Role;
 
 namespace {
 
-bool isStoredImageName(const std::string& s) {
-  // <sha256><ext>, as the image store names what it keeps.
+// Golden outputs (result-protocol text a golden reference parses) are
+// stored beside the images as <sha256>.golden: never an image extension, so
+// no such file is ever flashed or run.
+constexpr const char* kGoldenExtension = ".golden";
+
+// <sha256><ext>, as the image store names what it keeps: an image's known
+// extension, or (golden) ".golden".
+bool isStoredName(const std::string& s, bool golden) {
   if (s.size() < 65) return false;
   for (size_t i = 0; i < 64; ++i)
     if (!std::isxdigit(static_cast<unsigned char>(s[i])) || std::isupper(static_cast<unsigned char>(s[i])))
       return false;
   std::string ext = s.substr(64);
+  if (golden) return ext == kGoldenExtension;
   for (const auto& known : imageExtensions())
     if (ext == known) return true;
   return false;
+}
+
+bool endsWith(std::string_view s, std::string_view tail) {
+  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
 }
 
 std::string contentTypeOf(const std::string& path) {
@@ -39,12 +50,49 @@ std::string contentTypeOf(const std::string& path) {
   return "application/octet-stream";
 }
 
+// One entry of a run request's "images": its files in the image store
+// `dir` of lease `lease_id`, or Code::invalid_argument saying what is wrong.
+Result<RunImage> runImage(const json::value& item, const std::string& lease_id, const std::string& dir) {
+  const char* shape =
+      "images: each is {\"image\": \"<sha256><ext>\", \"name\": \"<file name>\", \"reference_image\": "
+      "\"<sha256><ext>\", \"golden\": \"<sha256>.golden\"} (name, reference_image and golden optional)";
+  const json::object* img = item.if_object();
+  if (!img) return Status::error(Code::invalid_argument, shape);
+  RunImage out;
+  std::optional<std::string> name;
+  for (const auto& [key, value] : *img) {
+    if (!value.is_string() || (key != "image" && key != "name" && key != "reference_image" && key != "golden"))
+      return Status::error(Code::invalid_argument, shape);
+    std::string file(value.as_string());
+    if (key == "name") {
+      name = file;
+      continue;
+    }
+    // A file of this lease's store: its path.
+    bool golden = key == "golden";
+    std::string at = key == "image" ? "images: " : "images: " + std::string(key) + " ";
+    if (!isStoredName(file, golden))
+      return Status::error(Code::invalid_argument,
+                           at + echoed(file) + " is not an uploaded " + (golden ? "golden file" : "image") +
+                               " (POST /v1/leases/" + lease_id + "/images" + (golden ? "?name=IMAGE.golden" : "") +
+                               " first)");
+    std::string path = dir + "/" + file;
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+      return Status::error(Code::invalid_argument, at + file + " was not uploaded to lease " + lease_id);
+    (key == "image" ? out.path : golden ? out.golden_path : out.reference_path) = path;
+  }
+  if (out.path.empty()) return Status::error(Code::invalid_argument, shape);
+  out.name = name ? *name : std::filesystem::path(out.path).filename().string();
+  return out;
+}
+
 } // namespace
 
 std::optional<BodyPlan> Handlers::planImageUpload(Call& c, const std::string& id) {
   const lease::Lease* l = ownedLease(c, id);
   if (!l) return std::nullopt;
-  return planImageStore(c, *l);
+  return planImageStore(c, *l, endsWith(uploadName(c.target), kGoldenExtension));
 }
 
 void Handlers::uploadImage(Call& c, const std::string& id) {
@@ -55,7 +103,8 @@ void Handlers::uploadImage(Call& c, const std::string& id) {
     return c.respond(jsonError(400, "invalid_request",
                                "expected the image as an application/octet-stream body (hwfarmctl run uploads it)"));
   std::string name = uploadName(c.target);
-  Result<std::string> ext = imageExtension(name);
+  Result<std::string> ext = endsWith(name, kGoldenExtension) ? Result<std::string>(std::string(kGoldenExtension))
+                                                              : imageExtension(name);
   if (!ext) return c.respond(jsonError(400, "invalid_request", ext.status().message()));
   Result<std::string> stored = storeUpload(upload->path, upload->sha256, boards_.imageDir(l->id), *ext);
   if (!stored) return c.respond(jsonError(500, "storage_error", "cannot store the upload: " + stored.status().message()));
@@ -80,32 +129,20 @@ void Handlers::startRun(Call& c, const std::string& id) {
       if (!value.is_array() || value.as_array().empty() || value.as_array().size() > 1000)
         return c.respond(jsonError(400, "invalid_request", "images: expected 1 to 1000 images"));
       for (const auto& item : value.as_array()) {
-        const json::object* img = item.if_object();
-        const json::value* stored = img ? img->if_contains("image") : nullptr;
-        const json::value* name = img ? img->if_contains("name") : nullptr;
-        if (!stored || !stored->is_string() || (name && !name->is_string()) || img->size() > 2 ||
-            (img->size() == 2 && !name))
-          return c.respond(jsonError(400, "invalid_request",
-                                     "images: each is {\"image\": \"<sha256><ext>\", \"name\": \"<file name>\"}"));
-        std::string file(stored->as_string());
-        if (!isStoredImageName(file))
-          return c.respond(jsonError(400, "invalid_request",
-                                     "images: " + echoed(file) + " is not an uploaded image (POST /v1/leases/" + id +
-                                         "/images first)"));
-        std::string path = boards_.imageDir(l->id) + "/" + file;
-        struct stat st {};
-        if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-          return c.respond(jsonError(400, "invalid_request", "images: " + file + " was not uploaded to lease " + id));
-        spec.images.push_back({name ? std::string(name->as_string()) : file, path});
+        Result<RunImage> image = runImage(item, l->id, boards_.imageDir(l->id));
+        if (!image) return c.respond(jsonError(400, "invalid_request", image.status().message()));
+        spec.images.push_back(std::move(*image));
       }
     } else if (key == "mode") {
       if (!value.is_string() || (value.as_string() != "shard" && value.as_string() != "each"))
         return c.respond(jsonError(400, "invalid_request", "mode: expected \"shard\" or \"each\""));
       spec.mode = value.as_string() == "each" ? RunSpec::Mode::each : RunSpec::Mode::shard;
     } else if (key == "reference") {
-      if (!value.is_string() || (value.as_string() != "qemu" && value.as_string() != "none"))
-        return c.respond(jsonError(400, "invalid_request", "reference: expected \"qemu\" or \"none\""));
-      spec.reference = value.as_string() == "qemu";
+      if (!value.is_string() ||
+          (value.as_string() != "qemu" && value.as_string() != "none" && value.as_string() != "golden"))
+        return c.respond(jsonError(400, "invalid_request", "reference: expected \"qemu\", \"golden\" or \"none\""));
+      spec.reference = value.as_string() != "none";
+      spec.golden = value.as_string() == "golden";
     } else if (key == "targets" || key == "boards") {
       // "boards" is the older name of "targets".
       if (!spec.boards.empty())
@@ -165,6 +202,10 @@ void Handlers::startRun(Call& c, const std::string& id) {
         }
         spec.thresholds.push_back(std::move(t));
       }
+    } else if (key == "suite") {
+      if (!value.is_string() || value.as_string().empty() || value.as_string().size() > 256)
+        return c.respond(jsonError(400, "invalid_request", "suite: expected a name of 1 to 256 bytes"));
+      spec.suite = std::string(value.as_string());
     } else if (key == "deadline_s") {
       if (!value.is_number() || value.to_number<double>() <= 0 || value.to_number<double>() > 86400)
         return c.respond(jsonError(400, "invalid_request", "deadline_s: expected a number of seconds in (0, 86400]"));
@@ -172,10 +213,21 @@ void Handlers::startRun(Call& c, const std::string& id) {
     } else {
       return c.respond(jsonError(400, "invalid_request",
                                  "unknown key " + echoed(key) +
-                                     " (images, mode, reference, targets, deadline_s, thresholds, retry)"));
+                                     " (images, mode, reference, targets, deadline_s, thresholds, retry, suite)"));
     }
   }
   if (spec.images.empty()) return c.respond(jsonError(400, "invalid_request", "images: expected 1 to 1000 images"));
+  for (const auto& img : spec.images) {
+    std::string which = "images: " + img.name + ": ";
+    if (spec.golden && img.golden_path.empty())
+      return c.respond(jsonError(400, "invalid_request",
+                                 which + "reference \"golden\" needs a \"golden\" file for every image"));
+    if (!spec.golden && !img.golden_path.empty())
+      return c.respond(jsonError(400, "invalid_request", which + "a \"golden\" file needs reference \"golden\""));
+    if ((!spec.reference || spec.golden) && !img.reference_path.empty())
+      return c.respond(jsonError(400, "invalid_request",
+                                 which + "a reference_image needs reference \"qemu\" (the simulator runs it)"));
+  }
   // Answered once the run's record is stored (it then starts).
   auto respond = c.respond;
   Status refused = runs_->start(*l, std::move(spec), [this, respond](const Result<std::string>& started) {

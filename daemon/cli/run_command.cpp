@@ -13,10 +13,12 @@
 #include <thread>
 
 #include <boost/json.hpp>
-#include <toml++/toml.h>
 
 #include "daemon/cli/args.h"
+#include "daemon/cli/golden_dir.h"
+#include "daemon/cli/run_manifest.h"
 #include "daemon/cli/session.h"
+#include "daemon/core/run/naming.h"
 
 namespace hwfarm::cli {
 namespace {
@@ -53,58 +55,44 @@ void printAttempt(Session& s, const json::object& a) {
   s.out << line << "\n" << std::flush;
 }
 
-// The [[threshold]] tables of a thresholds file as the run request's
-// "thresholds" array; false with `error` ("FILE:LINE:COL: ...").
-bool readThresholds(const std::string& path, json::array* out, std::string* error) {
-  toml::table root;
-  try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    *error = path + ":" + std::to_string(e.source().begin.line) + ":" + std::to_string(e.source().begin.column) +
-             ": " + std::string(e.description());
+// A file the command reads whole (a thresholds file, a manifest): false
+// with `error`.
+bool readSmallFile(const std::string& path, std::string* text, std::string* error) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || std::filesystem::file_size(path, ec) > kMaxManifestBytes) {
+    *error = path + ": not a regular file of at most " + std::to_string(kMaxManifestBytes) + " bytes";
     return false;
   }
-  for (auto&& [key, node] : root) {
-    if (key.str() != "threshold") {
-      *error = path + ": unknown table or key \"" + std::string(key.str()) + "\" (expected [[threshold]] tables)";
-      return false;
-    }
-  }
-  const toml::array* rules = root["threshold"].as_array();
-  if (!rules && root.contains("threshold")) {
-    *error = path + ": threshold must be an array of tables ([[threshold]])";
-    return false;
-  }
-  for (const toml::node& item : rules ? *rules : toml::array{}) {
-    const toml::table* t = item.as_table();
-    if (!t) continue;
-    json::object rule;
-    for (auto&& [k, v] : *t) {
-      std::string name(k.str());
-      if (auto s = v.value<std::string>(); s && v.is_string()) rule[name] = *s;
-      else if (v.is_boolean()) rule[name] = *v.value<bool>();
-      else if (v.is_number()) rule[name] = *v.value<double>();
-      else {
-        *error = path + ":" + std::to_string(v.source().begin.line) + ":" + std::to_string(v.source().begin.column) +
-                 ": threshold." + name + ": expected a string, number or boolean";
-        return false;
-      }
-    }
-    out->push_back(std::move(rule));
-  }
+  std::ifstream in(path, std::ios::binary);
+  *text = std::string((std::istreambuf_iterator<char>(in)), {});
   return true;
 }
+
+// One image of the run as the command gathers it: from the arguments or a
+// suite manifest, with what its reference uses.
+struct ImageFiles {
+  std::string name;            // sent as the image's name
+  std::string path;
+  std::string reference_image; // a path, or empty
+  std::string golden_dir;      // the image's own golden outputs directory, or empty
+  std::string bytes, reference_bytes, golden_text;
+};
 
 } // namespace
 
 int runCommand(Session& s, const std::vector<std::string>& argv) {
-  Args a(argv, {"--lease", "--mode", "--reference", "--board", "--targets", "--deadline", "--out", "--thresholds"},
+  Args a(argv,
+         {"--lease", "--mode", "--reference", "--board", "--targets", "--deadline", "--out", "--thresholds", "--suite",
+          "--reference-image"},
          {"--no-wait", "--no-retry"});
   const char* usage =
-      "hwfarmctl: usage: run [--lease ID] [--mode shard|each] [--reference qemu|none] [--targets T,...]\n"
-      "                      [--deadline S] [--thresholds FILE.toml] [--no-retry] [--out DIR] [--no-wait] IMAGE...\n";
-  if (!a.error().empty() || a.positional().empty() || a.hasRest()) {
+      "hwfarmctl: usage: run [--lease ID] [--mode shard|each] [--reference qemu|none|golden:DIR] [--targets T,...]\n"
+      "                      [--deadline S] [--thresholds FILE.toml] [--reference-image FILE]... [--no-retry]\n"
+      "                      [--out DIR] [--no-wait] IMAGE... | --suite MANIFEST.toml\n";
+  bool suite_file = a.value("--suite").has_value();
+  if (!a.error().empty() || a.positional().empty() == !suite_file || a.hasRest()) {
     if (!a.error().empty()) s.err << "hwfarmctl run: " << a.error() << "\n";
+    else if (suite_file) s.err << "hwfarmctl run: --suite names the images: give no IMAGE too\n";
     s.err << usage;
     return kUsage;
   }
@@ -113,9 +101,40 @@ int runCommand(Session& s, const std::vector<std::string>& argv) {
     s.err << "hwfarmctl run: no lease: give --lease ID, or run inside `hwfarmctl lease run` ($HWFARM_LEASE_ID)\n";
     return kUsage;
   }
+  // The manifest first; the command line overrides what it says.
+  SuiteManifest manifest;
+  std::vector<ImageFiles> files;
   json::object body;
+  if (suite_file) {
+    std::string text, error;
+    if (!readSmallFile(*a.value("--suite"), &text, &error) ||
+        !parseSuiteManifest(text, *a.value("--suite"), &manifest, &error)) {
+      s.err << "hwfarmctl run: --suite: " << error << "\n";
+      return kUsage;
+    }
+    for (const auto& img : manifest.images) files.push_back({img.name, img.path, img.reference_image, img.golden, {}, {}, {}});
+    if (!manifest.suite.empty()) body["suite"] = manifest.suite;
+    if (manifest.mode) body["mode"] = *manifest.mode;
+    if (manifest.deadline_s) body["deadline_s"] = *manifest.deadline_s;
+    if (!manifest.thresholds.empty()) body["thresholds"] = manifest.thresholds;
+  } else {
+    for (const auto& path : a.positional())
+      files.push_back({std::filesystem::path(path).filename().string(), path, {}, {}, {}, {}, {}});
+  }
+  if (auto refs = a.values("--reference-image"); !refs.empty()) {
+    if (refs.size() != files.size()) {
+      s.err << "hwfarmctl run: --reference-image: " << refs.size() << " given for " << files.size()
+            << " image(s): the i-th pairs with the i-th image\n";
+      return kUsage;
+    }
+    for (size_t i = 0; i < refs.size(); ++i) files[i].reference_image = refs[i];
+  }
+  std::string reference = a.value("--reference").value_or(manifest.reference.value_or(""));
+  std::optional<std::string> golden_root;
+  if (reference.rfind("golden:", 0) == 0) golden_root = reference.substr(7);
+  if (golden_root || reference == "golden") body["reference"] = "golden";
+  else if (!reference.empty()) body["reference"] = reference;
   if (auto m = a.value("--mode")) body["mode"] = *m;
-  if (auto r = a.value("--reference")) body["reference"] = *r;
   // --targets a,b (board names, board types, "qemu"); --board NAME, the
   // older spelling, adds one.
   json::array targets;
@@ -138,30 +157,62 @@ int runCommand(Session& s, const std::vector<std::string>& argv) {
   }
   if (auto file = a.value("--thresholds")) {
     json::array rules;
-    std::string error;
-    if (!readThresholds(*file, &rules, &error)) {
+    std::string text, error;
+    if (!readSmallFile(*file, &text, &error) || !parseThresholdsFile(text, *file, &rules, &error)) {
       s.err << "hwfarmctl run: --thresholds: " << error << "\n";
       return kUsage;
     }
     body["thresholds"] = std::move(rules);
   }
-  // Read every image before uploading any: a typo costs no upload.
-  std::vector<std::pair<std::string, std::string>> files; // name, bytes
-  for (const auto& path : a.positional()) {
-    std::string bytes, error;
-    if (!readImage(path, &bytes, &error)) {
+  // Read every file before uploading any: a typo costs no upload. Golden
+  // outputs are found by the run's image names (as the daemon names them).
+  std::vector<std::string> sent_names;
+  for (const auto& f : files) sent_names.push_back(f.name);
+  std::vector<std::string> image_names = run::imageNames(sent_names);
+  bool golden = golden_root || reference == "golden";
+  for (size_t i = 0; i < files.size(); ++i) {
+    ImageFiles& f = files[i];
+    std::string error, dir = f.golden_dir;
+    bool good = readImage(f.path, &f.bytes, &error) &&
+                (f.reference_image.empty() || readImage(f.reference_image, &f.reference_bytes, &error));
+    if (good && !golden && !dir.empty()) {
+      error = "image " + f.name + " has golden outputs (" + dir + "): they need --reference golden (or golden:DIR)";
+      good = false;
+    }
+    if (good && golden && dir.empty() && !golden_root) {
+      error = "image " + f.name + " has no golden outputs: give --reference golden:DIR, or golden = \"DIR\" in the manifest";
+      good = false;
+    }
+    if (good && golden && dir.empty()) good = findGoldenDir(*golden_root, image_names[i], &dir, &error);
+    if (good && golden) good = readGoldenDir(dir, &f.golden_text, &error);
+    if (!good) {
       s.err << "hwfarmctl run: " << error << "\n";
       return kUsage;
     }
-    files.emplace_back(std::filesystem::path(path).filename().string(), std::move(bytes));
   }
   int code = kOk;
-  json::array images;
-  for (const auto& [name, bytes] : files) {
+  auto upload = [&](const std::string& name, const std::string& bytes) -> std::optional<std::string> {
     auto up = s.call("POST", "/v1/leases/" + lease + "/images?name=" + percentEncode(name), bytes, &code, 600, 0,
                      nullptr, "application/octet-stream");
-    if (!up) return code;
-    images.push_back(json::object{{"image", up->at("image")}, {"name", name}});
+    if (!up) return std::nullopt;
+    return text(up->at("image"));
+  };
+  json::array images;
+  for (const auto& f : files) {
+    auto image = upload(std::filesystem::path(f.path).filename().string(), f.bytes);
+    if (!image) return code;
+    json::object entry{{"image", *image}, {"name", f.name}};
+    if (!f.reference_image.empty()) {
+      auto ref = upload(std::filesystem::path(f.reference_image).filename().string(), f.reference_bytes);
+      if (!ref) return code;
+      entry["reference_image"] = *ref;
+    }
+    if (!f.golden_text.empty()) {
+      auto stored = upload(image_names[&f - files.data()] + ".golden", f.golden_text);
+      if (!stored) return code;
+      entry["golden"] = *stored;
+    }
+    images.push_back(std::move(entry));
   }
   body["images"] = std::move(images);
   auto started = s.call("POST", "/v1/leases/" + lease + "/runs", json::serialize(body), &code);

@@ -436,8 +436,11 @@ struct BoardService::Impl {
   // Copies from agent.image_roots in flight: their stored path is known only
   // when they finish, so nothing is dropped meanwhile (it may be theirs).
   int copies = 0;
+  // Images held by holdImage(), with how many holds each.
+  std::map<std::string, int> held;
 
   bool imageInUse(const std::string& image) const {
+    if (held.count(image)) return true;
     for (const auto& [board, path] : current_image)
       if (path == image) return true;
     return false;
@@ -467,6 +470,16 @@ BoardService::~BoardService() {
 }
 
 void BoardService::reconfigure(const config::FleetConfig& config) { impl_->configure(config); }
+
+std::function<void()> BoardService::holdImage(const std::string& path) {
+  ++impl_->held[path];
+  Impl* impl = impl_.get();
+  auto released = std::make_shared<bool>(false);
+  return [impl, path, released] {
+    if (std::exchange(*released, true)) return;
+    if (auto it = impl->held.find(path); it != impl->held.end() && --it->second == 0) impl->held.erase(it);
+  };
+}
 
 std::string BoardService::imageDir(const std::string& lease_id) const { return impl_->leaseDir(lease_id) + "/images"; }
 

@@ -98,6 +98,11 @@ class BoardService {
   // on demand, removed with everything in it when the lease ends, once the
   // lease's boards have finished their work.
   std::string imageDir(const std::string& lease_id) const;
+  // Keeps `path` (a file of a lease's image store) when a board's new image
+  // supersedes it, until the returned function runs (a run's reference
+  // still to stage it); it stays until its lease's store is removed or a
+  // board supersedes it again. Event loop thread only.
+  std::function<void()> holdImage(const std::string& path);
   // Creates imageDir(lease_id); on failure an infrastructure Status naming
   // the path.
   Status makeImageDir(const std::string& lease_id);

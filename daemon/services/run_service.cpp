@@ -326,12 +326,18 @@ struct RunService::Impl {
                    {"state", runStateName(r.summary.state)},
                    {"created_ms", r.summary.created_ms},
                    {"mode", r.spec.mode == RunSpec::Mode::shard ? "shard" : "each"},
-                   {"reference", r.spec.reference ? "qemu" : "none"},
+                   {"reference", referenceKind(r.spec)},
                    {"deadline_ms", r.spec.deadline_ms}};
     if (r.summary.ended_ms) o["ended_ms"] = r.summary.ended_ms;
+    if (!r.spec.suite.empty()) o["suite"] = run::xmlSafe(r.spec.suite);
     json::array images;
-    for (size_t i = 0; i < r.spec.images.size(); ++i)
-      images.push_back(json::object{{"name", r.image_names[i]}, {"file", run::xmlSafe(r.spec.images[i].name)}});
+    for (size_t i = 0; i < r.spec.images.size(); ++i) {
+      const RunImage& img = r.spec.images[i];
+      json::object io{{"name", r.image_names[i]}, {"file", run::xmlSafe(img.name)}};
+      if (!img.reference_path.empty()) io["reference_image"] = fs::path(img.reference_path).filename().string();
+      if (!img.golden_path.empty()) io["golden"] = fs::path(img.golden_path).filename().string();
+      images.push_back(std::move(io));
+    }
     o["images"] = std::move(images);
     json::array targets;
     for (const auto& [board, name] : r.targets) {
@@ -369,6 +375,12 @@ struct RunService::Impl {
     if (spec.images.empty()) return Status::error(Code::invalid_argument, "a run needs at least one image");
     if (spec.deadline_ms <= 0 || spec.deadline_ms > 24LL * 3600 * 1000)
       return Status::error(Code::invalid_argument, "deadline_s must be within 0 to 86400");
+    for (const auto& img : spec.images) {
+      if (spec.golden && (!spec.reference || img.golden_path.empty() || !img.reference_path.empty()))
+        return Status::error(Code::invalid_argument, "image " + img.name + ": a golden reference needs its golden file (and no reference_image)");
+      if (!spec.golden && !img.golden_path.empty())
+        return Status::error(Code::invalid_argument, "image " + img.name + ": a golden file needs reference \"golden\"");
+    }
     if (static_cast<int64_t>(running.size()) >= config.runs.max_runs)
       return Status::error(Code::busy, "runs.max_runs (" + std::to_string(config.runs.max_runs) +
                                            ") runs are running: retry later");
@@ -397,7 +409,7 @@ struct RunService::Impl {
     if (r->sim_type.empty())
       if (const config::BoardConfig* b = lease.boards.empty() ? nullptr : boardConfig(lease.boards.front().name))
         r->sim_type = b->type;
-    if (r->spec.reference || simulator_target) {
+    if ((r->spec.reference && !r->spec.golden) || simulator_target) {
       // A [[reference]] for the type; else a simulated board type is its own.
       const config::BoardConfig* b = nullptr;
       for (const auto& lb : lease.boards)
@@ -412,7 +424,8 @@ struct RunService::Impl {
                              "no reference simulator for board type " + r->sim_type +
                                  ": add a [[reference]] for it to the configuration, or use reference \"none\"");
     }
-    run::RunNames names = run::runNames(types, r->spec.reference ? std::optional<std::string>("qemu") : std::nullopt);
+    run::RunNames names = run::runNames(
+        types, r->spec.reference ? std::optional<std::string>(r->spec.golden ? "golden" : "qemu") : std::nullopt);
     for (size_t i = 0; i < targets.size(); ++i) {
       r->target_names[targets[i]] = names.targets[i];
       r->targets.emplace_back(targets[i], names.targets[i]);
@@ -461,7 +474,7 @@ struct RunService::Impl {
 
   void begin(Run& run, const std::vector<std::string>& targets) {
     spdlog::info("run {} started on lease {}: {} image(s) on {} target(s), reference {}", run.summary.id,
-                 run.lease.id, run.spec.images.size(), targets.size(), run.spec.reference ? "qemu" : "none");
+                 run.lease.id, run.spec.images.size(), targets.size(), referenceKind(run.spec));
     // References first (they run on their own pool), then every board.
     if (run.spec.reference)
       for (size_t i = 0; i < run.spec.images.size(); ++i) startReference(run, i);
@@ -541,12 +554,23 @@ struct RunService::Impl {
     a->reference = reference;
     a->result.image = r.image_names[image];
     a->result.target = reference ? r.reference_name : r.target_names.at(board);
-    a->result.board = a->simulator() ? simulatorLabel(r) : board;
+    a->result.board = reference ? referenceBoard(r) : a->simulator() ? simulatorLabel(r) : board;
     r.attempts.push_back(std::move(a));
     return *r.attempts.back();
   }
 
   // --- simulators: the reference, and the simulator target ------------------------------
+
+  // "qemu", "none" or "golden", as the request and the record say.
+  static const char* referenceKind(const RunSpec& spec) {
+    return !spec.reference ? "none" : spec.golden ? "golden" : "qemu";
+  }
+
+  // What the record says the reference ran on: "qemu <machine>", "golden".
+  static std::string referenceBoard(const Run& r) {
+    if (r.spec.golden || r.simulators.empty()) return "golden";
+    return "qemu " + r.simulators.begin()->second.machine;
+  }
 
   // Runs image `image` on a fresh simulator of the run's board type, for the
   // reference or the simulator target; `a` is done when it exits.
@@ -557,18 +581,24 @@ struct RunService::Impl {
     std::string id = r.summary.id;
     // Short: the UART socket's path lives under it (at most 107 bytes).
     std::string work = runDir(id) + "/.sim" + std::to_string(r.attempts.size());
-    std::string path = r.spec.images[a.image].path;
+    const RunImage& img = r.spec.images[a.image];
+    // The reference runs the image's reference_image when it has one.
+    std::string path = a.reference && !img.reference_path.empty() ? img.reference_path : img.path;
     drivers::SimulatorOptions options;
     options.deadline = std::chrono::milliseconds(r.spec.deadline_ms);
     options.max_bytes = kMaxConsoleBytes;
     options.cancel = r.cancelled.get();
     auto cancelled = r.cancelled; // kept alive for the simulator thread
     Attempt* attempt = &a;
-    asio::post(simulators, [this, id, work, path, qemu, options, cancelled, attempt] {
+    // A board's next image would remove this one from the store while the
+    // simulator waits for its turn to stage it.
+    std::function<void()> release = boards.holdImage(path);
+    asio::post(simulators, [this, id, work, path, qemu, options, cancelled, attempt, release] {
       Result<drivers::SimulatorRun> ran = drivers::runSimulator("ref", qemu, path, work, options);
       std::error_code ec;
       fs::remove_all(work, ec);
-      asio::post(io, [this, id, attempt, ran = std::move(ran)]() mutable {
+      asio::post(io, [this, id, attempt, release, ran = std::move(ran)]() mutable {
+        release();
         auto it = running.find(id);
         if (it == running.end()) return; // cancelled and gone
         Attempt& a = *attempt;
@@ -590,7 +620,37 @@ struct RunService::Impl {
     });
   }
 
-  void startReference(Run& r, size_t image) { startSimulator(r, addAttempt(r, image, "", true)); }
+  // The image's reference: its golden text parsed as a console (read off
+  // the loop), or a fresh simulator running the image (or its
+  // reference_image).
+  void startReference(Run& r, size_t image) {
+    Attempt& a = addAttempt(r, image, "", true);
+    if (!r.spec.golden) return startSimulator(r, a);
+    a.phase = "running";
+    startGolden(r, a);
+  }
+
+  void startGolden(Run& r, Attempt& a) {
+    a.started = clock.steadyNow();
+    std::string id = r.summary.id;
+    std::string path = r.spec.images[a.image].golden_path;
+    Attempt* attempt = &a;
+    asio::post(writer, [this, id, path, attempt] {
+      std::ifstream in(path, std::ios::binary);
+      std::string text((std::istreambuf_iterator<char>(in)), {});
+      bool read = static_cast<bool>(in) || in.eof();
+      asio::post(io, [this, id, attempt, read, path, text = std::move(text)]() mutable {
+        auto it = running.find(id);
+        if (it == running.end()) return;
+        Attempt& a = *attempt;
+        if (!read) a.result.status = Status::infrastructure(Code::io_error, "cannot read the golden outputs " + path);
+        a.parser.feed(text);
+        a.console = std::move(text);
+        a.result.seconds = std::chrono::duration<double>(clock.steadyNow() - a.started).count();
+        attemptDone(*it->second, a);
+      });
+    });
+  }
 
   // --- targets --------------------------------------------------------------------
 
@@ -894,7 +954,7 @@ struct RunService::Impl {
     for (const auto& rep : reports) by_target[rep.target].push_back(&rep);
     for (const auto& [target, list] : by_target)
       out.emplace_back(run::goldenPath(target), run::goldenResultsJson(list, r.spec.images.size() > 1));
-    out.emplace_back("junit.xml", run::junitXml(r.summary.id, reports));
+    out.emplace_back("junit.xml", run::junitXml(r.spec.suite.empty() ? r.summary.id : r.spec.suite, reports));
     return out;
   }
 

@@ -43,6 +43,12 @@ class Database;
 struct RunImage {
   std::string name; // as the client named it (a file name, a manifest name)
   std::string path; // the image in the lease's image store
+  // What the reference runs instead of `path` (its own build of the test,
+  // for the simulator's machine); empty: the image itself. In the store.
+  std::string reference_path;
+  // With RunSpec::golden: the outputs the reference "prints", as
+  // result-protocol text (core/run/golden.h), in the store (<sha256>.golden).
+  std::string golden_path;
 };
 
 struct RunSpec {
@@ -51,6 +57,10 @@ struct RunSpec {
   // image on every board.
   enum class Mode { shard, each } mode = Mode::shard;
   bool reference = true;           // false: no reference (PASS/FAIL only)
+  // With `reference`: no simulator runs; each image's golden_path is its
+  // reference (recorded outputs, named "golden_ref").
+  bool golden = false;
+  std::string suite; // the suite's name (a manifest's `suite`): the record's and junit.xml's; empty: none
   // The targets, in order (empty: every present board of the lease). Each
   // is a board of the lease, a board type (the next board of the lease of
   // that type no earlier entry took: a type listed twice takes two boards),
