@@ -295,6 +295,7 @@ struct RunService::Impl {
       o["artifacts"] = std::move(paths);
     }
     r.summary.json = json::serialize(o);
+    watchers.changed(r.summary.id, r.summary.json);
   }
 
   // --- starting ---------------------------------------------------------------
@@ -507,6 +508,7 @@ struct RunService::Impl {
 
   void watchAndPower(Run& r, Attempt& a, drivers::PowerAction action) {
     a.phase = "running";
+    updateSummary(r); // the record (and its watchers) show the phase
     std::string id = r.summary.id;
     Attempt* attempt = &a;
     a.unwatch = boards.watchConsole(
@@ -696,6 +698,7 @@ struct RunService::Impl {
       if (a->report->failure == FailureClass::infrastructure) ++metrics.infrastructure_failures;
       if (a->report->failure == FailureClass::test) ++metrics.test_failures;
     }
+    watchers.ended(id, r.summary.json);
     RunSummary done = r.summary;
     finished[id] = done;
     running.erase(it);
@@ -761,6 +764,7 @@ struct RunService::Impl {
   std::function<void(const RunSummary&)> on_ended;
   InfraHook on_infra;
   RunMetrics metrics;
+  RunWatchers watchers; // of running runs (watch())
 };
 
 RunService::RunService(asio::io_context& io, const config::FleetConfig& config, BoardService& boards,
@@ -809,6 +813,23 @@ std::string RunService::runDir(const std::string& id) const { return impl_->runD
 void RunService::onRunEnded(std::function<void(const RunSummary&)> hook) { impl_->on_ended = std::move(hook); }
 
 void RunService::onInfrastructureFailure(InfraHook hook) { impl_->on_infra = std::move(hook); }
+
+std::function<void()> RunService::watch(const std::string& id, RunEventSink on_event) {
+  if (auto it = impl_->running.find(id); it != impl_->running.end()) {
+    const std::string& record = it->second->summary.json;
+    on_event(runEventLine(record), false);
+    uint64_t n = impl_->watchers.add(id, record, std::move(on_event));
+    Impl* impl = impl_.get();
+    return [impl, id, n] { impl->watchers.remove(id, n); };
+  }
+  auto it = impl_->finished.find(id);
+  if (it == impl_->finished.end()) return nullptr;
+  on_event(runEventLine(it->second.json), false);
+  on_event(endEventLine(it->second.json), true);
+  return [] {};
+}
+
+size_t RunService::watcherCount(const std::string& id) const { return impl_->watchers.count(id); }
 
 void RunService::pruneOld() {
   const int64_t cutoff = impl_->clock.wallMs() - static_cast<int64_t>(impl_->config.runs.history_days * 86400000.0);

@@ -29,6 +29,7 @@
 #include "daemon/core/lease/types.h"
 #include "daemon/core/run/thresholds.h"
 #include "daemon/services/board_service.h"
+#include "daemon/services/run_events.h"
 
 namespace boost::asio {
 class io_context;
@@ -103,6 +104,15 @@ class RunService {
   // lease, its board (empty for the reference simulator) and why.
   using InfraHook = std::function<void(const std::string& lease_id, const std::string& board, const std::string& why)>;
   void onInfrastructureFailure(InfraHook hook);
+  // Follows run `id`'s progress: `on_event` gets its record as the first
+  // line, then a line per change, and last (last = true) the end line once
+  // the run's artifacts are written (daemon/services/run_events.h). An ended
+  // run's two lines come before watch() returns. Returns the unwatch
+  // (callable any time, also after the end line), or nullptr when there is
+  // no run `id`.
+  std::function<void()> watch(const std::string& id, RunEventSink on_event);
+  // Watchers of run `id` now.
+  size_t watcherCount(const std::string& id) const;
   // Removes (off the event loop) the records and artifacts of runs that
   // ended more than runs.history_days ago; start-up does it too.
   void pruneOld();
