@@ -217,7 +217,7 @@ TEST_CASE("the events of a run on two boards and the reference go in order, end 
 
 TEST_CASE("readers that leave mid-run give their stream back and leave the run and hwfarmd fine") {
   Lab lab(1);
-  std::string id = lab.run({"hang"}, R"("deadline_s":3)");
+  std::string id = lab.run({"hang"}, R"("deadline_s":4)");
   std::vector<int> open;
   for (int i = 0; i < 16; ++i) {
     auto [fd, status] = openRaw(lab.d.url(), "/v1/runs/" + id + "/events");

@@ -12,6 +12,7 @@
 
 #include <boost/json.hpp>
 
+#include "config/tokens.h"
 #include "tests/support/in_process.h"
 
 using namespace hwfarm;
@@ -94,14 +95,19 @@ struct WithRuns {
     d.runUntil(p.answer);
     REQUIRE(p.answer->status() == 201);
     std::string lease_id(p.answer->json().at("id").as_string());
+    // The image as POST /v1/leases/{id}/images stores it: by its SHA-256.
     REQUIRE(d.boards->makeImageDir(lease_id).ok());
-    std::string image = d.boards->imageDir(lease_id) + "/pass.elf";
-    fs::copy_file(std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-pass.elf", image);
-    RunSpec spec;
-    spec.images.push_back({"pass.elf", image});
-    Result<std::string> id = runs.start(*d.leases->scheduler().lease(lease_id), spec);
-    REQUIRE(id.ok());
-    return *id;
+    std::string bytes = readFile(std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-pass.elf");
+    std::string stored = config::sha256Hex(bytes) + ".elf";
+    std::ofstream(d.boards->imageDir(lease_id) + "/" + stored, std::ios::binary) << bytes;
+    Pending start = d.prepare(httpRequest("POST", "/v1/leases/" + lease_id + "/runs",
+                                          R"({"images":[{"image":")" + stored + R"(","name":"pass.elf"}]})"),
+                              callers::pipeline);
+    handlers.startRun(start.call, lease_id);
+    d.runUntil(start.answer);
+    INFO(start.answer->body());
+    REQUIRE(start.answer->status() == 201);
+    return std::string(start.answer->json().at("id").as_string());
   }
   // Runs the loop until `done` (30 s at most).
   void runUntil(const std::function<bool()>& done) {

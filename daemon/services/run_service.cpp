@@ -810,10 +810,6 @@ std::vector<const RunSummary*> RunService::list() const {
 
 std::string RunService::runDir(const std::string& id) const { return impl_->runDir(id); }
 
-void RunService::onRunEnded(std::function<void(const RunSummary&)> hook) { impl_->on_ended = std::move(hook); }
-
-void RunService::onInfrastructureFailure(InfraHook hook) { impl_->on_infra = std::move(hook); }
-
 std::function<void()> RunService::watch(const std::string& id, RunEventSink on_event) {
   if (auto it = impl_->running.find(id); it != impl_->running.end()) {
     const std::string& record = it->second->summary.json;
@@ -830,6 +826,10 @@ std::function<void()> RunService::watch(const std::string& id, RunEventSink on_e
 }
 
 size_t RunService::watcherCount(const std::string& id) const { return impl_->watchers.count(id); }
+
+void RunService::onRunEnded(std::function<void(const RunSummary&)> hook) { impl_->on_ended = std::move(hook); }
+
+void RunService::onInfrastructureFailure(InfraHook hook) { impl_->on_infra = std::move(hook); }
 
 void RunService::pruneOld() {
   const int64_t cutoff = impl_->clock.wallMs() - static_cast<int64_t>(impl_->config.runs.history_days * 86400000.0);

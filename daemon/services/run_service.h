@@ -98,12 +98,6 @@ class RunService {
   std::vector<const RunSummary*> list() const;
   // <state_dir>/runs/<id>: the run's artifacts.
   std::string runDir(const std::string& id) const;
-  // Runs when a run ends, after its artifacts are written.
-  void onRunEnded(std::function<void(const RunSummary&)> hook);
-  // Runs for each attempt of an ended run that failed the lab's way: its
-  // lease, its board (empty for the reference simulator) and why.
-  using InfraHook = std::function<void(const std::string& lease_id, const std::string& board, const std::string& why)>;
-  void onInfrastructureFailure(InfraHook hook);
   // Follows run `id`'s progress: `on_event` gets its record as the first
   // line, then a line per change, and last (last = true) the end line once
   // the run's artifacts are written (daemon/services/run_events.h). An ended
@@ -113,6 +107,12 @@ class RunService {
   std::function<void()> watch(const std::string& id, RunEventSink on_event);
   // Watchers of run `id` now.
   size_t watcherCount(const std::string& id) const;
+  // Runs when a run ends, after its artifacts are written.
+  void onRunEnded(std::function<void(const RunSummary&)> hook);
+  // Runs for each attempt of an ended run that failed the lab's way: its
+  // lease, its board (empty for the reference simulator) and why.
+  using InfraHook = std::function<void(const std::string& lease_id, const std::string& board, const std::string& why)>;
+  void onInfrastructureFailure(InfraHook hook);
   // Removes (off the event loop) the records and artifacts of runs that
   // ended more than runs.history_days ago; start-up does it too.
   void pruneOld();
