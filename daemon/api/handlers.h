@@ -112,8 +112,10 @@ class Handlers {
   // The run routes (routes_runs.cpp): POST /v1/leases/{id}/images (an
   // upload into the lease's image store), POST /v1/leases/{id}/runs, GET
   // /v1/runs, GET and DELETE /v1/runs/{id}, GET
-  // /v1/runs/{id}/artifacts/{path}. planImageUpload is the images route's
-  // body plan, as planUpload is the flash route's.
+  // /v1/runs/{id}/artifacts/{path}, and streamed: GET /v1/runs/{id}/events
+  // (newline-delimited JSON, daemon/services/run_events.h) and GET
+  // /v1/runs/{id}/artifacts.tar (an ended run's artifacts). planImageUpload
+  // is the images route's body plan, as planUpload is the flash route's.
   std::optional<BodyPlan> planImageUpload(Call& call, const std::string& id);
   void uploadImage(Call& call, const std::string& id);
   void startRun(Call& call, const std::string& id);
@@ -121,6 +123,8 @@ class Handlers {
   void showRun(Call& call, const std::string& id);
   void cancelRun(Call& call, const std::string& id);
   void runArtifact(Call& call, const std::string& id, const std::string& path);
+  void runEvents(Call& call, const std::string& id);
+  void runArtifactsTar(Call& call, const std::string& id);
 
  private:
   // The active lease `id` holding `board` that the caller may operate, or

@@ -208,6 +208,11 @@ void Router::route(Call& c) {
       }
       return;
     }
+    if (s.size() == 4 && s[1] == "runs" && (s[3] == "events" || s[3] == "artifacts.tar")) {
+      if (method("GET") && allowed(c, Role::viewer))
+        s[3] == "events" ? handlers_.runEvents(c, s[2]) : handlers_.runArtifactsTar(c, s[2]);
+      return;
+    }
     if (s.size() >= 5 && s[1] == "runs" && s[3] == "artifacts") {
       std::string path;
       for (size_t i = 4; i < s.size(); ++i) path += (i > 4 ? "/" : "") + s[i];

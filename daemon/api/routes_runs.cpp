@@ -4,10 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 
 #include "daemon/api/routes.h"
+#include "daemon/core/run/tar.h"
 #include "daemon/services/image_store.h"
 
 namespace hwfarm::api {
@@ -85,6 +88,33 @@ Result<RunImage> runImage(const json::value& item, const std::string& lease_id, 
   if (out.path.empty()) return Status::error(Code::invalid_argument, shape);
   out.name = name ? *name : std::filesystem::path(out.path).filename().string();
   return out;
+}
+
+// Only what a run wrote: plain relative paths, no dot segments, no hidden
+// files (the simulators' scratch).
+bool plainArtifactPath(const std::string& path) {
+  bool plain = !path.empty() && path.size() < 512 && path[0] != '/';
+  for (size_t start = 0; plain && start <= path.size();) {
+    size_t slash = path.find('/', start);
+    std::string part = path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    if (part.empty() || part[0] == '.') plain = false;
+    for (char ch : part)
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.')) plain = false;
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return plain;
+}
+
+constexpr int64_t kMaxArtifactBytes = 256LL << 20;
+
+// An artifact opened for reading, with its stat in `st`: a regular file (no
+// symlink) of at most 256 MiB. -1 otherwise.
+int openArtifact(const std::string& file, struct stat* st) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd >= 0 && ::fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_size <= kMaxArtifactBytes) return fd;
+  if (fd >= 0) ::close(fd);
+  return -1;
 }
 
 } // namespace
@@ -276,27 +306,12 @@ void Handlers::runArtifact(Call& c, const std::string& id, const std::string& pa
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
   const RunSummary* r = runs_->find(id);
   if (!r) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
-  // Only what the run wrote: plain relative paths, no dot segments, no
-  // hidden files (the simulators' scratch), regular files, no symlink.
   std::string decoded = percentDecode(path);
-  bool plain = !decoded.empty() && decoded.size() < 512 && decoded[0] != '/';
-  for (size_t start = 0; plain && start <= decoded.size();) {
-    size_t slash = decoded.find('/', start);
-    std::string part = decoded.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
-    if (part.empty() || part[0] == '.') plain = false;
-    for (char ch : part)
-      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.')) plain = false;
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  if (!plain) return c.respond(jsonError(400, "invalid_request", "artifact path " + echoed(decoded) + " is not plain"));
-  std::string file = runs_->runDir(id) + "/" + decoded;
-  int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (!plainArtifactPath(decoded))
+    return c.respond(jsonError(400, "invalid_request", "artifact path " + echoed(decoded) + " is not plain"));
   struct stat st {};
-  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (256LL << 20)) {
-    if (fd >= 0) ::close(fd);
-    return c.respond(jsonError(404, "not_found", "run " + id + " has no artifact " + echoed(decoded)));
-  }
+  int fd = openArtifact(runs_->runDir(id) + "/" + decoded, &st);
+  if (fd < 0) return c.respond(jsonError(404, "not_found", "run " + id + " has no artifact " + echoed(decoded)));
   std::string bytes(static_cast<size_t>(st.st_size), '\0');
   size_t got = 0;
   while (got < bytes.size()) {
@@ -308,6 +323,187 @@ void Handlers::runArtifact(Call& c, const std::string& id, const std::string& pa
   bytes.resize(got);
   HttpResponse resp = okText(std::move(bytes));
   resp.content_type = contentTypeOf(decoded);
+  c.respond(std::move(resp));
+}
+
+// --- GET /v1/runs/{id}/events -------------------------------------------------
+
+namespace {
+
+constexpr size_t kMaxEventStreams = 16;        // per run
+constexpr size_t kEventLagBytes = 256u << 10;  // unsent past this, events are skipped (see resync)
+
+// One client following a run's events. Held by the run service's watcher
+// (and, for its drained and gone hooks, only weakly by the connection).
+struct EventStream {
+  std::shared_ptr<StreamSink> sink;
+  RunService* runs = nullptr;
+  std::string id;
+  std::function<void()> unwatch;
+  bool lagging = false; // events were skipped: the record comes again once the client caught up
+  bool over = false;
+  bool first = true; // the first line (the record) is always sent
+
+  void onEvent(const std::string& line, bool last) {
+    if (over) return;
+    if (last) {
+      if (lagging) resync();
+      sink->write(line + "\n");
+      return finish();
+    }
+    if (!lagging && !std::exchange(first, false) && sink->queued() > kEventLagBytes) lagging = true;
+    if (!lagging && !sink->write(line + "\n")) finish();
+  }
+  // A client that fell behind gets the record as it stands instead of the
+  // events it missed.
+  void resync() {
+    lagging = false;
+    if (const RunSummary* r = runs->find(id); r && !sink->write(runEventLine(r->json) + "\n")) finish();
+  }
+  void finish() {
+    over = true;
+    sink->end();
+    if (unwatch) std::exchange(unwatch, nullptr)();
+  }
+};
+
+} // namespace
+
+void Handlers::runEvents(Call& c, const std::string& id) {
+  if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
+  if (!runs_->find(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
+  if (runs_->watcherCount(id) >= kMaxEventStreams)
+    return c.respond(jsonError(429, "too_many_streams", "run " + id + " already has " +
+                                                            std::to_string(kMaxEventStreams) +
+                                                            " event streams open; close one first"));
+  HttpResponse r;
+  r.content_type = "application/x-ndjson";
+  RunService* runs = runs_;
+  r.stream = [runs, id](std::shared_ptr<StreamSink> sink) {
+    auto stream = std::make_shared<EventStream>();
+    stream->sink = sink;
+    stream->runs = runs;
+    stream->id = id;
+    std::weak_ptr<EventStream> weak = stream;
+    sink->onDrained([weak] {
+      if (auto s = weak.lock(); s && s->lagging && !s->over) s->resync();
+    });
+    auto unwatch = runs->watch(id, [stream](const std::string& line, bool last) { stream->onEvent(line, last); });
+    if (!unwatch) return sink->end(); // removed meanwhile (runs.history_days)
+    if (stream->over) return unwatch();
+    stream->unwatch = std::move(unwatch);
+    sink->onGone([weak] {
+      if (auto s = weak.lock()) {
+        s->over = true;
+        if (s->unwatch) std::exchange(s->unwatch, nullptr)();
+      }
+    });
+  };
+  c.respond(std::move(r));
+}
+
+// --- GET /v1/runs/{id}/artifacts.tar ----------------------------------------------
+
+namespace {
+
+constexpr size_t kTarQueueBytes = 1u << 20; // unsent, at most (and one piece more)
+constexpr size_t kTarPiece = 256u << 10;    // read from a file at once
+
+// An ended run's artifacts sent as a tar archive a piece at a time, the
+// next once the client took the last: memory stays small whatever the
+// files' sizes. Files that are gone or are no longer plain files are left
+// out. Kept alive by the connection's drained hook, which the server drops
+// when the stream ends or the client leaves.
+struct TarStream {
+  std::shared_ptr<StreamSink> sink;
+  std::string dir;    // the run's directory
+  std::string prefix; // "<run-id>/"
+  std::vector<std::string> paths;
+  size_t next = 0;
+  int fd = -1;
+  uint64_t left = 0;    // bytes of the open file still to send
+  size_t padding = 0;   // zeros after them
+  bool over = false;
+
+  ~TarStream() {
+    if (fd >= 0) ::close(fd);
+  }
+
+  // The next file's header, or false when there is none left.
+  bool openNext() {
+    while (next < paths.size()) {
+      const std::string& path = paths[next++];
+      struct stat st {};
+      int opened = openArtifact(dir + "/" + path, &st);
+      if (opened < 0) continue;
+      std::string header = run::tarHeader({prefix + path, static_cast<uint64_t>(st.st_size), st.st_mtime, 0644});
+      if (header.empty()) {
+        ::close(opened);
+        continue;
+      }
+      fd = opened;
+      left = static_cast<uint64_t>(st.st_size);
+      padding = run::tarPadding(left);
+      return sink->write(std::move(header));
+    }
+    return false;
+  }
+
+  // Writes pieces until kTarQueueBytes wait unsent, then waits for the drain.
+  void pump() {
+    while (!over && sink->queued() < kTarQueueBytes) {
+      if (fd < 0) {
+        if (openNext()) continue;
+        over = true;
+        sink->write(run::tarEnd());
+        return sink->end();
+      }
+      std::string piece(static_cast<size_t>(std::min<uint64_t>(left, kTarPiece)), '\0');
+      size_t got = 0;
+      while (got < piece.size()) {
+        ssize_t n = ::read(fd, piece.data() + got, piece.size() - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break; // cut short since its header: the rest stays zeros, the archive stays whole
+        got += static_cast<size_t>(n);
+      }
+      left -= piece.size();
+      if (left == 0) {
+        piece.append(padding, '\0');
+        ::close(std::exchange(fd, -1));
+      }
+      if (!piece.empty() && !sink->write(std::move(piece))) over = true;
+    }
+  }
+};
+
+} // namespace
+
+void Handlers::runArtifactsTar(Call& c, const std::string& id) {
+  if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
+  const RunSummary* r = runs_->find(id);
+  if (!r) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
+  if (r->state == RunState::running)
+    return c.respond(jsonError(409, "run_running", "run " + id + " is running: its artifacts are written when it ends"));
+  auto stream = std::make_shared<TarStream>();
+  stream->dir = runs_->runDir(r->id);
+  stream->prefix = r->id + "/";
+  boost::system::error_code ec;
+  json::value record = json::parse(r->json, ec);
+  const json::value* list = !ec && record.is_object() ? record.as_object().if_contains("artifacts") : nullptr;
+  for (const auto& item : list && list->is_array() ? list->as_array() : json::array{})
+    if (item.is_string() && plainArtifactPath(std::string(item.as_string())))
+      stream->paths.emplace_back(item.as_string());
+  // The record itself, also for a run that was interrupted before it listed it.
+  if (std::find(stream->paths.begin(), stream->paths.end(), "summary.json") == stream->paths.end())
+    stream->paths.emplace_back("summary.json");
+  HttpResponse resp;
+  resp.content_type = "application/x-tar";
+  resp.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + r->id + ".tar\"");
+  resp.stream = [stream](std::shared_ptr<StreamSink> sink) {
+    stream->sink = sink;
+    sink->onDrained([stream] { stream->pump(); });
+    stream->pump();
+  };
   c.respond(std::move(resp));
 }
 

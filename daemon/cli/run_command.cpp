@@ -2,8 +2,10 @@
 // and the reference simulator, shows progress, fetches the artifacts and
 // exits with the run's verdict (docs/cli.md).
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -11,6 +13,7 @@
 #include <iostream>
 #include <map>
 #include <thread>
+#include <vector>
 
 #include <boost/json.hpp>
 
@@ -76,6 +79,158 @@ struct ImageFiles {
   std::string reference_image; // a path, or empty
   std::string golden_dir;      // the image's own golden outputs directory, or empty
   std::string bytes, reference_bytes, golden_text;
+};
+
+// The live progress display on a terminal: the run's attempts, one line
+// each with its phase and, once judged, its outcome, redrawn in place on
+// stderr. Result lines go above it: clear() erases it first.
+class LiveDisplay {
+ public:
+  LiveDisplay(std::ostream& err, bool on, std::string id) : err_(err), on_(on), id_(std::move(id)) {}
+
+  void draw(const json::object& run) {
+    if (!on_) return;
+    size_t width = 80, rows = 24;
+    if (winsize ws {}; ::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+      width = ws.ws_col;
+      rows = ws.ws_row;
+    }
+    // At most half the screen, so that the block never scrolls.
+    std::vector<std::string> lines = linesOf(run, std::clamp<size_t>(rows / 2, 2, 12));
+    if (lines == drawn_) return;
+    clear();
+    std::string out;
+    for (const auto& line : lines)
+      out += (line.size() >= width ? line.substr(0, width - 1) : line) + "\n"; // a wrapped line would not be erased
+    err_ << out << std::flush;
+    drawn_ = std::move(lines);
+  }
+
+  void clear() {
+    if (drawn_.empty()) return;
+    err_ << "\x1b[" << drawn_.size() << "A\x1b[J" << std::flush; // up to the first line, erase below
+    drawn_.clear();
+  }
+
+ private:
+  // The header with the progress, then the attempts not yet judged, then
+  // the judged ones, newest first: `most` lines in all.
+  std::vector<std::string> linesOf(const json::object& run, size_t most) const {
+    const json::value* list = run.if_contains("attempts");
+    std::vector<std::string> open, judged;
+    size_t done = 0, total = 0;
+    for (const auto& item : list && list->is_array() ? list->as_array() : json::array{}) {
+      const json::object* a = item.if_object();
+      if (!a || !a->contains("phase")) continue;
+      ++total;
+      std::string phase = field(*a, "phase");
+      std::string line = "  " + field(*a, "image") + " on " + field(*a, "target");
+      if (const json::value* r = a->if_contains("reference"); r && r->is_bool() && !r->as_bool())
+        line += " (" + field(*a, "board") + ")";
+      if (phase == "done") ++done;
+      if (a->contains("outcome")) judged.insert(judged.begin(), line + ": " + field(*a, "outcome"));
+      else open.push_back(line + ": " + phase);
+    }
+    std::vector<std::string> lines{"run " + id_ + ": " + std::to_string(done) + "/" + std::to_string(total) + " done"};
+    size_t attempts = open.size() + judged.size();
+    size_t room = attempts + 1 <= most ? attempts : most - 2; // the last line says how many more
+    for (auto* part : {&open, &judged})
+      for (const auto& l : *part)
+        if (lines.size() <= room) lines.push_back(l);
+    if (room < attempts) lines.push_back("  ... " + std::to_string(attempts - room) + " more");
+    return lines;
+  }
+
+  std::ostream& err_;
+  bool on_;
+  std::string id_;
+  std::vector<std::string> drawn_;
+};
+
+// What hwfarmctl knows of a run, from its events stream or its record, and
+// what it has printed of it.
+struct Follow {
+  Follow(Session& session, std::string run_id)
+      : s(session), id(run_id),
+        display(session.err, !session.json && &session.err == &std::cerr && ::isatty(STDERR_FILENO), run_id) {}
+
+  // Prints each attempt newly judged (a target is judged once its image's
+  // reference is done too), or, once the run is `over`, each finished one
+  // as it stands; redraws the display. True when a line was printed.
+  bool report(bool over) {
+    const json::value* list = run.if_contains("attempts");
+    bool printed = false;
+    size_t i = 0;
+    for (const auto& item : list && list->is_array() ? list->as_array() : json::array{}) {
+      size_t index = i++;
+      const json::object* at = item.if_object();
+      if (!at || field(*at, "phase") != "done" || shown[index] || (!at->contains("outcome") && !over)) continue;
+      shown[index] = true;
+      if (s.json) continue;
+      if (!printed) display.clear();
+      printed = true;
+      printAttempt(s, *at);
+    }
+    if (!over) display.draw(run);
+    return printed;
+  }
+
+  // One event line applied to `run`; true for the end line.
+  bool apply(const std::string& line) {
+    boost::system::error_code ec;
+    json::value v = json::parse(line, ec);
+    const json::object* e = ec ? nullptr : v.if_object();
+    if (!e) return false;
+    std::string event = field(*e, "event");
+    const json::value* body = nullptr;
+    if (event == "run" && (body = e->if_contains("run")) && body->is_object()) {
+      run = body->as_object();
+    } else if (event == "attempt" && (body = e->if_contains("attempt")) && body->is_object() &&
+               e->contains("index") && e->at("index").is_int64()) {
+      int64_t index = e->at("index").as_int64();
+      if (!run["attempts"].is_array()) run["attempts"] = json::array{};
+      json::array& attempts = run["attempts"].as_array();
+      if (index < 0 || index > 100000) return false;
+      if (static_cast<size_t>(index) >= attempts.size()) attempts.resize(static_cast<size_t>(index) + 1, json::object{});
+      attempts[static_cast<size_t>(index)] = *body;
+    } else if (event == "progress") {
+      run["progress"] = json::object{{"done", e->contains("done") ? e->at("done") : 0},
+                                     {"total", e->contains("total") ? e->at("total") : 0}};
+    }
+    return event == "end";
+  }
+
+  // Follows GET /v1/runs/{id}/events until it ends, a signal stops it
+  // (*stopped_by) or the connection breaks. False when the daemon did not
+  // serve it; *ended once the end line came.
+  bool stream(int* stopped_by, bool* ended) {
+    std::string pending, error_body;
+    int status = 0;
+    try {
+      status = HttpClient(s.url, 30).stream(
+          "/v1/runs/" + id + "/events", s.token,
+          [&](const std::string& piece) {
+            pending += piece;
+            bool any = false;
+            for (size_t nl; !*ended && (nl = pending.find('\n')) != std::string::npos;) {
+              *ended = apply(pending.substr(0, nl));
+              pending.erase(0, nl + 1);
+              any = true;
+            }
+            if (any && !*ended) report(false);
+          },
+          &error_body, stopped_by);
+    } catch (const std::exception&) {
+      return false; // unreachable, or cut off: the record tells the rest
+    }
+    return status == 200 || (status == 0 && *stopped_by);
+  }
+
+  Session& s;
+  std::string id;
+  json::object run; // the record as it stands
+  std::map<size_t, bool> shown;
+  LiveDisplay display;
 };
 
 } // namespace
@@ -228,64 +383,50 @@ int runCommand(Session& s, const std::vector<std::string>& argv) {
   sa.sa_handler = onStopSignal;
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
-  std::map<size_t, bool> shown;
-  json::object run;
+  Follow follow(s, id);
   bool cancelled = false;
-  // Polled every 10 ms at first, doubling up to 200 ms while nothing
-  // changes: a short run is seen done within a few ms of its end.
-  int poll_ms = 10;
-  // On a terminal a status line shows what runs now; it is cleared before
-  // each result line, and at the end.
-  bool live = !s.json && &s.out == &std::cout && ::isatty(STDOUT_FILENO);
-  std::string status_line;
-  auto clearStatus = [&] {
-    if (!status_line.empty()) s.out << "\r" << std::string(status_line.size(), ' ') << "\r" << std::flush;
-    status_line.clear();
+  auto cancelOnSignal = [&] {
+    if (!stop_signal || cancelled) return;
+    cancelled = true;
+    follow.display.clear();
+    s.err << "hwfarmctl run: cancelling run " << id << "\n";
+    int ignored = kOk;
+    (void)s.call("DELETE", "/v1/runs/" + id, "", &ignored);
   };
-  while (true) {
-    if (stop_signal && !cancelled) {
-      cancelled = true;
-      s.err << "hwfarmctl run: cancelling run " << id << "\n";
-      int ignored = kOk;
-      (void)s.call("DELETE", "/v1/runs/" + id, "", &ignored);
-    }
+  // The events stream while it lasts; a signal ends it (the run is then
+  // cancelled and followed to its end).
+  bool ended = false;
+  while (!ended) {
+    cancelOnSignal();
+    int stopped_by = 0;
+    bool served = follow.stream(&stopped_by, &ended);
+    // The stream's signal handling put SIGINT and SIGTERM back to their defaults.
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    if (stopped_by) stop_signal = stopped_by;
+    else if (!served || !ended) break;
+  }
+  json::object& run = follow.run;
+  if (ended) {
     auto r = s.call("GET", "/v1/runs/" + id, "", &code, 30, 3);
     if (!r) return code;
     run = r->as_object();
-    const json::array& attempts = run.at("attempts").as_array();
-    bool changed = false;
-    bool over = field(run, "state") != "running";
-    for (size_t i = 0; i < attempts.size(); ++i) {
-      const json::object& at = attempts[i].as_object();
-      // A target is judged once its image's reference is done too: shown
-      // with its outcome (or as it stands when the run is over).
-      if (field(at, "phase") != "done" || shown[i] || (!at.contains("outcome") && !over)) continue;
-      shown[i] = true;
-      changed = true;
-      clearStatus();
-      if (!s.json) printAttempt(s, at);
-    }
-    if (field(run, "state") != "running") break;
-    if (live) {
-      size_t done = 0;
-      std::string now;
-      for (const auto& at : attempts) {
-        const json::object& o = at.as_object();
-        if (field(o, "phase") == "done") ++done;
-        else if (field(o, "phase") != "waiting") now += " " + field(o, "image") + "@" + field(o, "target") + ":" + field(o, "phase");
-      }
-      std::string line = "[" + std::to_string(done) + "/" + std::to_string(attempts.size()) + "]" + now;
-      if (line.size() > 100) line = line.substr(0, 97) + "...";
-      if (line != status_line) {
-        clearStatus();
-        s.out << line << std::flush;
-        status_line = line;
-      }
-    }
+    follow.report(true);
+  }
+  // No stream, or it broke (hwfarmd restarted): the record, polled every
+  // 10 ms at first, doubling up to 200 ms while nothing changes.
+  for (int poll_ms = 10; !ended;) {
+    cancelOnSignal();
+    auto r = s.call("GET", "/v1/runs/" + id, "", &code, 30, 3);
+    if (!r) return code;
+    run = r->as_object();
+    ended = field(run, "state") != "running";
+    bool changed = follow.report(ended);
+    if (ended) break;
     poll_ms = changed ? 10 : std::min(200, poll_ms * 2);
     std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
   }
-  clearStatus();
+  follow.display.clear();
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   std::string state = field(run, "state");

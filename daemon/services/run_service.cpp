@@ -367,6 +367,7 @@ struct RunService::Impl {
       o["artifacts"] = std::move(paths);
     }
     r.summary.json = json::serialize(o);
+    watchers.changed(r.summary.id, r.summary.json);
   }
 
   // --- starting ---------------------------------------------------------------
@@ -462,7 +463,10 @@ struct RunService::Impl {
                   auto it = running.find(id);
                   if (!stored.ok()) {
                     spdlog::error("run {}: cannot store its record: {}", id, stored.message());
-                    if (it != running.end()) running.erase(it);
+                    if (it != running.end()) {
+                      watchers.ended(id, it->second->summary.json);
+                      running.erase(it);
+                    }
                     order.erase(std::remove(order.begin(), order.end(), id), order.end());
                     return done(Status::infrastructure(Code::io_error, "cannot store the run: " + stored.message()));
                   }
@@ -778,6 +782,7 @@ struct RunService::Impl {
 
   void watchAndPower(Run& r, Attempt& a, drivers::PowerAction action) {
     a.phase = "running";
+    updateSummary(r); // the record (and its watchers) show the phase
     std::string id = r.summary.id;
     Attempt* attempt = &a;
     a.unwatch = boards.watchConsole(
@@ -1002,6 +1007,7 @@ struct RunService::Impl {
       if (a->report->failure == FailureClass::infrastructure) ++metrics.infrastructure_failures;
       if (a->report->failure == FailureClass::test) ++metrics.test_failures;
     }
+    watchers.ended(id, r.summary.json);
     RunSummary done = r.summary;
     finished[id] = done;
     running.erase(it);
@@ -1071,6 +1077,7 @@ struct RunService::Impl {
   InfraHook on_infra;
   BoardSwapper swapper;
   RunMetrics metrics;
+  RunWatchers watchers; // of running runs (watch())
 };
 
 RunService::RunService(asio::io_context& io, const config::FleetConfig& config, BoardService& boards,
@@ -1115,6 +1122,23 @@ std::vector<const RunSummary*> RunService::list() const {
 }
 
 std::string RunService::runDir(const std::string& id) const { return impl_->runDir(id); }
+
+std::function<void()> RunService::watch(const std::string& id, RunEventSink on_event) {
+  if (auto it = impl_->running.find(id); it != impl_->running.end()) {
+    const std::string& record = it->second->summary.json;
+    on_event(runEventLine(record), false);
+    uint64_t n = impl_->watchers.add(id, record, std::move(on_event));
+    Impl* impl = impl_.get();
+    return [impl, id, n] { impl->watchers.remove(id, n); };
+  }
+  auto it = impl_->finished.find(id);
+  if (it == impl_->finished.end()) return nullptr;
+  on_event(runEventLine(it->second.json), false);
+  on_event(endEventLine(it->second.json), true);
+  return [] {};
+}
+
+size_t RunService::watcherCount(const std::string& id) const { return impl_->watchers.count(id); }
 
 void RunService::onRunEnded(std::function<void(const RunSummary&)> hook) { impl_->on_ended = std::move(hook); }
 

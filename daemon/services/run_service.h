@@ -29,6 +29,7 @@
 #include "daemon/core/lease/types.h"
 #include "daemon/core/run/thresholds.h"
 #include "daemon/services/board_service.h"
+#include "daemon/services/run_events.h"
 
 namespace boost::asio {
 class io_context;
@@ -126,6 +127,15 @@ class RunService {
   std::vector<const RunSummary*> list() const;
   // <state_dir>/runs/<id>: the run's artifacts.
   std::string runDir(const std::string& id) const;
+  // Follows run `id`'s progress: `on_event` gets its record as the first
+  // line, then a line per change, and last (last = true) the end line once
+  // the run's artifacts are written (daemon/services/run_events.h). An ended
+  // run's two lines come before watch() returns. Returns the unwatch
+  // (callable any time, also after the end line), or nullptr when there is
+  // no run `id`.
+  std::function<void()> watch(const std::string& id, RunEventSink on_event);
+  // Watchers of run `id` now.
+  size_t watcherCount(const std::string& id) const;
   // Runs when a run ends, after its artifacts are written.
   void onRunEnded(std::function<void(const RunSummary&)> hook);
   // Runs for each attempt of an ended run that failed the lab's way: its

@@ -63,20 +63,32 @@ InProcess::InProcess(const config::FleetConfig& config) {
 InProcess::~InProcess() { close(); }
 
 void InProcess::open() {
-  leases = std::make_unique<LeaseService>(io, *state.config, clock);
+  // As the daemon wires them: one database, its services' tables in it.
+  db = openDatabase(*state.config);
+  leases = std::make_unique<LeaseService>(io, *state.config, clock, *db);
   boards = std::make_unique<BoardService>(io, *state.config, [](const std::string&) { return std::string(); });
-  leases->onLeaseEnded([this](const lease::Lease& l) { boards->leaseEnded(l); });
-  handlers = std::make_unique<api::Handlers>(state, *leases, *boards);
-  router = std::make_unique<api::Router>(state, *leases, *boards, auth);
+  runs = std::make_unique<RunService>(io, *state.config, *boards, clock, *db);
+  startDatabase(*db, io);
+  leases->onLeaseEnded([this](const lease::Lease& l) {
+    runs->leaseEnded(l);
+    boards->leaseEnded(l);
+  });
+  handlers = std::make_unique<api::Handlers>(state, *leases, *boards, runs.get());
+  router = std::make_unique<api::Router>(state, *leases, *boards, auth, runs.get());
 }
 
 void InProcess::close() {
+  runs->stop();
   leases->stop();
   boards->stop();
   io.restart();
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (runs->runningCount() > 0 && std::chrono::steady_clock::now() < until) io.run_for(std::chrono::milliseconds(10));
   io.run_for(std::chrono::milliseconds(100));
   router.reset();
   handlers.reset();
+  db.reset(); // before the services whose tables it holds
+  runs.reset();
   boards.reset();
   leases.reset();
 }

@@ -21,7 +21,9 @@
 #include "daemon/api/router.h"
 #include "daemon/services/board_service.h"
 #include "daemon/services/lease_service.h"
+#include "daemon/services/run_service.h"
 #include "daemon/services/system_clock.h"
+#include "daemon/store/database.h"
 #include "tests/support/process.h"
 
 namespace hwfarm::test {
@@ -113,8 +115,10 @@ class InProcess {
   boost::asio::io_context io;
   AgentState state;
   Authenticator auth;
+  std::unique_ptr<store::Database> db;
   std::unique_ptr<LeaseService> leases;
   std::unique_ptr<BoardService> boards;
+  std::unique_ptr<RunService> runs;
   std::unique_ptr<api::Handlers> handlers;
   std::unique_ptr<api::Router> router;
 
