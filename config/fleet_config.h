@@ -126,6 +126,10 @@ struct HealthConfig {
   std::string banner; // regex the image prints when healthy
   double interval_s = 3600;
   double timeout_s = 60;
+  int64_t quarantine_after = 3; // failed recovery ladders in a row before quarantine
+  double retry_s = 60;          // after a failed ladder, before the next (before quarantine)
+  double backoff_s = 900;       // first retry in quarantine; doubles after each failure
+  double backoff_max_s = 86400; // the doubling's cap
 };
 
 struct QemuConfig {

@@ -606,6 +606,13 @@ class FleetParser {
     }
     if (auto v = r.number("interval_s", 0, 7 * 86400, true)) b.health.interval_s = *v;
     if (auto v = r.number("timeout_s", 0, 3600, true)) b.health.timeout_s = *v;
+    if (auto v = r.integer("quarantine_after", 1, 100)) b.health.quarantine_after = *v;
+    if (auto v = r.number("retry_s", 0, 86400, false)) b.health.retry_s = *v;
+    if (auto v = r.number("backoff_s", 0, 86400, true)) b.health.backoff_s = *v;
+    if (auto v = r.number("backoff_max_s", 0, 30 * 86400, true)) b.health.backoff_max_s = *v;
+    if (b.health.backoff_max_s < b.health.backoff_s)
+      r.error("backoff_max_s", "expected at least backoff_s (" + std::to_string(b.health.backoff_s) + "), got " +
+                                   std::to_string(b.health.backoff_max_s));
     r.finish();
   }
 

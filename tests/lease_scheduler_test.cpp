@@ -467,3 +467,29 @@ TEST_CASE("swap of a lost board keeps it offline and respects the lease's select
   REQUIRE(f.s.board("a")->state == BoardState::offline);
   REQUIRE(f.s.board("b")->state == BoardState::available);
 }
+
+TEST_CASE("a health check takes an available board out of the pool and its result decides where it goes") {
+  Fixture f({spec("a", "t")});
+  REQUIRE(f.s.beginCheck("a", 1, f.changes).status.ok());
+  REQUIRE(f.s.board("a")->state == BoardState::recovering);
+  REQUIRE(f.s.board("a")->reason == "health check");
+  // Mid-check nothing is granted; the request waits.
+  auto waiting = f.submit("t", 1, 2);
+  REQUIRE(waiting.kind == Submitted::queued);
+  // A second check cannot start; a failed one keeps it recovering, then K
+  // of them quarantine it; a passing one makes it available, which grants
+  // the waiting request.
+  REQUIRE(f.s.beginCheck("a", 3, f.changes).status.is(hwfarm::Code::conflict));
+  REQUIRE(f.s.checked("a", BoardState::recovering, "health check failed: no banner", 4, f.changes).status.ok());
+  REQUIRE(f.s.checked("a", BoardState::quarantined, "3 failed checks", 5, f.changes).status.ok());
+  REQUIRE(f.s.board("a")->state == BoardState::quarantined);
+  REQUIRE(f.s.checked("a", BoardState::leased, "", 6, f.changes).status.is(hwfarm::Code::conflict));
+  f.changes = {};
+  REQUIRE(f.s.checked("a", BoardState::available, "", 7, f.changes).status.ok());
+  REQUIRE(f.changes.granted.size() == 1);
+  REQUIRE(f.s.board("a")->state == BoardState::leased);
+  // A leased board's stale result changes nothing.
+  REQUIRE(f.s.checked("a", BoardState::quarantined, "late", 8, f.changes).status.is(hwfarm::Code::conflict));
+  REQUIRE(f.s.board("a")->state == BoardState::leased);
+  REQUIRE(f.s.beginCheck("nope", 9, f.changes).status.is(hwfarm::Code::not_found));
+}

@@ -26,6 +26,7 @@
 #include "daemon/api/auth.h"
 #include "daemon/api/http_types.h"
 #include "daemon/services/board_service.h"
+#include "daemon/services/health_service.h"
 #include "daemon/services/lease_service.h"
 #include "daemon/services/run_service.h"
 
@@ -79,8 +80,9 @@ struct Call {
 class Handlers {
  public:
   // Without `runs` the run routes answer 503.
-  Handlers(const AgentState& state, LeaseService& leases, BoardService& boards, RunService* runs = nullptr)
-      : state_(state), leases_(leases), boards_(boards), runs_(runs) {}
+  Handlers(const AgentState& state, LeaseService& leases, BoardService& boards, RunService* runs = nullptr,
+           HealthService* health = nullptr)
+      : state_(state), leases_(leases), boards_(boards), runs_(runs), health_(health) {}
 
   // GET /v1/healthz (routes_health.cpp).
   void healthz(Call& call);
@@ -102,6 +104,11 @@ class Handlers {
   // A console answer is streamed: HttpResponse::stream gets the sink.
   void boards(Call& call);
   void boardAction(Call& call, const std::string& name, const std::string& action);
+  // GET /v1/boards/{name}: the board with its health and check history;
+  // POST /v1/boards/{name}/check: an operator's health check, queued (202).
+  // Without a health service: health is left out, a check is 503.
+  void board(Call& call, const std::string& name);
+  void boardCheck(Call& call, const std::string& name);
   void boardOperation(Call& call, const std::string& id, const std::string& board, const std::string& what);
   // The flash route's upload, decided from the request's head (the body is
   // not read yet): the plan to spool it into the lease's image store, or
@@ -143,6 +150,7 @@ class Handlers {
   LeaseService& leases_;
   BoardService& boards_;
   RunService* runs_;
+  HealthService* health_;
 };
 
 } // namespace hwfarm::api

@@ -153,6 +153,14 @@ void Router::route(Call& c) {
       if (method("POST") && allowed(c, Role::operator_)) handlers_.boardAction(c, s[2], s[3]);
       return;
     }
+    if (s.size() == 3 && s[1] == "boards") {
+      if (method("GET") && allowed(c, Role::viewer)) handlers_.board(c, s[2]);
+      return;
+    }
+    if (s.size() == 4 && s[1] == "boards" && s[3] == "check") {
+      if (method("POST") && allowed(c, Role::operator_)) handlers_.boardCheck(c, s[2]);
+      return;
+    }
     if (s.size() == 2 && s[1] == "queue") {
       if (method("GET") && allowed(c, Role::viewer)) handlers_.queue(c);
       return;

@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "daemon/api/routes.h"
+#include <spdlog/spdlog.h>
+
 #include "daemon/services/image_store.h"
 
 namespace hwfarm::api {
@@ -48,6 +50,57 @@ void Handlers::boardAction(Call& c, const std::string& name, const std::string& 
   } else {
     leases_.resume(name, done);
   }
+}
+
+namespace {
+
+json::object checkJson(const health::CheckRecord& r) {
+  json::array steps;
+  for (const auto& st : r.steps) {
+    json::object o{{"step", health::toString(st.step)}, {"ok", st.ok}, {"ms", st.duration_ms}};
+    if (st.skipped) o["skipped"] = true;
+    if (!st.detail.empty()) o["detail"] = st.detail;
+    steps.push_back(std::move(o));
+  }
+  json::object o{{"started", rfc3339(r.started_ms)}, {"duration_ms", r.durationMs()},
+                 {"trigger", health::toString(r.trigger)}, {"passed", r.passed()}, {"steps", std::move(steps)}};
+  if (!r.passed()) o["evidence"] = r.evidence();
+  return o;
+}
+
+} // namespace
+
+void Handlers::board(Call& c, const std::string& name) {
+  const config::BoardConfig* cfg = state_.config->findBoard(name);
+  const lease::Board* b = leases_.scheduler().board(name);
+  if (!cfg || !b) return c.respond(jsonError(404, "not_found", "no board " + echoed(name)));
+  json::object body;
+  for (const auto& worker : state_.config->workers)
+    for (const auto& wb : worker.boards)
+      if (wb.name == name) body = boardJson(worker, wb, b);
+  if (const health::BoardHealth* h = health_ ? health_->board(name) : nullptr) {
+    const health::BoardHealthState& s = h->state();
+    json::object o{{"state", health::toString(s.health)}, {"failed_ladders", s.failed_ladders},
+                   {"quarantine_after", h->options().quarantine_after}};
+    if (!s.reason.empty()) o["reason"] = s.reason;
+    if (s.backoff_ms > 0) o["backoff_s"] = static_cast<double>(s.backoff_ms) / 1000.0;
+    if (s.last_check_ms > 0 && !s.history.empty()) o["last_check"] = rfc3339(s.last_check_ms);
+    if (auto next = health_->nextCheckMs(name)) o["next_check"] = rfc3339(*next);
+    json::array history;
+    for (auto it = s.history.rbegin(); it != s.history.rend(); ++it) history.push_back(checkJson(*it));
+    o["history"] = std::move(history); // newest first
+    body["health"] = std::move(o);
+  }
+  c.respond(ok(body));
+}
+
+void Handlers::boardCheck(Call& c, const std::string& name) {
+  if (!health_) return c.respond(jsonError(503, "unavailable", "health checks are not run here"));
+  Status s = health_->requestCheck(name);
+  if (s.is(Code::not_found)) return c.respond(jsonError(404, "not_found", "no board " + echoed(name)));
+  if (!s.ok()) return c.respond(jsonError(409, "conflict", s.message()));
+  spdlog::info("board {}: health check asked for by {}", name, c.principal->name);
+  c.respond(ok(json::object{{"board", name}, {"check", "queued"}, {"by", c.principal->name}}, 202));
 }
 
 namespace {

@@ -24,6 +24,7 @@
 #include "daemon/app/state_dir.h"
 #include "daemon/app/version.h"
 #include "daemon/services/board_service.h"
+#include "daemon/services/health_service.h"
 #include "daemon/services/lease_service.h"
 #include "daemon/services/run_service.h"
 #include "daemon/services/presence.h"
@@ -147,6 +148,7 @@ struct Daemon::Impl {
   std::unique_ptr<LeaseService> leases;
   std::unique_ptr<BoardService> boards;
   std::unique_ptr<RunService> runs;
+  std::unique_ptr<HealthService> health;
   // The services' tables live in it: it goes first (its last commits use
   // their tables), and they do not use it once it is gone.
   std::unique_ptr<store::Database> db;
@@ -221,6 +223,7 @@ int Daemon::Impl::run() {
     });
     runs = std::make_unique<RunService>(io, *config, *boards, clock, *db);
     startDatabase(*db, io);
+    health = std::make_unique<HealthService>(io, *config, *boards, *leases, clock);
     // A run's infrastructure failures are events against their boards (the SLA's input).
     runs->setBoardSwapper([this](const std::string& lease_id, const std::string& board, const std::string& reason,
                                  RunService::SwapDone done) {
@@ -228,10 +231,12 @@ int Daemon::Impl::run() {
     });
     runs->onInfrastructureFailure([this](const std::string& lease, const std::string& board, const std::string& why) {
       leases->recordInfrastructureFailure(lease, board, why);
+      if (!board.empty()) health->infrastructureFailure(board); // checked once its lease ends
     });
     leases->onLeaseEnded([this](const lease::Lease& l) {
       runs->leaseEnded(l); // first: a run's boards are powered off through the board service
       boards->leaseEnded(l);
+      health->leaseEnded(l);
     });
     std::set<std::string> ended; // while hwfarmd was down: their image stores go
     for (const auto& [id, l] : leases->scheduler().leases())
@@ -251,7 +256,7 @@ int Daemon::Impl::run() {
     } catch (const std::exception& e) {
       spdlog::warn("USB discovery unavailable ({}): boards with serial.port = \"auto\" stay offline", e.what());
     }
-    router = std::make_unique<api::Router>(state, *leases, *boards, auth, runs.get());
+    router = std::make_unique<api::Router>(state, *leases, *boards, auth, runs.get(), health.get());
     // Besides connections: the database, the log, event and timer fds, and
     // per board a console, its log and a child's pipes.
     size_t own_descriptors = 64 + 4 * config->boardCount();
@@ -334,6 +339,7 @@ void Daemon::Impl::beginStop(const char* why) {
   spdlog::info("{}: stopping (waiting up to {} s for open requests)", why, timeout);
   watchdog_timer.cancel();
   prune_timer.cancel();
+  health->stop(); // no check starts
   leases->stop(); // waiting lease requests get 503 now
   runs->stop();    // running runs are cancelled, their records say so
   boards->stop();  // console streams end
@@ -431,6 +437,7 @@ void Daemon::Impl::applyReload(PreparedReload prepared) {
     boards->reconfigure(*applied);
     runs->reconfigure(*applied);
     leases->reconfigure(*applied);
+    health->reconfigure(*applied);
     presence->watch(watchedPaths(*applied));
     if (usb) usbChanged();
     status.generation += 1;

@@ -9,10 +9,12 @@
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <set>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <spdlog/spdlog.h>
 
@@ -361,6 +363,23 @@ struct BoardService::Impl {
     for (auto& [id, stream] : readers) stream->consoleClosed(drain_backlog);
   }
 
+  // Flashes `image` (a path, kept) onto `name` for `lease_id`, its console
+  // open first when it is a tty.
+  void flashFile(const std::string& lease_id, const std::string& name, const std::string& image,
+                 std::function<void(Status, double)> done) {
+    std::shared_ptr<drivers::Board> board = boards.at(name);
+    if (Status made = makeDirectory(leaseDir(lease_id)); !made.ok()) return done(std::move(made), 0);
+    std::string log = leaseDir(lease_id) + "/flash__" + name + ".txt";
+    owner[name] = lease_id;
+    // Catch what it prints after; a console that cannot open leaves the
+    // flash without console evidence, not failed.
+    if (!board->consoleFollowsPower()) (void)attach(lease_id, name);
+    offLoop(name, "flash", [board, image, log] { return board->flash(image, log); },
+            [this, name, lease_id, done = std::move(done)](Status status, double seconds) {
+              done(withConsole(std::move(status), name, lease_id), seconds);
+            });
+  }
+
   // Runs `work` for `board` on the pool, then `done` on the loop. One
   // operation per board at a time: a second one is refused at once.
   void offLoop(const std::string& board, const char* what, std::function<Status()> work,
@@ -504,22 +523,11 @@ std::string BoardService::powerLogPath(const std::string& lease_id, const std::s
 }
 
 void BoardService::flash(const lease::Lease& lease, const std::string& name, const std::string& image, Done done) {
-  std::shared_ptr<drivers::Board> board = impl_->boards.at(name);
-  if (Status made = makeDirectory(impl_->leaseDir(lease.id)); !made.ok()) return done(std::move(made), 0);
-  std::string log = flashLogPath(lease.id, name);
-  impl_->owner[name] = lease.id;
-  // Catch what it prints after; a console that cannot open leaves the
-  // flash without console evidence, not failed.
-  if (!board->consoleFollowsPower()) (void)impl_->attach(lease.id, name);
   // A busy board refuses the flash (offLoop): its current image stays, and
   // the new one goes unless another board has it.
   if (impl_->busy.count(name)) impl_->dropIfUnused(image);
   else impl_->setImage(name, image);
-  Impl* impl = impl_.get();
-  impl_->offLoop(name, "flash", [board, image, log] { return board->flash(image, log); },
-                 [impl, name, lease_id = lease.id, done = std::move(done)](Status status, double seconds) {
-                   done(impl->withConsole(std::move(status), name, lease_id), seconds);
-                 });
+  impl_->flashFile(lease.id, name, image, std::move(done));
 }
 
 void BoardService::flashCopy(const lease::Lease& lease, const std::string& name, int fd, const std::string& ext,
@@ -775,6 +783,154 @@ void BoardService::pruneLogs(int64_t cutoff_unix_ms, std::set<std::string> activ
       done(removed);
     });
   });
+}
+
+// --- health checks -----------------------------------------------------------
+
+namespace {
+
+int64_t msSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The pseudo-lease health checks run under: their logs' directory.
+std::string healthLease(const std::string& board) { return "health-" + board; }
+
+} // namespace
+
+void BoardService::checkHealth(const std::string& name, StepDone done) {
+  auto start = std::chrono::steady_clock::now();
+  auto finish = [done, start](bool ok, std::string detail) {
+    done({health::Step::check, ok, false, msSince(start), std::move(detail)});
+  };
+  auto found = impl_->boards.find(name);
+  if (found == impl_->boards.end()) return finish(false, "board " + name + " is not configured");
+  const config::BoardConfig cfg = impl_->board_configs.at(name);
+  std::shared_ptr<drivers::Board> board = found->second;
+  if (cfg.driver != "qemu") {
+    Result<std::string> path = board->console();
+    if (!path && impl_->refresh_consoles) {
+      impl_->refresh_consoles();
+      path = board->console();
+    }
+    if (!path) return finish(false, "not present: " + path.status().message());
+    if (cfg.health.image.empty()) return finish(true, "present at " + *path);
+  } else if (cfg.health.image.empty()) {
+    return finish(true, "simulated: present");
+  }
+  // With a health image: flash it, start the board, wait for the banner.
+  struct Check {
+    bool over = false;
+    std::regex banner;
+    std::deque<std::string> tail; // the console's last lines, for the evidence
+    std::function<void()> unwatch;
+    std::shared_ptr<boost::asio::steady_timer> timer;
+  };
+  auto check = std::make_shared<Check>();
+  // An empty banner takes any line: a responsive console.
+  check->banner = std::regex(cfg.health.banner.empty() ? "." : cfg.health.banner);
+  std::string lease_id = healthLease(name);
+  ::unlink(consoleLogPath(lease_id, name).c_str()); // each check's own console
+  std::string banner_text = cfg.health.banner;
+  auto end = [this, name, lease_id, check, finish](bool ok, std::string detail) {
+    if (check->over) return;
+    check->over = true;
+    if (check->unwatch) std::exchange(check->unwatch, nullptr)();
+    if (check->timer) check->timer->cancel();
+    if (!ok && !check->tail.empty()) {
+      detail += "; console:";
+      for (const auto& l : check->tail) detail += "\n" + l;
+    }
+    boardLeftLease(lease_id, name); // its console closes; a simulator stops
+    finish(ok, std::move(detail));
+  };
+  impl_->flashFile(lease_id, name, cfg.health.image, [this, name, cfg, board, check, end, lease_id, banner_text](
+                                                         Status flashed, double) {
+    if (!flashed.ok()) {
+      std::string detail = "flashing the health image " + cfg.health.image + " failed: " + flashed.message();
+      if (!flashed.evidence().tool_output.empty()) detail += " (" + flashed.evidence().tool_output + ")";
+      return end(false, detail);
+    }
+    bool simulated = board->consoleFollowsPower();
+    check->unwatch = watchConsole(
+        name,
+        [check, end](const std::string& line) {
+          check->tail.push_back(line.size() > 200 ? line.substr(0, 200) : line);
+          if (check->tail.size() > 5) check->tail.pop_front();
+          if (std::regex_search(line, check->banner)) end(true, "banner: " + line);
+        },
+        [simulated, end](const std::string& reason) {
+          // A tty may close while a board re-enumerates; a simulator's
+          // console closes only when it stops.
+          if (simulated) end(false, "the console closed before the banner: " + reason);
+        });
+    check->timer = std::make_shared<boost::asio::steady_timer>(
+        impl_->io, std::chrono::milliseconds(static_cast<int64_t>(cfg.health.timeout_s * 1000)));
+    double timeout_s = cfg.health.timeout_s;
+    check->timer->async_wait([end, timeout_s, banner_text](const boost::system::error_code& ec) {
+      if (ec) return;
+      end(false, "no console line matched health.banner \"" + banner_text + "\" within " +
+                     std::to_string(static_cast<int64_t>(timeout_s * 1000)) + " ms");
+    });
+    if (cfg.driver == "usb" && cfg.power.driver == "none") return; // the flasher restarted it
+    lease::Lease pseudo;
+    pseudo.id = lease_id;
+    power(pseudo, name, simulated ? drivers::PowerAction::on : drivers::PowerAction::cycle, [end](Status s, double) {
+      if (!s.ok()) end(false, "powering the board for its health image failed: " + s.message());
+    });
+  });
+}
+
+void BoardService::cycleForHealth(const std::string& name, StepDone done) {
+  auto start = std::chrono::steady_clock::now();
+  auto it = impl_->board_configs.find(name);
+  if (it == impl_->board_configs.end())
+    return done({health::Step::power_cycle, false, false, 0, "board " + name + " is not configured"});
+  const config::BoardConfig& cfg = it->second;
+  if (cfg.driver == "qemu")
+    return done({health::Step::power_cycle, true, true, 0, "a simulated board is restarted by its check"});
+  if (cfg.power.driver == "none")
+    return done({health::Step::power_cycle, true, true, 0, "no power switch (power.driver = \"none\")"});
+  lease::Lease pseudo;
+  pseudo.id = healthLease(name);
+  power(pseudo, name, drivers::PowerAction::cycle, [this, name, done, start, driver = cfg.power.driver](Status s, double) {
+    boardLeftLease(healthLease(name), name);
+    done({health::Step::power_cycle, s.ok(), false, msSince(start),
+          s.ok() ? "power-cycled (" + driver + ")" : "power cycle failed: " + s.message()});
+  });
+}
+
+void BoardService::awaitPresence(const std::string& name, std::chrono::milliseconds timeout, StepDone done) {
+  auto start = std::chrono::steady_clock::now();
+  auto it = impl_->board_configs.find(name);
+  if (it == impl_->board_configs.end())
+    return done({health::Step::reenumerate, false, false, 0, "board " + name + " is not configured"});
+  if (it->second.driver == "qemu")
+    return done({health::Step::reenumerate, true, true, 0, "a simulated board does not enumerate"});
+  auto timer = std::make_shared<boost::asio::steady_timer>(impl_->io);
+  auto poll = std::make_shared<std::function<void()>>();
+  std::weak_ptr<std::function<void()>> weak = poll; // a pending wait keeps it alive, nothing else
+  Impl* impl = impl_.get();
+  *poll = [impl, name, timeout, done, start, timer, weak] {
+    auto board = impl->boards.find(name);
+    Result<std::string> path = board == impl->boards.end()
+                                   ? Result<std::string>(Status::error(Code::not_found, "not configured"))
+                                   : board->second->console();
+    if (!path && impl->refresh_consoles) {
+      impl->refresh_consoles();
+      if (board != impl->boards.end()) path = board->second->console();
+    }
+    if (path || std::chrono::steady_clock::now() - start >= timeout) {
+      return done({health::Step::reenumerate, static_cast<bool>(path), false, msSince(start),
+                   path ? "present at " + *path : "not present again within " + std::to_string(timeout.count()) +
+                                                      " ms: " + path.status().message()});
+    }
+    timer->expires_after(std::chrono::milliseconds(100));
+    timer->async_wait([self = weak.lock()](const boost::system::error_code& ec) {
+      if (!ec && self) (*self)();
+    });
+  };
+  (*poll)();
 }
 
 } // namespace hwfarm

@@ -8,6 +8,7 @@
 // Thread safety: every public call on the event loop thread.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <set>
@@ -15,6 +16,7 @@
 
 #include "common/status.h"
 #include "config/fleet_config.h"
+#include "daemon/core/health/board_health.h"
 #include "daemon/core/lease/types.h"
 #include "drivers/power.h"
 
@@ -106,6 +108,24 @@ class BoardService {
   // Creates imageDir(lease_id); on failure an infrastructure Status naming
   // the path.
   Status makeImageDir(const std::string& lease_id);
+
+  // Health checks (health_service.h), never of a leased board (the caller
+  // makes sure). Each step's result, with its duration and evidence:
+  // - checkHealth: the board is present (a simulated board always is; a
+  //   board with a tty needs its console path); then, with a health image,
+  //   flashes it (a file of the configuration, never removed), powers the
+  //   board on (a simulator) or cycles it (a board with a power switch),
+  //   and waits up to health.timeout_s for a console line matching
+  //   health.banner; then stops the board. Its console goes to
+  //   consoles/health-<board>/<board>.log, rewritten by each check.
+  // - cycleForHealth: power-cycles the board (skipped without a power
+  //   switch, and for a simulator, which checkHealth restarts anyway).
+  // - awaitPresence: waits up to `timeout` for a board with a tty to be
+  //   present again (re-enumerated); skipped for a simulator.
+  using StepDone = std::function<void(health::StepResult)>;
+  void checkHealth(const std::string& board, StepDone done);
+  void cycleForHealth(const std::string& board, StepDone done);
+  void awaitPresence(const std::string& board, std::chrono::milliseconds timeout, StepDone done);
 
   std::string consoleLogPath(const std::string& lease_id, const std::string& board) const;
   std::string flashLogPath(const std::string& lease_id, const std::string& board) const;

@@ -120,6 +120,7 @@ struct LeaseService::Impl {
   uint64_t next_waiter = 1;
   LeaseMetrics metrics;
   std::function<void(const lease::Lease&)> on_ended;
+  std::function<void(const std::string&)> recovery_handler;
   bool stopped = false;
   std::vector<store::Database::Pending> group; // changes waiting for this turn's commit
   bool flush_posted = false;
@@ -351,6 +352,7 @@ void LeaseService::Impl::scheduleRecovery(const std::string& board) {
     recovery_timers.erase(board);
     const lease::Board* b = scheduler.board(board);
     if (!b || b->state != BoardState::recovering) return;
+    if (recovery_handler) return recovery_handler(board); // a health check decides
     Changes changes;
     scheduler.recovered(board, now(), changes);
     persist(std::move(changes), nullptr);
@@ -535,6 +537,18 @@ void LeaseService::presence(const std::string& board, bool present) {
 
 void LeaseService::resume(const std::string& board, OpDone done) {
   impl_->operation([&](Changes& c) { return impl_->scheduler.resume(board, impl_->now(), c); }, done);
+}
+
+void LeaseService::setRecoveryHandler(std::function<void(const std::string& board)> handler) {
+  impl_->recovery_handler = std::move(handler);
+}
+
+void LeaseService::beginCheck(const std::string& board, OpDone done) {
+  impl_->operation([&](Changes& c) { return impl_->scheduler.beginCheck(board, impl_->now(), c); }, done);
+}
+
+void LeaseService::checked(const std::string& board, lease::BoardState to, const std::string& reason, OpDone done) {
+  impl_->operation([&](Changes& c) { return impl_->scheduler.checked(board, to, reason, impl_->now(), c); }, done);
 }
 
 void LeaseService::swap(const std::string& id, const std::string& board, const std::string& reason, OpDone done) {

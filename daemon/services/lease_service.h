@@ -106,6 +106,14 @@ class LeaseService {
   // a lease holding it sees the board lost: an infrastructure failure).
   void presence(const std::string& board, bool present);
   void resume(const std::string& board, OpDone done);
+  // Health checks (health_service.h). With a recovery handler, a board
+  // that has spent leases.recovery_s in recovering is handed to it (to be
+  // checked) instead of becoming available. beginCheck takes an available
+  // board out of the pool for a check; checked() applies a check's result
+  // (Scheduler::beginCheck, checked), durably.
+  void setRecoveryHandler(std::function<void(const std::string& board)> handler);
+  void beginCheck(const std::string& board, OpDone done);
+  void checked(const std::string& board, lease::BoardState to, const std::string& reason, OpDone done);
   // Replaces `board` of the active lease `id` with another available board
   // of its type (Scheduler::swap), durably: the retry of an infrastructure
   // failure. The answer's lease holds the new board.

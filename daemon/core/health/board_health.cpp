@@ -110,6 +110,17 @@ void BoardHealth::onLeaseEnded(int64_t now_ms) {
   request(Trigger::lease_end, t);
 }
 
+void BoardHealth::onReleased(int64_t now_ms) {
+  seen(now_ms);
+  s_.leased = false;
+}
+
+void BoardHealth::requestCheck(int64_t now_ms, Trigger trigger) {
+  const int64_t t = seen(now_ms);
+  s_.leased = false;
+  request(trigger, t);
+}
+
 void BoardHealth::onInfraFailure(int64_t now_ms) { request(Trigger::infra_failure, seen(now_ms)); }
 
 void BoardHealth::onOperatorRequest(int64_t now_ms) { request(Trigger::operator_request, seen(now_ms)); }

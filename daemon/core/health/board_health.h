@@ -110,6 +110,13 @@ class BoardHealth {
   // An infrastructure failure on the board (a run's, or a lost board): a
   // check is due now, or when the lease ends.
   void onInfraFailure(int64_t now_ms);
+  // The board's lease ended and it went back to the pool as it was (a
+  // clean release): no check of its own, but one asked for meanwhile (an
+  // infrastructure failure during the lease) is due now.
+  void onReleased(int64_t now_ms);
+  // A check is due now, for `trigger` (the service's reason: the board
+  // entered recovering, appeared, ...).
+  void requestCheck(int64_t now_ms, Trigger trigger);
   // An operator asked for a check (`hwfarmctl board check`): due now, even
   // in quarantine or maintenance; never while leased.
   void onOperatorRequest(int64_t now_ms);

@@ -484,6 +484,32 @@ OpResult Scheduler::vanished(const std::string& name, int64_t now, Changes& chan
   return {};
 }
 
+OpResult Scheduler::beginCheck(const std::string& name, int64_t now, Changes& changes) {
+  auto it = index_.find(name);
+  if (it == index_.end()) return {Status::error(Code::not_found, "no board " + name), {}};
+  if (boards_[it->second].state != BoardState::available)
+    return {Status::error(Code::conflict, "board " + name + " is " + toString(boards_[it->second].state) +
+                                              ", not available: no check starts"),
+            {}};
+  setState(it->second, BoardState::recovering, "health check", now, changes);
+  return {};
+}
+
+OpResult Scheduler::checked(const std::string& name, BoardState to, const std::string& reason, int64_t now,
+                            Changes& changes) {
+  auto it = index_.find(name);
+  if (it == index_.end()) return {Status::error(Code::not_found, "no board " + name), {}};
+  BoardState from = boards_[it->second].state;
+  if ((from != BoardState::recovering && from != BoardState::quarantined) ||
+      (to != BoardState::available && to != BoardState::recovering && to != BoardState::quarantined))
+    return {Status::error(Code::conflict, "board " + name + " is " + toString(from) + ": a health check cannot make it " +
+                                              toString(to)),
+            {}};
+  setState(it->second, to, reason, now, changes);
+  if (to == BoardState::available) dispatch(now, changes);
+  return {};
+}
+
 OpResult Scheduler::swap(const std::string& id, const std::string& name, const std::string& reason, int64_t now,
                          Changes& changes) {
   OpResult refused;

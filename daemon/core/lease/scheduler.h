@@ -137,6 +137,16 @@ class Scheduler {
   OpResult recovered(const std::string& board, int64_t now, Changes& changes);  // recovering -> available
   OpResult vanished(const std::string& board, int64_t now, Changes& changes);   // -> offline (maintenance, quarantined stay), lease board lost
   OpResult appeared(const std::string& board, int64_t now, Changes& changes);   // offline -> recovering
+  // Health checks (daemon/services/health_service.h). A check of an
+  // available board takes it out of the pool first (-> recovering, "health
+  // check"), so no lease gets a board mid-check; conflict unless available.
+  OpResult beginCheck(const std::string& board, int64_t now, Changes& changes);
+  // A check of a recovering or quarantined board ended: it goes to `to`
+  // (available, recovering or quarantined) with `reason`. Conflict from any
+  // other state (leased, maintenance, offline: the check's result is stale)
+  // or to another state.
+  OpResult checked(const std::string& board, BoardState to, const std::string& reason, int64_t now,
+                   Changes& changes);
   // Replaces `board` in the active lease `id` with an available board of the
   // same type that the lease's selector matches (least recently used first),
   // in the same place of the lease's board list: the retry of an
