@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <stdexcept>
@@ -71,6 +72,15 @@ BoardMatch matchBoards(const config::FleetConfig& config, const std::vector<UsbD
       }
   }
   return match;
+}
+
+std::string usbHubOf(const std::string& port) {
+  size_t dash = port.find('-');
+  if (dash == std::string::npos || dash == 0 || dash + 1 >= port.size()) return "";
+  for (char c : port)
+    if (!std::isdigit(static_cast<unsigned char>(c)) && c != '-' && c != '.') return "";
+  size_t dot = port.rfind('.');
+  return dot == std::string::npos ? port.substr(0, dash) : port.substr(0, dot);
 }
 
 std::string boardSnippet(const UsbDevice& d) {

@@ -39,6 +39,11 @@ struct BoardMatch {
 };
 BoardMatch matchBoards(const config::FleetConfig& config, const std::vector<UsbDevice>& devices);
 
+// The hub a device at `port` ("1-1.4": bus 1, port 4 of the hub at 1-1)
+// hangs off, in uhubctl's location syntax: "1-1"; "1" for a root hub's
+// port ("1-4"); "" for a path that is not one.
+std::string usbHubOf(const std::string& port);
+
 // A [[worker.board]] snippet for an unclaimed device.
 std::string boardSnippet(const UsbDevice& device);
 

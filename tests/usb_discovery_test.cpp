@@ -129,3 +129,13 @@ TEST_CASE("hotplug: a board that is unplugged and plugged back is followed witho
   REQUIRE(discovery.devices().size() == 1);
   REQUIRE(discovery.devices()[0].serial == "066DFF535155878281151932");
 }
+
+TEST_CASE("a device's hub in uhubctl's location syntax, for infrastructure events") {
+  CHECK(hwfarm::drivers::usbHubOf("1-1.4") == "1-1");
+  CHECK(hwfarm::drivers::usbHubOf("3-2.1.7") == "3-2.1");
+  CHECK(hwfarm::drivers::usbHubOf("1-4") == "1");
+  CHECK(hwfarm::drivers::usbHubOf("") == "");
+  CHECK(hwfarm::drivers::usbHubOf("1-") == "");
+  CHECK(hwfarm::drivers::usbHubOf("x-1") == "");
+  CHECK(hwfarm::drivers::usbHubOf("../1-1") == "");
+}

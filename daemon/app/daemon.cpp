@@ -157,6 +157,18 @@ struct Daemon::Impl {
   std::map<std::string, bool> usb_present;  // boards found by USB discovery
   std::mutex tty_mutex;                      // guards ttys: read by driver threads
   std::map<std::string, std::string> ttys;   // board -> console tty from discovery
+  std::map<std::string, std::string> usb_ports; // board -> its USB port path ("1-1.4") from discovery
+  // " [hub H]" for `board`'s USB hub: its uhubctl switch's, else the hub
+  // discovery found it on; "" when unknown (a simulated board).
+  std::string hubNote(const std::string& board) {
+    const config::BoardConfig* b = state.config->findBoard(board);
+    std::string hub = b && b->power.driver == "uhubctl" ? b->power.hub : "";
+    if (hub.empty()) {
+      std::lock_guard lock(tty_mutex);
+      if (auto it = usb_ports.find(board); it != usb_ports.end()) hub = drivers::usbHubOf(it->second);
+    }
+    return hub.empty() ? "" : " [hub " + hub + "]";
+  }
   void usbChanged();
   void refreshTtys(const drivers::BoardMatch& match);
   std::unique_ptr<api::Router> router;
@@ -230,7 +242,7 @@ int Daemon::Impl::run() {
       leases->swap(lease_id, board, reason, [done](const lease::OpResult& r) { done(r.status, r.lease); });
     });
     runs->onInfrastructureFailure([this](const std::string& lease, const std::string& board, const std::string& why) {
-      leases->recordInfrastructureFailure(lease, board, why);
+      leases->recordInfrastructureFailure(lease, board, why + (board.empty() ? "" : hubNote(board)));
       if (!board.empty()) health->infrastructureFailure(board); // checked once its lease ends
     });
     leases->onLeaseEnded([this](const lease::Lease& l) {
@@ -482,7 +494,11 @@ void Daemon::Impl::usbChanged() {
 void Daemon::Impl::refreshTtys(const drivers::BoardMatch& match) {
   std::lock_guard lock(tty_mutex);
   ttys.clear();
-  for (const auto& [board, device] : match.boards) ttys[board] = device.tty.empty() ? usb->ttyOf(device.port) : device.tty;
+  usb_ports.clear();
+  for (const auto& [board, device] : match.boards) {
+    ttys[board] = device.tty.empty() ? usb->ttyOf(device.port) : device.tty;
+    usb_ports[board] = device.port;
+  }
 }
 
 void Daemon::Impl::pingWatchdog() {

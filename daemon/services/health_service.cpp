@@ -192,14 +192,18 @@ struct HealthService::Impl {
     record->ended_ms = now();
     health::BoardHealth* h = find(name);
     if (stopped || !h) return;
-    std::optional<health::HealthChange> change = h->onCheckFinished(*record);
+    // The SLA hears of the check first: its incident book then says
+    // whether a failure is part of a hub's or the host's incident, which
+    // does not count toward this board's quarantine.
+    if (hook) hook(name, *record);
+    bool correlated = !record->passed() && correlation && correlation(name);
+    std::optional<health::HealthChange> change = h->onCheckFinished(*record, correlated);
     if (record->passed()) spdlog::info("board {}: health check passed ({} ms)", name, record->durationMs());
     else spdlog::warn("board {}: health check failed: {}", name, record->evidence());
     if (change)
       spdlog::log(change->to == health::HealthState::healthy ? spdlog::level::info : spdlog::level::warn,
                   "board {}: health {} -> {}: {}", name, health::toString(change->from), health::toString(change->to),
                   change->reason);
-    if (hook) hook(name, *record);
     lease::BoardState to = h->boardState();
     const lease::Board* b = leases.scheduler().board(name);
     bool applies = b && (b->state == lease::BoardState::recovering || b->state == lease::BoardState::quarantined) &&
@@ -223,6 +227,7 @@ struct HealthService::Impl {
   std::set<std::string> running; // a check (or its start) under way
   std::set<std::string> parked;  // due, but offline or in maintenance
   std::function<void(const std::string&, const health::CheckRecord&)> hook;
+  std::function<bool(const std::string&)> correlation;
   bool stopped = false;
 };
 
@@ -285,6 +290,10 @@ std::optional<int64_t> HealthService::nextCheckMs(const std::string& name) const
 
 void HealthService::onChecked(std::function<void(const std::string&, const health::CheckRecord&)> hook) {
   impl_->hook = std::move(hook);
+}
+
+void HealthService::setCorrelation(std::function<bool(const std::string& board)> correlated) {
+  impl_->correlation = std::move(correlated);
 }
 
 } // namespace hwfarm

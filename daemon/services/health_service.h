@@ -72,8 +72,12 @@ class HealthService {
   // When the board's next check is due (unix ms), if one is.
   std::optional<int64_t> nextCheckMs(const std::string& name) const;
 
-  // Runs after each check with its board and record (tests, events).
+  // Runs when each check ends, with its board and record, before its
+  // result is judged (the SLA records it; tests).
   void onChecked(std::function<void(const std::string& board, const health::CheckRecord&)> hook);
+  // Whether `board`'s failure is part of a correlated incident (its hub's,
+  // the host's): then it does not count toward the board's quarantine.
+  void setCorrelation(std::function<bool(const std::string& board)> correlated);
 
  private:
   struct Impl;
