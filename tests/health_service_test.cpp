@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "tests/support/daemon_harness.h"
@@ -55,7 +56,8 @@ CommandResult hwfarmctl(const RunningDaemon& d, std::vector<std::string> args) {
 
 TEST_CASE("a board whose health image never prints the banner is quarantined after K ladders and serves again when fixed") {
   TempDir dir;
-  RunningDaemon d(dir, fleet(dir, "hang"));
+  auto daemon = std::make_unique<RunningDaemon>(dir, fleet(dir, "hang"));
+  RunningDaemon& d = *daemon;
   REQUIRE(stateOf(d) == "available");
   // An operator's check: the ladder fails (check, power cycle skipped for a
   // simulator, port reset, re-enumeration skipped, check again).
@@ -100,6 +102,19 @@ TEST_CASE("a board whose health image never prints the banner is quarantined aft
   auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", "");
   CHECK(granted.status == 201);
   CHECK(d.log().find("board sim-h: health quarantined -> healthy") != std::string::npos);
+  // Every check, change of health and request is in the event log, with
+  // who asked.
+  daemon.reset();
+  CommandResult events = runCommand(
+      {"/usr/bin/python3", "-c",
+       "import sqlite3,sys\n"
+       "for k, d in sqlite3.connect(sys.argv[1]).execute(\"SELECT kind, detail FROM events WHERE board = 'sim-h' "
+       "AND kind LIKE 'health%' ORDER BY id\"): print(k + ': ' + d.split(':')[0])",
+       dir.file("state/hwfarm.db")});
+  INFO(events.out << events.err);
+  CHECK(events.out.rfind("health_check_requested: by anonymous\nhealth_check: failed (operator_request, ", 0) == 0);
+  CHECK(events.out.find("health_state: failing -> quarantined") != std::string::npos);
+  CHECK(events.out.find("health_state: quarantined -> healthy") != std::string::npos);
 }
 
 TEST_CASE("health checks never touch a leased board, and board show lists the checks") {

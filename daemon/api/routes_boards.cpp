@@ -96,7 +96,7 @@ void Handlers::board(Call& c, const std::string& name) {
 
 void Handlers::boardCheck(Call& c, const std::string& name) {
   if (!health_) return c.respond(jsonError(503, "unavailable", "health checks are not run here"));
-  Status s = health_->requestCheck(name);
+  Status s = health_->requestCheck(name, c.principal->name);
   if (s.is(Code::not_found)) return c.respond(jsonError(404, "not_found", "no board " + echoed(name)));
   if (!s.ok()) return c.respond(jsonError(409, "conflict", s.message()));
   spdlog::info("board {}: health check asked for by {}", name, c.principal->name);

@@ -198,12 +198,18 @@ struct HealthService::Impl {
     if (hook) hook(name, *record);
     bool correlated = !record->passed() && correlation && correlation(name);
     std::optional<health::HealthChange> change = h->onCheckFinished(*record, correlated);
-    if (record->passed()) spdlog::info("board {}: health check passed ({} ms)", name, record->durationMs());
-    else spdlog::warn("board {}: health check failed: {}", name, record->evidence());
-    if (change)
+    std::string summary = std::string(record->passed() ? "passed" : "failed") + " (" +
+                          health::toString(record->trigger) + ", " + std::to_string(record->durationMs()) + " ms)";
+    if (record->passed()) spdlog::info("board {}: health check {}", name, summary);
+    else spdlog::warn("board {}: health check {}: {}", name, summary, record->evidence());
+    leases.recordEvent("health_check", "", name, record->passed() ? summary : summary + ": " + record->evidence());
+    if (change) {
+      std::string text = std::string(health::toString(change->from)) + " -> " + health::toString(change->to) + ": " +
+                         change->reason;
       spdlog::log(change->to == health::HealthState::healthy ? spdlog::level::info : spdlog::level::warn,
-                  "board {}: health {} -> {}: {}", name, health::toString(change->from), health::toString(change->to),
-                  change->reason);
+                  "board {}: health {}", name, text);
+      leases.recordEvent("health_state", "", name, text);
+    }
     lease::BoardState to = h->boardState();
     const lease::Board* b = leases.scheduler().board(name);
     bool applies = b && (b->state == lease::BoardState::recovering || b->state == lease::BoardState::quarantined) &&
@@ -260,7 +266,7 @@ void HealthService::infrastructureFailure(const std::string& board) {
   }
 }
 
-Status HealthService::requestCheck(const std::string& board) {
+Status HealthService::requestCheck(const std::string& board, const std::string& by) {
   health::BoardHealth* h = impl_->find(board);
   const lease::Board* b = impl_->leases.scheduler().board(board);
   if (!h || !b) return Status::error(Code::not_found, "no board " + board);
@@ -272,6 +278,7 @@ Status HealthService::requestCheck(const std::string& board) {
   if (impl_->running.count(board))
     return Status::error(Code::conflict, "a health check of board " + board + " is under way");
   h->onOperatorRequest(impl_->now());
+  impl_->leases.recordEvent("health_check_requested", "", board, "by " + by);
   impl_->parked.erase(board);
   impl_->rearm();
   return Status::success();

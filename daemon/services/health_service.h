@@ -20,7 +20,9 @@
 //
 // State kept: in memory (the history, counts and backoff) and, for the
 // board's state, in the lease service's database (quarantined survives a
-// restart, and its retries then start at health.backoff_s).
+// restart, and its retries then start at health.backoff_s). Every check,
+// change of health and operator's request is an event in the database's
+// event log (health_check, health_state, health_check_requested).
 //
 // Thread safety: every call on the event loop thread.
 #pragma once
@@ -63,9 +65,10 @@ class HealthService {
   void leaseEnded(const lease::Lease& lease);
   // An infrastructure failure on `board` (a run's): it is checked once free.
   void infrastructureFailure(const std::string& board);
-  // An operator asked for a check now: not_found, or conflict while the
-  // board is leased (the check would touch it) or a check is under way.
-  Status requestCheck(const std::string& board);
+  // Operator `by` asked for a check now (recorded as an event): not_found,
+  // or conflict while the board is leased (the check would touch it),
+  // offline, or a check is under way.
+  Status requestCheck(const std::string& board, const std::string& by);
 
   // The board's health (nullptr: not configured).
   const health::BoardHealth* board(const std::string& name) const;

@@ -513,8 +513,13 @@ void LeaseService::maintenance(const std::string& board, const std::string& reas
 
 void LeaseService::recordInfrastructureFailure(const std::string& lease_id, const std::string& board,
                                                const std::string& detail) {
+  recordEvent("infra_failure", lease_id, board, detail);
+}
+
+void LeaseService::recordEvent(const std::string& kind, const std::string& lease_id, const std::string& board,
+                               const std::string& detail) {
   Changes changes;
-  changes.events.push_back({impl_->now(), "infra_failure", lease_id, board, detail});
+  changes.events.push_back({impl_->now(), kind, lease_id, board, detail});
   impl_->persist(std::move(changes), nullptr);
 }
 

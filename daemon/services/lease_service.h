@@ -122,6 +122,10 @@ class LeaseService {
   // lab, not of one board) during `lease_id`: an "infra_failure" event, for
   // the tier SLA.
   void recordInfrastructureFailure(const std::string& lease_id, const std::string& board, const std::string& detail);
+  // Records, durably, an event of another service in the same log (the
+  // health service's checks and state changes).
+  void recordEvent(const std::string& kind, const std::string& lease_id, const std::string& board,
+                   const std::string& detail);
 
   // Runs for every lease that ends (released, expired, revoked), after the
   // end is durable.
