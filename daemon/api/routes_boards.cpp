@@ -7,6 +7,7 @@
 #include "daemon/api/routes.h"
 #include <spdlog/spdlog.h>
 
+#include "daemon/services/evidence_json.h"
 #include "daemon/services/image_store.h"
 
 namespace hwfarm::api {
@@ -105,15 +106,6 @@ void Handlers::boardCheck(Call& c, const std::string& name) {
 
 namespace {
 
-// What was seen when board work failed; empty members are left out.
-json::object evidenceJson(const Evidence& e) {
-  json::object out;
-  if (e.exit_code) out["exit_code"] = *e.exit_code;
-  if (e.signal != 0) out["signal"] = e.signal;
-  if (!e.tool_output.empty()) out["tool_output"] = e.tool_output;
-  if (!e.console.empty()) out["console"] = e.console;
-  return out;
-}
 
 // The answer to a flash or power operation; `extra` adds members (the image).
 // A refusal (no failure class) with Code::busy or Code::unsupported is a 409;

@@ -23,6 +23,7 @@
 #include "daemon/core/run/npy.h"
 #include "daemon/core/run/protocol.h"
 #include "daemon/core/run/report.h"
+#include "daemon/services/evidence_json.h"
 #include "daemon/store/run_tables.h"
 #include "drivers/simulator_run.h"
 
@@ -92,14 +93,6 @@ uint64_t fileSize(const std::string& path) {
   return ec ? 0 : n;
 }
 
-json::object evidenceJson(const Evidence& e) {
-  json::object out;
-  if (e.exit_code) out["exit_code"] = *e.exit_code;
-  if (e.signal) out["signal"] = e.signal;
-  if (!e.tool_output.empty()) out["tool_output"] = run::xmlSafe(e.tool_output);
-  if (!e.console.empty()) out["console"] = run::xmlSafe(e.console);
-  return out;
-}
 
 } // namespace
 
