@@ -186,6 +186,25 @@ struct SlaConfig {
   std::optional<int> pin_tier;
 };
 
+// [should_run]: what tags a PR for a tier-2 agent's hardware
+// (daemon/core/ci/should_run.h, docs/configuration.md "[should_run]").
+struct ShouldRunConfig {
+  std::vector<std::string> tags;         // "[tag]" in a PR title, a label, a bot command argument
+  std::vector<std::string> labels;       // PR labels that tag it by themselves
+  std::vector<std::string> bot_commands; // "@tvm-bot run-odt": a comment line starting with one
+};
+
+// [[twister]]: how a board type appears in a Zephyr twister hardware map
+// (`hwfarmctl lease export --format twister-hwmap`).
+struct TwisterConfig {
+  std::string type;     // a board type of the fleet
+  std::string platform; // the twister platform, e.g. "nucleo_f429zi"
+  std::string runner;   // the west flash runner, e.g. "openocd"
+  std::string product;  // the probe's product string; default: the board type
+  std::optional<int64_t> baud; // default: each board's serial.baud
+  SourcePos pos;
+};
+
 struct FleetConfig {
   std::string source; // file name or "<embedded sim-fleet.toml>"
   AgentConfig agent;
@@ -195,6 +214,8 @@ struct FleetConfig {
   std::vector<ReferenceConfig> references;
   std::vector<WorkerConfig> workers;
   SlaConfig sla;
+  ShouldRunConfig should_run;
+  std::vector<TwisterConfig> twister;
 
   size_t boardCount() const;
   const BoardConfig* findBoard(const std::string& name) const;
