@@ -69,6 +69,13 @@ constexpr const char* kUsageText =
     "  run [--lease ID] [RUN OPTS] IMAGE...\n"
     "                                 run test images on the lease's boards and\n"
     "                                 the reference simulator; prints each verdict\n"
+    "  lease export --format twister-hwmap [--lease ID] [--out FILE]\n"
+    "                                 the lease's boards as a Zephyr twister\n"
+    "                                 hardware map (YAML)\n"
+    "  should-run [--context C] [--title T] [--labels A,B] [--comment TEXT]\n"
+    "                                 whether this agent's tier and tags take the\n"
+    "                                 build: exit 0 yes, 1 no, with the reason\n"
+    "  jenkins labels                 per worker: its Jenkins node and labels\n"
     "  board maintenance NAME [--reason TEXT] | board resume NAME   (operator)\n"
     "  token new NAME --role viewer|pipeline|operator\n"
     "                                 make a token and its tokens-file entry\n"
@@ -431,6 +438,8 @@ int runHwfarmctl(const std::vector<std::string>& args, std::ostream& out, std::o
   if (command == "flash" || command == "power") return boardAction(s, command, rest);
   if (command == "console") return consoleCommand(s, rest);
   if (command == "run") return runCommand(s, rest);
+  if (command == "should-run") return shouldRunCommand(s, rest);
+  if (command == "jenkins") return jenkinsCommand(s, rest);
   err << "hwfarmctl: unknown command \"" << command << "\"\n" << kUsageText;
   return kUsage;
 }
