@@ -25,6 +25,10 @@ packages=(
   libxml2-utils
   # tests and bench: the comparator is checked and timed against numpy
   python3-numpy
+  # tests: twister hardware maps are validated with twister's schema (pykwalify)
+  python3-pykwalify
+  # tests: the Jenkins shared library (jenkins/) runs in a Groovy harness
+  groovy default-jre-headless
   # fuzzing (make fuzz): clang with libFuzzer
   clang-14 libfuzzer-14-dev
 )
