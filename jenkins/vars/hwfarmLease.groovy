@@ -18,7 +18,8 @@ import org.hwfarm.Hwfarm
 //
 // A refusal by the agent's tier (hwfarmctl exit 5) skips the body: the
 // step echoes the reason and returns null. Any other failure to lease is
-// an error.
+// an error; a lease lost while the body ran (revoked, expired) makes the
+// stage UNSTABLE. Returns what the body returned.
 def call(Map args = [:], Closure body) {
   if (!args.type && !args.label) error('hwfarmLease: give type: and/or label:')
   String dir = "${pwd(tmp: true)}/hwfarm-lease-${UUID.randomUUID().toString().take(8)}"
@@ -65,6 +66,7 @@ def call(Map args = [:], Closure body) {
     }
     error("hwfarm: no lease (hwfarmctl exit ${state.holder}): ${err}")
   }
-  if (state.holder != 0) echo("hwfarm: the lease ended with hwfarmctl exit ${state.holder}")
+  // 8: the lease ended (expired, revoked) while the body ran.
+  if (state.holder != 0) unstable("hwfarm: the lease ended before the body did (hwfarmctl exit ${state.holder}): ${err}")
   return state.result
 }
