@@ -44,34 +44,23 @@ def call(Map args = [:]) {
   String summary = fileExists(log) ? (readFile(log).readLines().reverse().find { it.startsWith('run ') } ?: '') : ''
   if (fileExists("${out}/junit.xml")) junit(testResults: "${out}/junit.xml", allowEmptyResults: true)
   archiveArtifacts(artifacts: "${out}/**, ${log}", allowEmptyArchive: true)
-  Map result = [exitCode: code, summary: summary, out: out]
-  switch (code) {
-    case Hwfarm.OK:
-      result.verdict = 'passed'
-      if (statusName) Hwfarm.status(this, statusName, 'success', 'hardware tests passed', url)
-      break
-    case Hwfarm.TEST_FAILED:
-      result.verdict = 'test_failed'
-      if (statusName) Hwfarm.status(this, statusName, 'failure', 'hardware tests failed (advisory)', url)
-      unstable("hwfarm: test failures: ${summary}")
-      break
-    case Hwfarm.INFRASTRUCTURE:
-      result.verdict = 'infrastructure'
-      String text = "hwfarm: INFRASTRUCTURE failure, not a test result (a board, flasher or simulator broke): ${summary}"
-      if (statusName) Hwfarm.status(this, statusName, 'error', 'hardware infrastructure failure, not a test result', url)
-      if (args.infraResult == 'FAILURE') error(text)
-      unstable(text)
-      break
-    case Hwfarm.CANCELLED:
-      result.verdict = 'cancelled'
-      if (statusName) Hwfarm.status(this, statusName, 'error', 'hardware run cancelled', url)
-      unstable("hwfarm: run cancelled: ${summary}")
-      break
-    default:
-      result.verdict = 'error'
-      if (statusName) Hwfarm.status(this, statusName, 'error', "hwfarmctl run failed (exit ${code})", url)
-      error("hwfarm: hwfarmctl run failed (exit ${code}); see ${log}")
-  }
+  // What each exit code means: verdict, commit status and its text, the
+  // stage's result (null: unchanged) and the result text.
+  Map outcomes = [
+    (Hwfarm.OK): ['passed', 'success', 'hardware tests passed', null, null],
+    (Hwfarm.TEST_FAILED): ['test_failed', 'failure', 'hardware tests failed (advisory)', 'UNSTABLE',
+                           "hwfarm: test failures: ${summary}"],
+    (Hwfarm.INFRASTRUCTURE): ['infrastructure', 'error', 'hardware infrastructure failure, not a test result',
+                              args.infraResult == 'FAILURE' ? 'FAILURE' : 'UNSTABLE',
+                              "hwfarm: INFRASTRUCTURE failure, not a test result (a board, flasher or simulator broke): ${summary}"],
+    (Hwfarm.CANCELLED): ['cancelled', 'error', 'hardware run cancelled', 'UNSTABLE', "hwfarm: run cancelled: ${summary}"],
+  ]
+  List o = outcomes[code] ?: ['error', 'error', "hwfarmctl run failed (exit ${code})", 'FAILURE',
+                              "hwfarm: hwfarmctl run failed (exit ${code}); see ${log}"]
+  Map result = [verdict: o[0], exitCode: code, summary: summary, out: out]
+  if (statusName) Hwfarm.status(this, statusName, o[1], "${o[2]}", url)
+  if (o[3] == 'FAILURE') error("${o[4]}")
+  if (o[3] == 'UNSTABLE') unstable("${o[4]}")
   return result
 }
 
