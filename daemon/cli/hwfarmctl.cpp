@@ -432,14 +432,14 @@ int runHwfarmctl(const std::vector<std::string>& args, std::ostream& out, std::o
   if (command == "status") return simpleGet(s, "/v1/healthz", printStatus);
   if (command == "boards") return simpleGet(s, "/v1/boards", printBoards);
   if (command == "queue") return simpleGet(s, "/v1/queue", printQueue);
+  if (command == "should-run") return shouldRunCommand(s, rest);
+  if (command == "jenkins") return jenkinsCommand(s, rest);
   if (command == "lease") return leaseCommand(s, rest);
   if (command == "board") return boardCommand(s, rest);
   if (command == "token") return tokenCommand(s, rest);
   if (command == "flash" || command == "power") return boardAction(s, command, rest);
   if (command == "console") return consoleCommand(s, rest);
   if (command == "run") return runCommand(s, rest);
-  if (command == "should-run") return shouldRunCommand(s, rest);
-  if (command == "jenkins") return jenkinsCommand(s, rest);
   err << "hwfarmctl: unknown command \"" << command << "\"\n" << kUsageText;
   return kUsage;
 }
