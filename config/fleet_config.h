@@ -170,22 +170,6 @@ struct WorkerConfig {
   SourcePos pos;
 };
 
-// When an agent serving tier N is demoted to tier N+1 (tier 3: suspended,
-// serving manual requests only) and when it is promoted back.
-struct TierPolicy {
-  double resolution_window_h = 24;
-  double failure_ratio_max = 0.2;
-  double ratio_window_h = 24;
-  int64_t ratio_min_runs = 10;
-  double promote_after_h = 24;
-};
-
-struct SlaConfig {
-  std::array<TierPolicy, 3> tiers{TierPolicy{24, 0.2, 24, 10, 24}, TierPolicy{72, 0.3, 72, 10, 24},
-                                  TierPolicy{168, 0.5, 168, 5, 24}};
-  std::optional<int> pin_tier;
-};
-
 // [should_run]: what tags a PR for a tier-2 agent's hardware
 // (daemon/core/ci/should_run.h, docs/configuration.md "[should_run]").
 struct ShouldRunConfig {
@@ -205,6 +189,22 @@ struct TwisterConfig {
   SourcePos pos;
 };
 
+// When an agent serving tier N is demoted to tier N+1 (tier 3: suspended,
+// serving manual requests only) and when it is promoted back.
+struct TierPolicy {
+  double resolution_window_h = 24;
+  double failure_ratio_max = 0.2;
+  double ratio_window_h = 24;
+  int64_t ratio_min_runs = 10;
+  double promote_after_h = 24;
+};
+
+struct SlaConfig {
+  std::array<TierPolicy, 3> tiers{TierPolicy{24, 0.2, 24, 10, 24}, TierPolicy{72, 0.3, 72, 10, 24},
+                                  TierPolicy{168, 0.5, 168, 5, 24}};
+  std::optional<int> pin_tier;
+};
+
 struct FleetConfig {
   std::string source; // file name or "<embedded sim-fleet.toml>"
   AgentConfig agent;
@@ -212,10 +212,10 @@ struct FleetConfig {
   LeaseConfig leases;
   RunsConfig runs;
   std::vector<ReferenceConfig> references;
-  std::vector<WorkerConfig> workers;
-  SlaConfig sla;
   ShouldRunConfig should_run;
   std::vector<TwisterConfig> twister;
+  std::vector<WorkerConfig> workers;
+  SlaConfig sla;
 
   size_t boardCount() const;
   const BoardConfig* findBoard(const std::string& name) const;

@@ -54,12 +54,12 @@ class FleetParser {
       for (size_t i = 0; i < workers->size(); ++i)
         parseWorker(*workers->get(i)->as_table(), i);
     }
+    if (const toml::table* t = reader.table("should_run")) parseShouldRun(*t);
+    if (const toml::array* t = reader.tables("twister")) parseTwister(*t);
     if (!root.get("worker"))
       errors_.add(root.source(), "", "worker", "at least one [[worker]] table is required");
     if (const toml::table* sla = reader.table("sla")) parseSla(*sla);
     if (const toml::array* refs = reader.tables("reference")) parseReferences(*refs);
-    if (const toml::table* t = reader.table("should_run")) parseShouldRun(*t);
-    if (const toml::array* t = reader.tables("twister")) parseTwister(*t);
     reader.finish();
     LoadResult result;
     result.errors = errors_.take();
@@ -654,32 +654,6 @@ class FleetParser {
     }
   }
 
-  void parseSla(const toml::table& table) {
-    TableReader r(table, errors_, "", "sla.");
-    for (int tier = 0; tier < 3; ++tier) {
-      std::string key = "tier" + std::to_string(tier + 1);
-      const toml::table* t = r.table(key);
-      if (!t) continue;
-      TableReader tr(*t, errors_, "", "sla." + key + ".");
-      TierPolicy& p = config_.sla.tiers[tier];
-      if (auto v = tr.number("resolution_window_h", 0, 24 * 365, true)) p.resolution_window_h = *v;
-      if (auto v = tr.number("failure_ratio_max", 0, 1, true)) p.failure_ratio_max = *v;
-      if (auto v = tr.number("ratio_window_h", 0, 24 * 365, true)) p.ratio_window_h = *v;
-      if (auto v = tr.integer("ratio_min_runs", 1, 1000000)) p.ratio_min_runs = *v;
-      if (auto v = tr.number("promote_after_h", 0, 24 * 365, true)) p.promote_after_h = *v;
-      tr.finish();
-    }
-    if (auto v = r.integer("pin_tier", 1, 3)) {
-      if (!tier_ok_) {
-        // Judged against agent.tier once that is valid.
-      } else if (*v < config_.agent.tier)
-        r.error("pin_tier", "cannot pin tier " + std::to_string(*v) + ", above the registered tier " +
-                                std::to_string(config_.agent.tier) + " (agent.tier)");
-      else config_.sla.pin_tier = static_cast<int>(*v);
-    }
-    r.finish();
-  }
-
   // A list of short printable words (tags, labels) or phrases (bot
   // commands: inner spaces allowed), each checked where it stands.
   std::vector<std::string> patterns(TableReader& r, std::string_view key, bool phrase) {
@@ -748,6 +722,32 @@ class FleetParser {
       r.finish();
       config_.twister.push_back(std::move(tw));
     }
+  }
+
+  void parseSla(const toml::table& table) {
+    TableReader r(table, errors_, "", "sla.");
+    for (int tier = 0; tier < 3; ++tier) {
+      std::string key = "tier" + std::to_string(tier + 1);
+      const toml::table* t = r.table(key);
+      if (!t) continue;
+      TableReader tr(*t, errors_, "", "sla." + key + ".");
+      TierPolicy& p = config_.sla.tiers[tier];
+      if (auto v = tr.number("resolution_window_h", 0, 24 * 365, true)) p.resolution_window_h = *v;
+      if (auto v = tr.number("failure_ratio_max", 0, 1, true)) p.failure_ratio_max = *v;
+      if (auto v = tr.number("ratio_window_h", 0, 24 * 365, true)) p.ratio_window_h = *v;
+      if (auto v = tr.integer("ratio_min_runs", 1, 1000000)) p.ratio_min_runs = *v;
+      if (auto v = tr.number("promote_after_h", 0, 24 * 365, true)) p.promote_after_h = *v;
+      tr.finish();
+    }
+    if (auto v = r.integer("pin_tier", 1, 3)) {
+      if (!tier_ok_) {
+        // Judged against agent.tier once that is valid.
+      } else if (*v < config_.agent.tier)
+        r.error("pin_tier", "cannot pin tier " + std::to_string(*v) + ", above the registered tier " +
+                                std::to_string(config_.agent.tier) + " (agent.tier)");
+      else config_.sla.pin_tier = static_cast<int>(*v);
+    }
+    r.finish();
   }
 
   ErrorSink errors_;

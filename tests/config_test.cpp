@@ -683,38 +683,6 @@ TEST_CASE("issue 9: a TOML syntax error quoting the file is escaped and bounded"
   REQUIRE(hwfarm::config::isValidUtf8(errors[0]));
 }
 
-TEST_CASE("runs settings and [[reference]] simulators are checked, with the key and its place") {
-  std::string board = "[[worker]]\nname = \"w\"\n" + usbBoard("n0", "S0");
-  LoadResult ok = parseFleetConfig(kAgent + "[runs]\nmax_simulators = 3\n" + board +
-                                       "[[reference]]\ntype = \"nucleo\"\nmachine = \"mps2-an386\"\ncpu = \"cortex-m4\"\n",
-                                   "fleet.toml");
-  REQUIRE(ok.errors.empty());
-  CHECK(ok.config->runs.max_simulators == 3);
-  CHECK(ok.config->runs.max_runs == 16);
-  REQUIRE(ok.config->references.size() == 1);
-  CHECK(ok.config->references[0].type == "nucleo");
-  CHECK(ok.config->references[0].qemu.machine == "mps2-an386");
-  CHECK(ok.config->references[0].qemu.cpu == "cortex-m4");
-  CHECK(ok.config->references[0].qemu.binary == "qemu-system-arm");
-
-  auto errors = errorsOf(kAgent + "[runs]\nmax_simulators = 0\n" + board +
-                         "[[reference]]\ntype = \"stm32\"\nmachine = \"mps2-an386\"\n"
-                         "[[reference]]\ntype = \"nucleo\"\n"
-                         "[[reference]]\ntype = \"nucleo\"\nmachine = \"mps2 an386\"\ncolour = 1\n"
-                         "[[reference]]\ntype = \"nucleo\"\nmachine = \"mps2-an500\"\n");
-  CHECK(errors == std::vector<std::string>{
-                      "fleet.toml:5:18: runs.max_simulators: expected an integer from 1 to 64, got 0",
-                      "fleet.toml:13:8: reference #1: reference.type: no board has type \"stm32\"",
-                      "fleet.toml:15:1: reference #2: reference.machine: required key is missing",
-                      "fleet.toml:18:8: reference #3: reference.type: reference for board type \"nucleo\" is already "
-                      "used (first defined at fleet.toml:16:8)",
-                      "fleet.toml:19:11: reference #3: reference.machine: expected a QEMU machine name like "
-                      "\"mps2-an385\", got \"mps2 an386\"",
-                      "fleet.toml:20:1: reference #3: reference.colour: unknown key",
-                      "fleet.toml:22:8: reference #4: reference.type: reference for board type \"nucleo\" is already "
-                      "used (first defined at fleet.toml:16:8)"});
-}
-
 TEST_CASE("should_run tag patterns are read and each bad one is reported where it stands") {
   std::string board = "[[worker]]\nname = \"w\"\n" + usbBoard("n0", "S0");
   LoadResult ok = parseFleetConfig(kAgent + board +
@@ -768,4 +736,36 @@ TEST_CASE("twister mappings name a board type of the fleet once with a platform 
                       "fleet.toml:18:8: twister #3: twister.type: twister entry for board type \"nucleo\" is already "
                       "used (first defined at fleet.toml:15:8)",
                       "fleet.toml:21:8: twister #3: twister.baud: expected an integer from 50 to 4000000, got 0"});
+}
+
+TEST_CASE("runs settings and [[reference]] simulators are checked, with the key and its place") {
+  std::string board = "[[worker]]\nname = \"w\"\n" + usbBoard("n0", "S0");
+  LoadResult ok = parseFleetConfig(kAgent + "[runs]\nmax_simulators = 3\n" + board +
+                                       "[[reference]]\ntype = \"nucleo\"\nmachine = \"mps2-an386\"\ncpu = \"cortex-m4\"\n",
+                                   "fleet.toml");
+  REQUIRE(ok.errors.empty());
+  CHECK(ok.config->runs.max_simulators == 3);
+  CHECK(ok.config->runs.max_runs == 16);
+  REQUIRE(ok.config->references.size() == 1);
+  CHECK(ok.config->references[0].type == "nucleo");
+  CHECK(ok.config->references[0].qemu.machine == "mps2-an386");
+  CHECK(ok.config->references[0].qemu.cpu == "cortex-m4");
+  CHECK(ok.config->references[0].qemu.binary == "qemu-system-arm");
+
+  auto errors = errorsOf(kAgent + "[runs]\nmax_simulators = 0\n" + board +
+                         "[[reference]]\ntype = \"stm32\"\nmachine = \"mps2-an386\"\n"
+                         "[[reference]]\ntype = \"nucleo\"\n"
+                         "[[reference]]\ntype = \"nucleo\"\nmachine = \"mps2 an386\"\ncolour = 1\n"
+                         "[[reference]]\ntype = \"nucleo\"\nmachine = \"mps2-an500\"\n");
+  CHECK(errors == std::vector<std::string>{
+                      "fleet.toml:5:18: runs.max_simulators: expected an integer from 1 to 64, got 0",
+                      "fleet.toml:13:8: reference #1: reference.type: no board has type \"stm32\"",
+                      "fleet.toml:15:1: reference #2: reference.machine: required key is missing",
+                      "fleet.toml:18:8: reference #3: reference.type: reference for board type \"nucleo\" is already "
+                      "used (first defined at fleet.toml:16:8)",
+                      "fleet.toml:19:11: reference #3: reference.machine: expected a QEMU machine name like "
+                      "\"mps2-an385\", got \"mps2 an386\"",
+                      "fleet.toml:20:1: reference #3: reference.colour: unknown key",
+                      "fleet.toml:22:8: reference #4: reference.type: reference for board type \"nucleo\" is already "
+                      "used (first defined at fleet.toml:16:8)"});
 }
