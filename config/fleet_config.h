@@ -209,11 +209,11 @@ struct FleetConfig {
   std::string source; // file name or "<embedded sim-fleet.toml>"
   AgentConfig agent;
   Limits limits;
+  ShouldRunConfig should_run;
+  std::vector<TwisterConfig> twister;
   LeaseConfig leases;
   RunsConfig runs;
   std::vector<ReferenceConfig> references;
-  ShouldRunConfig should_run;
-  std::vector<TwisterConfig> twister;
   std::vector<WorkerConfig> workers;
   SlaConfig sla;
 
