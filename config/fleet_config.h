@@ -174,6 +174,25 @@ struct WorkerConfig {
   SourcePos pos;
 };
 
+// [should_run]: what tags a PR for a tier-2 agent's hardware
+// (daemon/core/ci/should_run.h, docs/configuration.md "[should_run]").
+struct ShouldRunConfig {
+  std::vector<std::string> tags;         // "[tag]" in a PR title, a label, a bot command argument
+  std::vector<std::string> labels;       // PR labels that tag it by themselves
+  std::vector<std::string> bot_commands; // "@tvm-bot run-odt": a comment line starting with one
+};
+
+// [[twister]]: how a board type appears in a Zephyr twister hardware map
+// (`hwfarmctl lease export --format twister-hwmap`).
+struct TwisterConfig {
+  std::string type;     // a board type of the fleet
+  std::string platform; // the twister platform, e.g. "nucleo_f429zi"
+  std::string runner;   // the west flash runner, e.g. "openocd"
+  std::string product;  // the probe's product string; default: the board type
+  std::optional<int64_t> baud; // default: each board's serial.baud
+  SourcePos pos;
+};
+
 // When an agent serving tier N is demoted to tier N+1 (tier 3: suspended,
 // serving manual requests only) and when it is promoted back.
 struct TierPolicy {
@@ -194,6 +213,8 @@ struct FleetConfig {
   std::string source; // file name or "<embedded sim-fleet.toml>"
   AgentConfig agent;
   Limits limits;
+  ShouldRunConfig should_run;
+  std::vector<TwisterConfig> twister;
   LeaseConfig leases;
   RunsConfig runs;
   std::vector<ReferenceConfig> references;

@@ -54,6 +54,8 @@ class FleetParser {
       for (size_t i = 0; i < workers->size(); ++i)
         parseWorker(*workers->get(i)->as_table(), i);
     }
+    if (const toml::table* t = reader.table("should_run")) parseShouldRun(*t);
+    if (const toml::array* t = reader.tables("twister")) parseTwister(*t);
     if (!root.get("worker"))
       errors_.add(root.source(), "", "worker", "at least one [[worker]] table is required");
     if (const toml::table* sla = reader.table("sla")) parseSla(*sla);
@@ -656,6 +658,76 @@ class FleetParser {
           if (b.type == ref.type) known = true;
       if (!known) r.error("type", "no board has type " + quoted(ref.type));
       config_.references.push_back(std::move(ref));
+    }
+  }
+
+  // A list of short printable words (tags, labels) or phrases (bot
+  // commands: inner spaces allowed), each checked where it stands.
+  std::vector<std::string> patterns(TableReader& r, std::string_view key, bool phrase) {
+    std::vector<std::string> kept;
+    auto list = r.texts(key);
+    if (!list) return kept;
+    const toml::array* array = r.raw().get(key)->as_array();
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string& v = (*list)[i];
+      auto bad = [phrase](unsigned char c) {
+        if (c < 0x20 || c == 0x7f) return true;
+        return !phrase && (c == ' ' || c == '[' || c == ']' || c == ',');
+      };
+      std::string problem;
+      if (v.empty() || v.size() > (phrase ? 128u : 64u))
+        problem = std::string("expected 1 to ") + (phrase ? "128" : "64") + " characters, got " + quoted(v);
+      else if (std::any_of(v.begin(), v.end(), bad) || v.front() == ' ' || v.back() == ' ')
+        problem = phrase ? "expected printable words separated by spaces, got " + quoted(v)
+                         : "expected a word without spaces, control characters, \"[\", \"]\" or \",\", got " +
+                               quoted(v);
+      if (!problem.empty()) r.errorAt(array->get(i)->source(), std::string(key) + "[" + std::to_string(i) + "]", problem);
+      else kept.push_back(v);
+    }
+    return kept;
+  }
+
+  void parseShouldRun(const toml::table& table) {
+    TableReader r(table, errors_, "", "should_run.");
+    config_.should_run.tags = patterns(r, "tags", false);
+    config_.should_run.labels = patterns(r, "labels", false);
+    config_.should_run.bot_commands = patterns(r, "bot_commands", true);
+    r.finish();
+  }
+
+  void parseTwister(const toml::array& tables) {
+    std::map<std::string, FirstSeen> seen;
+    static const std::regex platform_re("[A-Za-z0-9][A-Za-z0-9_./@+-]{0,127}");
+    for (size_t i = 0; i < tables.size(); ++i) {
+      const toml::table* t = tables.get(i)->as_table();
+      if (!t) continue;
+      TwisterConfig tw;
+      tw.pos = errors_.pos(t->source());
+      TableReader r(*t, errors_, "twister #" + std::to_string(i + 1), "twister.");
+      if (auto v = name(r, "type", Need::required)) {
+        tw.type = *v;
+        unique(seen, r, "type", tw.type, "", "twister entry for board type");
+        bool known = false;
+        for (const auto& w : config_.workers)
+          for (const auto& b : w.boards) known = known || b.type == tw.type;
+        if (!known) r.error("type", "no board has type " + quoted(tw.type));
+      }
+      for (auto [key, out] : {std::pair<const char*, std::string*>{"platform", &tw.platform},
+                              std::pair<const char*, std::string*>{"runner", &tw.runner}}) {
+        auto v = r.text(key, Need::required);
+        if (v && !std::regex_match(*v, platform_re))
+          r.error(key, std::string("expected a twister ") + key +
+                           " name of letters, digits and \"_./@+-\" (at most 128 characters), got " + quoted(*v));
+        else if (v) *out = *v;
+      }
+      if (auto v = r.text("product")) {
+        if (v->empty() || v->size() > 128 || config::findControlCharacter(*v) != std::string::npos)
+          r.error("product", "expected 1 to 128 printable characters, got " + quoted(*v));
+        else tw.product = *v;
+      }
+      if (auto v = r.integer("baud", 50, 4000000)) tw.baud = *v;
+      r.finish();
+      config_.twister.push_back(std::move(tw));
     }
   }
 

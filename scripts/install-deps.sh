@@ -23,6 +23,10 @@ packages=(
   tcl
   # tests: junit.xml is validated with xmllint
   libxml2-utils
+  # tests: twister hardware maps are validated with twister's schema (pykwalify)
+  python3-pykwalify
+  # tests: the Jenkins shared library (jenkins/) runs in a Groovy harness
+  groovy default-jre-headless
   # tests and bench: the comparator is checked and timed against numpy
   python3-numpy
   # fuzzing (make fuzz): clang with libFuzzer

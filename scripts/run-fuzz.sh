@@ -19,6 +19,7 @@ targets=(
   "fleet_config:4096:toml.dict"
   "tokens:2048:toml.dict"
   "result_protocol:4096:result_protocol.dict"
+  "should_run:2048:should_run.dict"
 )
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:abort_on_error=1:detect_leaks=1:print_stacktrace=1}

@@ -683,6 +683,61 @@ TEST_CASE("issue 9: a TOML syntax error quoting the file is escaped and bounded"
   REQUIRE(hwfarm::config::isValidUtf8(errors[0]));
 }
 
+TEST_CASE("should_run tag patterns are read and each bad one is reported where it stands") {
+  std::string board = "[[worker]]\nname = \"w\"\n" + usbBoard("n0", "S0");
+  LoadResult ok = parseFleetConfig(kAgent + board +
+                                       "[should_run]\ntags = [\"microtvm\"]\nlabels = [\"hw-ci\"]\n"
+                                       "bot_commands = [\"@tvm-bot run-odt\"]\n",
+                                   "fleet.toml");
+  REQUIRE(ok.errors.empty());
+  CHECK(ok.config->should_run.tags == std::vector<std::string>{"microtvm"});
+  CHECK(ok.config->should_run.labels == std::vector<std::string>{"hw-ci"});
+  CHECK(ok.config->should_run.bot_commands == std::vector<std::string>{"@tvm-bot run-odt"});
+
+  auto errors = errorsOf(kAgent + board +
+                         "[should_run]\ntags = [\"micro tvm\", \"[x]\", \"\"]\nlabels = \"hw-ci\"\n"
+                         "bot_commands = [\" @bot\", \"@bot\\trun\"]\nbot = 1\n");
+  CHECK(errors == std::vector<std::string>{
+                      "fleet.toml:11:9: should_run.tags[0]: expected a word without spaces, control characters, "
+                      "\"[\", \"]\" or \",\", got \"micro tvm\"",
+                      "fleet.toml:11:22: should_run.tags[1]: expected a word without spaces, control characters, "
+                      "\"[\", \"]\" or \",\", got \"[x]\"",
+                      "fleet.toml:11:29: should_run.tags[2]: expected 1 to 64 characters, got \"\"",
+                      "fleet.toml:12:10: should_run.labels: expected an array of strings, got \"hw-ci\"",
+                      "fleet.toml:13:17: should_run.bot_commands[0]: expected printable words separated by spaces, "
+                      "got \" @bot\"",
+                      "fleet.toml:13:26: should_run.bot_commands[1]: expected printable words separated by spaces, "
+                      "got \"@bot\\trun\"",
+                      "fleet.toml:14:1: should_run.bot: unknown key (did you mean \"bot_commands\"?)"});
+}
+
+TEST_CASE("twister mappings name a board type of the fleet once with a platform and a runner") {
+  std::string board = "[[worker]]\nname = \"w\"\n" + usbBoard("n0", "S0");
+  LoadResult ok = parseFleetConfig(kAgent + board +
+                                       "[[twister]]\ntype = \"nucleo\"\nplatform = \"nucleo_f429zi\"\n"
+                                       "runner = \"openocd\"\nproduct = \"STM32 STLink\"\nbaud = 921600\n",
+                                   "fleet.toml");
+  REQUIRE(ok.errors.empty());
+  REQUIRE(ok.config->twister.size() == 1);
+  CHECK(ok.config->twister[0].platform == "nucleo_f429zi");
+  CHECK(ok.config->twister[0].runner == "openocd");
+  CHECK(ok.config->twister[0].product == "STM32 STLink");
+  CHECK(ok.config->twister[0].baud == 921600);
+
+  auto errors = errorsOf(kAgent + board +
+                         "[[twister]]\ntype = \"stm32\"\nplatform = \"x\"\nrunner = \"openocd\"\n"
+                         "[[twister]]\ntype = \"nucleo\"\nplatform = \"nucleo f429\"\n"
+                         "[[twister]]\ntype = \"nucleo\"\nplatform = \"p\"\nrunner = \"jlink\"\nbaud = 0\n");
+  CHECK(errors == std::vector<std::string>{
+                      "fleet.toml:11:8: twister #1: twister.type: no board has type \"stm32\"",
+                      "fleet.toml:14:1: twister #2: twister.runner: required key is missing",
+                      "fleet.toml:16:12: twister #2: twister.platform: expected a twister platform name of letters, "
+                      "digits and \"_./@+-\" (at most 128 characters), got \"nucleo f429\"",
+                      "fleet.toml:18:8: twister #3: twister.type: twister entry for board type \"nucleo\" is already "
+                      "used (first defined at fleet.toml:15:8)",
+                      "fleet.toml:21:8: twister #3: twister.baud: expected an integer from 50 to 4000000, got 0"});
+}
+
 TEST_CASE("runs settings and [[reference]] simulators are checked, with the key and its place") {
   std::string board = "[[worker]]\nname = \"w\"\n" + usbBoard("n0", "S0");
   LoadResult ok = parseFleetConfig(kAgent + "[runs]\nmax_simulators = 3\n" + board +

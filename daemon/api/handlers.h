@@ -88,6 +88,11 @@ class Handlers {
   void healthz(Call& call);
   // GET /metrics (routes_metrics.cpp); `responses` are the answers sent so far by status.
   void metrics(Call& call, const std::map<int, uint64_t>& responses);
+  // The CI routes (routes_ci.cpp): POST /v1/should-run (the decision on
+  // the effective tier and [should_run]) and GET
+  // /v1/leases/{id}/twister-hwmap (its boards through [[twister]]).
+  void shouldRun(Call& call);
+  void twisterHwmap(Call& call, const std::string& id);
 
   // The lease routes (routes_leases.cpp): GET /v1/queue, GET and POST
   // /v1/leases, GET and DELETE /v1/leases/{id}, POST /v1/leases/{id}/renew.

@@ -231,6 +231,14 @@ void Router::route(Call& c) {
       if (method("POST") && allowed(c, Role::pipeline)) handlers_.renew(c, s[2]);
       return;
     }
+    if (s.size() == 2 && s[1] == "should-run") {
+      if (method("POST") && allowed(c, Role::viewer)) handlers_.shouldRun(c);
+      return;
+    }
+    if (s.size() == 4 && s[1] == "leases" && s[3] == "twister-hwmap") {
+      if (method("GET") && allowed(c, Role::viewer)) handlers_.twisterHwmap(c, s[2]);
+      return;
+    }
   }
   c.respond(jsonError(404, "not_found", "no such endpoint: " + echoed(c.target.path)));
 }

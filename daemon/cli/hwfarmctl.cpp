@@ -71,6 +71,13 @@ constexpr const char* kUsageText =
     "  run [--lease ID] [RUN OPTS] IMAGE...\n"
     "                                 run test images on the lease's boards and\n"
     "                                 the reference simulator; prints each verdict\n"
+    "  lease export --format twister-hwmap [--lease ID] [--out FILE]\n"
+    "                                 the lease's boards as a Zephyr twister\n"
+    "                                 hardware map (YAML)\n"
+    "  should-run [--context C] [--title T] [--labels A,B] [--comment TEXT]\n"
+    "                                 whether this agent's tier and tags take the\n"
+    "                                 build: exit 0 yes, 1 no, with the reason\n"
+    "  jenkins labels                 per worker: its Jenkins node and labels\n"
     "  board maintenance NAME [--reason TEXT] | board resume NAME   (operator)\n"
     "  board check NAME [--wait S] (operator) | board show NAME\n"
     "  token new NAME --role viewer|pipeline|operator\n"
@@ -513,6 +520,8 @@ int runHwfarmctl(const std::vector<std::string>& args, std::ostream& out, std::o
   if (command == "status") return simpleGet(s, "/v1/healthz", printStatus);
   if (command == "boards") return simpleGet(s, "/v1/boards", printBoards);
   if (command == "queue") return simpleGet(s, "/v1/queue", printQueue);
+  if (command == "should-run") return shouldRunCommand(s, rest);
+  if (command == "jenkins") return jenkinsCommand(s, rest);
   if (command == "lease") return leaseCommand(s, rest);
   if (command == "board") return boardCommand(s, rest);
   if (command == "token") return tokenCommand(s, rest);

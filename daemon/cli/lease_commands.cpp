@@ -289,6 +289,7 @@ int run(Session& s, const Args& a) {
 
 int leaseCommand(Session& s, const std::vector<std::string>& argv) {
   std::set<std::string> valued = kSelectorOptions;
+  valued.insert({"--format", "--lease", "--out"}); // lease export
   Args a(argv, valued, {"--all"});
   if (!a.error().empty()) {
     s.err << "hwfarmctl lease: " << a.error() << "\n";
@@ -300,6 +301,9 @@ int leaseCommand(Session& s, const std::vector<std::string>& argv) {
   if (verb == "acquire" && p.size() == 1) return acquire(s, a);
   if (verb == "run" && p.size() == 1) return run(s, a);
   if (verb == "list" && p.size() == 1) return listLeases(s, a);
+  if (verb == "export" && p.size() == 1)
+    return exportLease(s, a.value("--format").value_or(""), a.value("--lease").value_or(env("HWFARM_LEASE_ID")),
+                       a.value("--out").value_or(""));
   if ((verb == "show" || verb == "release" || verb == "renew") && p.size() == 2) {
     std::optional<json::value> lease;
     if (verb == "show") {
@@ -323,7 +327,8 @@ int leaseCommand(Session& s, const std::vector<std::string>& argv) {
     return kOk;
   }
   s.err << "hwfarmctl: usage: lease acquire|run SELECTOR [OPTS] [-- CMD...] | lease renew ID [--ttl S] | "
-           "lease release ID | lease show ID | lease list [--all]\n";
+           "lease release ID | lease show ID | lease list [--all] | "
+           "lease export --format twister-hwmap [--lease ID] [--out FILE]\n";
   return kUsage;
 }
 

@@ -38,6 +38,12 @@ std::string percentEncode(const std::string& text);
 bool readImage(const std::string& path, std::string* data, std::string* error);
 std::string env(const char* name, const std::string& fallback = "");
 
+// hwfarmctl should-run, jenkins labels, lease export (ci_commands.cpp).
+// should-run exits 0 (run) or 1 (do not run); export writes to `out_path`
+// ("" or "-": stdout).
+int shouldRunCommand(Session& s, const std::vector<std::string>& args);
+int jenkinsCommand(Session& s, const std::vector<std::string>& args);
+int exportLease(Session& s, const std::string& format, const std::string& lease, const std::string& out_path);
 // Lease commands (lease_commands.cpp).
 int leaseCommand(Session& s, const std::vector<std::string>& args);
 // hwfarmctl run (run_command.cpp).

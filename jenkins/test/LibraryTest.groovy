@@ -1,0 +1,266 @@
+// The hwfarm shared library's steps (jenkins/vars) in PipelineHarness, with
+// `sh` running the real hwfarmctl against a real hwfarmd on a simulated
+// fleet (QEMU boards; one whose QEMU is missing, for an infrastructure
+// failure). Run by ctest (jenkins_library):
+//   groovy -cp jenkins/test:jenkins/test/stubs jenkins/test/LibraryTest.groovy \
+//          HWFARMD HWFARMCTL FIRMWARE_DIR [TEST_NAME_PART]
+// Each test prints its name and PASS or FAIL with the assertion; exit 1 when
+// any failed.
+import groovy.json.JsonSlurper
+
+File libraryDir = new File(getClass().protectionDomain.codeSource.location.path).parentFile.parentFile
+String hwfarmd = new File(args[0]).absolutePath, hwfarmctl = new File(args[1]).absolutePath
+String firmware = new File(args[2]).absolutePath
+String only = args.length > 3 ? args[3] : ''
+
+File tmp = File.createTempDir('hwfarm-jenkins-', '')
+File state = new File(tmp, 'state')
+new File(tmp, 'fleet.toml').text = """
+[agent]
+name = "jenkins-lab"
+listen = "127.0.0.1:0"
+state_dir = "${state}"
+lock_dir = "${state}"
+tier = 2
+anonymous = "loopback"
+
+[[worker]]
+name = "w0"
+node = "lab-a"
+
+  [[worker.board]]
+  name = "sim-m3-a"
+  type = "mps2-an385"
+  driver = "qemu"
+
+  [[worker.board]]
+  name = "broken-1"
+  type = "broken"
+  driver = "qemu"
+  qemu = { machine = "mps2-an385", binary = "${tmp}/no-such-qemu" }
+
+[should_run]
+tags = ["microtvm"]
+bot_commands = ["@tvm-bot run-odt"]
+"""
+File daemonLog = new File(tmp, 'hwfarmd.log')
+Process daemon = new ProcessBuilder(hwfarmd, '--config', new File(tmp, 'fleet.toml').path)
+  .redirectErrorStream(true).redirectOutput(daemonLog).start()
+String url = null
+for (int i = 0; i < 200 && !url; ++i) {
+  Thread.sleep(50)
+  def m = daemonLog.text =~ /listening on (http:\/\/\S+)/
+  if (m.find() && daemonLog.text.contains(' ready: ')) url = m.group(1)
+}
+if (!url) { System.err.println("hwfarmd did not start:\n${daemonLog.text}"); daemon.destroy(); System.exit(1) }
+
+def api = { String path -> new JsonSlurper().parseText(new URL(url + path).text) }
+def leaseState = { String id -> api("/v1/leases/${id}").state }
+def activeLeases = { api('/v1/leases').leases.size() }
+
+// A fresh harness per test: its own workspace, the daemon in its env.
+def harness = { Set plugins = [] as Set ->
+  File ws = java.nio.file.Files.createTempDirectory(tmp.toPath(), 'ws-').toFile()
+  PipelineHarness h = new PipelineHarness(libraryDir, ws)
+  h.env.putAll([HWFARM_URL: url, HWFARMCTL: hwfarmctl, BUILD_URL: 'https://ci.example/job/tvm/12/', HWFARM_CONTEXT: '',
+                CHANGE_ID: '', HWFARM_LEASE_ID: '', HWFARM_WORKER: ''])
+  h.plugins = plugins
+  return h
+}
+
+int failed = 0
+def test = { String name, Closure body ->
+  if (only && !name.contains(only)) return
+  println "TEST ${name}"
+  try {
+    body()
+    assert activeLeases() == 0 : 'a lease was left active'
+    println "PASS ${name}"
+  } catch (Throwable t) {
+    failed++
+    println "FAIL ${name}: ${t}"
+    t.printStackTrace(System.out)
+  }
+}
+
+test('hwfarmLease gives the body its boards in the closure and the environment and releases the lease at its end') {
+  PipelineHarness h = harness()
+  Map seen = h.script('''
+    return hwfarmLease(type: 'mps2-an385', count: 1, context: 'manual', ttl: 60, wait: 30) { lease ->
+      String envName = sh(script: 'echo "$HWFARM_LEASE_ID $HWFARM_BOARD_0_NAME $HWFARM_BOARD_COUNT"', returnStdout: true).trim()
+      String shown = sh(script: '"$HWFARMCTL" lease show "$HWFARM_LEASE_ID"', returnStdout: true)
+      return [lease: lease, env: envName, shown: shown]
+    }
+  ''').run()
+  assert seen.lease.boards == [[name: 'sim-m3-a', type: 'mps2-an385', serialPort: '', usbSerial: '']]
+  assert seen.env == "${seen.lease.id} sim-m3-a 1".toString()
+  assert seen.shown.contains('(active)')
+  assert leaseState(seen.lease.id) == 'released'
+  assert h.callsOf('sh')[0].script.contains("lease run '--type' 'mps2-an385' '--count' '1' '--context' 'manual' '--ttl' '60' '--wait' '30' -- sh ")
+}
+
+test('hwfarmLease releases the lease when the body throws and rethrows the error') {
+  PipelineHarness h = harness()
+  String id = null
+  try {
+    h.script('''
+      hwfarmLease(type: 'mps2-an385', context: 'manual') { lease -> leaseSeen(lease.id); throw new IllegalStateException('boom') }
+    ''', [leaseSeen: { id = it }]).run()
+    assert false : 'the error was swallowed'
+  } catch (IllegalStateException e) {
+    assert e.message == 'boom'
+  }
+  assert id && leaseState(id) == 'released'
+}
+
+test('hwfarmLease releases the lease when the build is aborted while the body runs') {
+  PipelineHarness h = harness()
+  String id = null
+  Thread aborter = Thread.start {
+    for (int i = 0; i < 400 && !id; ++i) Thread.sleep(25)
+    Thread.sleep(300) // the body's sleep is running
+    h.abort()
+  }
+  long start = System.currentTimeMillis()
+  try {
+    h.script('''
+      hwfarmLease(type: 'mps2-an385', context: 'manual', ttl: 600) { lease -> leaseSeen(lease.id); sh 'sleep 60' }
+    ''', [leaseSeen: { id = it }]).run()
+    assert false : 'an abort did not stop the body'
+  } catch (PipelineInterrupted e) {
+  }
+  aborter.join()
+  assert System.currentTimeMillis() - start < 30000
+  assert h.currentBuild.result == 'ABORTED'
+  // hwfarmctl released it on SIGTERM: released, not left to expire at its TTL.
+  def lease = api("/v1/leases/${id}")
+  assert lease.state == 'released' && lease.end_reason == 'released'
+}
+
+test('hwfarmRun on a test failure records junit and archives the artifacts and the build is UNSTABLE not FAILURE') {
+  PipelineHarness h = harness(['publishChecks'] as Set)
+  Map r = h.script("""
+    hwfarmLease(type: 'mps2-an385', context: 'manual') { lease ->
+      hwfarmRun(image: '${firmware}/hwfarm-fail.elf', reference: 'none', status: 'hw/cortexm-zephyr')
+    }
+  """).run()
+  assert r.verdict == 'test_failed' && r.exitCode == 10
+  assert r.summary ==~ /run run-\w+: failed.*/
+  assert h.currentBuild.result == 'UNSTABLE'
+  assert h.callsOf('unstable')[0].args.startsWith('hwfarm: test failures: run run-')
+  assert h.callsOf('junit')*.args == [[testResults: 'hwfarm-results/junit.xml', allowEmptyResults: true]]
+  File junit = new File(h.workspace, 'hwfarm-results/junit.xml')
+  assert junit.text =~ /failures="[1-9]/
+  assert h.callsOf('archiveArtifacts')*.args == [[artifacts: 'hwfarm-results/**, hwfarm-results.log', allowEmptyArchive: true]]
+  assert new File(h.workspace, 'hwfarm-results/summary.json').exists()
+  // The advisory status: pending, then a failed check (not an error).
+  assert h.callsOf('publishChecks')*.args == [
+    [name: 'hw/cortexm-zephyr', title: 'hw/cortexm-zephyr', summary: 'hardware tests running', status: 'IN_PROGRESS',
+     detailsURL: 'https://ci.example/job/tvm/12/testReport/'],
+    [name: 'hw/cortexm-zephyr', title: 'hw/cortexm-zephyr', summary: 'hardware tests failed (advisory)', status: 'COMPLETED',
+     conclusion: 'FAILURE', detailsURL: 'https://ci.example/job/tvm/12/testReport/']]
+}
+
+test('hwfarmRun on a pass keeps SUCCESS and posts githubNotify statuses when publishChecks is missing') {
+  PipelineHarness h = harness(['githubNotify'] as Set)
+  h.env.HWFARM_STATUS_NAME = 'hw/nightly'
+  Map r = h.script("""
+    hwfarmLease(type: 'mps2-an385', context: 'manual') { lease -> hwfarmRun(image: '${firmware}/hwfarm-pass.elf', reference: 'qemu') }
+  """).run()
+  assert r.verdict == 'passed'
+  assert h.currentBuild.result == 'SUCCESS'
+  assert h.callsOf('unstable').isEmpty()
+  assert h.callsOf('githubNotify')*.args == [
+    [context: 'hw/nightly', status: 'PENDING', description: 'hardware tests running', targetUrl: 'https://ci.example/job/tvm/12/testReport/'],
+    [context: 'hw/nightly', status: 'SUCCESS', description: 'hardware tests passed', targetUrl: 'https://ci.example/job/tvm/12/testReport/']]
+}
+
+test('hwfarmRun reports an infrastructure failure as such and without a status step says it skipped the status') {
+  PipelineHarness h = harness()
+  Map r = h.script("""
+    hwfarmLease(type: 'broken', context: 'manual') { lease ->
+      hwfarmRun(image: '${firmware}/hwfarm-pass.elf', reference: 'none', status: 'hw/cortexm-zephyr')
+    }
+  """).run()
+  assert r.verdict == 'infrastructure' && r.exitCode == 9
+  assert h.currentBuild.result == 'UNSTABLE'
+  String text = h.callsOf('unstable')[0].args
+  assert text.startsWith('hwfarm: INFRASTRUCTURE failure, not a test result')
+  assert text.contains('run run-') && text.contains(': error')
+  assert h.log.any { it.contains('QEMU did not start for board broken-1') }
+  assert h.callsOf('echo')*.args.findAll { it.toString().contains('commit status') }*.toString() == [
+    'hwfarm: commit status hw/cortexm-zephyr (pending) skipped: neither publishChecks (checks-api plugin) nor githubNotify is installed',
+    'hwfarm: commit status hw/cortexm-zephyr (error) skipped: neither publishChecks (checks-api plugin) nor githubNotify is installed']
+  // With infraResult: 'FAILURE' the same failure fails the stage, saying so.
+  PipelineHarness strict = harness()
+  try {
+    strict.script("""
+      hwfarmLease(type: 'broken', context: 'manual') { lease ->
+        hwfarmRun(image: '${firmware}/hwfarm-pass.elf', reference: 'none', status: false, infraResult: 'FAILURE')
+      }
+    """).run()
+    assert false
+  } catch (StepFailed e) {
+    assert e.message.startsWith('hwfarm: INFRASTRUCTURE failure, not a test result')
+  }
+}
+
+test('hwfarmShouldRun skips an untagged PR on a tier-2 agent with the reason and runs a tagged one as pr-tagged') {
+  PipelineHarness h = harness()
+  h.env.putAll([CHANGE_ID: '42', CHANGE_TITLE: 'Fix the AOT executor'])
+  boolean ran = false
+  def skipped = h.script('''
+    if (hwfarmShouldRun(context: 'pr')) { hwfarmLease(type: 'mps2-an385') { lease -> bodyRan() } ; return 'ran' }
+    return env.HWFARM_SKIP_REASON
+  ''', [bodyRan: { ran = true }]).run()
+  assert !ran
+  assert skipped == 'tier 2 runs only PRs tagged [microtvm] or triggered by "@tvm-bot run-odt"; this PR has none of them'
+  assert h.callsOf('echo')*.args*.toString().contains('hwfarm: skipping the hardware stages: ' + skipped)
+  assert h.currentBuild.result == 'SUCCESS'
+  assert h.callsOf('sh').size() == 1 // no lease was asked for
+
+  // The trigger comment tags it: the lease uses pr-tagged, which tier 2 grants.
+  PipelineHarness tagged = harness()
+  tagged.env.putAll([CHANGE_ID: '42', CHANGE_TITLE: 'Fix the AOT executor', GITHUB_COMMENT: '@tvm-bot run-odt microtvm'])
+  String context = tagged.script('''
+    if (!hwfarmShouldRun(context: 'pr')) return 'skipped'
+    return hwfarmLease(type: 'mps2-an385') { lease -> sh(script: '"$HWFARMCTL" --json lease show "$HWFARM_LEASE_ID"', returnStdout: true) }
+  ''').run()
+  assert new JsonSlurper().parseText(context).context == 'pr-tagged'
+  assert tagged.env.HWFARM_CONTEXT == 'pr-tagged'
+}
+
+test('hwfarmLease skips its body when the tier refuses the context') {
+  PipelineHarness h = harness()
+  boolean ran = false
+  def r = h.script('''
+    hwfarmLease(type: 'mps2-an385', context: 'pr') { lease -> bodyRan() }
+  ''', [bodyRan: { ran = true }]).run()
+  assert r == null && !ran
+  String said = h.callsOf('echo')*.args*.toString().find { it.startsWith('hwfarm: lease refused') }
+  assert said && said.contains('tier_refused') && said.contains('"pr" requests')
+  assert h.currentBuild.result == 'SUCCESS'
+}
+
+test('hwfarmShouldRun says no with the reason when the daemon cannot be reached') {
+  PipelineHarness h = harness()
+  h.env.HWFARM_URL = 'http://127.0.0.1:1'
+  assert h.script("return hwfarmShouldRun(context: 'nightly')").run() == false
+  assert h.env.HWFARM_SKIP_REASON.startsWith('hwfarmctl should-run failed (exit 3): hwfarmctl: ')
+}
+
+test('the example Jenkinsfiles compile') {
+  PipelineHarness h = harness()
+  ['Jenkinsfile.pr', 'Jenkinsfile.nightly'].each { h.compile(new File(libraryDir, it)) }
+  // and a Jenkinsfile with a syntax error does not
+  File broken = new File(tmp, 'Jenkinsfile.broken')
+  broken.text = new File(libraryDir, 'Jenkinsfile.pr').text.replaceFirst(/\}\s*$/, '')
+  try { h.compile(broken); assert false : 'a broken Jenkinsfile compiled' }
+  catch (org.codehaus.groovy.control.MultipleCompilationErrorsException e) {}
+}
+
+daemon.destroy()
+daemon.waitFor()
+tmp.deleteDir()
+println failed ? "${failed} test(s) FAILED" : 'all tests passed'
+System.exit(failed ? 1 : 0)

@@ -1,0 +1,72 @@
+import org.hwfarm.Hwfarm
+
+// hwfarmLease(type: 'nucleo-f429zi', count: 1, context: 'pr', ttl: 1800, wait: 600) { lease -> ... }
+//
+// Leases boards with `hwfarmctl lease run` and runs the body while the
+// lease is held. The body gets the lease ([id:, boards: [[name:, type:,
+// serialPort:, usbSerial:], ...]]) and runs with the same values in its
+// environment (HWFARM_LEASE_ID, HWFARM_BOARD_COUNT, HWFARM_BOARD_<i>_NAME,
+// _TYPE, _SERIAL_PORT, _USB_SERIAL), so hwfarmRun and hwfarmctl find the
+// lease. The lease is released when the body ends, when it fails (the
+// error is rethrown), and when the build is aborted (hwfarmctl releases it
+// on the SIGTERM Jenkins sends).
+//
+// Other options: label: (a board label instead of, or with, type:),
+// worker: (default $HWFARM_WORKER, else any), priority:. context: defaults
+// to $HWFARM_CONTEXT (hwfarmShouldRun sets it: pr-tagged for a tagged PR),
+// else pr for a PR build, else manual.
+//
+// A refusal by the agent's tier (hwfarmctl exit 5) skips the body: the
+// step echoes the reason and returns null. Any other failure to lease is
+// an error; a lease lost while the body ran (revoked, expired) makes the
+// stage UNSTABLE. Returns what the body returned.
+def call(Map args = [:], Closure body) {
+  if (!args.type && !args.label) error('hwfarmLease: give type: and/or label:')
+  String dir = "${pwd(tmp: true)}/hwfarm-lease-${UUID.randomUUID().toString().take(8)}"
+  String envFile = "${dir}/lease.env", stopFile = "${dir}/stop", errFile = "${dir}/hwfarmctl.err"
+  writeFile(file: "${dir}/hold-lease.sh", text: libraryResource('org/hwfarm/hold-lease.sh'))
+  List opts = []
+  if (args.type) opts << '--type' << args.type
+  (args.label instanceof List ? args.label : (args.label ? [args.label] : [])).each { opts << '--label' << it }
+  ['count', 'context', 'ttl', 'wait', 'worker', 'priority'].each { k -> if (args[k] != null) opts << "--${k}" << args[k] }
+  String command = "exec ${Hwfarm.ctl(this)} lease run ${opts.collect { Hwfarm.quote(it) }.join(' ')} -- " +
+                   "sh ${Hwfarm.quote(dir + '/hold-lease.sh')} ${Hwfarm.quote(envFile)} ${Hwfarm.quote(stopFile)} " +
+                   "2> ${Hwfarm.quote(errFile)}"
+  Map state = [holder: null, lease: null, result: null, error: null]
+  parallel(
+    'hwfarm lease': {
+      try {
+        state.holder = sh(script: command, returnStatus: true, label: 'hwfarm lease')
+      } finally {
+        state.holderDone = true
+      }
+    },
+    'hwfarm body': {
+      waitUntil(initialRecurrencePeriod: 200, quiet: true) { state.holderDone || fileExists(envFile) }
+      if (!fileExists(envFile)) return // no lease: judged below
+      state.lease = Hwfarm.parseLease(readFile(envFile))
+      try {
+        withEnv(state.lease.env) {
+          state.result = body(state.lease)
+        }
+      } catch (Throwable e) {
+        state.error = e
+      } finally {
+        writeFile(file: stopFile, text: 'done\n')
+      }
+    },
+    failFast: false)
+  String err = fileExists(errFile) ? readFile(errFile).trim() : ''
+  if (err) echo(err)
+  if (state.error) throw state.error
+  if (state.lease == null) {
+    if (state.holder == Hwfarm.REFUSED) {
+      echo("hwfarm: lease refused by the agent's tier; skipping the body: ${err}")
+      return null
+    }
+    error("hwfarm: no lease (hwfarmctl exit ${state.holder}): ${err}")
+  }
+  // 8: the lease ended (expired, revoked) while the body ran.
+  if (state.holder != 0) unstable("hwfarm: the lease ended before the body did (hwfarmctl exit ${state.holder}): ${err}")
+  return state.result
+}
