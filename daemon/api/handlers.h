@@ -28,6 +28,7 @@
 #include "daemon/services/board_service.h"
 #include "daemon/services/lease_service.h"
 #include "daemon/services/run_service.h"
+#include "daemon/services/upload_service.h"
 
 namespace hwfarm::api {
 
@@ -78,9 +79,10 @@ struct Call {
 // names are the route's path segments, as the client sent them.
 class Handlers {
  public:
-  // Without `runs` the run routes answer 503.
-  Handlers(const AgentState& state, LeaseService& leases, BoardService& boards, RunService* runs = nullptr)
-      : state_(state), leases_(leases), boards_(boards), runs_(runs) {}
+  // Without `runs` the run routes answer 503, without `uploads` the upload routes.
+  Handlers(const AgentState& state, LeaseService& leases, BoardService& boards, RunService* runs = nullptr,
+           UploadService* uploads = nullptr)
+      : state_(state), leases_(leases), boards_(boards), runs_(runs), uploads_(uploads) {}
 
   // GET /v1/healthz (routes_health.cpp).
   void healthz(Call& call);
@@ -122,6 +124,11 @@ class Handlers {
   void cancelRun(Call& call, const std::string& id);
   void runArtifact(Call& call, const std::string& id, const std::string& path);
 
+  // The upload routes (routes_uploads.cpp, docs/uploads.md): GET
+  // /v1/uploads (pending and failed), POST /v1/uploads/{run}/retry.
+  void listUploads(Call& call);
+  void retryUpload(Call& call, const std::string& run);
+
  private:
   // The active lease `id` holding `board` that the caller may operate, or
   // nullptr once the refusal is answered.
@@ -139,6 +146,7 @@ class Handlers {
   LeaseService& leases_;
   BoardService& boards_;
   RunService* runs_;
+  UploadService* uploads_;
 };
 
 } // namespace hwfarm::api

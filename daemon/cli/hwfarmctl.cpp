@@ -70,6 +70,9 @@ constexpr const char* kUsageText =
     "                                 run test images on the lease's boards and\n"
     "                                 the reference simulator; prints each verdict\n"
     "  board maintenance NAME [--reason TEXT] | board resume NAME   (operator)\n"
+    "  uploads                        runs waiting to go, or failed to go, to the\n"
+    "                                 S3 bucket ([upload])\n"
+    "  upload retry RUN               queue a run's upload again\n"
     "  token new NAME --role viewer|pipeline|operator\n"
     "                                 make a token and its tokens-file entry\n"
     "\n"
@@ -431,6 +434,8 @@ int runHwfarmctl(const std::vector<std::string>& args, std::ostream& out, std::o
   if (command == "flash" || command == "power") return boardAction(s, command, rest);
   if (command == "console") return consoleCommand(s, rest);
   if (command == "run") return runCommand(s, rest);
+  if (command == "uploads") return uploadsCommand(s, rest);
+  if (command == "upload") return uploadCommand(s, rest);
   err << "hwfarmctl: unknown command \"" << command << "\"\n" << kUsageText;
   return kUsage;
 }

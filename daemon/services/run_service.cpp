@@ -1009,7 +1009,7 @@ struct RunService::Impl {
       finished.erase(order.front());
       order.pop_front();
     }
-    if (on_ended) on_ended(done);
+    for (const auto& hook : on_ended) hook(done);
   }
 
   // Powers `board` off; while another operation of it runs (a power-on
@@ -1067,7 +1067,7 @@ struct RunService::Impl {
   std::map<std::string, std::unique_ptr<Run>> running;
   std::map<std::string, RunSummary> finished;
   std::deque<std::string> order; // ids, oldest first
-  std::function<void(const RunSummary&)> on_ended;
+  std::vector<std::function<void(const RunSummary&)>> on_ended;
   InfraHook on_infra;
   BoardSwapper swapper;
   RunMetrics metrics;
@@ -1116,7 +1116,7 @@ std::vector<const RunSummary*> RunService::list() const {
 
 std::string RunService::runDir(const std::string& id) const { return impl_->runDir(id); }
 
-void RunService::onRunEnded(std::function<void(const RunSummary&)> hook) { impl_->on_ended = std::move(hook); }
+void RunService::onRunEnded(std::function<void(const RunSummary&)> hook) { impl_->on_ended.push_back(std::move(hook)); }
 
 void RunService::onInfrastructureFailure(InfraHook hook) { impl_->on_infra = std::move(hook); }
 

@@ -126,7 +126,8 @@ class RunService {
   std::vector<const RunSummary*> list() const;
   // <state_dir>/runs/<id>: the run's artifacts.
   std::string runDir(const std::string& id) const;
-  // Runs when a run ends, after its artifacts are written.
+  // Runs when a run ends, after its artifacts are written (every hook
+  // given, in order).
   void onRunEnded(std::function<void(const RunSummary&)> hook);
   // Runs for each attempt of an ended run that failed the lab's way: its
   // lease, its board (empty for the reference simulator) and why.
