@@ -79,7 +79,7 @@ std::string fleet(const TempDir& dir, int port, const std::string& prefix, const
 json::value parsed(const cli::HttpResult& r) { return json::parse(r.body); }
 
 // Runs the pass image on the simulated board (no reference); the ended record.
-json::object passRun(const RunningDaemon& d) {
+json::object passRun(const RunningDaemon& d, const std::string& commit = "") {
   auto lease = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"count":1,"context":"manual"})", "");
   REQUIRE(lease.status == 201);
   std::string id(parsed(lease).at("id").as_string());
@@ -89,7 +89,7 @@ json::object passRun(const RunningDaemon& d) {
   REQUIRE(image.status == 201);
   auto run = d.request("POST", "/v1/leases/" + id + "/runs",
                        R"({"images":[{"image":")" + std::string(parsed(image).at("image").as_string()) +
-                           R"("}],"reference":"none"})");
+                           R"("}],"reference":"none")" + (commit.empty() ? "" : R"(,"commit":)" + json::serialize(json::string(commit))) + "}");
   INFO(run.body);
   REQUIRE(run.status == 201);
   std::string run_id(parsed(run).at("id").as_string());
@@ -133,7 +133,8 @@ void checkBucket(const TempDir& dir, int port, const std::string& prefix, const 
   std::string today = upload::utcDay(std::chrono::duration_cast<std::chrono::milliseconds>(
                                          std::chrono::system_clock::now().time_since_epoch())
                                          .count());
-  std::string key = upload::runKey(prefix, kAgent, today, "unknown", id);
+  std::string commit = run.contains("commit") ? std::string(run.at("commit").as_string()) : "unknown";
+  std::string key = upload::runKey(prefix, kAgent, today, commit, id);
   for (const auto& e : fs::recursive_directory_iterator(run_dir)) {
     if (!e.is_regular_file() || e.path().filename().string()[0] == '.') continue;
     std::string rel = fs::relative(e.path(), run_dir).string();
@@ -154,6 +155,7 @@ void checkBucket(const TempDir& dir, int port, const std::string& prefix, const 
       listed = true;
       CHECK(r.at("verdict") == run.at("state"));
       CHECK(r.at("key").as_string() == key);
+      CHECK(r.at("commit").as_string() == commit);
       CHECK(r.at("uploaded").as_bool());
     }
   CHECK(listed);
@@ -167,11 +169,13 @@ TEST_CASE("a run's artifacts go to the bucket byte for byte under keys of every 
   // A prefix holding every kind of character a key may carry.
   std::string prefix = "lab results/a+b%c&d=e;f,g$h@i!j(k)*l[m]{n}^o`p|q\"r<s>t#u?v\xc3\xbc/w.x~y";
   RunningDaemon d(dir, fleet(dir, s3.port(), prefix, credentials(dir)));
-  json::object run = passRun(d);
+  // and a commit of such characters (a tag, a ref) named by the run.
+  json::object run = passRun(d, "v1.2+rc 1~\xc3\xbc&=%;@!'()*$,");
   CHECK(run.at("state") == "passed");
+  CHECK(run.at("commit") == "v1.2+rc 1~\xc3\xbc&=%;@!'()*$,");
   waitDone(d);
   checkBucket(dir, s3.port(), prefix, run);
-  // A second run of the day: the index lists both.
+  // A second run of the day, no commit: "unknown"; the index lists both.
   json::object second = passRun(d);
   waitDone(d);
   checkBucket(dir, s3.port(), prefix, second);

@@ -330,6 +330,7 @@ struct RunService::Impl {
                    {"deadline_ms", r.spec.deadline_ms}};
     if (r.summary.ended_ms) o["ended_ms"] = r.summary.ended_ms;
     if (!r.spec.suite.empty()) o["suite"] = run::xmlSafe(r.spec.suite);
+    if (!r.spec.commit.empty()) o["commit"] = r.spec.commit;
     json::array images;
     for (size_t i = 0; i < r.spec.images.size(); ++i) {
       const RunImage& img = r.spec.images[i];

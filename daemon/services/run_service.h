@@ -61,6 +61,7 @@ struct RunSpec {
   // reference (recorded outputs, named "golden_ref").
   bool golden = false;
   std::string suite; // the suite's name (a manifest's `suite`): the record's and junit.xml's; empty: none
+  std::string commit; // what the images were built from (the record's "commit", the upload key's); empty: none
   // The targets, in order (empty: every present board of the lease). Each
   // is a board of the lease, a board type (the next board of the lease of
   // that type no earlier entry took: a type listed twice takes two boards),
