@@ -161,6 +161,24 @@ void checkBucket(const TempDir& dir, int port, const std::string& prefix, const 
   CHECK(listed);
 }
 
+// The port of an s3rver that ran on <dir>/s3data and is stopped now.
+int stoppedServerPort(const TempDir& dir) {
+  S3rver s3(dir, dir.file("s3data"));
+  return s3.port();
+}
+
+// GET /v1/uploads until `done(list)` holds (or 10 s); the last list.
+template <typename Pred>
+json::array waitUploads(const RunningDaemon& d, Pred done) {
+  json::array list;
+  for (int i = 0; i < 200; ++i) {
+    list = unfinished(d);
+    if (done(list)) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  return list;
+}
+
 } // namespace
 
 TEST_CASE("a run's artifacts go to the bucket byte for byte under keys of every character with the day's index") {
@@ -184,18 +202,12 @@ TEST_CASE("a run's artifacts go to the bucket byte for byte under keys of every 
 
 TEST_CASE("with s3rver down the upload is retried with backoff and completes when it is back with nothing lost") {
   TempDir dir;
-  auto first = std::make_unique<S3rver>(dir, dir.file("s3data"));
-  int port = first->port();
-  first->stop();
+  int port = stoppedServerPort(dir);
   RunningDaemon d(dir, fleet(dir, port, "down", credentials(dir)));
   json::object run = passRun(d);
   // Given failed attempts while the server is away
-  json::array pending;
-  for (int i = 0; i < 200; ++i) {
-    pending = unfinished(d);
-    if (!pending.empty() && pending[0].at("failures").as_int64() >= 2) break;
-    std::this_thread::sleep_for(50ms);
-  }
+  json::array pending =
+      waitUploads(d, [](const json::array& l) { return !l.empty() && l[0].at("failures").as_int64() >= 2; });
   REQUIRE(pending.size() == 1);
   CHECK(pending[0].at("state") == "pending");
   CHECK(pending[0].at("failures").as_int64() >= 2);
@@ -209,9 +221,7 @@ TEST_CASE("with s3rver down the upload is retried with backoff and completes whe
 
 TEST_CASE("uploads pending when hwfarmd is killed complete after its restart") {
   TempDir dir;
-  auto first = std::make_unique<S3rver>(dir, dir.file("s3data"));
-  int port = first->port();
-  first->stop();
+  int port = stoppedServerPort(dir);
   RunningDaemon d(dir, fleet(dir, port, "restart", credentials(dir)));
   json::object run = passRun(d);
   REQUIRE(unfinished(d).size() == 1);
@@ -227,12 +237,8 @@ TEST_CASE("wrong credentials fail the upload once with a clear permanent error a
   S3rver s3(dir, dir.file("s3data"));
   RunningDaemon d(dir, fleet(dir, s3.port(), "wrong", credentials(dir, "NOT-A-KEY")));
   json::object run = passRun(d);
-  json::array list;
-  for (int i = 0; i < 200; ++i) {
-    list = unfinished(d);
-    if (!list.empty() && list[0].at("state") == "failed") break;
-    std::this_thread::sleep_for(50ms);
-  }
+  auto failed = [](const json::array& l) { return l.size() == 1 && l[0].at("state") == "failed"; };
+  json::array list = waitUploads(d, failed);
   REQUIRE(list.size() == 1);
   CHECK(list[0].at("state") == "failed");
   CHECK(list[0].at("error").as_string().find("403 InvalidAccessKeyId") != std::string::npos);
@@ -251,11 +257,8 @@ TEST_CASE("wrong credentials fail the upload once with a clear permanent error a
   CommandResult retry = runCommand({HWFARMCTL_PATH, "--url", d.url(), "upload", "retry", std::string(run.at("id").as_string())});
   INFO(retry.out << retry.err);
   CHECK(retry.status.code == 0);
-  for (int i = 0; i < 200; ++i) {
-    list = unfinished(d);
-    if (list.size() == 1 && list[0].at("state") == "failed") break;
-    std::this_thread::sleep_for(50ms);
-  }
+  list = waitUploads(d, failed);
+  REQUIRE(list.size() == 1);
   CHECK(list[0].at("failures").as_int64() == 1);
   CHECK(d.request("POST", "/v1/uploads/nope/retry", "{}").status == 404);
 }

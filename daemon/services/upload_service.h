@@ -33,10 +33,6 @@ class io_context;
 
 namespace hwfarm {
 
-namespace store {
-class Database;
-}
-
 class UploadService {
  public:
   // Adds its tables to `db` and loads the queue (REQUIRES: `db` not started).
