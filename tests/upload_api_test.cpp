@@ -263,12 +263,20 @@ TEST_CASE("wrong credentials fail the upload once with a clear permanent error a
   CHECK(d.request("POST", "/v1/uploads/nope/retry", "{}").status == 404);
 }
 
-TEST_CASE("a credentials file its group or others can read keeps hwfarmd from starting and names the file") {
+TEST_CASE("a credentials file its group or others can read keeps hwfarmd from starting and fails check-config naming the file") {
   TempDir dir;
   std::string creds = credentials(dir);
   ::chmod(creds.c_str(), 0640);
   std::string config = dir.write("fleet.toml", fleet(dir, 9, "x", creds));
   CommandResult r = runCommand({HWFARMD_PATH, "--config", config}, {}, 20s);
   CHECK(r.status.code == 1);
-  CHECK((r.out + r.err).find(creds + ": credentials file is open to group or others (mode 0640)") != std::string::npos);
+  std::string refusal = creds + ": credentials file is open to group or others (mode 0640)";
+  CHECK((r.out + r.err).find(refusal) != std::string::npos);
+  CommandResult check = runCommand({HWFARMD_PATH, "--check-config", config});
+  CHECK(check.status.code == 1);
+  CHECK(check.err.find(refusal) != std::string::npos);
+  ::chmod(creds.c_str(), 0600);
+  check = runCommand({HWFARMD_PATH, "--check-config", config});
+  INFO(check.err);
+  CHECK(check.status.code == 0);
 }

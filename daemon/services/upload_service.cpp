@@ -169,13 +169,14 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
   void runJob(const Job& j) {
     std::string error;
     std::vector<std::string> paths = artifacts(j.dir, &error);
-    if (!error.empty()) return post([id = j.run_id, error](Impl& s) { s.failed(id, 0, "", error); });
+    // The run's own files missing or unreadable: no later attempt would do better.
+    if (!error.empty()) return post([id = j.run_id, error](Impl& s) { s.failed(id, 0, "", error, true); });
     for (const auto& path : paths) {
       if (j.uploaded.count(path)) continue;
       if (quitting()) return;
       std::string body;
       if (!readAll(j.dir + "/" + path, &body))
-        return post([id = j.run_id, path](Impl& s) { s.failed(id, 0, "", "cannot read artifact " + path); });
+        return post([id = j.run_id, path](Impl& s) { s.failed(id, 0, "", "cannot read artifact " + path, true); });
       S3Answer a = j.client->put(j.key + "/" + path, body, contentTypeOf(path));
       if (!a.ok())
         return post([id = j.run_id, a, path](Impl& s) { s.failed(id, a.http_status, a.s3_code, "PUT " + path + ": " + a.error); });
@@ -219,7 +220,10 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
     pump();
   }
 
-  void failed(const std::string& id, int http_status, const std::string& s3_code, const std::string& error) {
+  // An attempt failed: `local` (the run's files) or the bucket's answer
+  // (`http_status` 0: none) says whether it is worth another.
+  void failed(const std::string& id, int http_status, const std::string& s3_code, const std::string& error,
+              bool local = false) {
     busy.clear();
     auto it = uploads.find(id);
     if (it != uploads.end()) {
@@ -227,7 +231,7 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
       u.failures += 1;
       u.updated_ms = clock.wallMs();
       u.error = error;
-      if (upload::classify(http_status, s3_code) == upload::FailureKind::permanent) {
+      if (local || upload::classify(http_status, s3_code) == upload::FailureKind::permanent) {
         u.state = "failed";
         spdlog::error("run {}: upload failed, not retried (a permanent error: check upload.credentials_file, "
                       "upload.bucket and the endpoint; then hwfarmctl upload retry {}): {}",
