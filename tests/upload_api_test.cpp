@@ -280,3 +280,34 @@ TEST_CASE("a credentials file its group or others can read keeps hwfarmd from st
   INFO(check.err);
   CHECK(check.status.code == 0);
 }
+
+TEST_CASE("a reload turns uploads on with the credentials file read again and a bad one fails the reload") {
+  TempDir dir;
+  S3rver s3(dir, dir.file("s3data"));
+  std::string creds = credentials(dir);
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  // Given uploads off, a run is not queued.
+  json::object before = passRun(d);
+  CHECK(unfinished(d).empty());
+  CHECK(parsed(d.get("/v1/uploads")).at("enabled") == false);
+  // A reload naming a credentials file its group may read fails and keeps uploads off,
+  ::chmod(creds.c_str(), 0640);
+  dir.write("fleet.toml", fleet(dir, s3.port(), "reload", creds));
+  d.process().signal(SIGHUP);
+  auto log = waitForText(d.logPath(), "reload failed", 10s);
+  REQUIRE(log);
+  CHECK(log->find(creds + ": credentials file is open to group or others (mode 0640)") != std::string::npos);
+  CHECK(parsed(d.get("/v1/uploads")).at("enabled") == false);
+  // and once the file is private, the next reload turns them on: the next run goes up.
+  ::chmod(creds.c_str(), 0600);
+  d.process().signal(SIGHUP);
+  REQUIRE(waitForText(d.logPath(), "configuration generation 2 loaded", 10s));
+  CHECK(parsed(d.get("/v1/uploads")).at("enabled") == true);
+  json::object run = passRun(d);
+  waitDone(d);
+  checkBucket(dir, s3.port(), "reload", run);
+  CHECK(reader(s3.port()).get(upload::runKey("reload", kAgent, upload::utcDay(before.at("ended_ms").as_int64()),
+                                             "unknown", std::string(before.at("id").as_string())) +
+                              "/summary.json")
+            .http_status == 404);
+}

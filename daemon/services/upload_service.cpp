@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -94,6 +95,7 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
   // then the day's index.
   struct Job {
     std::string run_id;
+    uint64_t generation = 0; // retry() in the meantime makes its outcome stale
     std::string dir;
     std::string key;
     std::set<std::string> uploaded;
@@ -112,6 +114,7 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
   std::shared_ptr<const S3Client> client;
   std::map<std::string, StoredUpload> uploads; // by run id
   std::string busy;                             // the run the worker has, or ""
+  std::map<std::string, uint64_t> generation;   // by run id: retries so far
   asio::steady_timer timer;
   std::mt19937_64 random;
   bool stopping = false;
@@ -170,23 +173,27 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
     std::string error;
     std::vector<std::string> paths = artifacts(j.dir, &error);
     // The run's own files missing or unreadable: no later attempt would do better.
-    if (!error.empty()) return post([id = j.run_id, error](Impl& s) { s.failed(id, 0, "", error, true); });
+    if (!error.empty()) return post([id = j.run_id, g = j.generation, error](Impl& s) { s.failed(id, g, 0, "", error, true); });
     for (const auto& path : paths) {
       if (j.uploaded.count(path)) continue;
       if (quitting()) return;
       std::string body;
       if (!readAll(j.dir + "/" + path, &body))
-        return post([id = j.run_id, path](Impl& s) { s.failed(id, 0, "", "cannot read artifact " + path, true); });
+        return post([id = j.run_id, g = j.generation, path](Impl& s) { s.failed(id, g, 0, "", "cannot read artifact " + path, true); });
       S3Answer a = j.client->put(j.key + "/" + path, body, contentTypeOf(path));
       if (!a.ok())
-        return post([id = j.run_id, a, path](Impl& s) { s.failed(id, a.http_status, a.s3_code, "PUT " + path + ": " + a.error); });
+        return post([id = j.run_id, g = j.generation, a, path](Impl& s) {
+          s.failed(id, g, a.http_status, a.s3_code, "PUT " + path + ": " + a.error);
+        });
       post([id = j.run_id, path](Impl& s) { s.objectDone(id, path); });
     }
     if (quitting()) return;
     S3Answer a = j.client->put(j.index_key, j.index_body, "application/json");
     if (!a.ok())
-      return post([id = j.run_id, a](Impl& s) { s.failed(id, a.http_status, a.s3_code, "PUT index.json: " + a.error); });
-    post([id = j.run_id](Impl& s) { s.finished(id); });
+      return post([id = j.run_id, g = j.generation, a](Impl& s) {
+        s.failed(id, g, a.http_status, a.s3_code, "PUT index.json: " + a.error);
+      });
+    post([id = j.run_id, g = j.generation](Impl& s) { s.finished(id, g); });
   }
 
   void save(const StoredUpload& u, bool clear_objects = false, std::function<void(const Status&)> done = nullptr) {
@@ -205,11 +212,16 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
                 }}});
   }
 
-  void finished(const std::string& id) {
-    busy.clear();
+  // The upload of `id` that the worker took at `gen`, if no retry came since.
+  StoredUpload* current(const std::string& id, uint64_t gen) {
     auto it = uploads.find(id);
-    if (it != uploads.end()) {
-      StoredUpload& u = it->second;
+    return it == uploads.end() || generation[id] != gen ? nullptr : &it->second;
+  }
+
+  void finished(const std::string& id, uint64_t gen) {
+    busy.clear();
+    if (StoredUpload* found = current(id, gen)) {
+      StoredUpload& u = *found;
       u.state = "done";
       u.failures = 0;
       u.error.clear();
@@ -222,12 +234,11 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
 
   // An attempt failed: `local` (the run's files) or the bucket's answer
   // (`http_status` 0: none) says whether it is worth another.
-  void failed(const std::string& id, int http_status, const std::string& s3_code, const std::string& error,
-              bool local = false) {
+  void failed(const std::string& id, uint64_t gen, int http_status, const std::string& s3_code,
+              const std::string& error, bool local = false) {
     busy.clear();
-    auto it = uploads.find(id);
-    if (it != uploads.end()) {
-      StoredUpload& u = it->second;
+    if (StoredUpload* found = current(id, gen)) {
+      StoredUpload& u = *found;
       u.failures += 1;
       u.updated_ms = clock.wallMs();
       u.error = error;
@@ -286,7 +297,7 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
     }
     timer.cancel();
     busy = next->run_id;
-    Job j{next->run_id,   runs.runDir(next->run_id), next->key, next->uploaded,
+    Job j{next->run_id,   generation[next->run_id], runs.runDir(next->run_id), next->key, next->uploaded,
           upload::indexKey(settings.prefix, agent, next->day), indexBody(next->day, next->run_id), client};
     {
       std::lock_guard lock(mutex);
@@ -377,6 +388,7 @@ Status UploadService::retry(const std::string& run_id, std::function<void(const 
   u.next_ms = 0;
   u.error.clear();
   u.updated_ms = s.clock.wallMs();
+  ++s.generation[run_id]; // an attempt in flight no longer decides its state
   s.save(u, again, std::move(done));
   s.pump();
   return Status();
