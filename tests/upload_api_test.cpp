@@ -62,7 +62,10 @@ class S3rver {
   int port_ = 0;
 };
 
-S3Client reader(int port) { return S3Client({"http://127.0.0.1:" + std::to_string(port), "us-east-1", kBucket}, {"S3RVER", "S3RVER"}); }
+// A client of the test server with its default key, to read the bucket back.
+S3Client reader(int port) {
+  return S3Client({"http://127.0.0.1:" + std::to_string(port), "us-east-1", kBucket}, {"S3RVER", "S3RVER"});
+}
 
 std::string credentials(const TempDir& dir, const std::string& key = "S3RVER", const std::string& name = "s3.toml") {
   std::string path = dir.write(name, "access_key_id = \"" + key + "\"\nsecret_access_key = \"S3RVER\"\n");
@@ -80,7 +83,8 @@ json::value parsed(const cli::HttpResult& r) { return json::parse(r.body); }
 
 // Runs the pass image on the simulated board (no reference); the ended record.
 json::object passRun(const RunningDaemon& d, const std::string& commit = "") {
-  auto lease = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"count":1,"context":"manual"})", "");
+  auto lease =
+      d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"count":1,"context":"manual"})", "");
   REQUIRE(lease.status == 201);
   std::string id(parsed(lease).at("id").as_string());
   auto image = cli::HttpClient(d.url()).request("POST", "/v1/leases/" + id + "/images?name=pass.elf",
@@ -89,7 +93,8 @@ json::object passRun(const RunningDaemon& d, const std::string& commit = "") {
   REQUIRE(image.status == 201);
   auto run = d.request("POST", "/v1/leases/" + id + "/runs",
                        R"({"images":[{"image":")" + std::string(parsed(image).at("image").as_string()) +
-                           R"("}],"reference":"none")" + (commit.empty() ? "" : R"(,"commit":)" + json::serialize(json::string(commit))) + "}");
+                           R"("}],"reference":"none")" +
+                           (commit.empty() ? "" : R"(,"commit":)" + json::serialize(json::string(commit))) + "}");
   INFO(run.body);
   REQUIRE(run.status == 201);
   std::string run_id(parsed(run).at("id").as_string());
@@ -254,7 +259,8 @@ TEST_CASE("wrong credentials fail the upload once with a clear permanent error a
   CHECK(ls.status.code == 0);
   CHECK(ls.out.find(std::string(run.at("id").as_string())) != std::string::npos);
   CHECK(ls.out.find("InvalidAccessKeyId") != std::string::npos);
-  CommandResult retry = runCommand({HWFARMCTL_PATH, "--url", d.url(), "upload", "retry", std::string(run.at("id").as_string())});
+  CommandResult retry =
+      runCommand({HWFARMCTL_PATH, "--url", d.url(), "upload", "retry", std::string(run.at("id").as_string())});
   INFO(retry.out << retry.err);
   CHECK(retry.status.code == 0);
   list = waitUploads(d, failed);
@@ -263,7 +269,7 @@ TEST_CASE("wrong credentials fail the upload once with a clear permanent error a
   CHECK(d.request("POST", "/v1/uploads/nope/retry", "{}").status == 404);
 }
 
-TEST_CASE("a credentials file its group or others can read keeps hwfarmd from starting and fails check-config naming the file") {
+TEST_CASE("a credentials file its group may read stops hwfarmd from starting and fails check-config naming it") {
   TempDir dir;
   std::string creds = credentials(dir);
   ::chmod(creds.c_str(), 0640);

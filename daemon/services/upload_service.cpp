@@ -33,7 +33,9 @@ using store::StoredUpload;
 namespace {
 
 std::string contentTypeOf(const std::string& path) {
-  auto ends = [&](std::string_view e) { return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0; };
+  auto ends = [&](std::string_view e) {
+    return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0;
+  };
   if (ends(".json")) return "application/json";
   if (ends(".xml")) return "application/xml";
   if (ends(".txt")) return "text/plain; charset=utf-8";
@@ -173,14 +175,18 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
     std::string error;
     std::vector<std::string> paths = artifacts(j.dir, &error);
     // The run's own files missing or unreadable: no later attempt would do better.
-    if (!error.empty()) return post([id = j.run_id, g = j.generation, error](Impl& s) { s.failed(id, g, 0, "", error, true); });
+    if (!error.empty())
+      return post([id = j.run_id, g = j.generation, error](Impl& s) { s.failed(id, g, 0, "", error, true); });
     for (const auto& path : paths) {
       if (j.uploaded.count(path)) continue;
       if (quitting()) return;
       std::string body;
       if (!readAll(j.dir + "/" + path, &body))
-        return post([id = j.run_id, g = j.generation, path](Impl& s) { s.failed(id, g, 0, "", "cannot read artifact " + path, true); });
+        return post([id = j.run_id, g = j.generation, path](Impl& s) {
+          s.failed(id, g, 0, "", "cannot read artifact " + path, true);
+        });
       S3Answer a = j.client->put(j.key + "/" + path, body, contentTypeOf(path));
+      if (!a.ok() && quitting()) return; // abandoned by the shutdown: not a failure of the bucket
       if (!a.ok())
         return post([id = j.run_id, g = j.generation, a, path](Impl& s) {
           s.failed(id, g, a.http_status, a.s3_code, "PUT " + path + ": " + a.error);
@@ -189,6 +195,7 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
     }
     if (quitting()) return;
     S3Answer a = j.client->put(j.index_key, j.index_body, "application/json");
+    if (!a.ok() && quitting()) return;
     if (!a.ok())
       return post([id = j.run_id, g = j.generation, a](Impl& s) {
         s.failed(id, g, a.http_status, a.s3_code, "PUT index.json: " + a.error);
