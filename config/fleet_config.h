@@ -86,6 +86,21 @@ struct RunsConfig {
   double history_days = 30;       // ended runs' records and artifacts are kept this long
 };
 
+// [upload]: where hwfarmd publishes each run's artifacts (docs/uploads.md).
+struct UploadConfig {
+  bool enabled = false;
+  std::string endpoint;         // "http(s)://HOST[:PORT][/PATH]", no trailing '/'
+  std::string region = "us-east-1";
+  std::string bucket;
+  std::string prefix;           // the keys' first part, no leading or trailing '/'; may be empty
+  std::string credentials_file; // access_key_id and secret_access_key (config/credentials.h)
+  double connect_timeout_s = 10;
+  double timeout_s = 120;       // one request, start to end
+  double retry_initial_s = 1;   // the first retry's delay; doubled after each failure
+  double retry_max_s = 300;     // the longest delay between two attempts
+  SourcePos pos;
+};
+
 struct UsbMatch {
   std::optional<uint16_t> vendor;
   std::optional<uint16_t> product;
@@ -218,6 +233,7 @@ struct FleetConfig {
   LeaseConfig leases;
   RunsConfig runs;
   std::vector<ReferenceConfig> references;
+  UploadConfig upload;
   std::vector<WorkerConfig> workers;
   SlaConfig sla;
 

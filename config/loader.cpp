@@ -60,6 +60,7 @@ class FleetParser {
       errors_.add(root.source(), "", "worker", "at least one [[worker]] table is required");
     if (const toml::table* sla = reader.table("sla")) parseSla(*sla);
     if (const toml::array* refs = reader.tables("reference")) parseReferences(*refs);
+    if (const toml::table* upload = reader.table("upload")) parseUpload(*upload);
     reader.finish();
     LoadResult result;
     result.errors = errors_.take();
@@ -755,6 +756,56 @@ class FleetParser {
       else config_.sla.pin_tier = static_cast<int>(*v);
     }
     r.finish();
+  }
+
+  // [upload]: the S3-compatible bucket runs are published to.
+  void parseUpload(const toml::table& table) {
+    TableReader r(table, errors_, "", "upload.");
+    UploadConfig& u = config_.upload;
+    u.pos = errors_.pos(table.source());
+    if (auto v = r.boolean("enabled")) u.enabled = *v;
+    Need need = u.enabled ? Need::required : Need::optional;
+    if (auto v = r.text("endpoint", need)) {
+      static const std::regex re("https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?");
+      if (!std::regex_match(*v, re))
+        r.error("endpoint", "expected an http:// or https:// URL like \"https://s3.example.com\" or "
+                            "\"http://127.0.0.1:4568\" (no user, query or fragment), got " + quoted(*v));
+      else {
+        u.endpoint = *v;
+        while (!u.endpoint.empty() && u.endpoint.back() == '/') u.endpoint.pop_back();
+      }
+    }
+    if (auto v = r.text("region")) {
+      static const std::regex re("[a-z0-9][a-z0-9-]{0,62}");
+      if (!std::regex_match(*v, re)) r.error("region", "expected a region like \"us-east-1\", got " + quoted(*v));
+      else u.region = *v;
+    }
+    if (auto v = r.text("bucket", need)) {
+      static const std::regex re("[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]");
+      if (!std::regex_match(*v, re))
+        r.error("bucket", "expected an S3 bucket name (3 to 63 lower-case letters, digits, \".\" or \"-\"), got " +
+                              quoted(*v));
+      else u.bucket = *v;
+    }
+    if (auto v = r.text("prefix")) {
+      if (v->size() > 512) r.error("prefix", "expected at most 512 bytes");
+      else if (findControlCharacter(*v) != std::string::npos)
+        r.error("prefix", "must not contain control characters, got " + quoted(*v));
+      else if (!v->empty() && (v->front() == '/' || v->back() == '/'))
+        r.error("prefix", "must not start or end with \"/\" (keys are <prefix>/<agent>/...), got " + quoted(*v));
+      else u.prefix = *v;
+    }
+    if (auto v = r.text("credentials_file", need)) {
+      if (v->empty() || v->front() != '/') r.error("credentials_file", "expected an absolute path, got " + quoted(*v));
+      else u.credentials_file = *v;
+    }
+    if (auto v = r.number("connect_timeout_s", 0, 3600, true)) u.connect_timeout_s = *v;
+    if (auto v = r.number("timeout_s", 0, 86400, true)) u.timeout_s = *v;
+    if (auto v = r.number("retry_initial_s", 0, 3600, true)) u.retry_initial_s = *v;
+    if (auto v = r.number("retry_max_s", 0, 86400, true)) u.retry_max_s = *v;
+    r.finish();
+    if (u.retry_max_s < u.retry_initial_s && table.get("retry_max_s"))
+      r.error("retry_max_s", "must not be below upload.retry_initial_s (" + describeNumber(u.retry_initial_s) + ")");
   }
 
   ErrorSink errors_;

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "config/echo.h"
+#include "config/private_file.h"
 #include "config/toml_reader.h"
 
 namespace hwfarm::config {
@@ -141,41 +142,13 @@ TokensResult parseTokens(std::string_view text, const std::string& file) {
 }
 
 TokensResult loadTokensFile(const std::string& path) {
-  TokensResult result;
-  auto fail = [&](const std::string& message) {
-    result.errors.push_back({path, 0, 0, "", "", message});
-    return result;
-  };
-  // The checks and the read use one descriptor: the file cannot be swapped
-  // between them. O_NOFOLLOW refuses a symbolic link (another user could aim
-  // it anywhere); O_NONBLOCK keeps a FIFO from blocking the open.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0 && errno == ELOOP)
-    return fail("tokens file is a symbolic link; name the file itself (symbolic links are refused)");
-  if (fd < 0) return fail(std::string("cannot read file: ") + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return fail(std::string("cannot read file: ") + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return fail("not a regular file");
   // Whoever may write the file may add an operator token; whoever may read
   // it learns the principals. Only the daemon's user (or root) may do either.
-  uid_t self = ::geteuid();
-  if (st.st_uid != self && st.st_uid != 0)
-    return fail("tokens file is owned by uid " + std::to_string(st.st_uid) + ", not by hwfarmd's user (uid " +
-                std::to_string(self) + ") or root; run: chown " + std::to_string(self) + " " + path);
-  if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return fail(std::string("tokens file is open to group or others (mode ") + mode +
-                "); only its owner may read or write it; run: chmod go-rwx " + path);
-  }
-  std::string text, error;
-  if (!readTextFd(fd, &text, &error, kMaxTokensBytes)) {
-    if (error.rfind("file is larger", 0) == 0) error += ", the limit for a tokens file";
-    return fail(error);
+  std::string text;
+  if (auto refused = readPrivateFile(path, "tokens file", kMaxTokensBytes, &text)) {
+    TokensResult result;
+    result.errors.push_back({path, 0, 0, "", "", *refused});
+    return result;
   }
   return parseTokens(text, path);
 }

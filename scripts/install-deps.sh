@@ -2,7 +2,10 @@
 # Installs the Debian 12 packages hwfarm needs to build, test and run its demo.
 # Idempotent: prints nothing and touches nothing when every package is present.
 # Runs `apt-get update` once, non-interactively, only when something is missing.
+# Then installs the S3-compatible server the upload tests run against (npm's
+# s3rver, pinned by tests/s3/package-lock.json) into tests/s3/node_modules.
 set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(
   # build
@@ -31,7 +34,27 @@ packages=(
   python3-numpy
   # fuzzing (make fuzz): clang with libFuzzer
   clang-14 libfuzzer-14-dev
+  # uploads to an S3 bucket: libcurl (TLS, proxies, SigV4); tests: the
+  # signing cross-checked with botocore's signer
+  libcurl4-openssl-dev python3-botocore
 )
+# tests: s3rver runs on node, installed with npm (Debian's, unless a node
+# with its npm is installed already)
+command -v npm >/dev/null || packages+=(nodejs npm)
+
+# s3rver 3.7.1 as tests/s3/package-lock.json pins it (npm ci), unless it is there.
+install_s3rver() {
+  local installed=$repo/tests/s3/node_modules/s3rver/package.json
+  if [ -f "$installed" ] && grep -q '"version": "3.7.1"' "$installed"; then return 0; fi
+  echo "install-deps: installing s3rver 3.7.1 into tests/s3/node_modules (npm ci)" >&2
+  local attempt
+  for attempt in 1 2 3; do
+    npm ci --prefix "$repo/tests/s3" --no-audit --no-fund --loglevel=error >/dev/null && return 0
+    echo "install-deps: 'npm ci' failed (attempt $attempt of 3)" >&2
+    [ $attempt -lt 3 ] && sleep 10
+  done
+  return 1
+}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -39,7 +62,10 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+  install_s3rver
+  exit 0
+fi
 
 echo "install-deps: installing ${missing[*]}" >&2
 sudo_cmd=()
@@ -58,3 +84,4 @@ retry() {
 }
 retry "${sudo_cmd[@]}" apt-get update -qq
 retry "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_s3rver

@@ -18,6 +18,7 @@ targets=(
   "json_codec:2048:json_codec.dict"
   "fleet_config:4096:toml.dict"
   "tokens:2048:toml.dict"
+  "credentials:1024:toml.dict"
   "result_protocol:4096:result_protocol.dict"
   "should_run:2048:should_run.dict"
 )

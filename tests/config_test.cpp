@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "config/credentials.h"
 #include "config/driver_specs.h"
 #include "config/echo.h"
 #include "config/loader.h"
@@ -768,4 +769,79 @@ TEST_CASE("runs settings and [[reference]] simulators are checked, with the key 
                       "fleet.toml:20:1: reference #3: reference.colour: unknown key",
                       "fleet.toml:22:8: reference #4: reference.type: reference for board type \"nucleo\" is already "
                       "used (first defined at fleet.toml:16:8)"});
+}
+
+TEST_CASE("[upload] settings are checked with the key and its place and default to off") {
+  std::string board = "[[worker]]\nname = \"w\"\n" + usbBoard("n0", "S0");
+  LoadResult off = parseFleetConfig(kAgent + board, "fleet.toml");
+  REQUIRE(off.errors.empty());
+  CHECK_FALSE(off.config->upload.enabled);
+  LoadResult ok = parseFleetConfig(kAgent + board +
+                                       "[upload]\nenabled = true\nendpoint = \"https://s3.example.com:9000/\"\n"
+                                       "bucket = \"hw-results\"\nprefix = \"lab 1/results\"\n"
+                                       "credentials_file = \"/etc/hwfarm/s3.toml\"\nretry_max_s = 60\n",
+                                   "fleet.toml");
+  REQUIRE(ok.errors.empty());
+  const auto& u = ok.config->upload;
+  CHECK(u.enabled);
+  CHECK(u.endpoint == "https://s3.example.com:9000");
+  CHECK(u.region == "us-east-1");
+  CHECK(u.bucket == "hw-results");
+  CHECK(u.prefix == "lab 1/results");
+  CHECK(u.credentials_file == "/etc/hwfarm/s3.toml");
+  CHECK(u.retry_initial_s == 1);
+  CHECK(u.retry_max_s == 60);
+
+  // Lines 10 on: the [upload] table.
+  auto errors = errorsOf(kAgent + board +
+                         "[upload]\nenabled = true\nendpoint = \"ftp://s3.example.com\"\nregion = \"US East\"\n"
+                         "bucket = \"Hw_Results\"\nprefix = \"/lab\"\ncredentials_file = \"s3.toml\"\n"
+                         "retry_initial_s = 10\nretry_max_s = 5\ncolour = 1\n");
+  CHECK(errors == std::vector<std::string>{
+                      "fleet.toml:12:12: upload.endpoint: expected an http:// or https:// URL like "
+                      "\"https://s3.example.com\" or \"http://127.0.0.1:4568\" (no user, query or fragment), got "
+                      "\"ftp://s3.example.com\"",
+                      "fleet.toml:13:10: upload.region: expected a region like \"us-east-1\", got \"US East\"",
+                      "fleet.toml:14:10: upload.bucket: expected an S3 bucket name (3 to 63 lower-case letters, "
+                      "digits, \".\" or \"-\"), got \"Hw_Results\"",
+                      "fleet.toml:15:10: upload.prefix: must not start or end with \"/\" (keys are "
+                      "<prefix>/<agent>/...), got \"/lab\"",
+                      "fleet.toml:16:20: upload.credentials_file: expected an absolute path, got \"s3.toml\"",
+                      "fleet.toml:18:15: upload.retry_max_s: must not be below upload.retry_initial_s (10)",
+                      "fleet.toml:19:1: upload.colour: unknown key"});
+  // Enabled, it needs a place to go and the key to get there.
+  errors = errorsOf(kAgent + board + "[upload]\nenabled = true\n");
+  CHECK(errors == std::vector<std::string>{"fleet.toml:10:1: upload.endpoint: required key is missing",
+                                           "fleet.toml:10:1: upload.bucket: required key is missing",
+                                           "fleet.toml:10:1: upload.credentials_file: required key is missing"});
+}
+
+TEST_CASE("the upload credentials file is refused when its group or others may read it and names the file") {
+  hwfarm::test::TempDir dir;
+  std::string path = dir.write("s3.toml", "access_key_id = \"AKIDEXAMPLE\"\nsecret_access_key = \"wJalr/K7+x\"\n");
+  for (unsigned mode : {0640u, 0604u, 0660u, 0644u}) {
+    REQUIRE(::chmod(path.c_str(), mode) == 0);
+    char octal[8];
+    std::snprintf(octal, sizeof octal, "%04o", mode);
+    auto r = hwfarm::config::loadCredentialsFile(path);
+    REQUIRE(r.errors.size() == 1);
+    CHECK(r.errors[0].format() == path + ": credentials file is open to group or others (mode " + octal +
+                                      "); only its owner may read or write it; run: chmod go-rwx " + path);
+    CHECK(r.credentials.secret_access_key.empty());
+  }
+  REQUIRE(::chmod(path.c_str(), 0600) == 0);
+  auto ok = hwfarm::config::loadCredentialsFile(path);
+  REQUIRE(ok.ok());
+  CHECK(ok.credentials.access_key_id == "AKIDEXAMPLE");
+  CHECK(ok.credentials.secret_access_key == "wJalr/K7+x");
+  // Errors have their place and never quote the secret.
+  auto bad = hwfarm::config::parseCredentials("access_key_id = \"a b\"\nsecret_access_key = 5\nextra = 1\n", "s3.toml");
+  std::vector<std::string> messages;
+  for (const auto& e : bad.errors) messages.push_back(e.format());
+  CHECK(messages == std::vector<std::string>{
+                        "s3.toml:1:17: access_key_id: expected 1 to 256 printable ASCII characters without spaces",
+                        "s3.toml:2:21: secret_access_key: expected a string, got 5",
+                        "s3.toml:3:1: extra: unknown key"});
+  auto missing = hwfarm::config::parseCredentials("", "s3.toml");
+  REQUIRE(missing.errors.size() == 2);
 }

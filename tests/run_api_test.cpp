@@ -238,8 +238,10 @@ TEST_CASE("bad run requests are 4xx with a reason and start nothing") {
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"retry":"yes"})", 400, "retry: expected true or false"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"deadline_s":0})", 400,
        "deadline_s: expected a number of seconds in (0, 86400]"},
+      {R"({"images":)" + images({{pass, "p"}}) + R"(,"commit":"a/b"})", 400,
+       "commit: expected 1 to 128 bytes without \"/\" or control characters"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"colour":1})", 400,
-       "unknown key colour (images, mode, reference, targets, deadline_s, thresholds, retry, suite)"},
+       "unknown key colour (images, mode, reference, targets, deadline_s, thresholds, retry, suite, commit)"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"thresholds":[{"expected_pcc":2}]})", 400,
        "thresholds[0].expected_pcc: expected image, case, output (names), expected_pcc (-1 to 1), atol, rtol (>= 0), "
        "equal_nan, require_allclose, ignore (true or false)"},

@@ -29,6 +29,7 @@
 #include "daemon/services/health_service.h"
 #include "daemon/services/lease_service.h"
 #include "daemon/services/run_service.h"
+#include "daemon/services/upload_service.h"
 
 namespace hwfarm::api {
 
@@ -79,10 +80,10 @@ struct Call {
 // names are the route's path segments, as the client sent them.
 class Handlers {
  public:
-  // Without `runs` the run routes answer 503.
+  // Without `runs` the run routes answer 503, without `uploads` the upload routes.
   Handlers(const AgentState& state, LeaseService& leases, BoardService& boards, RunService* runs = nullptr,
-           HealthService* health = nullptr)
-      : state_(state), leases_(leases), boards_(boards), runs_(runs), health_(health) {}
+           HealthService* health = nullptr, UploadService* uploads = nullptr)
+      : state_(state), leases_(leases), boards_(boards), runs_(runs), health_(health), uploads_(uploads) {}
 
   // GET /v1/healthz (routes_health.cpp).
   void healthz(Call& call);
@@ -138,6 +139,11 @@ class Handlers {
   void runEvents(Call& call, const std::string& id);
   void runArtifactsTar(Call& call, const std::string& id);
 
+  // The upload routes (routes_uploads.cpp, docs/uploads.md): GET
+  // /v1/uploads (pending and failed), POST /v1/uploads/{run}/retry.
+  void listUploads(Call& call);
+  void retryUpload(Call& call, const std::string& run);
+
  private:
   // The active lease `id` holding `board` that the caller may operate, or
   // nullptr once the refusal is answered.
@@ -156,6 +162,7 @@ class Handlers {
   BoardService& boards_;
   RunService* runs_;
   HealthService* health_;
+  UploadService* uploads_;
 };
 
 } // namespace hwfarm::api

@@ -227,6 +227,14 @@ void Router::route(Call& c) {
       if (method("GET") && allowed(c, Role::viewer)) handlers_.runArtifact(c, s[2], path);
       return;
     }
+    if (s.size() == 2 && s[1] == "uploads") {
+      if (method("GET") && allowed(c, Role::viewer)) handlers_.listUploads(c);
+      return;
+    }
+    if (s.size() == 4 && s[1] == "uploads" && s[3] == "retry") {
+      if (method("POST") && allowed(c, Role::pipeline)) handlers_.retryUpload(c, s[2]);
+      return;
+    }
     if (s.size() == 4 && s[1] == "leases" && s[3] == "renew") {
       if (method("POST") && allowed(c, Role::pipeline)) handlers_.renew(c, s[2]);
       return;

@@ -12,8 +12,8 @@ namespace hwfarm::api {
 class Router {
  public:
   Router(const AgentState& state, LeaseService& leases, BoardService& boards, const Authenticator& auth,
-         RunService* runs = nullptr, HealthService* health = nullptr)
-      : handlers_(state, leases, boards, runs, health), auth_(auth) {}
+         RunService* runs = nullptr, HealthService* health = nullptr, UploadService* uploads = nullptr)
+      : handlers_(state, leases, boards, runs, health, uploads), auth_(auth) {}
 
   // Answers 401/403 for a caller without the route's role, 404/405 for no
   // route, 500 for a handler that throws; otherwise the handler answers.

@@ -236,6 +236,14 @@ void Handlers::startRun(Call& c, const std::string& id) {
       if (!value.is_string() || value.as_string().empty() || value.as_string().size() > 256)
         return c.respond(jsonError(400, "invalid_request", "suite: expected a name of 1 to 256 bytes"));
       spec.suite = std::string(value.as_string());
+    } else if (key == "commit") {
+      // A part of the run's key in the upload bucket (docs/uploads.md).
+      std::string_view v = value.is_string() ? std::string_view(value.as_string()) : std::string_view();
+      if (v.empty() || v.size() > 128 || v == "." || v == ".." || v.find('/') != v.npos ||
+          config::findControlCharacter(v) != v.npos)
+        return c.respond(jsonError(400, "invalid_request",
+                                   "commit: expected 1 to 128 bytes without \"/\" or control characters"));
+      spec.commit = std::string(v);
     } else if (key == "deadline_s") {
       if (!value.is_number() || value.to_number<double>() <= 0 || value.to_number<double>() > 86400)
         return c.respond(jsonError(400, "invalid_request", "deadline_s: expected a number of seconds in (0, 86400]"));
@@ -243,7 +251,7 @@ void Handlers::startRun(Call& c, const std::string& id) {
     } else {
       return c.respond(jsonError(400, "invalid_request",
                                  "unknown key " + echoed(key) +
-                                     " (images, mode, reference, targets, deadline_s, thresholds, retry, suite)"));
+                                     " (images, mode, reference, targets, deadline_s, thresholds, retry, suite, commit)"));
     }
   }
   if (spec.images.empty()) return c.respond(jsonError(400, "invalid_request", "images: expected 1 to 1000 images"));

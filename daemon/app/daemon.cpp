@@ -27,6 +27,8 @@
 #include "daemon/services/health_service.h"
 #include "daemon/services/lease_service.h"
 #include "daemon/services/run_service.h"
+#include "daemon/services/upload_service.h"
+#include "config/credentials.h"
 #include "daemon/services/presence.h"
 #include "daemon/services/system_clock.h"
 #include "daemon/store/database.h"
@@ -58,6 +60,18 @@ std::vector<std::string> loadTokens(const config::FleetConfig& c, std::vector<co
   std::vector<std::string> errors;
   for (const auto& e : r.errors) errors.push_back(e.format());
   *tokens = std::move(r.tokens);
+  return errors;
+}
+
+// Loads upload.credentials_file when uploads are enabled. Errors are
+// returned formatted.
+std::vector<std::string> loadUploadCredentials(const config::FleetConfig& c, config::S3Credentials* credentials) {
+  *credentials = {};
+  if (!c.upload.enabled) return {};
+  config::CredentialsResult r = config::loadCredentialsFile(c.upload.credentials_file);
+  std::vector<std::string> errors;
+  for (const auto& e : r.errors) errors.push_back(e.format());
+  *credentials = std::move(r.credentials);
   return errors;
 }
 
@@ -93,6 +107,7 @@ bool sameListen(const config::AgentConfig& a, const config::AgentConfig& b) {
 struct PreparedReload {
   Loaded loaded;
   std::vector<config::Token> tokens;
+  config::S3Credentials upload_credentials;
   std::string sha256; // of the config text
 };
 
@@ -104,6 +119,9 @@ PreparedReload prepareReload(const std::string& path) {
   // The tokens file is part of the configuration: its errors fail the reload too.
   if (p.loaded.result.ok())
     for (const auto& e : loadTokens(*p.loaded.result.config, &p.tokens))
+      p.loaded.result.errors.push_back(config::ConfigError{"", 0, 0, "", "", e});
+  if (p.loaded.result.ok())
+    for (const auto& e : loadUploadCredentials(*p.loaded.result.config, &p.upload_credentials))
       p.loaded.result.errors.push_back(config::ConfigError{"", 0, 0, "", "", e});
   p.sha256 = config::sha256Hex(p.loaded.text);
   return p;
@@ -149,6 +167,7 @@ struct Daemon::Impl {
   std::unique_ptr<BoardService> boards;
   std::unique_ptr<RunService> runs;
   std::unique_ptr<HealthService> health;
+  std::unique_ptr<UploadService> uploads;
   // The services' tables live in it: it goes first (its last commits use
   // their tables), and they do not use it once it is gone.
   std::unique_ptr<store::Database> db;
@@ -223,6 +242,12 @@ int Daemon::Impl::run() {
   }
   auth.setTokens(tokens);
   auth.setAnonymousLoopback(config->agent.anonymous_loopback);
+  config::S3Credentials upload_credentials;
+  if (auto errors = loadUploadCredentials(*config, &upload_credentials); !errors.empty()) {
+    for (const auto& e : errors) spdlog::error("{}", e);
+    spdlog::critical("upload.credentials_file {} is not usable; not starting", config->upload.credentials_file);
+    return 1;
+  }
 
   try {
     state_lock = std::make_unique<StateDirLock>(config->agent.state_dir);
@@ -234,7 +259,10 @@ int Daemon::Impl::run() {
       return it == ttys.end() ? std::string() : it->second;
     });
     runs = std::make_unique<RunService>(io, *config, *boards, clock, *db);
+    uploads = std::make_unique<UploadService>(io, *config, clock, *db, *runs);
     startDatabase(*db, io);
+    uploads->configure(*config, std::move(upload_credentials));
+    runs->onRunEnded([this](const RunSummary& run) { uploads->runEnded(run); });
     health = std::make_unique<HealthService>(io, *config, *boards, *leases, clock);
     // A run's infrastructure failures are events against their boards (the SLA's input).
     runs->setBoardSwapper([this](const std::string& lease_id, const std::string& board, const std::string& reason,
@@ -268,7 +296,7 @@ int Daemon::Impl::run() {
     } catch (const std::exception& e) {
       spdlog::warn("USB discovery unavailable ({}): boards with serial.port = \"auto\" stay offline", e.what());
     }
-    router = std::make_unique<api::Router>(state, *leases, *boards, auth, runs.get(), health.get());
+    router = std::make_unique<api::Router>(state, *leases, *boards, auth, runs.get(), health.get(), uploads.get());
     // Besides connections: the database, the log, event and timer fds, and
     // per board a console, its log and a child's pipes.
     size_t own_descriptors = 64 + 4 * config->boardCount();
@@ -354,6 +382,7 @@ void Daemon::Impl::beginStop(const char* why) {
   health->stop(); // no check starts
   leases->stop(); // waiting lease requests get 503 now
   runs->stop();    // running runs are cancelled, their records say so
+  uploads->stop(); // pending uploads resume at the next start
   boards->stop();  // console streams end
   presence->stop();
   usb.reset();
@@ -448,6 +477,7 @@ void Daemon::Impl::applyReload(PreparedReload prepared) {
     state.config = applied;
     boards->reconfigure(*applied);
     runs->reconfigure(*applied);
+    uploads->configure(*applied, std::move(prepared.upload_credentials));
     leases->reconfigure(*applied);
     health->reconfigure(*applied);
     presence->watch(watchedPaths(*applied));

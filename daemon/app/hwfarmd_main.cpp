@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "config/credentials.h"
 #include "config/tokens.h"
 #include "daemon/app/daemon.h"
 #include "daemon/app/log.h"
@@ -25,24 +26,28 @@ constexpr const char* kUsage =
     "(config/examples/sim-fleet.toml) with state in ./.hwfarm-state.\n"
     "Signals: SIGHUP reloads the config, SIGTERM/SIGINT stop gracefully.\n";
 
+// Prints `errors` of `file` and their count; exit code 1.
+int reportErrors(const std::vector<hwfarm::config::ConfigError>& errors, const std::string& file) {
+  for (const auto& e : errors) std::fprintf(stderr, "%s\n", e.format().c_str());
+  std::fprintf(stderr, "hwfarmd: %s: %zu error(s)\n", file.c_str(), errors.size());
+  return 1;
+}
+
 int checkConfig(const std::string& path) {
   auto result = hwfarm::loadConfig(path);
   std::string name = path.empty() ? hwfarm::config::kEmbeddedSimFleetName : path;
-  if (!result.ok()) {
-    for (const auto& e : result.errors) std::fprintf(stderr, "%s\n", e.format().c_str());
-    std::fprintf(stderr, "hwfarmd: %s: %zu error(s)\n", name.c_str(), result.errors.size());
-    return 1;
-  }
+  if (!result.ok()) return reportErrors(result.errors, name);
   const std::string& tokens_file = result.config->agent.tokens_file;
   size_t tokens = 0;
   if (!tokens_file.empty()) {
     auto t = hwfarm::config::loadTokensFile(tokens_file);
-    if (!t.ok()) {
-      for (const auto& e : t.errors) std::fprintf(stderr, "%s\n", e.format().c_str());
-      std::fprintf(stderr, "hwfarmd: %s: %zu error(s)\n", tokens_file.c_str(), t.errors.size());
-      return 1;
-    }
+    if (!t.ok()) return reportErrors(t.errors, tokens_file);
     tokens = t.tokens.size();
+  }
+  const auto& upload = result.config->upload;
+  if (upload.enabled) {
+    auto c = hwfarm::config::loadCredentialsFile(upload.credentials_file);
+    if (!c.ok()) return reportErrors(c.errors, upload.credentials_file);
   }
   std::printf("hwfarmd: %s: configuration ok (%zu workers, %zu boards", name.c_str(),
               result.config->workers.size(), result.config->boardCount());

@@ -80,6 +80,9 @@ constexpr const char* kUsageText =
     "  jenkins labels                 per worker: its Jenkins node and labels\n"
     "  board maintenance NAME [--reason TEXT] | board resume NAME   (operator)\n"
     "  board check NAME [--wait S] (operator) | board show NAME\n"
+    "  uploads                        runs waiting to go, or failed to go, to the\n"
+    "                                 S3 bucket ([upload])\n"
+    "  upload retry RUN               queue a run's upload again\n"
     "  token new NAME --role viewer|pipeline|operator\n"
     "                                 make a token and its tokens-file entry\n"
     "\n"
@@ -92,7 +95,8 @@ constexpr const char* kUsageText =
     "RUN OPTS: --lease ID (default $HWFARM_LEASE_ID), --mode shard|each,\n"
     "  --reference qemu|none, --board NAME (repeatable; default: all),\n"
     "  --deadline S (per image and target), --out DIR (fetch the artifacts),\n"
-    "  --no-wait (print the run id and return)\n"
+    "  --no-wait (print the run id and return), --commit SHA (the upload\n"
+    "  bucket's commit part; default $GIT_COMMIT)\n"
     "\n"
     "options:\n"
     "  --url URL      http://HOST:PORT or unix:/PATH (default $HWFARM_URL or\n"
@@ -528,6 +532,8 @@ int runHwfarmctl(const std::vector<std::string>& args, std::ostream& out, std::o
   if (command == "flash" || command == "power") return boardAction(s, command, rest);
   if (command == "console") return consoleCommand(s, rest);
   if (command == "run") return runCommand(s, rest);
+  if (command == "uploads") return uploadsCommand(s, rest);
+  if (command == "upload") return uploadCommand(s, rest);
   err << "hwfarmctl: unknown command \"" << command << "\"\n" << kUsageText;
   return kUsage;
 }

@@ -238,12 +238,12 @@ struct Follow {
 int runCommand(Session& s, const std::vector<std::string>& argv) {
   Args a(argv,
          {"--lease", "--mode", "--reference", "--board", "--targets", "--deadline", "--out", "--thresholds", "--suite",
-          "--reference-image"},
+          "--reference-image", "--commit"},
          {"--no-wait", "--no-retry"});
   const char* usage =
       "hwfarmctl: usage: run [--lease ID] [--mode shard|each] [--reference qemu|none|golden:DIR] [--targets T,...]\n"
       "                      [--deadline S] [--thresholds FILE.toml] [--reference-image FILE]... [--no-retry]\n"
-      "                      [--out DIR] [--no-wait] IMAGE... | --suite MANIFEST.toml\n";
+      "                      [--out DIR] [--no-wait] [--commit SHA] IMAGE... | --suite MANIFEST.toml\n";
   bool suite_file = a.value("--suite").has_value();
   if (!a.error().empty() || a.positional().empty() == !suite_file || a.hasRest()) {
     if (!a.error().empty()) s.err << "hwfarmctl run: " << a.error() << "\n";
@@ -302,6 +302,8 @@ int runCommand(Session& s, const std::vector<std::string>& argv) {
   for (const auto& name : a.values("--board")) targets.emplace_back(name);
   if (!targets.empty()) body["targets"] = std::move(targets);
   if (a.flag("--no-retry")) body["retry"] = false;
+  // The commit a run's uploads are filed under (docs/uploads.md); Jenkins' git step sets GIT_COMMIT.
+  if (std::string commit = a.value("--commit").value_or(env("GIT_COMMIT")); !commit.empty()) body["commit"] = commit;
   if (auto d = a.value("--deadline")) {
     try {
       body["deadline_s"] = std::stod(*d);

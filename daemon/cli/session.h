@@ -48,5 +48,8 @@ int exportLease(Session& s, const std::string& format, const std::string& lease,
 int leaseCommand(Session& s, const std::vector<std::string>& args);
 // hwfarmctl run (run_command.cpp).
 int runCommand(Session& s, const std::vector<std::string>& args);
+// hwfarmctl uploads, hwfarmctl upload retry RUN (upload_commands.cpp).
+int uploadsCommand(Session& s, const std::vector<std::string>& args);
+int uploadCommand(Session& s, const std::vector<std::string>& args);
 
 } // namespace hwfarm::cli

@@ -323,6 +323,7 @@ struct RunService::Impl {
                    {"deadline_ms", r.spec.deadline_ms}};
     if (r.summary.ended_ms) o["ended_ms"] = r.summary.ended_ms;
     if (!r.spec.suite.empty()) o["suite"] = run::xmlSafe(r.spec.suite);
+    if (!r.spec.commit.empty()) o["commit"] = r.spec.commit;
     json::array images;
     for (size_t i = 0; i < r.spec.images.size(); ++i) {
       const RunImage& img = r.spec.images[i];
@@ -1008,7 +1009,7 @@ struct RunService::Impl {
       finished.erase(order.front());
       order.pop_front();
     }
-    if (on_ended) on_ended(done);
+    for (const auto& hook : on_ended) hook(done);
   }
 
   // Powers `board` off; while another operation of it runs (a power-on
@@ -1066,7 +1067,7 @@ struct RunService::Impl {
   std::map<std::string, std::unique_ptr<Run>> running;
   std::map<std::string, RunSummary> finished;
   std::deque<std::string> order; // ids, oldest first
-  std::function<void(const RunSummary&)> on_ended;
+  std::vector<std::function<void(const RunSummary&)>> on_ended;
   InfraHook on_infra;
   BoardSwapper swapper;
   RunMetrics metrics;
@@ -1133,7 +1134,7 @@ std::function<void()> RunService::watch(const std::string& id, RunEventSink on_e
 
 size_t RunService::watcherCount(const std::string& id) const { return impl_->watchers.count(id); }
 
-void RunService::onRunEnded(std::function<void(const RunSummary&)> hook) { impl_->on_ended = std::move(hook); }
+void RunService::onRunEnded(std::function<void(const RunSummary&)> hook) { impl_->on_ended.push_back(std::move(hook)); }
 
 void RunService::onInfrastructureFailure(InfraHook hook) { impl_->on_infra = std::move(hook); }
 

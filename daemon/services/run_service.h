@@ -62,6 +62,7 @@ struct RunSpec {
   // reference (recorded outputs, named "golden_ref").
   bool golden = false;
   std::string suite; // the suite's name (a manifest's `suite`): the record's and junit.xml's; empty: none
+  std::string commit; // what the images were built from (the record's "commit", the upload key's); empty: none
   // The targets, in order (empty: every present board of the lease). Each
   // is a board of the lease, a board type (the next board of the lease of
   // that type no earlier entry took: a type listed twice takes two boards),
@@ -136,7 +137,8 @@ class RunService {
   std::function<void()> watch(const std::string& id, RunEventSink on_event);
   // Watchers of run `id` now.
   size_t watcherCount(const std::string& id) const;
-  // Runs when a run ends, after its artifacts are written.
+  // Runs when a run ends, after its artifacts are written (every hook
+  // given, in order).
   void onRunEnded(std::function<void(const RunSummary&)> hook);
   // Runs for each attempt of an ended run that failed the lab's way: its
   // lease, its board (empty for the reference simulator) and why.
