@@ -38,10 +38,12 @@ struct AgentState {
   ConfigStatus config_status;
   int64_t started_at_ms = 0; // unix ms
   std::string version;
-  // The tier served now (the SLA engine of a later issue moves it; today it
-  // is sla.pin_tier or agent.tier) and since when (unix ms).
+  // The tier served now (the SLA service's effective tier: its pin, else
+  // the policy's tier), since when (unix ms) and why ("demoted to tier 2
+  // at ...: ..."; the text of a refused lease's 409).
   int effective_tier = 3;
   int64_t tier_since_ms = 0;
+  std::string tier_reason;
   bool usb_discovery = false; // libusb discovery is running
   std::vector<UnclaimedDevice> unclaimed;
   std::function<api::ServerStats()> server_stats; // set once the HTTP server runs

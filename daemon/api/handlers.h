@@ -28,6 +28,7 @@
 #include "daemon/services/board_service.h"
 #include "daemon/services/lease_service.h"
 #include "daemon/services/run_service.h"
+#include "daemon/services/sla_service.h"
 
 namespace hwfarm::api {
 
@@ -78,9 +79,10 @@ struct Call {
 // names are the route's path segments, as the client sent them.
 class Handlers {
  public:
-  // Without `runs` the run routes answer 503.
-  Handlers(const AgentState& state, LeaseService& leases, BoardService& boards, RunService* runs = nullptr)
-      : state_(state), leases_(leases), boards_(boards), runs_(runs) {}
+  // Without `runs` the run routes answer 503, without `sla` the SLA routes.
+  Handlers(const AgentState& state, LeaseService& leases, BoardService& boards, RunService* runs = nullptr,
+           SlaService* sla = nullptr)
+      : state_(state), leases_(leases), boards_(boards), runs_(runs), sla_(sla) {}
 
   // GET /v1/healthz (routes_health.cpp).
   void healthz(Call& call);
@@ -122,6 +124,14 @@ class Handlers {
   void cancelRun(Call& call, const std::string& id);
   void runArtifact(Call& call, const std::string& id, const std::string& path);
 
+  // The tier SLA routes (routes_sla.cpp): GET /v1/sla (the standing and
+  // its warning), GET /v1/tier (tiers, pin, transitions), POST
+  // /v1/tier/pin and /v1/tier/unpin (operator; answered once saved).
+  void sla(Call& call);
+  void tier(Call& call);
+  void pinTier(Call& call);
+  void unpinTier(Call& call);
+
  private:
   // The active lease `id` holding `board` that the caller may operate, or
   // nullptr once the refusal is answered.
@@ -138,6 +148,7 @@ class Handlers {
   LeaseService& leases_;
   BoardService& boards_;
   RunService* runs_;
+  SlaService* sla_;
 };
 
 } // namespace hwfarm::api

@@ -12,8 +12,8 @@ namespace hwfarm::api {
 class Router {
  public:
   Router(const AgentState& state, LeaseService& leases, BoardService& boards, const Authenticator& auth,
-         RunService* runs = nullptr)
-      : handlers_(state, leases, boards, runs), auth_(auth) {}
+         RunService* runs = nullptr, SlaService* sla = nullptr)
+      : handlers_(state, leases, boards, runs, sla), auth_(auth) {}
 
   // Answers 401/403 for a caller without the route's role, 404/405 for no
   // route, 500 for a handler that throws; otherwise the handler answers.

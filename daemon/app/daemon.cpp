@@ -26,6 +26,7 @@
 #include "daemon/services/board_service.h"
 #include "daemon/services/lease_service.h"
 #include "daemon/services/run_service.h"
+#include "daemon/services/sla_service.h"
 #include "daemon/services/presence.h"
 #include "daemon/services/system_clock.h"
 #include "drivers/usb_discovery.h"
@@ -43,9 +44,6 @@ std::map<std::string, std::string> watchedPaths(const config::FleetConfig& c) {
       if (b.driver == "usb" && b.serial.port != "auto") paths[b.name] = b.serial.port;
   return paths;
 }
-
-// The tier served until the SLA engine (a later issue) moves it.
-int effectiveTier(const config::FleetConfig& c) { return c.sla.pin_tier.value_or(c.agent.tier); }
 
 // Loads the tokens file named by the config (none: no tokens). Errors are
 // returned formatted.
@@ -146,6 +144,7 @@ struct Daemon::Impl {
   std::unique_ptr<LeaseService> leases;
   std::unique_ptr<BoardService> boards;
   std::unique_ptr<RunService> runs;
+  std::unique_ptr<SlaService> sla;
   std::unique_ptr<PresenceWatcher> presence;
   std::unique_ptr<drivers::UsbDiscovery> usb;
   std::map<std::string, bool> usb_present;  // boards found by USB discovery
@@ -193,8 +192,6 @@ int Daemon::Impl::run() {
   state.config_status.source = config->source;
   state.config_status.sha256 = config::sha256Hex(loaded.text);
   state.config_status.loaded_at_ms = state.started_at_ms;
-  state.effective_tier = effectiveTier(*config);
-  state.tier_since_ms = clock.wallMs();
 
   std::vector<config::Token> tokens;
   std::vector<std::string> token_errors = loadTokens(*config, &tokens);
@@ -223,6 +220,20 @@ int Daemon::Impl::run() {
     runs->onInfrastructureFailure([this](const std::string& lease, const std::string& board, const std::string& why) {
       leases->recordInfrastructureFailure(lease, board, why);
     });
+    // The tier SLA: the infrastructure failures the lease service records
+    // (a run's, a board lost) and the runs' outcomes; its effective tier is
+    // what the lease routes serve.
+    sla = std::make_unique<SlaService>(io, *config, clock);
+    sla->onTierChanged([this](int tier, int64_t since_ms, const std::string& reason) {
+      state.effective_tier = tier;
+      state.tier_since_ms = since_ms;
+      state.tier_reason = reason;
+    });
+    state.effective_tier = sla->policy().effectiveTier();
+    state.tier_since_ms = sla->policy().effectiveSinceMs();
+    state.tier_reason = sla->policy().effectiveReason();
+    leases->onInfrastructureFailureRecorded([this](const lease::Event& e) { sla->infraFailure(e.board, e.detail); });
+    runs->onRunEnded([this](const RunSummary& run) { sla->runEnded(run.json); });
     leases->onLeaseEnded([this](const lease::Lease& l) {
       runs->leaseEnded(l); // first: a run's boards are powered off through the board service
       boards->leaseEnded(l);
@@ -245,7 +256,7 @@ int Daemon::Impl::run() {
     } catch (const std::exception& e) {
       spdlog::warn("USB discovery unavailable ({}): boards with serial.port = \"auto\" stay offline", e.what());
     }
-    router = std::make_unique<api::Router>(state, *leases, *boards, auth, runs.get());
+    router = std::make_unique<api::Router>(state, *leases, *boards, auth, runs.get(), sla.get());
     // Besides connections: the database, the log, event and timer fds, and
     // per board a console, its log and a child's pipes.
     size_t own_descriptors = 64 + 4 * config->boardCount();
@@ -330,6 +341,7 @@ void Daemon::Impl::beginStop(const char* why) {
   prune_timer.cancel();
   leases->stop(); // waiting lease requests get 503 now
   runs->stop();    // running runs are cancelled, their records say so
+  sla->stop();
   boards->stop();  // console streams end
   presence->stop();
   usb.reset();
@@ -415,13 +427,8 @@ void Daemon::Impl::applyReload(PreparedReload prepared) {
     server->setLimits(applied->limits);
     auth.setTokens(prepared.tokens);
     auth.setAnonymousLoopback(applied->agent.anonymous_loopback);
-    if (effectiveTier(*applied) != state.effective_tier) {
-      spdlog::info("effective tier {} -> {} (sla.pin_tier / agent.tier changed)", state.effective_tier,
-                   effectiveTier(*applied));
-      state.effective_tier = effectiveTier(*applied);
-      state.tier_since_ms = clock.wallMs();
-    }
     state.config = applied;
+    sla->reconfigure(*applied); // agent.tier, [sla], sla.pin_tier
     boards->reconfigure(*applied);
     runs->reconfigure(*applied);
     leases->reconfigure(*applied);

@@ -70,6 +70,11 @@ constexpr const char* kUsageText =
     "                                 run test images on the lease's boards and\n"
     "                                 the reference simulator; prints each verdict\n"
     "  board maintenance NAME [--reason TEXT] | board resume NAME   (operator)\n"
+    "  sla                            the tier SLA standing: open incidents, the\n"
+    "                                 failure ratio, the time left to a demotion\n"
+    "  tier                           registered, effective and pinned tier, and\n"
+    "                                 the last transitions with their reasons\n"
+    "  tier pin 1|2|3 --reason TEXT | tier unpin [--reason TEXT]   (operator)\n"
     "  token new NAME --role viewer|pipeline|operator\n"
     "                                 make a token and its tokens-file entry\n"
     "\n"
@@ -431,6 +436,8 @@ int runHwfarmctl(const std::vector<std::string>& args, std::ostream& out, std::o
   if (command == "flash" || command == "power") return boardAction(s, command, rest);
   if (command == "console") return consoleCommand(s, rest);
   if (command == "run") return runCommand(s, rest);
+  if (command == "sla") return slaCommand(s, rest);
+  if (command == "tier") return tierCommand(s, rest);
   err << "hwfarmctl: unknown command \"" << command << "\"\n" << kUsageText;
   return kUsage;
 }

@@ -42,5 +42,8 @@ std::string env(const char* name, const std::string& fallback = "");
 int leaseCommand(Session& s, const std::vector<std::string>& args);
 // hwfarmctl run (run_command.cpp).
 int runCommand(Session& s, const std::vector<std::string>& args);
+// hwfarmctl sla, tier (tier_commands.cpp).
+int slaCommand(Session& s, const std::vector<std::string>& args);
+int tierCommand(Session& s, const std::vector<std::string>& args);
 
 } // namespace hwfarm::cli

@@ -55,7 +55,6 @@ const std::string& Recorded::body() const {
 InProcess::InProcess(const config::FleetConfig& config) {
   std::filesystem::create_directories(config.agent.state_dir);
   state.config = std::make_shared<const config::FleetConfig>(config);
-  state.effective_tier = config.agent.tier;
   auth.setAnonymousLoopback(true);
   open();
 }
@@ -66,17 +65,29 @@ void InProcess::open() {
   leases = std::make_unique<LeaseService>(io, *state.config, clock);
   boards = std::make_unique<BoardService>(io, *state.config, [](const std::string&) { return std::string(); });
   leases->onLeaseEnded([this](const lease::Lease& l) { boards->leaseEnded(l); });
-  handlers = std::make_unique<api::Handlers>(state, *leases, *boards);
-  router = std::make_unique<api::Router>(state, *leases, *boards, auth);
+  sla = std::make_unique<SlaService>(io, *state.config, clock);
+  sla->onTierChanged([this](int tier, int64_t since_ms, const std::string& reason) {
+    state.effective_tier = tier;
+    state.tier_since_ms = since_ms;
+    state.tier_reason = reason;
+  });
+  state.effective_tier = sla->policy().effectiveTier();
+  state.tier_since_ms = sla->policy().effectiveSinceMs();
+  state.tier_reason = sla->policy().effectiveReason();
+  leases->onInfrastructureFailureRecorded([this](const lease::Event& e) { sla->infraFailure(e.board, e.detail); });
+  handlers = std::make_unique<api::Handlers>(state, *leases, *boards, nullptr, sla.get());
+  router = std::make_unique<api::Router>(state, *leases, *boards, auth, nullptr, sla.get());
 }
 
 void InProcess::close() {
   leases->stop();
   boards->stop();
+  sla->stop();
   io.restart();
   io.run_for(std::chrono::milliseconds(100));
   router.reset();
   handlers.reset();
+  sla.reset();
   boards.reset();
   leases.reset();
 }
@@ -113,6 +124,7 @@ void InProcess::runUntil(const std::shared_ptr<Recorded>& answer, std::chrono::m
 
 void InProcess::reload(const config::FleetConfig& next) {
   state.config = std::make_shared<const config::FleetConfig>(next);
+  sla->reconfigure(next);
   boards->reconfigure(next);
   leases->reconfigure(next);
 }

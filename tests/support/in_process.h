@@ -21,6 +21,7 @@
 #include "daemon/api/router.h"
 #include "daemon/services/board_service.h"
 #include "daemon/services/lease_service.h"
+#include "daemon/services/sla_service.h"
 #include "daemon/services/system_clock.h"
 #include "tests/support/process.h"
 
@@ -67,8 +68,9 @@ struct Pending {
 class InProcess {
  public:
   // Creates config.agent.state_dir and opens the services on it, restoring
-  // the lease database found there. The effective tier is the agent's tier;
-  // the router lets anonymous loopback callers in (as operator).
+  // the lease database and the SLA state (sla.json) found there. The
+  // effective tier is the SLA service's (the agent's tier on a fresh state
+  // dir); the router lets anonymous loopback callers in (as operator).
   explicit InProcess(const config::FleetConfig& config);
   // Stops the services and runs their last completions.
   ~InProcess();
@@ -115,6 +117,7 @@ class InProcess {
   Authenticator auth;
   std::unique_ptr<LeaseService> leases;
   std::unique_ptr<BoardService> boards;
+  std::unique_ptr<SlaService> sla; // fed the lease service's infrastructure failures, as hwfarmd does
   std::unique_ptr<api::Handlers> handlers;
   std::unique_ptr<api::Router> router;
 
