@@ -100,6 +100,10 @@ class SlaService {
   // pins the tier.
   void unpin(const std::string& who, const std::string& reason, PinDone done);
 
+  // Writes the state now; `done` runs on the loop once it is on disk (or
+  // with the error): every change made before it is durable then.
+  void flush(std::function<void(const Status&)> done) { save(std::move(done)); }
+
   // The standing now (decisions due are made first).
   health::Standing standing();
   const health::SlaPolicy& policy() const { return *policy_; }

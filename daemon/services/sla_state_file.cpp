@@ -48,7 +48,7 @@ class Reader {
     if (failed() || !o_) return nullptr;
     auto it = o_->find(key);
     if (it == o_->end()) {
-      Reader(json::value(), path_ + "." + key, error_).fail("missing");
+      bad(key, "missing");
       return nullptr;
     }
     return &it->value();
@@ -92,7 +92,7 @@ class Reader {
   }
   std::string at(const char* key, size_t i) const { return path_ + "." + key + "[" + std::to_string(i) + "]"; }
   void bad(const char* key, const std::string& message) {
-    Reader(json::value(), path_ + "." + key, error_).fail(message);
+    if (error_->empty()) *error_ = path_ + "." + key + ": " + message;
   }
 
  private:
