@@ -1,5 +1,6 @@
 #include "daemon/api/metrics.h"
 
+#include <cstdio>
 #include <sstream>
 
 namespace hwfarm::api {
@@ -99,8 +100,13 @@ std::string renderMetrics(const AgentState& state, const LeaseService& leases,
     family(out, "hwfarm_sla_seconds_to_demotion", "gauge",
            "Seconds until the SLA policy demotes the agent one tier unless an incident is resolved (+Inf: none ahead).");
     out << "hwfarm_sla_seconds_to_demotion{" << agent << "} ";
-    if (st.ms_to_demotion) out << static_cast<double>(*st.ms_to_demotion) / 1000.0 << '\n';
-    else out << "+Inf\n";
+    if (st.ms_to_demotion) { // to the millisecond (the stream's 6 digits would round up a countdown)
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%.3f", static_cast<double>(*st.ms_to_demotion) / 1000.0);
+      out << seconds << '\n';
+    } else {
+      out << "+Inf\n";
+    }
     single(out, "hwfarm_sla_open_incidents", "gauge", "Open infrastructure incidents (a board, a hub or the host).",
            agent, st.incidents.size());
     family(out, "hwfarm_sla_transitions_total", "counter", "Tier transitions since start-up, by kind.");
