@@ -25,6 +25,8 @@ packages=(
   libxml2-utils
   # tests and bench: the comparator is checked and timed against numpy
   python3-numpy
+  # tests: the example alert rules (docs/prometheus/) are checked by promtool
+  prometheus
   # fuzzing (make fuzz): clang with libFuzzer
   clang-14 libfuzzer-14-dev
 )
