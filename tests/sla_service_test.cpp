@@ -13,6 +13,7 @@
 #include "daemon/core/clock.h"
 #include "daemon/services/sla_service.h"
 #include "tests/support/daemon_harness.h"
+#include "tests/support/in_process.h"
 
 using namespace hwfarm;
 using namespace std::chrono_literals;
@@ -48,12 +49,7 @@ struct Sla {
 
   template <typename Pred>
   bool runUntil(Pred done) {
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!done() && std::chrono::steady_clock::now() < deadline) {
-      if (io.stopped()) io.restart();
-      io.run_one_for(10ms);
-    }
-    return done();
+    return test::runLoopUntil(io, done);
   }
   // Everything changed so far is in sla.json.
   void flush() {
@@ -145,16 +141,20 @@ TEST_CASE("sla service: a run without an infrastructure failure on the board res
   // one that ran on another board neither,
   s.sla->runEnded(summary("passed", {{"sim-1", "none"}}));
   REQUIRE(s.sla->policy().incidents().open().size() == 1);
+  // nor the simulator as a target, failed or not,
+  s.sla->runEnded(summary("error", {{"qemu", "infrastructure"}, {"@qemu", "none"}}));
+  REQUIRE(s.sla->policy().incidents().open().size() == 1);
+  REQUIRE(s.sla->standing().ratio.runs == 1); // the run on sim-1 only
   // but one whose tests failed on sim-0 shows the board flashed and ran.
   s.sla->runEnded(summary("failed", {{"sim-0", "test"}}));
   REQUIRE(s.sla->policy().incidents().open().empty());
   s.advance(48h);
   REQUIRE(s.sla->policy().effectiveTier() == 1);
   REQUIRE(s.sla->policy().transitions().empty());
-  // The three runs counted in the ratio (the cancelled one not), the
-  // reference's own failure not at all.
+  // Those runs are older than tier 1's 24 h ratio window now; a new one
+  // counts, its reference's own failure not.
   health::Standing st = s.sla->standing();
-  REQUIRE(st.ratio.runs == 0); // all three are older than tier 1's 24 h window now
+  REQUIRE(st.ratio.runs == 0);
   s.sla->runEnded(summary("error", {{"sim-1", "infrastructure"}, {"sim-1", "none"}}));
   st = s.sla->standing();
   REQUIRE(st.ratio.runs == 1);

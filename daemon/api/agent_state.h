@@ -10,6 +10,7 @@
 
 #include "config/fleet_config.h"
 #include "daemon/api/server.h"
+#include "daemon/services/sla_service.h"
 
 namespace hwfarm {
 
@@ -48,5 +49,17 @@ struct AgentState {
   std::vector<UnclaimedDevice> unclaimed;
   std::function<api::ServerStats()> server_stats; // set once the HTTP server runs
 };
+
+// Makes `state`'s effective tier, since and reason those of `sla`, now and
+// at every change (SlaService::onTierChanged). Both outlive the hook.
+inline void followTier(AgentState& state, SlaService& sla) {
+  auto set = [&state](int tier, int64_t since_ms, const std::string& reason) {
+    state.effective_tier = tier;
+    state.tier_since_ms = since_ms;
+    state.tier_reason = reason;
+  };
+  set(sla.policy().effectiveTier(), sla.policy().effectiveSinceMs(), sla.policy().effectiveReason());
+  sla.onTierChanged(set);
+}
 
 } // namespace hwfarm

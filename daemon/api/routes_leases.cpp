@@ -51,7 +51,6 @@ void Handlers::acquire(Call& c) {
   // A retry of a request that was admitted gets its lease (or rejoins its
   // wait) even if the tier changed since.
   bool retry = !r.idempotency_key.empty() && leases_.scheduler().knowsKey(r.holder.principal, r.idempotency_key);
-  if (sla_) sla_->tick(); // a demotion due now refuses this request already
   if (!retry && !lease::tierServes(state_.effective_tier, r.context)) {
     // The reason says since when and why: "demoted to tier 2 at
     // 2026-12-01T03:12Z: infrastructure failure on stm32-2 (flash timeout)

@@ -111,6 +111,11 @@ void answerPin(const Reply& respond, SlaService& sla, const Result<health::Trans
   }
 }
 
+// The completion of a pin or unpin: answers `respond` (answerPin).
+SlaService::PinDone pinAnswer(const Reply& respond, SlaService& sla) {
+  return [respond, &sla](const Result<health::Transition>& r) { answerPin(respond, sla, r); };
+}
+
 } // namespace
 
 void Handlers::tier(Call& c) {
@@ -123,10 +128,7 @@ void Handlers::pinTier(Call& c) {
   std::string error;
   auto pin = parsePin(c.request.body, &error);
   if (!pin) return c.respond(jsonError(400, "invalid_request", error));
-  auto respond = c.respond;
-  SlaService* sla = sla_;
-  sla_->pin(pin->tier, c.principal->name, pin->reason,
-            [respond, sla](const Result<health::Transition>& r) { answerPin(respond, *sla, r); });
+  sla_->pin(pin->tier, c.principal->name, pin->reason, pinAnswer(c.respond, *sla_));
 }
 
 void Handlers::unpinTier(Call& c) {
@@ -134,10 +136,7 @@ void Handlers::unpinTier(Call& c) {
   std::string error;
   auto reason = parseReason(c.request.body, &error);
   if (!reason) return c.respond(jsonError(400, "invalid_request", error));
-  auto respond = c.respond;
-  SlaService* sla = sla_;
-  sla_->unpin(c.principal->name, reason->empty() ? "no reason given" : *reason,
-              [respond, sla](const Result<health::Transition>& r) { answerPin(respond, *sla, r); });
+  sla_->unpin(c.principal->name, reason->empty() ? "no reason given" : *reason, pinAnswer(c.respond, *sla_));
 }
 
 } // namespace hwfarm::api

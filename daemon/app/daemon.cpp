@@ -224,14 +224,7 @@ int Daemon::Impl::run() {
     // (a run's, a board lost) and the runs' outcomes; its effective tier is
     // what the lease routes serve.
     sla = std::make_unique<SlaService>(io, *config, clock);
-    sla->onTierChanged([this](int tier, int64_t since_ms, const std::string& reason) {
-      state.effective_tier = tier;
-      state.tier_since_ms = since_ms;
-      state.tier_reason = reason;
-    });
-    state.effective_tier = sla->policy().effectiveTier();
-    state.tier_since_ms = sla->policy().effectiveSinceMs();
-    state.tier_reason = sla->policy().effectiveReason();
+    followTier(state, *sla);
     leases->onInfrastructureFailureRecorded([this](const lease::Event& e) { sla->infraFailure(e.board, e.detail); });
     runs->onRunEnded([this](const RunSummary& run) { sla->runEnded(run.json); });
     leases->onLeaseEnded([this](const lease::Lease& l) {

@@ -186,16 +186,6 @@ int unclaimed(Session& s) {
   return kOk;
 }
 
-int simpleGet(Session& s, const std::string& path, int (*print)(const json::value&, std::ostream&)) {
-  int code = kOk;
-  auto body = s.call("GET", path, "", &code);
-  if (!body) return code;
-  if (s.json) {
-    s.out << json::serialize(*body) << "\n";
-    return kOk;
-  }
-  return print(*body, s.out);
-}
 
 int boardCommand(Session& s, const std::vector<std::string>& argv) {
   Args a(argv, {"--reason"}, {});
@@ -311,6 +301,17 @@ std::string text(const json::value& v) {
 std::string env(const char* name, const std::string& fallback) {
   const char* value = std::getenv(name);
   return value && *value ? value : fallback;
+}
+
+int simpleGet(Session& s, const std::string& path, int (*print)(const json::value&, std::ostream&)) {
+  int code = kOk;
+  auto body = s.call("GET", path, "", &code);
+  if (!body) return code;
+  if (s.json) {
+    s.out << json::serialize(*body) << "\n";
+    return kOk;
+  }
+  return print(*body, s.out);
 }
 
 std::optional<json::value> Session::call(const std::string& method, const std::string& target,

@@ -37,6 +37,8 @@ std::string percentEncode(const std::string& text);
 // Reads a local image file (a regular file) into `data`; false with `error`.
 bool readImage(const std::string& path, std::string* data, std::string* error);
 std::string env(const char* name, const std::string& fallback = "");
+// GET `path` and print it with `print` (--json: the daemon's answer).
+int simpleGet(Session& s, const std::string& path, int (*print)(const boost::json::value&, std::ostream&));
 
 // Lease commands (lease_commands.cpp).
 int leaseCommand(Session& s, const std::vector<std::string>& args);

@@ -98,17 +98,6 @@ int printTier(const json::value& body, std::ostream& out) {
   return kOk;
 }
 
-int show(Session& s, const std::string& path, int (*print)(const json::value&, std::ostream&)) {
-  int code = kOk;
-  auto body = s.call("GET", path, "", &code);
-  if (!body) return code;
-  if (s.json) {
-    s.out << json::serialize(*body) << "\n";
-    return kOk;
-  }
-  return print(*body, s.out);
-}
-
 constexpr const char* kTierUsage = "hwfarmctl: usage: tier | tier pin 1|2|3 --reason TEXT | tier unpin [--reason TEXT]\n";
 
 } // namespace
@@ -118,7 +107,7 @@ int slaCommand(Session& s, const std::vector<std::string>& args) {
     s.err << "hwfarmctl: sla takes no arguments\n";
     return kUsage;
   }
-  return show(s, "/v1/sla", printSla);
+  return simpleGet(s, "/v1/sla", printSla);
 }
 
 int tierCommand(Session& s, const std::vector<std::string>& argv) {
@@ -128,7 +117,7 @@ int tierCommand(Session& s, const std::vector<std::string>& argv) {
     return kUsage;
   }
   const auto& p = a.positional();
-  if (p.empty() && !a.value("--reason")) return show(s, "/v1/tier", printTier);
+  if (p.empty() && !a.value("--reason")) return simpleGet(s, "/v1/tier", printTier);
   json::object body;
   if (auto reason = a.value("--reason")) body["reason"] = *reason;
   if (p.size() == 2 && p[0] == "pin") {

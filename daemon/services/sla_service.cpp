@@ -161,6 +161,8 @@ SlaService::SlaService(asio::io_context& io, const config::FleetConfig& config, 
                  health::tierName(state->pinned.value_or(state->policy_tier)), state->incidents.size(),
                  state->transitions.size());
   }
+  boards_.clear();
+  for (const auto& b : options.boards) boards_.insert(b.board);
   policy_ = std::make_unique<health::SlaPolicy>(std::move(options), std::move(state));
   config_pin_ = config.sla.pin_tier;
   config_source_ = config.source;
@@ -225,6 +227,8 @@ void SlaService::reconfigure(const config::FleetConfig& config) {
   health::SlaState state = policy_->state();
   state.policy_tier = std::max(state.policy_tier, options.registered_tier);
   if (state.pinned && *state.pinned < options.registered_tier) state.pinned = pin_->tier = options.registered_tier;
+  boards_.clear();
+  for (const auto& b : options.boards) boards_.insert(b.board);
   policy_ = std::make_unique<health::SlaPolicy>(std::move(options), std::move(state));
   config_pin_ = config.sla.pin_tier;
   config_source_ = config.source;
@@ -295,7 +299,13 @@ void SlaService::runEnded(const std::string& summary_json) {
   if (stopped_) return;
   std::vector<BoardOutcome> outcomes = boardOutcomes(summary_json);
   if (outcomes.empty()) return;
-  for (const auto& o : outcomes) handle(policy_->onRun(now(), o.board, "", o.result, o.detail));
+  bool any = false;
+  for (const auto& o : outcomes)
+    if (boards_.count(o.board)) { // not a simulator target, whatever its label
+      handle(policy_->onRun(now(), o.board, "", o.result, o.detail));
+      any = true;
+    }
+  if (!any) return;
   save();
   arm();
 }

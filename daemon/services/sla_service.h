@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -87,7 +88,8 @@ class SlaService {
   // board (the reference simulator's own failure) opens no incident: it is
   // logged only.
   void infraFailure(const std::string& board, const std::string& detail);
-  // An ended run's outcomes (boardOutcomes of its summary.json).
+  // An ended run's outcomes (boardOutcomes of its summary.json) on the
+  // configured boards (a simulator target is none).
   void runEnded(const std::string& summary_json);
 
   // The operator's pin: the answer comes once it is saved. invalid_argument
@@ -135,6 +137,7 @@ class SlaService {
   boost::asio::io_context& io_;
   const Clock& clock_;
   std::string path_;
+  std::set<std::string> boards_; // the configured boards
   std::optional<int> config_pin_;
   std::string config_source_;
   std::unique_ptr<health::SlaPolicy> policy_;

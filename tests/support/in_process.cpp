@@ -66,14 +66,7 @@ void InProcess::open() {
   boards = std::make_unique<BoardService>(io, *state.config, [](const std::string&) { return std::string(); });
   leases->onLeaseEnded([this](const lease::Lease& l) { boards->leaseEnded(l); });
   sla = std::make_unique<SlaService>(io, *state.config, clock);
-  sla->onTierChanged([this](int tier, int64_t since_ms, const std::string& reason) {
-    state.effective_tier = tier;
-    state.tier_since_ms = since_ms;
-    state.tier_reason = reason;
-  });
-  state.effective_tier = sla->policy().effectiveTier();
-  state.tier_since_ms = sla->policy().effectiveSinceMs();
-  state.tier_reason = sla->policy().effectiveReason();
+  followTier(state, *sla);
   leases->onInfrastructureFailureRecorded([this](const lease::Event& e) { sla->infraFailure(e.board, e.detail); });
   handlers = std::make_unique<api::Handlers>(state, *leases, *boards, nullptr, sla.get());
   router = std::make_unique<api::Router>(state, *leases, *boards, auth, nullptr, sla.get());

@@ -32,6 +32,18 @@ config::FleetConfig parseFleet(const std::string& text);
 // qemuFleet's `boards` simulated boards, state in <dir>/state, parsed.
 config::FleetConfig simulatedFleet(const TempDir& dir, int boards, const std::string& agent_extra = "");
 
+// Runs `io` until `done()` holds; false if it still does not after `timeout`
+// of real time.
+template <typename Pred>
+bool runLoopUntil(boost::asio::io_context& io, Pred done, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    if (io.stopped()) io.restart();
+    io.run_one_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
 // A request as the server hands it on (an empty body when `body` is).
 api::HttpRequest httpRequest(const std::string& method, const std::string& target, const std::string& body = "");
 
