@@ -102,6 +102,9 @@ TEST_CASE("sla api: an unresolved infrastructure failure demotes the agent, refu
                                       "mismatch.*\\) unresolved for 7s"));
   REQUIRE(t.at("transitions").as_array().size() == 1);
   REQUIRE(d.log().find("SLA: " + reason) != std::string::npos);
+  auto status = ctl(d, kViewer, {"status"});
+  REQUIRE(status.out.find("tier:       2 (registered 1, since ") != std::string::npos);
+  REQUIRE(status.out.find("            " + reason + "\n") != std::string::npos);
 
   // A pr lease is refused at once: 409 with the reason and since when,
   auto refused = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"pr"})", kPipeline);

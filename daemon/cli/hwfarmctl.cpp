@@ -147,8 +147,10 @@ int printStatus(const json::value& body, std::ostream& out) {
   const auto& c = o.at("config").as_object();
   out << "agent:      " << text(o.at("agent")) << " (hwfarmd " << text(o.at("version")) << ")\n"
       << "tier:       " << text(o.at("effective_tier")) << " (registered " << text(o.at("registered_tier"))
-      << ", since " << text(o.at("tier_since")) << ")\n"
-      << "started:    " << text(o.at("started_at")) << "\n"
+      << ", since " << text(o.at("tier_since")) << ")\n";
+  if (const auto* why = o.if_contains("tier_reason"); why && why->is_string() && !why->as_string().empty())
+    out << "            " << text(*why) << "\n";
+  out << "started:    " << text(o.at("started_at")) << "\n"
       << "config:     generation " << text(c.at("generation")) << " from " << text(c.at("source")) << ", loaded "
       << text(c.at("loaded_at")) << "\n"
       << "            " << text(c.at("workers")) << " workers, " << text(c.at("boards")) << " boards, sha256 "
