@@ -108,6 +108,23 @@ TEST_CASE("sla routes: an infrastructure failure the lease service records is an
   REQUIRE(d.sla->policy().incidents().open().size() == 1);
 }
 
+TEST_CASE("sla routes: a board that vanishes while leased is an incident against it") {
+  TempDir dir;
+  InProcess d(simulatedFleet(dir, 2));
+  auto granted = d.send("POST", "/v1/leases", acquireBody(2, 60));
+  REQUIRE(granted->status() == 201);
+  d.leases->presence("sim-1", false);
+  waitIncidents(d, 1);
+  json::object i = d.send("GET", "/v1/sla")->json().at("incidents").at(0).as_object();
+  REQUIRE(str(i.at("description")) == "sim-1 (board vanished while leased)");
+  // A board that goes while unleased is no infrastructure failure.
+  REQUIRE(d.send("DELETE", "/v1/leases/" + str(granted->json().at("id")))->status() == 200);
+  d.leases->presence("sim-0", false);
+  d.io.restart();
+  d.io.run_for(std::chrono::milliseconds(100));
+  REQUIRE(d.sla->policy().incidents().open().size() == 1);
+}
+
 TEST_CASE("sla routes: a pin refuses the contexts its tier does not serve with the pin's reason, and survives a restart") {
   TempDir dir;
   InProcess d(simulatedFleet(dir, 2));

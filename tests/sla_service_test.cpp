@@ -163,6 +163,19 @@ TEST_CASE("sla service: a run without an infrastructure failure on the board res
   REQUIRE(st.incidents.front().incident.detail == "sim-1 infrastructure");
 }
 
+TEST_CASE("sla service: a failed health check opens an incident and a clean one resolves it") {
+  test::TempDir dir;
+  ManualClock clock(kStartWallMs);
+  Sla s(fleet(dir), clock);
+  s.sla->checkEnded("sim-1", false, "no banner within 10 s");
+  REQUIRE(s.sla->standing().incidents.front().incident.describe() == "sim-1 (health check: no banner within 10 s)");
+  s.advance(23h);
+  s.sla->checkEnded("sim-1", true, "");
+  s.advance(2h);
+  REQUIRE(s.sla->standing().incidents.empty());
+  REQUIRE(s.sla->policy().effectiveTier() == 1);
+}
+
 TEST_CASE("sla service: a run's outcome per board is the worst of its attempts there") {
   auto outcomes = boardOutcomes(summary("error", {{"sim-0", "none"},
                                                   {"sim-1", "test"},

@@ -310,6 +310,13 @@ void SlaService::runEnded(const std::string& summary_json) {
   arm();
 }
 
+void SlaService::checkEnded(const std::string& board, bool passed, const std::string& detail) {
+  if (stopped_) return;
+  handle(policy_->onCheck(now(), board, "", passed, detail));
+  save();
+  arm();
+}
+
 void SlaService::pin(int tier, const std::string& who, const std::string& reason, PinDone done) {
   if (config_pin_)
     return done(Status::error(Code::conflict, "the tier is pinned to " + std::to_string(*config_pin_) +

@@ -92,6 +92,11 @@ class SlaService {
   // configured boards (a simulator target is none).
   void runEnded(const std::string& summary_json);
 
+  // A health check of `board` ended (the board health service's input): a
+  // pass resolves the board, a failure opens or joins an incident
+  // ("health check: <detail>").
+  void checkEnded(const std::string& board, bool passed, const std::string& detail);
+
   // The operator's pin: the answer comes once it is saved. invalid_argument
   // (tier outside 1..3 or above the registered tier), conflict (the config
   // pins the tier: sla.pin_tier), io_error (sla.json could not be written;
