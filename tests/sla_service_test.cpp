@@ -255,6 +255,14 @@ TEST_CASE("sla service: sla.pin_tier pins by config, refuses an operator's pin, 
     REQUIRE(s.sla->policy().effectiveTier() == 1);
     REQUIRE(s.sla->policy().transitions().back().reason ==
             "unpinned at 2027-01-15T08:00Z by config: sla.pin_tier removed from fleet.toml; serving tier 1 (policy)");
+  }
+  {
+    // That reload was saved: ten minutes later a restart finds it unpinned
+    // at 08:00, not again now.
+    clock.advance(10min);
+    Sla s(plain, clock);
+    REQUIRE(s.sla->policy().transitions().size() == 2);
+    REQUIRE(s.sla->policy().transitions().back().at_ms == kStartWallMs);
     // An operator's pin then stays through a reload without pin_tier.
     REQUIRE(s.answer([&](auto done) { s.sla->pin(2, "alice", "lab move", done); }).ok());
     s.sla->reconfigure(plain);

@@ -151,19 +151,11 @@ SlaService::SlaService(asio::io_context& io, const config::FleetConfig& config, 
   } else if (ec) {
     throw std::runtime_error("cannot read " + path_ + ": " + ec.message());
   }
-  health::SlaOptions options = slaOptions(config);
-  if (state) {
-    // A registered tier lowered while hwfarmd was down: the policy and a
-    // pin come down to it (the policy never serves above it).
-    state->policy_tier = std::max(state->policy_tier, options.registered_tier);
-    if (state->pinned && *state->pinned < options.registered_tier) state->pinned = pin_->tier = options.registered_tier;
+  if (state)
     spdlog::info("SLA state resumed from {}: {} ({} open incident(s), {} transition(s) kept)", path_,
                  health::tierName(state->pinned.value_or(state->policy_tier)), state->incidents.size(),
                  state->transitions.size());
-  }
-  boards_.clear();
-  for (const auto& b : options.boards) boards_.insert(b.board);
-  policy_ = std::make_unique<health::SlaPolicy>(std::move(options), std::move(state));
+  install(slaOptions(config), std::move(state));
   config_pin_ = config.sla.pin_tier;
   config_source_ = config.source;
   last_tier_ = policy_->effectiveTier();
@@ -178,6 +170,21 @@ SlaService::~SlaService() {
   stopped_ = true;
   writer_->timer.cancel();
   writer_->thread.join();
+}
+
+void SlaService::install(health::SlaOptions options, std::optional<health::SlaState> state) {
+  if (state) {
+    // A registered tier lowered (agent.tier 1 -> 2) brings the policy and a
+    // pin down to it: the agent never serves above its registered tier.
+    int registered = options.registered_tier;
+    if (state->policy_tier < registered || (state->pinned && *state->pinned < registered))
+      spdlog::warn("SLA: agent.tier is {}: serving no tier above it", registered);
+    state->policy_tier = std::max(state->policy_tier, registered);
+    if (state->pinned && *state->pinned < registered) state->pinned = pin_->tier = registered;
+  }
+  boards_.clear();
+  for (const auto& b : options.boards) boards_.insert(b.board);
+  policy_ = std::make_unique<health::SlaPolicy>(std::move(options), std::move(state));
 }
 
 int64_t SlaService::now() {
@@ -223,18 +230,15 @@ void SlaService::applyConfigPin() {
 
 void SlaService::reconfigure(const config::FleetConfig& config) {
   advance();
-  health::SlaOptions options = slaOptions(config);
-  health::SlaState state = policy_->state();
-  state.policy_tier = std::max(state.policy_tier, options.registered_tier);
-  if (state.pinned && *state.pinned < options.registered_tier) state.pinned = pin_->tier = options.registered_tier;
-  boards_.clear();
-  for (const auto& b : options.boards) boards_.insert(b.board);
-  policy_ = std::make_unique<health::SlaPolicy>(std::move(options), std::move(state));
+  install(slaOptions(config), policy_->state());
   config_pin_ = config.sla.pin_tier;
   config_source_ = config.source;
   notifyTier();
   applyConfigPin();
-  tick();
+  if (stopped_) return;
+  advance(); // under the new rules
+  save();
+  arm();
 }
 
 void SlaService::stop() {

@@ -129,6 +129,9 @@ class SlaService {
 
  private:
   struct Writer;
+  // A new policy on `options`, resuming `state` (brought within the
+  // registered tier).
+  void install(health::SlaOptions options, std::optional<health::SlaState> state);
   // The wall clock, never earlier than a time already used.
   int64_t now();
   // Makes the decisions due now; true when any was made.
