@@ -61,7 +61,7 @@ json::object standing(const RunningDaemon& d) { return parsed(d.get("/v1/sla", k
 
 } // namespace
 
-TEST_CASE("sla api: an unresolved infrastructure failure demotes the agent, refuses pr leases with the reason, and a restart keeps it") {
+TEST_CASE("sla api: an unresolved infrastructure failure demotes the agent and refuses pr leases with the reason and a restart keeps it") {
   TempDir dir;
   // Tier 1 resolves an infrastructure failure within 7.2 s here (24 h by default).
   RunningDaemon d(dir, tokenFleet(dir, 1) + "[sla.tier1]\nresolution_window_h = 0.002\n");

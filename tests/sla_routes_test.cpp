@@ -125,7 +125,7 @@ TEST_CASE("sla routes: a board that vanishes while leased is an incident against
   REQUIRE(d.sla->policy().incidents().open().size() == 1);
 }
 
-TEST_CASE("sla routes: a pin refuses the contexts its tier does not serve with the pin's reason, and survives a restart") {
+TEST_CASE("sla routes: a pin refuses the contexts its tier does not serve with the pin's reason and survives a restart") {
   TempDir dir;
   InProcess d(simulatedFleet(dir, 2));
   auto pinned = d.send("POST", "/v1/tier/pin", R"({"tier": 2, "reason": "lab move"})");

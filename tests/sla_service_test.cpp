@@ -229,7 +229,7 @@ TEST_CASE("sla service: a pin is saved before its answer and unpin returns to th
   REQUIRE(sla.metrics().transitions[static_cast<size_t>(health::Transition::Kind::unpinned)] == 1);
 }
 
-TEST_CASE("sla service: sla.pin_tier pins by config, refuses an operator's pin, and its removal lifts only its own pin") {
+TEST_CASE("sla service: sla.pin_tier pins by config and refuses an operator's pin and its removal lifts only its own pin") {
   test::TempDir dir;
   ManualClock clock(kStartWallMs);
   config::FleetConfig plain = fleet(dir);
