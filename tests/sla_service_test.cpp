@@ -271,6 +271,23 @@ TEST_CASE("sla service: sla.pin_tier pins by config and refuses an operator's pi
   }
 }
 
+TEST_CASE("sla service: a board taken out of the configuration resolves what it left unresolved") {
+  test::TempDir dir;
+  ManualClock clock(kStartWallMs);
+  config::FleetConfig two = fleet(dir); // failures an hour apart: no host incident
+  config::FleetConfig one = two;
+  one.workers.front().boards.pop_back(); // sim-1 goes
+  Sla s(two, clock);
+  s.sla->infraFailure("sim-1", "flash timeout");
+  s.advance(61min);
+  s.sla->infraFailure("sim-0", "flash timeout");
+  REQUIRE(s.sla->standing().incidents.size() == 2);
+  s.sla->reconfigure(one);
+  auto st = s.sla->standing();
+  REQUIRE(st.incidents.size() == 1);
+  REQUIRE(st.incidents.front().incident.subject() == "sim-0");
+}
+
 TEST_CASE("sla service: a registered tier lowered while hwfarmd was down brings the policy tier down to it") {
   test::TempDir dir;
   ManualClock clock(kStartWallMs);

@@ -185,6 +185,17 @@ void SlaService::install(health::SlaOptions options, std::optional<health::SlaSt
   boards_.clear();
   for (const auto& b : options.boards) boards_.insert(b.board);
   policy_ = std::make_unique<health::SlaPolicy>(std::move(options), std::move(state));
+  // A board that left the configuration serves nothing: what it left
+  // unresolved is resolved (as by a clean check), so removing a broken
+  // board is a fix.
+  std::vector<std::string> gone;
+  for (const auto& incident : policy_->incidents().open())
+    for (const auto& board : incident.unresolved)
+      if (!boards_.count(board)) gone.push_back(board);
+  for (const auto& board : gone) {
+    spdlog::info("SLA: board {} is no longer configured: its infrastructure failure counts as resolved", board);
+    handle(policy_->onCheck(now(), board, "", true));
+  }
 }
 
 int64_t SlaService::now() {

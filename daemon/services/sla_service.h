@@ -71,7 +71,8 @@ class SlaService {
   ~SlaService(); // waits for the write under way
 
   // New options (tiers, boards, agent.tier: a policy or pinned tier above a
-  // new registered tier comes down to it). sla.pin_tier is a pin by
+  // new registered tier comes down to it; a board no longer configured
+  // counts as resolved). sla.pin_tier is a pin by
   // "config": set, it pins that tier (unless already pinned so by config);
   // removed, it lifts a pin the config made. An operator's pin is not
   // touched by a config without pin_tier.
