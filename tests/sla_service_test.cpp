@@ -126,6 +126,7 @@ TEST_CASE("sla service: an infrastructure failure left unresolved demotes at exa
   // Tier 2's window (72 h by default) counts from the first failure.
   health::Standing st = again.sla->standing();
   REQUIRE(st.ms_to_demotion == std::optional<int64_t>(72 * 3600'000LL - 3600'000 - 600'000));
+  again.flush(); // (its start-up save may be under way: the temp file exists while it is)
   REQUIRE_FALSE(std::filesystem::exists(dir.file("state/sla.json.tmp")));
 }
 
@@ -174,6 +175,29 @@ TEST_CASE("sla service: a failed health check opens an incident and a clean one 
   s.advance(2h);
   REQUIRE(s.sla->standing().incidents.empty());
   REQUIRE(s.sla->policy().effectiveTier() == 1);
+}
+
+TEST_CASE("sla service: failures naming one USB hub make one incident against the hub") {
+  test::TempDir dir;
+  ManualClock clock(kStartWallMs);
+  Sla s(fleet(dir, "  [[worker.board]]\n  name = \"sim-2\"\n  type = \"mps2-an385\"\n  driver = \"qemu\"\n"), clock);
+  // Given two of three boards fail with the hub the daemon found them on,
+  s.sla->infraFailure("sim-0", "run run-1: flash timeout [hub 1-4]");
+  REQUIRE_FALSE(s.sla->correlated("sim-0"));
+  s.advance(5min);
+  s.sla->infraFailure("sim-1", "run run-2: flash timeout [hub 1-4]");
+  // they are one incident against the hub, with the first failure's detail.
+  auto st = s.sla->standing();
+  REQUIRE(st.incidents.size() == 1);
+  REQUIRE(st.incidents.front().incident.describe() == "hub 1-4 (sim-0, sim-1: run run-1: flash timeout)");
+  REQUIRE(s.sla->correlated("sim-0"));
+  REQUIRE(s.sla->correlated("sim-1"));
+  REQUIRE_FALSE(s.sla->correlated("sim-2"));
+  // A bracket that names no hub stays part of the detail (two hours on:
+  // not merged into a host incident).
+  s.advance(2h);
+  s.sla->infraFailure("sim-2", "console said [hub ]");
+  REQUIRE(s.sla->standing().incidents.back().incident.detail == "console said [hub ]");
 }
 
 TEST_CASE("sla service: a run's outcome per board is the worst of its attempts there") {

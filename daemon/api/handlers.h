@@ -79,15 +79,24 @@ struct Call {
 // names are the route's path segments, as the client sent them.
 class Handlers {
  public:
-  // Without `runs` the run routes answer 503, without `sla` the SLA routes.
-  Handlers(const AgentState& state, LeaseService& leases, BoardService& boards, RunService* runs = nullptr,
-           SlaService* sla = nullptr)
-      : state_(state), leases_(leases), boards_(boards), runs_(runs), sla_(sla) {}
+  // Without `runs` the run routes answer 503.
+  Handlers(const AgentState& state, LeaseService& leases, BoardService& boards, RunService* runs = nullptr)
+      : state_(state), leases_(leases), boards_(boards), runs_(runs) {}
 
   // GET /v1/healthz (routes_health.cpp).
   void healthz(Call& call);
   // GET /metrics (routes_metrics.cpp); `responses` are the answers sent so far by status.
   void metrics(Call& call, const std::map<int, uint64_t>& responses);
+
+  // The tier SLA routes (routes_sla.cpp): GET /v1/sla (the standing and
+  // its warning), GET /v1/tier (tiers, pin, transitions), POST
+  // /v1/tier/pin and /v1/tier/unpin (operator; answered once saved).
+  // Without setSla() they answer 503 (and /metrics has no SLA families).
+  void setSla(SlaService* sla) { sla_ = sla; }
+  void sla(Call& call);
+  void tier(Call& call);
+  void pinTier(Call& call);
+  void unpinTier(Call& call);
 
   // The lease routes (routes_leases.cpp): GET /v1/queue, GET and POST
   // /v1/leases, GET and DELETE /v1/leases/{id}, POST /v1/leases/{id}/renew.
@@ -124,15 +133,9 @@ class Handlers {
   void cancelRun(Call& call, const std::string& id);
   void runArtifact(Call& call, const std::string& id, const std::string& path);
 
-  // The tier SLA routes (routes_sla.cpp): GET /v1/sla (the standing and
-  // its warning), GET /v1/tier (tiers, pin, transitions), POST
-  // /v1/tier/pin and /v1/tier/unpin (operator; answered once saved).
-  void sla(Call& call);
-  void tier(Call& call);
-  void pinTier(Call& call);
-  void unpinTier(Call& call);
-
  private:
+  SlaService* sla_ = nullptr;
+
   // The active lease `id` holding `board` that the caller may operate, or
   // nullptr once the refusal is answered.
   const lease::Lease* leaseForBoard(Call& call, const std::string& id, const std::string& board);
@@ -148,7 +151,6 @@ class Handlers {
   LeaseService& leases_;
   BoardService& boards_;
   RunService* runs_;
-  SlaService* sla_;
 };
 
 } // namespace hwfarm::api

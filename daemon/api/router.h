@@ -12,8 +12,8 @@ namespace hwfarm::api {
 class Router {
  public:
   Router(const AgentState& state, LeaseService& leases, BoardService& boards, const Authenticator& auth,
-         RunService* runs = nullptr, SlaService* sla = nullptr)
-      : handlers_(state, leases, boards, runs, sla), auth_(auth) {}
+         RunService* runs = nullptr)
+      : handlers_(state, leases, boards, runs), auth_(auth) {}
 
   // Answers 401/403 for a caller without the route's role, 404/405 for no
   // route, 500 for a handler that throws; otherwise the handler answers.
@@ -26,6 +26,9 @@ class Router {
   // limits.max_image_bytes; one who may not is answered from the head, its
   // body unread. Every other body is read into memory.
   BodyPlan planBody(const HttpRequest& head);
+
+  // The tier SLA routes' service (Handlers::setSla).
+  void setSla(SlaService* sla) { handlers_.setSla(sla); }
 
   // HTTP responses sent, by status code (for /metrics).
   const std::map<int, uint64_t>& responseCounts() const { return responses_; }

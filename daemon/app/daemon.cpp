@@ -249,7 +249,8 @@ int Daemon::Impl::run() {
     } catch (const std::exception& e) {
       spdlog::warn("USB discovery unavailable ({}): boards with serial.port = \"auto\" stay offline", e.what());
     }
-    router = std::make_unique<api::Router>(state, *leases, *boards, auth, runs.get(), sla.get());
+    router = std::make_unique<api::Router>(state, *leases, *boards, auth, runs.get());
+    router->setSla(sla.get());
     // Besides connections: the database, the log, event and timer fds, and
     // per board a console, its log and a child's pipes.
     size_t own_descriptors = 64 + 4 * config->boardCount();

@@ -305,10 +305,20 @@ void SlaService::infraFailure(const std::string& board, const std::string& detai
     spdlog::info("SLA: infrastructure failure of no board ({}): not an incident", detail);
     return;
   }
-  handle(policy_->onInfraFailure(now(), board, "", detail));
+  // The daemon names the board's USB hub at the end: "... [hub 1-1]".
+  std::string hub, what = detail;
+  static const std::string kHub = " [hub ";
+  if (size_t at = detail.rfind(kHub); at != std::string::npos && detail.size() > at + kHub.size() + 1 &&
+                                      detail.back() == ']') {
+    hub = detail.substr(at + kHub.size(), detail.size() - at - kHub.size() - 1);
+    what = detail.substr(0, at);
+  }
+  handle(policy_->onInfraFailure(now(), board, hub, what));
   save();
   arm();
 }
+
+bool SlaService::correlated(const std::string& board) const { return policy_->incidents().correlated(board); }
 
 void SlaService::runEnded(const std::string& summary_json) {
   if (stopped_) return;

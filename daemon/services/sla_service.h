@@ -85,9 +85,11 @@ class SlaService {
   void tick();
 
   // An infrastructure failure of `board` that the lease service recorded
-  // (a board lost, a run's attempt that failed the lab's way). An empty
-  // board (the reference simulator's own failure) opens no incident: it is
-  // logged only.
+  // (a board lost, a run's attempt that failed the lab's way). A detail
+  // ending in " [hub H]" names the board's USB hub (else the configured
+  // one is taken); the rest is the incident's detail. An empty board (the
+  // reference simulator's own failure) opens no incident: it is logged
+  // only.
   void infraFailure(const std::string& board, const std::string& detail);
   // An ended run's outcomes (boardOutcomes of its summary.json) on the
   // configured boards (a simulator target is none).
@@ -97,6 +99,10 @@ class SlaService {
   // pass resolves the board, a failure opens or joins an incident
   // ("health check: <detail>").
   void checkEnded(const std::string& board, bool passed, const std::string& detail);
+
+  // Whether `board`'s failure is part of a hub's or the host's incident
+  // (the health service then does not quarantine it alone).
+  bool correlated(const std::string& board) const;
 
   // The operator's pin: the answer comes once it is saved. invalid_argument
   // (tier outside 1..3 or above the registered tier), conflict (the config

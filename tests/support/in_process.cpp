@@ -68,8 +68,10 @@ void InProcess::open() {
   sla = std::make_unique<SlaService>(io, *state.config, clock);
   followTier(state, *sla);
   leases->onInfrastructureFailureRecorded([this](const lease::Event& e) { sla->infraFailure(e.board, e.detail); });
-  handlers = std::make_unique<api::Handlers>(state, *leases, *boards, nullptr, sla.get());
-  router = std::make_unique<api::Router>(state, *leases, *boards, auth, nullptr, sla.get());
+  handlers = std::make_unique<api::Handlers>(state, *leases, *boards);
+  router = std::make_unique<api::Router>(state, *leases, *boards, auth);
+  handlers->setSla(sla.get());
+  router->setSla(sla.get());
 }
 
 void InProcess::close() {
