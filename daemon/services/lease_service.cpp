@@ -116,9 +116,9 @@ struct LeaseService::Impl {
   std::unordered_map<uint64_t, std::vector<Waiter>> waiting;
   std::set<uint64_t> abandoned; // tickets whose clients left after the grant decision
   uint64_t next_waiter = 1;
+  std::function<void(const lease::Event&)> on_infra; // onInfrastructureFailureRecorded
   LeaseMetrics metrics;
   std::function<void(const lease::Lease&)> on_ended;
-  std::function<void(const lease::Event&)> on_infra;
   bool stopped = false;
   std::vector<store::Database::Pending> group; // changes waiting for this turn's commit
   bool flush_posted = false;

@@ -99,9 +99,6 @@ class LeaseService {
   // lab, not of one board) during `lease_id`: an "infra_failure" event, for
   // the tier SLA.
   void recordInfrastructureFailure(const std::string& lease_id, const std::string& board, const std::string& detail);
-  // Runs for every "infra_failure" event (a run's, or a board lost while
-  // leased) once it is durable: the tier SLA's input.
-  void onInfrastructureFailureRecorded(std::function<void(const lease::Event&)> hook);
 
   // Runs for every lease that ends (released, expired, revoked), after the
   // end is durable.
@@ -109,6 +106,9 @@ class LeaseService {
   // is pending): for answers that report state without changing it.
   void whenCommitted(std::function<void()> fn);
   void onLeaseEnded(std::function<void(const lease::Lease&)> hook);
+  // Runs for every "infra_failure" event (a run's, or a board lost while
+  // leased) once it is durable: the tier SLA's input.
+  void onInfrastructureFailureRecorded(std::function<void(const lease::Event&)> hook);
 
   const lease::Scheduler& scheduler() const;
   const LeaseMetrics& metrics() const;
