@@ -142,9 +142,9 @@ struct Daemon::Impl {
   Authenticator auth;
   std::unique_ptr<StateDirLock> state_lock;
   std::unique_ptr<LeaseService> leases;
+  std::unique_ptr<SlaService> sla;
   std::unique_ptr<BoardService> boards;
   std::unique_ptr<RunService> runs;
-  std::unique_ptr<SlaService> sla;
   std::unique_ptr<PresenceWatcher> presence;
   std::unique_ptr<drivers::UsbDiscovery> usb;
   std::map<std::string, bool> usb_present;  // boards found by USB discovery
@@ -250,7 +250,6 @@ int Daemon::Impl::run() {
       spdlog::warn("USB discovery unavailable ({}): boards with serial.port = \"auto\" stay offline", e.what());
     }
     router = std::make_unique<api::Router>(state, *leases, *boards, auth, runs.get());
-    router->setSla(sla.get());
     // Besides connections: the database, the log, event and timer fds, and
     // per board a console, its log and a child's pipes.
     size_t own_descriptors = 64 + 4 * config->boardCount();
@@ -262,6 +261,7 @@ int Daemon::Impl::run() {
         own_descriptors);
     server->setBodyPolicy([this](const api::HttpRequest& head) { return router->planBody(head); });
     state.server_stats = [this] { return server ? server->stats() : api::ServerStats{}; };
+    router->setSla(sla.get());
     for (const auto& address : config->agent.listen)
       spdlog::info("listening on {}", server->listen(address));
   } catch (const std::exception& e) {

@@ -128,8 +128,8 @@ class InProcess {
   AgentState state;
   Authenticator auth;
   std::unique_ptr<LeaseService> leases;
-  std::unique_ptr<BoardService> boards;
   std::unique_ptr<SlaService> sla; // fed the lease service's infrastructure failures, as hwfarmd does
+  std::unique_ptr<BoardService> boards;
   std::unique_ptr<api::Handlers> handlers;
   std::unique_ptr<api::Router> router;
 
