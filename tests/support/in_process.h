@@ -20,8 +20,8 @@
 #include "daemon/api/handlers.h"
 #include "daemon/api/router.h"
 #include "daemon/services/board_service.h"
-#include "daemon/services/lease_service.h"
 #include "daemon/services/sla_service.h"
+#include "daemon/services/lease_service.h"
 #include "daemon/services/system_clock.h"
 #include "tests/support/process.h"
 
