@@ -222,6 +222,9 @@ struct SlaConfig {
   std::array<TierPolicy, 3> tiers{TierPolicy{24, 0.2, 24, 10, 24}, TierPolicy{72, 0.3, 72, 10, 24},
                                   TierPolicy{168, 0.5, 168, 5, 24}};
   std::optional<int> pin_tier;
+  double correlation_window_h = 1; // failures this close merge into a hub or host incident
+  int64_t ratio_max_runs = 0;      // the ratio counts at most the last N runs (0: its time window only)
+  int64_t transitions_kept = 100;  // transitions kept in <state_dir>/sla.json and GET /v1/tier
 };
 
 struct FleetConfig {

@@ -755,6 +755,9 @@ class FleetParser {
                                 std::to_string(config_.agent.tier) + " (agent.tier)");
       else config_.sla.pin_tier = static_cast<int>(*v);
     }
+    if (auto v = r.number("correlation_window_h", 0, 24 * 365, true)) config_.sla.correlation_window_h = *v;
+    if (auto v = r.integer("ratio_max_runs", 0, 1000000)) config_.sla.ratio_max_runs = *v;
+    if (auto v = r.integer("transitions_kept", 1, 10000)) config_.sla.transitions_kept = *v;
     r.finish();
   }
 

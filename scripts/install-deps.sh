@@ -32,6 +32,8 @@ packages=(
   groovy default-jre-headless
   # tests and bench: the comparator is checked and timed against numpy
   python3-numpy
+  # tests: the example alert rules (docs/prometheus/) are checked by promtool
+  prometheus
   # fuzzing (make fuzz): clang with libFuzzer
   clang-14 libfuzzer-14-dev
   # uploads to an S3 bucket: libcurl (TLS, proxies, SigV4); tests: the

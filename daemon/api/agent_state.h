@@ -10,6 +10,7 @@
 
 #include "config/fleet_config.h"
 #include "daemon/api/server.h"
+#include "daemon/services/sla_service.h"
 
 namespace hwfarm {
 
@@ -38,13 +39,27 @@ struct AgentState {
   ConfigStatus config_status;
   int64_t started_at_ms = 0; // unix ms
   std::string version;
-  // The tier served now (the SLA engine of a later issue moves it; today it
-  // is sla.pin_tier or agent.tier) and since when (unix ms).
+  // The tier served now (the SLA service's effective tier: its pin, else
+  // the policy's tier), since when (unix ms) and why ("demoted to tier 2
+  // at ...: ..."; the text of a refused lease's 409).
   int effective_tier = 3;
   int64_t tier_since_ms = 0;
+  std::string tier_reason;
   bool usb_discovery = false; // libusb discovery is running
   std::vector<UnclaimedDevice> unclaimed;
   std::function<api::ServerStats()> server_stats; // set once the HTTP server runs
 };
+
+// Makes `state`'s effective tier, since and reason those of `sla`, now and
+// at every change (SlaService::onTierChanged). Both outlive the hook.
+inline void followTier(AgentState& state, SlaService& sla) {
+  auto set = [&state](int tier, int64_t since_ms, const std::string& reason) {
+    state.effective_tier = tier;
+    state.tier_since_ms = since_ms;
+    state.tier_reason = reason;
+  };
+  set(sla.policy().effectiveTier(), sla.policy().effectiveSinceMs(), sla.policy().effectiveReason());
+  sla.onTierChanged(set);
+}
 
 } // namespace hwfarm

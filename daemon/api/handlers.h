@@ -30,6 +30,7 @@
 #include "daemon/services/lease_service.h"
 #include "daemon/services/run_service.h"
 #include "daemon/services/upload_service.h"
+#include "daemon/services/sla_service.h"
 
 namespace hwfarm::api {
 
@@ -95,6 +96,16 @@ class Handlers {
   void shouldRun(Call& call);
   void twisterHwmap(Call& call, const std::string& id);
 
+  // The tier SLA routes (routes_sla.cpp): GET /v1/sla (the standing and
+  // its warning), GET /v1/tier (tiers, pin, transitions), POST
+  // /v1/tier/pin and /v1/tier/unpin (operator; answered once saved).
+  // Without setSla() they answer 503 (and /metrics has no SLA families).
+  void setSla(SlaService* sla) { sla_ = sla; }
+  void sla(Call& call);
+  void tier(Call& call);
+  void pinTier(Call& call);
+  void unpinTier(Call& call);
+
   // The lease routes (routes_leases.cpp): GET /v1/queue, GET and POST
   // /v1/leases, GET and DELETE /v1/leases/{id}, POST /v1/leases/{id}/renew.
   void queue(Call& call);
@@ -145,6 +156,8 @@ class Handlers {
   void retryUpload(Call& call, const std::string& run);
 
  private:
+  SlaService* sla_ = nullptr;
+
   // The active lease `id` holding `board` that the caller may operate, or
   // nullptr once the refusal is answered.
   const lease::Lease* leaseForBoard(Call& call, const std::string& id, const std::string& board);

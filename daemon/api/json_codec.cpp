@@ -476,6 +476,27 @@ std::optional<std::string> parseReason(const std::string& body, std::string* err
   return reason;
 }
 
+std::optional<PinRequest> parsePin(const std::string& body, std::string* error) {
+  auto object = parseObject(body, error);
+  if (!object) return std::nullopt;
+  Fields f(*object, "", error);
+  PinRequest pin;
+  auto tier = f.integer("tier", 1, 3, "");
+  if (auto v = f.text("reason", 256)) pin.reason = *v;
+  f.finish();
+  if (f.failed()) return std::nullopt;
+  if (!tier) {
+    *error = "tier: required field is missing";
+    return std::nullopt;
+  }
+  if (pin.reason.empty()) {
+    *error = "reason: required: say why the tier is pinned";
+    return std::nullopt;
+  }
+  pin.tier = static_cast<int>(*tier);
+  return pin;
+}
+
 namespace {
 
 // Whole seconds as an integer (the common case), fractions as a number.

@@ -45,6 +45,14 @@ std::optional<int64_t> parseRenew(const std::string& body, const config::Limits&
 // A maintenance body: {"reason": "..."} or empty.
 std::optional<std::string> parseReason(const std::string& body, std::string* error);
 
+// A POST /v1/tier/pin body: {"tier": 1..3, "reason": "..."}, both required
+// (the reason at most 256 characters).
+struct PinRequest {
+  int tier = 0;
+  std::string reason;
+};
+std::optional<PinRequest> parsePin(const std::string& body, std::string* error);
+
 class JsonWriter;
 
 // `v` as JSON text written by JsonWriter, so that it is valid UTF-8 whatever

@@ -1,5 +1,6 @@
 #include "daemon/api/metrics.h"
 
+#include <cstdio>
 #include <sstream>
 
 namespace hwfarm::api {
@@ -20,7 +21,8 @@ void single(std::ostringstream& out, const char* name, const char* type, const c
 } // namespace
 
 std::string renderMetrics(const AgentState& state, const LeaseService& leases,
-                          const std::map<int, uint64_t>& http_responses, const RunService* runs) {
+                          const std::map<int, uint64_t>& http_responses, const RunService* runs,
+                          const SlaService* sla) {
   std::ostringstream out;
   const auto& scheduler = leases.scheduler();
   const auto& m = leases.metrics();
@@ -87,9 +89,34 @@ std::string renderMetrics(const AgentState& state, const LeaseService& leases,
     out << "hwfarm_run_attempts_total{" << agent << ",class=\"infrastructure\"} " << rm.infrastructure_failures << '\n';
   }
 
-  family(out, "hwfarm_tier", "gauge", "Registered and effective CI tier.");
+  family(out, "hwfarm_tier", "gauge", "Registered, effective and pinned CI tier (4: suspended; pinned 0: not pinned).");
   out << "hwfarm_tier{" << agent << ",kind=\"registered\"} " << state.config->agent.tier << '\n';
   out << "hwfarm_tier{" << agent << ",kind=\"effective\"} " << state.effective_tier << '\n';
+  if (sla) {
+    const health::SlaPolicy& p = sla->policy();
+    health::Standing st = p.standing(sla->nowMs());
+    out << "hwfarm_tier{" << agent << ",kind=\"policy\"} " << p.policyTier() << '\n';
+    out << "hwfarm_tier{" << agent << ",kind=\"pinned\"} " << (st.pinned ? *st.pinned : 0) << '\n';
+    family(out, "hwfarm_sla_seconds_to_demotion", "gauge",
+           "Seconds until the SLA policy demotes the agent one tier unless an incident is resolved (+Inf: none ahead).");
+    out << "hwfarm_sla_seconds_to_demotion{" << agent << "} ";
+    if (st.ms_to_demotion) { // to the millisecond (the stream's 6 digits would round up a countdown)
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%.3f", static_cast<double>(*st.ms_to_demotion) / 1000.0);
+      out << seconds << '\n';
+    } else {
+      out << "+Inf\n";
+    }
+    single(out, "hwfarm_sla_open_incidents", "gauge", "Open infrastructure incidents (a board, a hub or the host).",
+           agent, st.incidents.size());
+    family(out, "hwfarm_sla_transitions_total", "counter", "Tier transitions since start-up, by kind.");
+    for (auto kind : {health::Transition::Kind::demoted, health::Transition::Kind::promoted,
+                      health::Transition::Kind::pinned, health::Transition::Kind::unpinned})
+      out << "hwfarm_sla_transitions_total{" << agent << ",kind=\"" << health::toString(kind) << "\"} "
+          << sla->metrics().transitions[static_cast<size_t>(kind)] << '\n';
+    single(out, "hwfarm_sla_save_errors_total", "counter", "Writes of <state_dir>/sla.json that failed.", agent,
+           sla->metrics().save_errors);
+  }
   single(out, "hwfarm_config_generation", "gauge", "Configuration generation served.", agent,
          state.config_status.generation);
   return out.str();

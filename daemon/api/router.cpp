@@ -165,6 +165,14 @@ void Router::route(Call& c) {
       if (method("GET") && allowed(c, Role::viewer)) handlers_.queue(c);
       return;
     }
+    if (s.size() == 2 && (s[1] == "sla" || s[1] == "tier")) {
+      if (method("GET") && allowed(c, Role::viewer)) s[1] == "sla" ? handlers_.sla(c) : handlers_.tier(c);
+      return;
+    }
+    if (s.size() == 3 && s[1] == "tier" && (s[2] == "pin" || s[2] == "unpin")) {
+      if (method("POST") && allowed(c, Role::operator_)) s[2] == "pin" ? handlers_.pinTier(c) : handlers_.unpinTier(c);
+      return;
+    }
     if (s.size() == 2 && s[1] == "leases") {
       if (m == "GET") {
         if (allowed(c, Role::viewer)) handlers_.listLeases(c);

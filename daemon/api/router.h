@@ -27,6 +27,9 @@ class Router {
   // body unread. Every other body is read into memory.
   BodyPlan planBody(const HttpRequest& head);
 
+  // The tier SLA routes' service (Handlers::setSla).
+  void setSla(SlaService* sla) { handlers_.setSla(sla); }
+
   // HTTP responses sent, by status code (for /metrics).
   const std::map<int, uint64_t>& responseCounts() const { return responses_; }
 

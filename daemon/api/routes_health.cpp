@@ -19,6 +19,7 @@ void Handlers::healthz(Call& c) {
       {"registered_tier", state_.config->agent.tier},
       {"effective_tier", state_.effective_tier},
       {"tier_since", rfc3339(state_.tier_since_ms)},
+      {"tier_reason", state_.tier_reason},
       {"started_at", rfc3339(state_.started_at_ms)},
       {"config",
        json::object{{"generation", cs.generation},

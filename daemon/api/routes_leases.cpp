@@ -4,6 +4,7 @@
 
 #include "daemon/api/json_writer.h"
 #include "daemon/api/routes.h"
+#include "daemon/core/health/format.h"
 
 namespace hwfarm::api {
 using config::Role;
@@ -51,14 +52,20 @@ void Handlers::acquire(Call& c) {
   // wait) even if the tier changed since.
   bool retry = !r.idempotency_key.empty() && leases_.scheduler().knowsKey(r.holder.principal, r.idempotency_key);
   if (!retry && !lease::tierServes(state_.effective_tier, r.context)) {
-    HttpResponse refused = jsonError(
-        409, "tier_refused",
-        "this agent serves tier " + std::to_string(state_.effective_tier) + " since " +
-            rfc3339(state_.tier_since_ms) + ", which does not take \"" + lease::toString(r.context) + "\" requests");
+    // The reason says since when and why: "demoted to tier 2 at
+    // 2026-12-01T03:12Z: infrastructure failure on stm32-2 (flash timeout)
+    // unresolved for 24h".
+    std::string why = state_.tier_reason.empty()
+                          ? "serving " + health::tierName(state_.effective_tier) + " since " + rfc3339(state_.tier_since_ms)
+                          : state_.tier_reason;
+    HttpResponse refused = jsonError(409, "tier_refused",
+                                     why + "; " + health::tierName(state_.effective_tier) + " does not take \"" +
+                                         lease::toString(r.context) + "\" requests");
     json::object body = json::parse(refused.body).as_object();
     body["effective_tier"] = state_.effective_tier;
     body["registered_tier"] = state_.config->agent.tier;
     body["since"] = rfc3339(state_.tier_since_ms);
+    body["reason"] = why;
     refused.body = toJson(body);
     return c.respond(refused);
   }

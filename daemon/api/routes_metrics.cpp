@@ -7,7 +7,8 @@ namespace hwfarm::api {
 void Handlers::metrics(Call& c, const std::map<int, uint64_t>& responses) {
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";
-  r.body = renderMetrics(state_, leases_, responses, runs_);
+  if (sla_) sla_->tick(); // decisions due now first
+  r.body = renderMetrics(state_, leases_, responses, runs_, sla_);
   c.respond(r);
 }
 

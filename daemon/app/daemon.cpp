@@ -29,6 +29,7 @@
 #include "daemon/services/run_service.h"
 #include "daemon/services/upload_service.h"
 #include "config/credentials.h"
+#include "daemon/services/sla_service.h"
 #include "daemon/services/presence.h"
 #include "daemon/services/system_clock.h"
 #include "daemon/store/database.h"
@@ -47,9 +48,6 @@ std::map<std::string, std::string> watchedPaths(const config::FleetConfig& c) {
       if (b.driver == "usb" && b.serial.port != "auto") paths[b.name] = b.serial.port;
   return paths;
 }
-
-// The tier served until the SLA engine (a later issue) moves it.
-int effectiveTier(const config::FleetConfig& c) { return c.sla.pin_tier.value_or(c.agent.tier); }
 
 // Loads the tokens file named by the config (none: no tokens). Errors are
 // returned formatted.
@@ -164,6 +162,7 @@ struct Daemon::Impl {
   Authenticator auth;
   std::unique_ptr<StateDirLock> state_lock;
   std::unique_ptr<LeaseService> leases;
+  std::unique_ptr<SlaService> sla;
   std::unique_ptr<BoardService> boards;
   std::unique_ptr<RunService> runs;
   std::unique_ptr<HealthService> health;
@@ -230,8 +229,6 @@ int Daemon::Impl::run() {
   state.config_status.source = config->source;
   state.config_status.sha256 = config::sha256Hex(loaded.text);
   state.config_status.loaded_at_ms = state.started_at_ms;
-  state.effective_tier = effectiveTier(*config);
-  state.tier_since_ms = clock.wallMs();
 
   std::vector<config::Token> tokens;
   std::vector<std::string> token_errors = loadTokens(*config, &tokens);
@@ -273,6 +270,19 @@ int Daemon::Impl::run() {
       leases->recordInfrastructureFailure(lease, board, why + (board.empty() ? "" : hubNote(board)));
       if (!board.empty()) health->infrastructureFailure(board); // checked once its lease ends
     });
+    // The tier SLA: the infrastructure failures the lease service records
+    // (a run's, a board lost) and the runs' outcomes; its effective tier is
+    // what the lease routes serve.
+    sla = std::make_unique<SlaService>(io, *config, clock);
+    followTier(state, *sla);
+    leases->onInfrastructureFailureRecorded([this](const lease::Event& e) { sla->infraFailure(e.board, e.detail); });
+    runs->onRunEnded([this](const RunSummary& run) { sla->runEnded(run.json); });
+    // Health checks resolve (or join) the SLA's incidents; a failure that is
+    // part of a hub's or the host's incident does not quarantine the board.
+    health->onChecked([this](const std::string& board, const health::CheckRecord& check) {
+      sla->checkEnded(board, check.passed(), check.evidence());
+    });
+    health->setCorrelation([this](const std::string& board) { return sla->correlated(board); });
     leases->onLeaseEnded([this](const lease::Lease& l) {
       runs->leaseEnded(l); // first: a run's boards are powered off through the board service
       boards->leaseEnded(l);
@@ -308,6 +318,7 @@ int Daemon::Impl::run() {
         own_descriptors);
     server->setBodyPolicy([this](const api::HttpRequest& head) { return router->planBody(head); });
     state.server_stats = [this] { return server ? server->stats() : api::ServerStats{}; };
+    router->setSla(sla.get());
     for (const auto& address : config->agent.listen)
       spdlog::info("listening on {}", server->listen(address));
   } catch (const std::exception& e) {
@@ -382,6 +393,7 @@ void Daemon::Impl::beginStop(const char* why) {
   health->stop(); // no check starts
   leases->stop(); // waiting lease requests get 503 now
   runs->stop();    // running runs are cancelled, their records say so
+  sla->stop();
   uploads->stop(); // pending uploads resume at the next start
   boards->stop();  // console streams end
   presence->stop();
@@ -468,13 +480,8 @@ void Daemon::Impl::applyReload(PreparedReload prepared) {
     server->setLimits(applied->limits);
     auth.setTokens(prepared.tokens);
     auth.setAnonymousLoopback(applied->agent.anonymous_loopback);
-    if (effectiveTier(*applied) != state.effective_tier) {
-      spdlog::info("effective tier {} -> {} (sla.pin_tier / agent.tier changed)", state.effective_tier,
-                   effectiveTier(*applied));
-      state.effective_tier = effectiveTier(*applied);
-      state.tier_since_ms = clock.wallMs();
-    }
     state.config = applied;
+    sla->reconfigure(*applied); // agent.tier, [sla], sla.pin_tier
     boards->reconfigure(*applied);
     runs->reconfigure(*applied);
     uploads->configure(*applied, std::move(prepared.upload_credentials));

@@ -85,6 +85,11 @@ constexpr const char* kUsageText =
     "  upload retry RUN               queue a run's upload again\n"
     "  token new NAME --role viewer|pipeline|operator\n"
     "                                 make a token and its tokens-file entry\n"
+    "  sla                            the tier SLA standing: open incidents, the\n"
+    "                                 failure ratio, the time left to a demotion\n"
+    "  tier                           registered, effective and pinned tier, and\n"
+    "                                 the last transitions with their reasons\n"
+    "  tier pin 1|2|3 --reason TEXT | tier unpin [--reason TEXT]   (operator)\n"
     "\n"
     "SELECTOR: --type T and/or --label L (repeatable); OPTS: --count N,\n"
     "  --worker W (default $HWFARM_WORKER), --ttl S (default: the daemon's\n"
@@ -156,8 +161,10 @@ int printStatus(const json::value& body, std::ostream& out) {
   const auto& c = o.at("config").as_object();
   out << "agent:      " << text(o.at("agent")) << " (hwfarmd " << text(o.at("version")) << ")\n"
       << "tier:       " << text(o.at("effective_tier")) << " (registered " << text(o.at("registered_tier"))
-      << ", since " << text(o.at("tier_since")) << ")\n"
-      << "started:    " << text(o.at("started_at")) << "\n"
+      << ", since " << text(o.at("tier_since")) << ")\n";
+  if (const auto* why = o.if_contains("tier_reason"); why && why->is_string() && !why->as_string().empty())
+    out << "            " << text(*why) << "\n";
+  out << "started:    " << text(o.at("started_at")) << "\n"
       << "config:     generation " << text(c.at("generation")) << " from " << text(c.at("source")) << ", loaded "
       << text(c.at("loaded_at")) << "\n"
       << "            " << text(c.at("workers")) << " workers, " << text(c.at("boards")) << " boards, sha256 "
@@ -195,16 +202,6 @@ int unclaimed(Session& s) {
   return kOk;
 }
 
-int simpleGet(Session& s, const std::string& path, int (*print)(const json::value&, std::ostream&)) {
-  int code = kOk;
-  auto body = s.call("GET", path, "", &code);
-  if (!body) return code;
-  if (s.json) {
-    s.out << json::serialize(*body) << "\n";
-    return kOk;
-  }
-  return print(*body, s.out);
-}
 
 // board show NAME: the board, its health and its last checks.
 int boardShow(Session& s, const std::string& name) {
@@ -407,6 +404,17 @@ std::string env(const char* name, const std::string& fallback) {
   return value && *value ? value : fallback;
 }
 
+int simpleGet(Session& s, const std::string& path, int (*print)(const json::value&, std::ostream&)) {
+  int code = kOk;
+  auto body = s.call("GET", path, "", &code);
+  if (!body) return code;
+  if (s.json) {
+    s.out << json::serialize(*body) << "\n";
+    return kOk;
+  }
+  return print(*body, s.out);
+}
+
 std::optional<json::value> Session::call(const std::string& method, const std::string& target,
                                          const std::string& body, int* code, double timeout_s, int retries,
                                          int* status, const std::string& content_type) {
@@ -534,6 +542,8 @@ int runHwfarmctl(const std::vector<std::string>& args, std::ostream& out, std::o
   if (command == "run") return runCommand(s, rest);
   if (command == "uploads") return uploadsCommand(s, rest);
   if (command == "upload") return uploadCommand(s, rest);
+  if (command == "sla") return slaCommand(s, rest);
+  if (command == "tier") return tierCommand(s, rest);
   err << "hwfarmctl: unknown command \"" << command << "\"\n" << kUsageText;
   return kUsage;
 }

@@ -37,6 +37,8 @@ std::string percentEncode(const std::string& text);
 // Reads a local image file (a regular file) into `data`; false with `error`.
 bool readImage(const std::string& path, std::string* data, std::string* error);
 std::string env(const char* name, const std::string& fallback = "");
+// GET `path` and print it with `print` (--json: the daemon's answer).
+int simpleGet(Session& s, const std::string& path, int (*print)(const boost::json::value&, std::ostream&));
 
 // hwfarmctl should-run, jenkins labels, lease export (ci_commands.cpp).
 // should-run exits 0 (run) or 1 (do not run); export writes to `out_path`
@@ -51,5 +53,8 @@ int runCommand(Session& s, const std::vector<std::string>& args);
 // hwfarmctl uploads, hwfarmctl upload retry RUN (upload_commands.cpp).
 int uploadsCommand(Session& s, const std::vector<std::string>& args);
 int uploadCommand(Session& s, const std::vector<std::string>& args);
+// hwfarmctl sla, tier (tier_commands.cpp).
+int slaCommand(Session& s, const std::vector<std::string>& args);
+int tierCommand(Session& s, const std::vector<std::string>& args);
 
 } // namespace hwfarm::cli

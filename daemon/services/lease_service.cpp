@@ -118,6 +118,7 @@ struct LeaseService::Impl {
   std::unordered_map<uint64_t, std::vector<Waiter>> waiting;
   std::set<uint64_t> abandoned; // tickets whose clients left after the grant decision
   uint64_t next_waiter = 1;
+  std::function<void(const lease::Event&)> on_infra; // onInfrastructureFailureRecorded
   LeaseMetrics metrics;
   std::function<void(const lease::Lease&)> on_ended;
   std::function<void(const std::string&)> recovery_handler;
@@ -293,6 +294,9 @@ void LeaseService::Impl::flush() {
 void LeaseService::Impl::delivered(const Changes& changes) {
   if (on_ended)
     for (const auto& l : changes.ended) on_ended(l);
+  if (on_infra)
+    for (const auto& e : changes.events)
+      if (e.kind == "infra_failure") on_infra(e);
   for (const auto& l : changes.granted) {
     if (abandoned.erase(l.ticket)) {
       spdlog::info("lease {} granted to a client that left while waiting: releasing it", l.id);
@@ -563,6 +567,9 @@ void LeaseService::swap(const std::string& id, const std::string& board, const s
 void LeaseService::whenCommitted(std::function<void()> fn) { impl_->persist(Changes{}, std::move(fn)); }
 
 void LeaseService::onLeaseEnded(std::function<void(const lease::Lease&)> hook) { impl_->on_ended = std::move(hook); }
+void LeaseService::onInfrastructureFailureRecorded(std::function<void(const lease::Event&)> hook) {
+  impl_->on_infra = std::move(hook);
+}
 
 const lease::Scheduler& LeaseService::scheduler() const { return impl_->scheduler; }
 const LeaseMetrics& LeaseService::metrics() const { return impl_->metrics; }

@@ -133,6 +133,9 @@ class LeaseService {
   // is pending): for answers that report state without changing it.
   void whenCommitted(std::function<void()> fn);
   void onLeaseEnded(std::function<void(const lease::Lease&)> hook);
+  // Runs for every "infra_failure" event (a run's, or a board lost while
+  // leased) once it is durable: the tier SLA's input.
+  void onInfrastructureFailureRecorded(std::function<void(const lease::Event&)> hook);
 
   const lease::Scheduler& scheduler() const;
   const LeaseMetrics& metrics() const;

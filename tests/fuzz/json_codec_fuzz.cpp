@@ -1,5 +1,5 @@
 // Fuzz target: the API's JSON body decoders (daemon/api/json_codec.h) on one
-// body each: parseAcquire, parseRenew, parseReason and parseObject.
+// body each: parseAcquire, parseRenew, parseReason, parsePin and parseObject.
 // Invariants: a refusal always says why; an accepted lease request is within
 // the limits it was checked against, and what the API would echo of it
 // (selector, holder) renders as JSON that parses back to the same strings.
@@ -73,6 +73,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   error.clear();
   if (auto reason = api::parseReason(body, &error)) FUZZ_CHECK(reason->size() <= 256, "reason of %zu", reason->size());
   else FUZZ_CHECK(!error.empty(), "parseReason refused without a reason");
+  error.clear();
+  if (auto pin = api::parsePin(body, &error))
+    FUZZ_CHECK(pin->tier >= 1 && pin->tier <= 3 && !pin->reason.empty() && pin->reason.size() <= 256, "pin tier %d",
+               pin->tier);
+  else FUZZ_CHECK(!error.empty(), "parsePin refused without a reason");
   error.clear();
   if (!api::parseObject(body, &error)) FUZZ_CHECK(!error.empty(), "parseObject refused without a reason");
   return 0;

@@ -55,7 +55,6 @@ const std::string& Recorded::body() const {
 InProcess::InProcess(const config::FleetConfig& config) {
   std::filesystem::create_directories(config.agent.state_dir);
   state.config = std::make_shared<const config::FleetConfig>(config);
-  state.effective_tier = config.agent.tier;
   auth.setAnonymousLoopback(true);
   open();
 }
@@ -73,14 +72,20 @@ void InProcess::open() {
     runs->leaseEnded(l);
     boards->leaseEnded(l);
   });
+  sla = std::make_unique<SlaService>(io, *state.config, clock);
+  followTier(state, *sla);
+  leases->onInfrastructureFailureRecorded([this](const lease::Event& e) { sla->infraFailure(e.board, e.detail); });
   handlers = std::make_unique<api::Handlers>(state, *leases, *boards, runs.get());
   router = std::make_unique<api::Router>(state, *leases, *boards, auth, runs.get());
+  handlers->setSla(sla.get());
+  router->setSla(sla.get());
 }
 
 void InProcess::close() {
   runs->stop();
   leases->stop();
   boards->stop();
+  sla->stop();
   io.restart();
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (runs->runningCount() > 0 && std::chrono::steady_clock::now() < until) io.run_for(std::chrono::milliseconds(10));
@@ -89,6 +94,7 @@ void InProcess::close() {
   handlers.reset();
   db.reset(); // before the services whose tables it holds
   runs.reset();
+  sla.reset();
   boards.reset();
   leases.reset();
 }
@@ -125,6 +131,7 @@ void InProcess::runUntil(const std::shared_ptr<Recorded>& answer, std::chrono::m
 
 void InProcess::reload(const config::FleetConfig& next) {
   state.config = std::make_shared<const config::FleetConfig>(next);
+  sla->reconfigure(next);
   boards->reconfigure(next);
   leases->reconfigure(next);
 }

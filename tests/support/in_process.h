@@ -20,6 +20,7 @@
 #include "daemon/api/handlers.h"
 #include "daemon/api/router.h"
 #include "daemon/services/board_service.h"
+#include "daemon/services/sla_service.h"
 #include "daemon/services/lease_service.h"
 #include "daemon/services/run_service.h"
 #include "daemon/services/system_clock.h"
@@ -32,6 +33,18 @@ namespace hwfarm::test {
 config::FleetConfig parseFleet(const std::string& text);
 // qemuFleet's `boards` simulated boards, state in <dir>/state, parsed.
 config::FleetConfig simulatedFleet(const TempDir& dir, int boards, const std::string& agent_extra = "");
+
+// Runs `io` until `done()` holds; false if it still does not after `timeout`
+// of real time.
+template <typename Pred>
+bool runLoopUntil(boost::asio::io_context& io, Pred done, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    if (io.stopped()) io.restart();
+    io.run_one_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
 
 // A request as the server hands it on (an empty body when `body` is).
 api::HttpRequest httpRequest(const std::string& method, const std::string& target, const std::string& body = "");
@@ -69,8 +82,9 @@ struct Pending {
 class InProcess {
  public:
   // Creates config.agent.state_dir and opens the services on it, restoring
-  // the lease database found there. The effective tier is the agent's tier;
-  // the router lets anonymous loopback callers in (as operator).
+  // the lease database and the SLA state (sla.json) found there. The
+  // effective tier is the SLA service's (the agent's tier on a fresh state
+  // dir); the router lets anonymous loopback callers in (as operator).
   explicit InProcess(const config::FleetConfig& config);
   // Stops the services and runs their last completions.
   ~InProcess();
@@ -117,6 +131,7 @@ class InProcess {
   Authenticator auth;
   std::unique_ptr<store::Database> db;
   std::unique_ptr<LeaseService> leases;
+  std::unique_ptr<SlaService> sla; // fed the lease service's infrastructure failures, as hwfarmd does
   std::unique_ptr<BoardService> boards;
   std::unique_ptr<RunService> runs;
   std::unique_ptr<api::Handlers> handlers;
