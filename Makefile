@@ -19,7 +19,7 @@ FUZZ_CMAKE = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO=
 # The store, lease, HTTP server and run tests (every test of these
 # binaries), and what they need built.
 TSAN_TARGETS ?= hwfarmd hwfarmctl store_test lease_api_test lease_stress_test lease_scheduler_test daemon_process_test hwfarmctl_test run_api_test hwfarm_firmware
-TSAN_TESTS ?= ^(store_test|lease_api_test|lease_stress_test|lease_scheduler_test|daemon_process_test|hwfarmctl_test|run_api_test):
+TSAN_TESTS ?= ^(store_test|lease_api_test|lease_stress_test|lease_scheduler_test|daemon_process_test|hwfarmctl_test|run_api_test|run_retry_test|health_service_test|upload_api_test|sla_service_test):
 # A sanitizer report fails the process (and the test): reports also go to
 # files under <build>/sanitizer/, which a test run must leave empty, so a
 # report from a daemon a test killed is not lost in that test's temp dir.
