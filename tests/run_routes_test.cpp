@@ -41,7 +41,12 @@ struct HeldStream : api::StreamSink {
     most_behind = std::max(most_behind, behind);
     return true;
   }
-  void end() override { ended = true; }
+  // As the server does, the drained hook goes with the end (it may hold the
+  // writer, which holds this sink).
+  void end() override {
+    ended = true;
+    drained = nullptr;
+  }
   void onGone(std::function<void()> hook) override { gone = std::move(hook); }
   size_t queued() const override { return behind; }
   void onDrained(std::function<void()> hook) override { drained = std::move(hook); }

@@ -841,8 +841,12 @@ void BoardService::checkHealth(const std::string& name, StepDone done) {
       detail += "; console:";
       for (const auto& l : check->tail) detail += "\n" + l;
     }
-    boardLeftLease(lease_id, name); // its console closes; a simulator stops
-    finish(ok, std::move(detail));
+    // Not from inside the console's own line callback (the banner's line):
+    // closing the console there would free the callback that is running.
+    boost::asio::post(impl_->io, [this, name, lease_id, finish, ok, detail = std::move(detail)]() mutable {
+      boardLeftLease(lease_id, name); // its console closes; a simulator stops
+      finish(ok, std::move(detail));
+    });
   };
   impl_->flashFile(lease_id, name, cfg.health.image, [this, name, cfg, board, check, end, lease_id, banner_text](
                                                          Status flashed, double) {
