@@ -363,13 +363,17 @@ struct BoardService::Impl {
     for (auto& [id, stream] : readers) stream->consoleClosed(drain_backlog);
   }
 
+  std::string flashLog(const std::string& lease_id, const std::string& board) const {
+    return leaseDir(lease_id) + "/flash__" + board + ".txt";
+  }
+
   // Flashes `image` (a path, kept) onto `name` for `lease_id`, its console
   // open first when it is a tty.
   void flashFile(const std::string& lease_id, const std::string& name, const std::string& image,
                  std::function<void(Status, double)> done) {
     std::shared_ptr<drivers::Board> board = boards.at(name);
     if (Status made = makeDirectory(leaseDir(lease_id)); !made.ok()) return done(std::move(made), 0);
-    std::string log = leaseDir(lease_id) + "/flash__" + name + ".txt";
+    std::string log = flashLog(lease_id, name);
     owner[name] = lease_id;
     // Catch what it prints after; a console that cannot open leaves the
     // flash without console evidence, not failed.
@@ -515,7 +519,7 @@ std::string BoardService::consoleLogPath(const std::string& lease_id, const std:
 }
 
 std::string BoardService::flashLogPath(const std::string& lease_id, const std::string& board) const {
-  return impl_->leaseDir(lease_id) + "/flash__" + board + ".txt";
+  return impl_->flashLog(lease_id, board);
 }
 
 std::string BoardService::powerLogPath(const std::string& lease_id, const std::string& board) const {
