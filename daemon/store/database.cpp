@@ -88,6 +88,16 @@ void Database::setSchemaVersion(sqlite3* db, const std::string& key, int version
   s.bind(1, key).bind(2, value).run();
 }
 
+void Database::createTables(sqlite3* db, const std::string& key, const std::string& what, int version,
+                            const char* schema) {
+  std::optional<int> found = schemaVersion(db, key);
+  if (found && *found > version)
+    throw std::runtime_error("its " + what + " tables are of schema " + std::to_string(*found) +
+                             ", newer than this hwfarmd's " + std::to_string(version));
+  exec(db, schema);
+  if (!found) setSchemaVersion(db, key, version);
+}
+
 Database::~Database() {
   {
     std::lock_guard lock(mutex_);

@@ -118,6 +118,11 @@ class Database {
   // (nullopt: none yet), and recording one. For Tables::create.
   static std::optional<int> schemaVersion(sqlite3* db, const std::string& key);
   static void setSchemaVersion(sqlite3* db, const std::string& key, int version);
+  // For a set of tables with no migration yet: refuses a database whose
+  // `key` records a version newer than `version` (naming `what`), runs
+  // `schema` (CREATE ... IF NOT EXISTS) and records `version` if none was.
+  static void createTables(sqlite3* db, const std::string& key, const std::string& what, int version,
+                           const char* schema);
 
  private:
   static constexpr int kCheckpointPages = 1000; // SQLite's default auto-checkpoint

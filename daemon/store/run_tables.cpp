@@ -33,14 +33,7 @@ bool writeRow(sqlite3* c, const StoredRun& r) {
 
 } // namespace
 
-void RunTables::create(sqlite3* db) {
-  std::optional<int> version = Database::schemaVersion(db, kVersionKey);
-  if (version && *version > kSchemaVersion)
-    throw std::runtime_error("its runs tables are of schema " + std::to_string(*version) + ", newer than this hwfarmd's " +
-                             std::to_string(kSchemaVersion));
-  exec(db, kSchema);
-  if (!version) Database::setSchemaVersion(db, kVersionKey, kSchemaVersion);
-}
+void RunTables::create(sqlite3* db) { Database::createTables(db, kVersionKey, "runs", kSchemaVersion, kSchema); }
 
 std::vector<StoredRun> RunTables::load(Database& db, size_t limit) {
   return db.startup([limit](sqlite3* c) {

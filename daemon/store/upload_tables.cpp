@@ -36,12 +36,7 @@ CREATE TABLE IF NOT EXISTS upload_objects(
 } // namespace
 
 void UploadTables::create(sqlite3* db) {
-  std::optional<int> version = Database::schemaVersion(db, kVersionKey);
-  if (version && *version > kSchemaVersion)
-    throw std::runtime_error("its upload tables are of schema " + std::to_string(*version) +
-                             ", newer than this hwfarmd's " + std::to_string(kSchemaVersion));
-  exec(db, kSchema);
-  if (!version) Database::setSchemaVersion(db, kVersionKey, kSchemaVersion);
+  Database::createTables(db, kVersionKey, "upload", kSchemaVersion, kSchema);
 }
 
 std::vector<StoredUpload> UploadTables::load(Database& db) {
