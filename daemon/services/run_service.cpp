@@ -145,7 +145,6 @@ struct RunService::Impl {
     RunSpec spec;
     lease::Lease lease;
     std::vector<std::string> image_names;                // artifact names, by image
-    std::map<std::string, std::string> target_names;     // board -> artifact name
     std::vector<std::pair<std::string, std::string>> targets; // (board, name) in target order; swapped-in boards last
     std::map<std::string, std::string> replaced;          // swapped-in board -> the board it replaced
     std::string sim_type;                                // the board type whose simulator the run uses
@@ -311,12 +310,19 @@ struct RunService::Impl {
     return o;
   }
 
-  // The record in memory, which the API serves; it is written to
-  // summary.json when the run starts and when it ends.
+  // The record in memory, which the API serves (and its watchers follow).
   void updateSummary(Run& r) {
+    r.summary.json = recordJson(r, r.summary.state);
+    watchers.changed(r.summary.id, r.summary.json);
+  }
+
+  // The run's record as it stands, saying `state`: the one in memory, or
+  // the final one stored (summary.json, the database) while memory still
+  // says running.
+  std::string recordJson(const Run& r, RunState state) const {
     json::object o{{"id", r.summary.id},
                    {"lease_id", r.summary.lease_id},
-                   {"state", runStateName(r.summary.state)},
+                   {"state", runStateName(state)},
                    {"created_ms", r.summary.created_ms},
                    {"mode", r.spec.mode == RunSpec::Mode::shard ? "shard" : "each"},
                    {"reference", referenceKind(r.spec)},
@@ -355,13 +361,12 @@ struct RunService::Impl {
     o["attempts"] = std::move(attempts);
     if (worst != FailureClass::none) o["failure_class"] = failureClassName(worst);
     if (!r.end_reason.empty()) o["reason"] = r.end_reason;
-    if (r.summary.state != RunState::running && !r.artifact_paths.empty()) {
+    if (state != RunState::running && !r.artifact_paths.empty()) {
       json::array paths;
       for (const auto& p : r.artifact_paths) paths.emplace_back(p);
       o["artifacts"] = std::move(paths);
     }
-    r.summary.json = json::serialize(o);
-    watchers.changed(r.summary.id, r.summary.json);
+    return json::serialize(o);
   }
 
   // --- starting ---------------------------------------------------------------
@@ -421,10 +426,7 @@ struct RunService::Impl {
     }
     run::RunNames names = run::runNames(
         types, r->spec.reference ? std::optional<std::string>(r->spec.golden ? "golden" : "qemu") : std::nullopt);
-    for (size_t i = 0; i < targets.size(); ++i) {
-      r->target_names[targets[i]] = names.targets[i];
-      r->targets.emplace_back(targets[i], names.targets[i]);
-    }
+    for (size_t i = 0; i < targets.size(); ++i) r->targets.emplace_back(targets[i], names.targets[i]);
     r->reference_name = names.reference;
     std::vector<std::string> image_files;
     for (const auto& img : r->spec.images) image_files.push_back(img.name);
@@ -545,13 +547,21 @@ struct RunService::Impl {
     return "qemu " + (it == r.simulators.end() ? std::string("?") : it->second.machine);
   }
 
+  // The artifact name of `board`, a target of `r` (a board swapped in
+  // shares the name of the one it replaced).
+  static const std::string& targetName(const Run& r, const std::string& board) {
+    auto it = std::find_if(r.targets.begin(), r.targets.end(), [&](const auto& t) { return t.first == board; });
+    if (it == r.targets.end()) throw std::out_of_range("board " + board + " is not a target of run " + r.summary.id);
+    return it->second;
+  }
+
   Attempt& addAttempt(Run& r, size_t image, const std::string& board, bool reference) {
     auto a = std::make_unique<Attempt>();
     a->image = image;
     a->board = board;
     a->reference = reference;
     a->result.image = r.image_names[image];
-    a->result.target = reference ? r.reference_name : r.target_names.at(board);
+    a->result.target = reference ? r.reference_name : targetName(r, board);
     a->result.board = reference ? referenceBoard(r) : a->simulator() ? simulatorLabel(r) : board;
     r.attempts.push_back(std::move(a));
     return *r.attempts.back();
@@ -674,7 +684,6 @@ struct RunService::Impl {
     if (!image) return;
     Attempt& a = addAttempt(r, *image, board, false);
     a.retry_of = retry_of;
-    if (retry_of) a.result.target = retry_of->result.target;
     if (board == kSimulatorKey) {
       startSimulator(r, a);
       return updateSummary(r);
@@ -743,7 +752,6 @@ struct RunService::Impl {
         return;
       }
       a.retry = Attempt::Retry::done;
-      r.target_names[fresh] = a.result.target;
       r.targets.emplace_back(fresh, a.result.target);
       r.replaced[fresh] = a.board;
       if (r.spec.mode == RunSpec::Mode::each) {
@@ -902,17 +910,13 @@ struct RunService::Impl {
                            : infra             ? RunState::error
                            : test              ? RunState::failed
                                                : RunState::passed;
-    r.summary.state = final_state;
+    r.final_state = final_state;
     r.summary.ended_ms = clock.wallMs();
-    updateSummary(r);
     // The artifacts are written off the loop; then the run is over.
     auto files = std::make_shared<std::vector<std::pair<std::string, std::string>>>(artifacts(r));
     for (const auto& [path, bytes] : *files) r.artifact_paths.push_back(path);
     r.artifact_paths.push_back("summary.json");
-    updateSummary(r);
-    files->emplace_back("summary.json", r.summary.json);
-    r.summary.state = RunState::running;
-    r.final_state = final_state;
+    files->emplace_back("summary.json", recordJson(r, final_state));
     updateSummary(r);
     std::string dir = runDir(r.summary.id);
     std::string id = r.summary.id;
@@ -963,18 +967,17 @@ struct RunService::Impl {
     auto it = running.find(id);
     if (it == running.end()) return;
     Run& r = *it->second;
-    r.summary.state = r.final_state;
-    updateSummary(r);
     if (!write_failure.ok()) {
       spdlog::error("run {}: artifacts: {}", id, write_failure.message());
-      r.summary.state = r.final_state = RunState::error;
+      r.final_state = RunState::error;
       r.end_reason = "its artifacts could not be written: " + write_failure.message();
       updateSummary(r);
-      (void)writeFile(runDir(id) + "/summary.json", r.summary.json);
+      (void)writeFile(runDir(id) + "/summary.json", recordJson(r, r.final_state));
     }
+    // Memory says running until the row is committed.
     RunSummary stored = r.summary;
-    r.summary.state = RunState::running; // until the row is committed
-    updateSummary(r);
+    stored.state = r.final_state;
+    stored.json = recordJson(r, r.final_state);
     db.commit({{store::RunTables::write(rowOf(stored)), [this, id](const Status& s) {
                   // A restart would find the run "running" and mark it
                   // interrupted; its summary.json is in place.
