@@ -3,11 +3,15 @@
 // disk), measured in the same run. Prints a table with the ratios.
 //
 //   hwfarm_lease_bench [--seconds S] [--rounds N] [--clients 1,16,256] [--fsync on|off] [--waiters N]
-//                      [--against PATH]
+//                      [--against PATH] [--tls]
 //
 // --against PATH puts another hwfarmd build (an earlier commit's, say) in the
 // baseline column instead of the minimal server, on the same fleet and load,
 // in the same alternating rounds: a before/after comparison in one run.
+// --tls measures hwfarmd on https:// (a self-signed EC P-256 certificate made
+// with `openssl req`, verified by the clients) against the same hwfarmd on
+// plain http://, and adds a row where each cycle is a new connection (a
+// handshake each, as every hwfarmctl invocation makes).
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -24,12 +28,14 @@
 #include <vector>
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -45,6 +51,30 @@ struct Server {
   pid_t pid = -1;
   std::string host;
   std::string port;
+  bool tls = false;
+};
+
+// --tls: the clients' context, trusting the daemon's self-signed certificate.
+std::unique_ptr<asio::ssl::context> g_tls;
+
+// One client connection: TCP, or TLS over TCP for a server with `tls`.
+struct Link {
+  std::unique_ptr<beast::tcp_stream> plain;
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
+
+  Link(asio::io_context& io, bool use_tls) {
+    if (use_tls) tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io, *g_tls);
+    else plain = std::make_unique<beast::tcp_stream>(io);
+  }
+  beast::tcp_stream& tcp() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
+  awaitable<void> connect(const tcp::resolver::results_type& endpoints) {
+    co_await tcp().async_connect(endpoints, use_awaitable);
+    if (tls) co_await tls->async_handshake(asio::ssl::stream_base::client, use_awaitable);
+  }
+  void connectNow(const tcp::resolver::results_type& endpoints) {
+    tcp().connect(endpoints);
+    if (tls) tls->handshake(asio::ssl::stream_base::client);
+  }
 };
 
 std::string readFile(const std::string& path) {
@@ -68,13 +98,14 @@ Server start(const std::vector<std::string>& argv, const std::string& log) {
     execvp(args[0], args.data());
     _exit(127);
   }
-  std::regex re("listening on http://([0-9.]+):([0-9]+)");
+  std::regex re("listening on (https?)://([0-9.]+):([0-9]+)");
   for (int i = 0; i < 500; ++i) {
     std::smatch m;
     std::string text = readFile(log);
     if (std::regex_search(text, m, re) && (text.find(" ready: ") != std::string::npos || argv.size() == 1)) {
-      s.host = m[1];
-      s.port = m[2];
+      s.tls = m[1] == "https";
+      s.host = m[2];
+      s.port = m[3];
       return s;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -112,7 +143,8 @@ struct Reply {
   std::string body;
 };
 
-awaitable<Reply> call(beast::tcp_stream& stream, http::verb verb, const std::string& target, const std::string& body) {
+template <class Stream>
+awaitable<Reply> exchange(Stream& stream, http::verb verb, const std::string& target, const std::string& body) {
   http::request<http::string_body> req{verb, target, 11};
   req.set(http::field::host, "localhost");
   req.body() = body;
@@ -122,6 +154,32 @@ awaitable<Reply> call(beast::tcp_stream& stream, http::verb verb, const std::str
   http::response<http::string_body> res;
   co_await http::async_read(stream, buffer, res, use_awaitable);
   co_return Reply{res.result_int(), std::move(res.body())};
+}
+
+awaitable<Reply> call(Link& link, http::verb verb, const std::string& target, const std::string& body) {
+  if (link.tls) co_return co_await exchange(*link.tls, verb, target, body);
+  co_return co_await exchange(*link.plain, verb, target, body);
+}
+
+template <class Stream>
+Reply exchangeNow(Stream& stream, http::verb verb, const std::string& target, const std::string& body,
+                  bool read_answer = true) {
+  http::request<http::string_body> req{verb, target, 11};
+  req.set(http::field::host, "localhost");
+  req.body() = body;
+  req.prepare_payload();
+  http::write(stream, req);
+  if (!read_answer) return {};
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  http::read(stream, buffer, res);
+  return Reply{res.result_int(), std::move(res.body())};
+}
+
+Reply callNow(Link& link, http::verb verb, const std::string& target, const std::string& body,
+              bool read_answer = true) {
+  if (link.tls) return exchangeNow(*link.tls, verb, target, body, read_answer);
+  return exchangeNow(*link.plain, verb, target, body, read_answer);
 }
 
 std::string idOf(const std::string& body) {
@@ -149,25 +207,31 @@ double percentile(std::vector<double>& v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
-// `clients` connections, each looping acquire+release for `seconds`.
-LoadResult load(const Server& s, int clients, double seconds) {
+// `clients` connections, each looping acquire+release for `seconds`; with
+// `connect_each`, each cycle on a new connection (and handshake).
+LoadResult load(const Server& s, int clients, double seconds, bool connect_each = false) {
   asio::io_context io;
   std::vector<double> latencies;
   uint64_t errors = 0;
   auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
   auto client = [&]() -> awaitable<void> {
-    beast::tcp_stream stream(io);
     tcp::resolver resolver(io);
-    co_await stream.async_connect(co_await resolver.async_resolve(s.host, s.port, use_awaitable), use_awaitable);
+    auto endpoints = co_await resolver.async_resolve(s.host, s.port, use_awaitable);
+    auto link = std::make_unique<Link>(io, s.tls);
+    co_await link->connect(endpoints);
     while (Clock::now() < deadline) {
       auto t0 = Clock::now();
-      Reply r = co_await call(stream, http::verb::post, "/v1/leases", acquireBody("bench", 10));
+      if (connect_each && !latencies.empty()) {
+        link = std::make_unique<Link>(io, s.tls);
+        co_await link->connect(endpoints);
+      }
+      Reply r = co_await call(*link, http::verb::post, "/v1/leases", acquireBody("bench", 10));
       std::string id = idOf(r.body);
       if (r.status != 201 || id.empty()) {
         ++errors;
         continue;
       }
-      Reply d = co_await call(stream, http::verb::delete_, "/v1/leases/" + id, "");
+      Reply d = co_await call(*link, http::verb::delete_, "/v1/leases/" + id, "");
       if (d.status != 200) ++errors;
       latencies.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     }
@@ -196,11 +260,11 @@ std::pair<double, double> grantLatency(const Server& s, int rounds) {
   auto run = [&]() -> awaitable<void> {
     tcp::resolver resolver(io);
     auto endpoints = co_await resolver.async_resolve(s.host, s.port, use_awaitable);
-    beast::tcp_stream a(io), b(io);
-    co_await a.async_connect(endpoints, use_awaitable);
-    co_await b.async_connect(endpoints, use_awaitable);
-    beast::tcp_stream* holder = &a;
-    beast::tcp_stream* waiter = &b;
+    Link a(io, s.tls), b(io, s.tls);
+    co_await a.connect(endpoints);
+    co_await b.connect(endpoints);
+    Link* holder = &a;
+    Link* waiter = &b;
     std::string held = idOf((co_await call(*holder, http::verb::post, "/v1/leases", acquireBody("solo", 0))).body);
     asio::steady_timer pause(io);
     for (int i = 0; i < rounds; ++i) {
@@ -239,11 +303,11 @@ std::pair<double, double> roundTrip(const Server& s, int rounds) {
   std::vector<double> latencies;
   asio::co_spawn(io, [&]() -> awaitable<void> {
     tcp::resolver resolver(io);
-    beast::tcp_stream stream(io);
-    co_await stream.async_connect(co_await resolver.async_resolve(s.host, s.port, use_awaitable), use_awaitable);
+    Link link(io, s.tls);
+    co_await link.connect(co_await resolver.async_resolve(s.host, s.port, use_awaitable));
     for (int i = 0; i < rounds; ++i) {
       auto t0 = Clock::now();
-      co_await call(stream, http::verb::post, "/v1/leases", acquireBody("solo", 0));
+      co_await call(link, http::verb::post, "/v1/leases", acquireBody("solo", 0));
       latencies.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     }
   }, asio::detached);
@@ -255,33 +319,19 @@ std::pair<double, double> roundTrip(const Server& s, int rounds) {
 // Returns the server's RSS (KiB) once they are all in.
 long rssWithWaiters(const Server& s, int n, bool send_requests) {
   asio::io_context io;
-  std::vector<std::unique_ptr<beast::tcp_stream>> streams;
+  std::vector<std::unique_ptr<Link>> streams;
   tcp::resolver resolver(io);
   auto endpoints = resolver.resolve(s.host, s.port);
   std::string held;
   if (send_requests) {
-    beast::tcp_stream first(io);
-    first.connect(endpoints);
-    http::request<http::string_body> req{http::verb::post, "/v1/leases", 11};
-    req.set(http::field::host, "localhost");
-    req.body() = acquireBody("solo", 0);
-    req.prepare_payload();
-    http::write(first, req);
-    beast::flat_buffer buffer;
-    http::response<http::string_body> res;
-    http::read(first, buffer, res);
-    held = idOf(res.body());
+    Link first(io, s.tls);
+    first.connectNow(endpoints);
+    held = idOf(callNow(first, http::verb::post, "/v1/leases", acquireBody("solo", 0)).body);
   }
   for (int i = 0; i < n; ++i) {
-    auto stream = std::make_unique<beast::tcp_stream>(io);
-    stream->connect(endpoints);
-    if (send_requests) {
-      http::request<http::string_body> req{http::verb::post, "/v1/leases", 11};
-      req.set(http::field::host, "localhost");
-      req.body() = acquireBody("solo", 120);
-      req.prepare_payload();
-      http::write(*stream, req);
-    }
+    auto stream = std::make_unique<Link>(io, s.tls);
+    stream->connectNow(endpoints);
+    if (send_requests) callNow(*stream, http::verb::post, "/v1/leases", acquireBody("solo", 120), false);
     streams.push_back(std::move(stream));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -289,22 +339,18 @@ long rssWithWaiters(const Server& s, int n, bool send_requests) {
   streams.clear(); // the waiters hang up and leave the queue
   if (send_requests) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    beast::tcp_stream last(io);
-    last.connect(endpoints);
-    http::request<http::string_body> req{http::verb::delete_, "/v1/leases/" + held, 11};
-    req.set(http::field::host, "localhost");
-    req.prepare_payload();
-    http::write(last, req);
-    beast::flat_buffer buffer;
-    http::response<http::string_body> res;
-    http::read(last, buffer, res);
+    Link last(io, s.tls);
+    last.connectNow(endpoints);
+    callNow(last, http::verb::delete_, "/v1/leases/" + held, "");
   }
   return rss;
 }
 
-std::string fleet(const std::string& state, int boards, bool fsync) {
-  std::string t = "[agent]\nname = \"bench\"\nlisten = \"127.0.0.1:0\"\nstate_dir = \"" + state +
-                  "\"\ntier = 1\nanonymous = \"loopback\"\n"
+// `tls_lines`: agent.tls_cert and tls_key, to listen on https://.
+std::string fleet(const std::string& state, int boards, bool fsync, const std::string& tls_lines = "") {
+  std::string listen = tls_lines.empty() ? "127.0.0.1:0" : "https://127.0.0.1:0";
+  std::string t = "[agent]\nname = \"bench\"\nlisten = \"" + listen + "\"\nstate_dir = \"" + state +
+                  "\"\ntier = 1\nanonymous = \"loopback\"\n" + tls_lines +
                   "[limits]\nmax_connections = 8192\nmax_queue = 100000\n"
                   "[leases]\nfsync = " + std::string(fsync ? "true" : "false") + "\n";
   int per_worker = 128;
@@ -333,6 +379,14 @@ int main(int argc, char** argv) {
   int waiters = 1000;
   bool fsync = true; // hwfarmd's default
   std::string against; // another hwfarmd as the baseline
+  bool tls = false;     // hwfarmd on https:// against itself on http://
+  std::vector<char*> args{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--tls") tls = true;
+    else args.push_back(argv[i]);
+  }
+  argc = static_cast<int>(args.size());
+  argv = args.data();
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--seconds") seconds = std::stod(argv[i + 1]);
@@ -353,7 +407,21 @@ int main(int argc, char** argv) {
 
   char dir_template[] = "/tmp/hwfarm-bench-XXXXXX";
   std::string dir = mkdtemp(dir_template);
-  std::ofstream(dir + "/fleet.toml") << fleet(dir + "/state", 1024, fsync);
+  std::string tls_lines;
+  if (tls) {
+    std::string make = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+                       "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout " + dir +
+                       "/key.pem -out " + dir + "/cert.pem 2>/dev/null && chmod 600 " + dir + "/key.pem";
+    if (std::system(make.c_str()) != 0) {
+      std::fprintf(stderr, "cannot make a certificate with openssl req\n");
+      return 1;
+    }
+    tls_lines = "tls_cert = \"" + dir + "/cert.pem\"\ntls_key = \"" + dir + "/key.pem\"\n";
+    g_tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+    g_tls->load_verify_file(dir + "/cert.pem");
+    g_tls->set_verify_mode(asio::ssl::verify_peer);
+  }
+  std::ofstream(dir + "/fleet.toml") << fleet(dir + "/state", 1024, fsync, tls_lines);
   // HWFARM_BENCH_WRAP="valgrind --tool=callgrind ..." runs hwfarmd under a
   // profiler (the table is then about the profiler, not hwfarmd).
   std::vector<std::string> daemon_argv;
@@ -364,6 +432,7 @@ int main(int argc, char** argv) {
   for (std::string a : {std::string(HWFARMD_PATH), std::string("--config"), dir + "/fleet.toml"})
     daemon_argv.push_back(a);
   Server daemon = start(daemon_argv, dir + "/hwfarmd.log");
+  if (tls) against = HWFARMD_PATH; // the same build on plain HTTP
   bool versus_hwfarmd = !against.empty();
   std::vector<std::string> baseline_argv{BASELINE_PATH};
   if (versus_hwfarmd) {
@@ -381,16 +450,25 @@ int main(int argc, char** argv) {
               fsync ? "true (answers wait for an fdatasync of the WAL)"
                     : "false (commits in the WAL, no fdatasync per answer)",
               seconds, rounds, std::thread::hardware_concurrency());
-  if (versus_hwfarmd) std::printf("baseline column: %s\n", against.c_str());
-  std::printf("%-34s %16s %16s %8s\n", "", "hwfarmd", versus_hwfarmd ? "baseline hwfarmd" : "minimal Beast",
-              "ratio");
-  for (int clients : client_counts) {
+  int w = tls ? 48 : 34; // the label column
+  if (tls)
+    std::printf("TLS: hwfarmd on https:// (EC P-256 certificate, verified by the clients; TLS 1.3) against the same "
+                "build on http://\n");
+  else if (versus_hwfarmd)
+    std::printf("baseline column: %s\n", against.c_str());
+  std::printf("%-*s %16s %16s %8s\n", w, "", tls ? "hwfarmd https" : "hwfarmd",
+              tls ? "hwfarmd http" : versus_hwfarmd ? "baseline hwfarmd" : "minimal Beast", "ratio");
+  // Each row: the clients, and whether each cycle opens its own connection.
+  std::vector<std::pair<int, bool>> rows;
+  for (int clients : client_counts) rows.emplace_back(clients, false);
+  if (tls) rows.emplace_back(1, true);
+  for (auto [clients, connect_each] : rows) {
     // Alternate the two servers `rounds` times and keep each one's median
     // round: a noisy neighbour on the machine hits both sides alike.
     std::vector<LoadResult> hs, bs;
     for (int i = 0; i < rounds; ++i) {
-      hs.push_back(load(daemon, clients, seconds / rounds));
-      bs.push_back(load(baseline, clients, seconds / rounds));
+      hs.push_back(load(daemon, clients, seconds / rounds, connect_each));
+      bs.push_back(load(baseline, clients, seconds / rounds, connect_each));
     }
     auto median = [](std::vector<LoadResult>& v) {
       std::sort(v.begin(), v.end(), [](const LoadResult& a, const LoadResult& b) { return a.cycles_per_s < b.cycles_per_s; });
@@ -401,27 +479,28 @@ int main(int argc, char** argv) {
     LoadResult h = median(hs);
     LoadResult b = median(bs);
     std::string label = std::to_string(clients) + (clients == 1 ? " client" : " clients");
-    std::printf("%-34s %16s %16s %7.0f%%\n", (label + ": acquire+release/s").c_str(), fmt(h.cycles_per_s, 0).c_str(),
+    if (connect_each) label += ", a connection each";
+    std::printf("%-*s %16s %16s %7.0f%%\n", w, (label + ": acquire+release/s").c_str(), fmt(h.cycles_per_s, 0).c_str(),
                 fmt(b.cycles_per_s, 0).c_str(), 100.0 * h.cycles_per_s / b.cycles_per_s);
-    std::printf("%-34s %16s %16s\n", (label + ": p50 / p99 ms").c_str(),
+    std::printf("%-*s %16s %16s\n", w, (label + ": p50 / p99 ms").c_str(),
                 (fmt(h.p50_ms, 2) + " / " + fmt(h.p99_ms, 2)).c_str(),
                 (fmt(b.p50_ms, 2) + " / " + fmt(b.p99_ms, 2)).c_str());
-    std::printf("%-34s %16s %16s\n", (label + ": server CPU us/cycle").c_str(), fmt(h.cpu_us_per_cycle, 0).c_str(),
+    std::printf("%-*s %16s %16s\n", w, (label + ": server CPU us/cycle").c_str(), fmt(h.cpu_us_per_cycle, 0).c_str(),
                 fmt(b.cpu_us_per_cycle, 0).c_str());
     if (h.errors || b.errors)
-      std::printf("%-34s %16llu %16llu\n", "  errors", static_cast<unsigned long long>(h.errors),
+      std::printf("%-*s %16llu %16llu\n", w, "  errors", static_cast<unsigned long long>(h.errors),
                   static_cast<unsigned long long>(b.errors));
   }
   auto grant = grantLatency(daemon, 500);
   auto rtt = versus_hwfarmd ? grantLatency(baseline, 500) : roundTrip(baseline, 500);
-  std::printf("%-34s %16s %16s\n", "grant latency p50 / p99 ms", (fmt(grant.first, 2) + " / " + fmt(grant.second, 2)).c_str(),
+  std::printf("%-*s %16s %16s\n", w, "grant latency p50 / p99 ms", (fmt(grant.first, 2) + " / " + fmt(grant.second, 2)).c_str(),
               (fmt(rtt.first, 2) + " / " + fmt(rtt.second, 2)).c_str());
-  if (!versus_hwfarmd) std::printf("%-34s %16s %16s\n", "  (baseline column: one request's round trip)", "", "");
-  std::printf("%-34s %13.1f MiB %12.1f MiB\n", "RSS, idle", daemon_idle / 1024.0, baseline_idle / 1024.0);
-  std::printf("%-34s %13.1f MiB %12.1f MiB\n",
+  if (!versus_hwfarmd) std::printf("%-*s %16s %16s\n", w, "  (baseline column: one request's round trip)", "", "");
+  std::printf("%-*s %13.1f MiB %12.1f MiB\n", w, "RSS, idle", daemon_idle / 1024.0, baseline_idle / 1024.0);
+  std::printf("%-*s %13.1f MiB %12.1f MiB\n", w,
               ("RSS, " + std::to_string(waiters) + " waiting requests").c_str(), daemon_waiting / 1024.0,
               baseline_open / 1024.0);
-  if (!versus_hwfarmd) std::printf("%-34s %16s %16s\n", "  (baseline column: as many idle connections)", "", "");
+  if (!versus_hwfarmd) std::printf("%-*s %16s %16s\n", w, "  (baseline column: as many idle connections)", "", "");
   stop(daemon);
   stop(baseline);
   std::string rm = "rm -rf " + dir;

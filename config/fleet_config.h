@@ -20,13 +20,15 @@ struct SourcePos {
   int column = 0;
 };
 
-// One place hwfarmd accepts HTTP connections: "HOST:PORT", "[V6]:PORT" or
-// "unix:/path/to.sock".
+// One place hwfarmd accepts HTTP connections: "HOST:PORT" or
+// "http://HOST:PORT" (plain HTTP), "https://HOST:PORT" (TLS, with
+// agent.tls_cert and tls_key), HOST an IPv4 address, "[V6]" or "localhost";
+// or "unix:/path/to.sock".
 struct ListenAddress {
-  enum class Kind { tcp, unix_socket };
+  enum class Kind { tcp, tls, unix_socket };
   Kind kind = Kind::tcp;
-  std::string host;  // tcp: literal IPv4/IPv6 address or "localhost"
-  uint16_t port = 0; // tcp: 0 = any free port
+  std::string host;  // tcp, tls: literal IPv4/IPv6 address or "localhost"
+  uint16_t port = 0; // tcp, tls: 0 = any free port
   std::string path;  // unix_socket
   std::string text;  // as written in the config
 
@@ -62,6 +64,11 @@ struct AgentConfig {
   std::string log_level = "info"; // trace, debug, info, warn, error
   bool anonymous_loopback = false;
   std::string tokens_file; // empty: no tokens (only anonymous loopback access)
+  // The https:// listeners' certificate chain and private key (PEM; the key
+  // file private like the tokens file). Both set exactly when a listen
+  // address is https://.
+  std::string tls_cert;
+  std::string tls_key;
   std::string lock_dir = "/var/lock"; // UUCP serial lock files; empty: none
   // Directories whose files a flash request may name by server-side path
   // (absolute, no trailing "/"); empty: images must be uploaded.

@@ -141,14 +141,34 @@ class FleetParser {
       if (v->empty()) r.error("tokens_file", "expected the path of a tokens file, got \"\"");
       else a.tokens_file = *v;
     }
+    parseTls(r);
     if (a.anonymous_loopback) {
       for (const auto& l : a.listen) {
-        if (l.kind == ListenAddress::Kind::tcp && !l.isLoopback())
+        if (l.kind != ListenAddress::Kind::unix_socket && !l.isLoopback())
           r.error("listen", "anonymous = \"loopback\" requires loopback listen addresses, got " +
                                 quoted(l.text));
       }
     }
     r.finish();
+  }
+
+  // agent.tls_cert and tls_key: both, exactly when a listen address is
+  // https:// (a certificate nothing serves is a mistake to report).
+  void parseTls(TableReader& r) {
+    AgentConfig& a = config_.agent;
+    for (const char* key : {"tls_cert", "tls_key"}) {
+      auto v = r.text(key);
+      if (!v) continue;
+      if (v->empty() || v->front() != '/') r.error(key, "expected an absolute path, got " + quoted(*v));
+      else (std::string_view(key) == "tls_cert" ? a.tls_cert : a.tls_key) = *v;
+    }
+    bool https = std::any_of(a.listen.begin(), a.listen.end(),
+                             [](const ListenAddress& l) { return l.kind == ListenAddress::Kind::tls; });
+    bool cert = r.raw().get("tls_cert") != nullptr, key = r.raw().get("tls_key") != nullptr;
+    if (https && !cert) r.error("listen", "an https:// address needs agent.tls_cert (the certificate chain, PEM)");
+    if (https && !key) r.error("listen", "an https:// address needs agent.tls_key (the private key, PEM)");
+    if (!https && cert) r.error("tls_cert", "set, but no agent.listen address is https://");
+    if (!https && key) r.error("tls_key", "set, but no agent.listen address is https://");
   }
 
   void parseListen(TableReader& r) {
@@ -171,8 +191,9 @@ class FleetParser {
         items.emplace_back(item->as_string()->get(), item);
       }
     } else {
-      r.error("listen", "expected an address or an array of addresses like \"127.0.0.1:7420\" or "
-                        "\"unix:/run/hwfarm/hwfarmd.sock\", got " + describeValue(*node));
+      r.error("listen", "expected an address or an array of addresses like \"127.0.0.1:7420\", "
+                        "\"https://0.0.0.0:7443\" or \"unix:/run/hwfarm/hwfarmd.sock\", got " +
+                            describeValue(*node));
       return;
     }
     for (const auto& [text, item] : items) {
@@ -189,8 +210,8 @@ class FleetParser {
     a.text = text;
     auto fail = [&](const std::string& why) -> std::optional<ListenAddress> {
       if (problem)
-        *problem = "expected \"HOST:PORT\", \"[IPV6]:PORT\" or \"unix:/PATH\", got " + quoted(text) +
-                   " (" + why + ")";
+        *problem = "expected \"HOST:PORT\", \"[IPV6]:PORT\", \"https://HOST:PORT\" or \"unix:/PATH\", got " +
+                   quoted(text) + " (" + why + ")";
       return std::nullopt;
     };
     if (text.rfind("unix:", 0) == 0) {
@@ -201,10 +222,17 @@ class FleetParser {
       if (a.path.size() > 107) return fail("socket path longer than 107 bytes");
       return a;
     }
-    size_t colon = text.rfind(':');
+    std::string rest = text;
+    if (rest.rfind("https://", 0) == 0) {
+      a.kind = ListenAddress::Kind::tls;
+      rest.erase(0, 8);
+    } else if (rest.rfind("http://", 0) == 0) {
+      rest.erase(0, 7);
+    }
+    size_t colon = rest.rfind(':');
     if (colon == std::string::npos) return fail("no port");
-    std::string host = text.substr(0, colon);
-    std::string port = text.substr(colon + 1);
+    std::string host = rest.substr(0, colon);
+    std::string port = rest.substr(colon + 1);
     if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
       host = host.substr(1, host.size() - 2);
       in6_addr v6;

@@ -17,6 +17,7 @@
 
 using hwfarm::config::LoadResult;
 using hwfarm::config::parseFleetConfig;
+using hwfarm::config::ListenAddress;
 
 namespace {
 
@@ -313,12 +314,29 @@ TEST_CASE("listen addresses are checked and anonymous access needs loopback") {
   REQUIRE(errors == std::vector<std::string>{
                         "fleet.toml:5:10: agent.listen: anonymous = \"loopback\" requires loopback listen "
                         "addresses, got \"0.0.0.0:7420\"",
-                        "fleet.toml:5:27: agent.listen: expected \"HOST:PORT\", \"[IPV6]:PORT\" or "
+                        "fleet.toml:5:27: agent.listen: expected \"HOST:PORT\", \"[IPV6]:PORT\", \"https://HOST:PORT\" or "
                         "\"unix:/PATH\", got \"lab:80\" (not an IPv4 address or localhost)",
-                        "fleet.toml:5:37: agent.listen: expected \"HOST:PORT\", \"[IPV6]:PORT\" or "
+                        "fleet.toml:5:37: agent.listen: expected \"HOST:PORT\", \"[IPV6]:PORT\", \"https://HOST:PORT\" or "
                         "\"unix:/PATH\", got \"127.0.0.1:99999\" (port must be 0 to 65535)",
-                        "fleet.toml:5:56: agent.listen: expected \"HOST:PORT\", \"[IPV6]:PORT\" or "
+                        "fleet.toml:5:56: agent.listen: expected \"HOST:PORT\", \"[IPV6]:PORT\", \"https://HOST:PORT\" or "
                         "\"unix:/PATH\", got \"unix:\" (empty socket path)"});
+}
+
+TEST_CASE("https listen addresses parse with their certificate and key, http:// ones as plain TCP") {
+  LoadResult r = parseFleetConfig("[agent]\nname = \"lab\"\ntier = 1\n"
+                                  "listen = [\"https://0.0.0.0:7443\", \"http://127.0.0.1:7420\", \"https://[::]:0\"]\n"
+                                  "tls_cert = \"/etc/hwfarm/tls/a.crt\"\ntls_key = \"/etc/hwfarm/tls/a.key\"\n"
+                                  "[[worker]]\nname = \"w\"\n",
+                                  "fleet.toml");
+  INFO((r.errors.empty() ? "" : r.errors[0].format()));
+  REQUIRE(r.ok());
+  const auto& listen = r.config->agent.listen;
+  REQUIRE(listen.size() == 3);
+  CHECK((listen[0].kind == ListenAddress::Kind::tls && listen[0].host == "0.0.0.0" && listen[0].port == 7443));
+  CHECK((listen[1].kind == ListenAddress::Kind::tcp && listen[1].host == "127.0.0.1" && listen[1].port == 7420));
+  CHECK((listen[2].kind == ListenAddress::Kind::tls && listen[2].host == "::" && listen[2].port == 0));
+  CHECK(r.config->agent.tls_cert == "/etc/hwfarm/tls/a.crt");
+  CHECK(r.config->agent.tls_key == "/etc/hwfarm/tls/a.key");
 }
 
 TEST_CASE("IPv6 and unix listen addresses parse") {
@@ -392,7 +410,7 @@ TEST_CASE("edge cases of floats for integers and relative sockets and command-on
                          "  flash = { driver = \"st-flash\", extra_args = [\"--sn={serial}\"] }\n"
                          "  health = { image = \"\" }\n");
   REQUIRE(errors == std::vector<std::string>{
-                        "fleet.toml:4:10: agent.listen: expected \"HOST:PORT\", \"[IPV6]:PORT\" or "
+                        "fleet.toml:4:10: agent.listen: expected \"HOST:PORT\", \"[IPV6]:PORT\", \"https://HOST:PORT\" or "
                         "\"unix:/PATH\", got \"unix:run/h.sock\" (the socket path must be absolute)",
                         "fleet.toml:6:13: limits.max_queue: expected an integer from 1 to 10000000, got 2048.0",
                         "fleet.toml:13:47: worker \"w\" board \"a\": flash.tool: unknown key (not used by "

@@ -1,6 +1,6 @@
 // The HTTP/1.1 server: Beast on the daemon's io_context, one coroutine-free
-// async session per connection, no thread per connection. Beast and Asio
-// stay inside server.cpp.
+// async session per connection, no thread per connection; HTTPS on the
+// https:// listeners. Beast and Asio stay inside server.cpp.
 #pragma once
 
 #include <functional>
@@ -15,6 +15,8 @@ class io_context;
 }
 
 namespace hwfarm::api {
+
+class TlsIdentity;
 
 // What /metrics shows about the server.
 struct ServerStats {
@@ -38,11 +40,17 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Binds and starts accepting. Returns the bound address as a URL
-  // ("http://127.0.0.1:7420", "unix:/run/hwfarm/hwfarmd.sock"); throws
-  // std::runtime_error naming the address on failure (start-up only). A unix
+  // ("http://127.0.0.1:7420", "https://[::]:7443",
+  // "unix:/run/hwfarm/hwfarmd.sock"); throws std::runtime_error naming the
+  // address on failure (start-up only), and for an https:// address before
+  // setTlsIdentity. A unix
   // socket file at the path is removed only when nothing accepts on it (left
   // by a killed daemon); if a connect to it succeeds, this throws instead.
   std::string listen(const config::ListenAddress& address);
+
+  // The certificate and key new HTTPS connections get; connections open
+  // keep the one they started with, so a reload drops none.
+  void setTlsIdentity(const std::shared_ptr<const TlsIdentity>& identity);
 
   // Stops accepting and closes idle connections; requests in progress finish
   // and their connections close after the response. `drained` (optional) is

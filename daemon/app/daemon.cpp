@@ -19,6 +19,8 @@
 #include "daemon/api/auth.h"
 #include "daemon/api/router.h"
 #include "daemon/api/server.h"
+#include "daemon/api/tls_identity.h"
+#include "daemon/api/json_codec.h"
 #include "daemon/app/log.h"
 #include "daemon/app/sd_notify.h"
 #include "daemon/app/state_dir.h"
@@ -73,6 +75,37 @@ std::vector<std::string> loadUploadCredentials(const config::FleetConfig& c, con
   return errors;
 }
 
+bool servesHttps(const config::FleetConfig& c) {
+  for (const auto& l : c.agent.listen)
+    if (l.kind == config::ListenAddress::Kind::tls) return true;
+  return false;
+}
+
+// Loads agent.tls_cert and tls_key when a listen address is https://
+// (none: *identity stays null). Errors are returned formatted.
+std::vector<std::string> loadTls(const config::FleetConfig& c, std::shared_ptr<const api::TlsIdentity>* identity) {
+  identity->reset();
+  if (!servesHttps(c)) return {};
+  auto loaded = api::TlsIdentity::load(c.agent.tls_cert, c.agent.tls_key);
+  if (!loaded.ok()) return {loaded.status().message()};
+  *identity = std::move(loaded.value());
+  return {};
+}
+
+// What the certificate says, and a warning when it has expired or expires
+// within 30 days (clients refuse an expired one).
+void logTls(const api::TlsIdentity& identity, int64_t now_ms) {
+  std::string until = api::rfc3339(identity.notAfterMs());
+  spdlog::info("TLS certificate {} from {}, valid until {}", identity.subject(), identity.certFile(), until);
+  int64_t left_ms = identity.notAfterMs() - now_ms;
+  if (left_ms <= 0)
+    spdlog::error("the TLS certificate {} expired at {}: clients refuse it; renew it and reload (agent.tls_cert)",
+                  identity.certFile(), until);
+  else if (left_ms < int64_t{30} * 86400 * 1000)
+    spdlog::warn("the TLS certificate {} expires at {} ({} days left): renew it and reload (agent.tls_cert)",
+                 identity.certFile(), until, left_ms / 86400000);
+}
+
 struct Loaded {
   config::LoadResult result;
   std::string text;
@@ -106,6 +139,7 @@ struct PreparedReload {
   Loaded loaded;
   std::vector<config::Token> tokens;
   config::S3Credentials upload_credentials;
+  std::shared_ptr<const api::TlsIdentity> tls; // re-read at every reload: a renewed certificate
   std::string sha256; // of the config text
 };
 
@@ -120,6 +154,9 @@ PreparedReload prepareReload(const std::string& path) {
       p.loaded.result.errors.push_back(config::ConfigError{"", 0, 0, "", "", e});
   if (p.loaded.result.ok())
     for (const auto& e : loadUploadCredentials(*p.loaded.result.config, &p.upload_credentials))
+      p.loaded.result.errors.push_back(config::ConfigError{"", 0, 0, "", "", e});
+  if (p.loaded.result.ok())
+    for (const auto& e : loadTls(*p.loaded.result.config, &p.tls))
       p.loaded.result.errors.push_back(config::ConfigError{"", 0, 0, "", "", e});
   p.sha256 = config::sha256Hex(p.loaded.text);
   return p;
@@ -245,6 +282,12 @@ int Daemon::Impl::run() {
     spdlog::critical("upload.credentials_file {} is not usable; not starting", config->upload.credentials_file);
     return 1;
   }
+  std::shared_ptr<const api::TlsIdentity> tls;
+  if (auto errors = loadTls(*config, &tls); !errors.empty()) {
+    for (const auto& e : errors) spdlog::error("{}", e);
+    spdlog::critical("the TLS certificate or key is not usable; not starting");
+    return 1;
+  }
 
   try {
     state_lock = std::make_unique<StateDirLock>(config->agent.state_dir);
@@ -319,8 +362,17 @@ int Daemon::Impl::run() {
     server->setBodyPolicy([this](const api::HttpRequest& head) { return router->planBody(head); });
     state.server_stats = [this] { return server ? server->stats() : api::ServerStats{}; };
     router->setSla(sla.get());
-    for (const auto& address : config->agent.listen)
+    if (tls) {
+      logTls(*tls, clock.wallMs());
+      server->setTlsIdentity(tls);
+    }
+    for (const auto& address : config->agent.listen) {
       spdlog::info("listening on {}", server->listen(address));
+      if (address.kind == config::ListenAddress::Kind::tcp && !address.isLoopback())
+        spdlog::warn("{}: plain HTTP on a network address: bearer tokens cross the network in clear text; "
+                     "listen on https:// instead (agent.tls_cert, agent.tls_key)",
+                     address.text);
+    }
   } catch (const std::exception& e) {
     spdlog::critical("{}", e.what());
     return 1;
@@ -478,6 +530,10 @@ void Daemon::Impl::applyReload(PreparedReload prepared) {
       spdlog::info("{} token(s) loaded from {}", prepared.tokens.size(), applied->agent.tokens_file);
     setLogLevel(applied->agent.log_level);
     server->setLimits(applied->limits);
+    if (prepared.tls) { // new connections get it; open ones keep theirs
+      logTls(*prepared.tls, status.last_reload_at_ms);
+      server->setTlsIdentity(prepared.tls);
+    }
     auth.setTokens(prepared.tokens);
     auth.setAnonymousLoopback(applied->agent.anonymous_loopback);
     state.config = applied;

@@ -11,6 +11,7 @@
 
 #include "config/credentials.h"
 #include "config/tokens.h"
+#include "daemon/api/tls_identity.h"
 #include "daemon/app/daemon.h"
 #include "daemon/app/log.h"
 #include "daemon/app/version.h"
@@ -48,6 +49,15 @@ int checkConfig(const std::string& path) {
   if (upload.enabled) {
     auto c = hwfarm::config::loadCredentialsFile(upload.credentials_file);
     if (!c.ok()) return reportErrors(c.errors, upload.credentials_file);
+  }
+  const auto& agent = result.config->agent;
+  if (!agent.tls_cert.empty()) {
+    auto tls = hwfarm::api::TlsIdentity::load(agent.tls_cert, agent.tls_key);
+    if (!tls.ok()) {
+      std::fprintf(stderr, "%s\nhwfarmd: %s: the TLS certificate or key is not usable\n",
+                   tls.status().message().c_str(), name.c_str());
+      return 1;
+    }
   }
   std::printf("hwfarmd: %s: configuration ok (%zu workers, %zu boards", name.c_str(),
               result.config->workers.size(), result.config->boardCount());

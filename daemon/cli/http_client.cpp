@@ -1,37 +1,77 @@
 #include "daemon/cli/http_client.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <optional>
 
 #include <boost/asio.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 namespace hwfarm::cli {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
-HttpClient::HttpClient(const std::string& url, double timeout_s) : timeout_s_(timeout_s) {
+namespace {
+
+constexpr const char* kUrlForms = "expected http://HOST:PORT, https://HOST[:PORT] or unix:/PATH";
+
+} // namespace
+
+HttpClient::HttpClient(const std::string& url, double timeout_s, std::string cacert)
+    : cacert_(std::move(cacert)), timeout_s_(timeout_s) {
   if (url.rfind("unix:", 0) == 0) {
     unix_path_ = url.substr(5);
     if (unix_path_.empty()) throw std::invalid_argument("empty unix socket path in \"" + url + "\"");
     return;
   }
   std::string rest = url;
-  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
-  else throw std::invalid_argument("expected http://HOST:PORT or unix:/PATH, got \"" + url + "\"");
+  if (rest.rfind("http://", 0) == 0) {
+    rest = rest.substr(7);
+  } else if (rest.rfind("https://", 0) == 0) {
+    rest = rest.substr(8);
+    tls_ = true;
+  } else {
+    throw std::invalid_argument(std::string(kUrlForms) + ", got \"" + url + "\"");
+  }
   while (!rest.empty() && rest.back() == '/') rest.pop_back();
   size_t colon = rest.rfind(':');
-  if (colon == std::string::npos || rest.find('/') != std::string::npos)
-    throw std::invalid_argument("expected http://HOST:PORT or unix:/PATH, got \"" + url + "\"");
-  host_ = rest.substr(0, colon);
+  bool bracketed = !rest.empty() && rest.front() == '[';
+  if (colon == std::string::npos || (bracketed && rest.back() == ']')) {
+    // https://HOST: the default port 443
+    if (!tls_ || rest.empty() || rest.find('/') != std::string::npos)
+      throw std::invalid_argument(std::string(kUrlForms) + ", got \"" + url + "\"");
+    host_ = rest;
+    port_ = "443";
+  } else {
+    if (rest.find('/') != std::string::npos)
+      throw std::invalid_argument(std::string(kUrlForms) + ", got \"" + url + "\"");
+    host_ = rest.substr(0, colon);
+    port_ = rest.substr(colon + 1);
+  }
   if (host_.size() > 2 && host_.front() == '[') host_ = host_.substr(1, host_.size() - 2);
-  port_ = rest.substr(colon + 1);
+}
+
+std::string HttpClient::where() const {
+  if (!unix_path_.empty()) return "unix:" + unix_path_;
+  std::string host = host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_;
+  return (tls_ ? "https://" : "http://") + host + ":" + port_;
 }
 
 namespace {
@@ -51,17 +91,91 @@ void checkRequest(const std::string& target, const std::string& token) {
     throw UnsafeRequest("the token contains a control character (CR, LF, ...); nothing was sent");
 }
 
+bool isIpAddress(const std::string& host) {
+  boost::system::error_code ec;
+  asio::ip::make_address(host, ec);
+  return !ec;
+}
+
+// TLS 1.2 or later, the server's certificate verified against `cacert` (a
+// PEM file of CA certificates) or, when empty, the system's CA store.
+std::unique_ptr<ssl::context> clientContext(const std::string& cacert) {
+  auto ctx = std::make_unique<ssl::context>(ssl::context::tls_client);
+  SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  ctx->set_verify_mode(ssl::verify_peer);
+  boost::system::error_code ec;
+  if (cacert.empty()) {
+    ctx->set_default_verify_paths(ec);
+    if (ec) throw TlsRefused("cannot load the system's CA certificates: " + ec.message());
+    return ctx;
+  }
+  std::string what = "cannot use the CA file " + cacert + " (--cacert, $HWFARM_CACERT): ";
+  int fd = ::open(cacert.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw TlsRefused(what + std::strerror(errno));
+  ::close(fd);
+  ctx->load_verify_file(cacert, ec);
+  if (ec) throw TlsRefused(what + "no PEM certificate in it");
+  return ctx;
+}
+
+// The server's name is checked by OpenSSL itself (a DNS name or an IP
+// address in the certificate's subjectAltName), so a mismatch is reported
+// as such; SNI carries a DNS name.
+void expectServer(TlsStream& stream, const std::string& host) {
+  SSL* ssl = stream.native_handle();
+  X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+  if (isIpAddress(host)) {
+    X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str());
+  } else {
+    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size());
+    SSL_set_tlsext_host_name(ssl, host.c_str());
+  }
+}
+
+// Why the handshake with `where` failed, for a person: an untrusted or
+// misnamed certificate, or no TLS at all.
+std::string tlsFailure(SSL* ssl, const boost::system::error_code& ec, const std::string& where,
+                       const std::string& cacert) {
+  long verify = SSL_get_verify_result(ssl);
+  std::string trust = cacert.empty() ? "the system's CA store (or --cacert FILE, $HWFARM_CACERT)"
+                                     : "the CA file " + cacert;
+  if (verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH)
+    return "refusing " + where + ": its certificate is not issued for that name (" +
+           X509_verify_cert_error_string(verify) + ")";
+  if (verify != X509_V_OK)
+    return "refusing " + where + ": its certificate is not trusted: " + X509_verify_cert_error_string(verify) +
+           " (verified against " + trust + ")";
+  return "TLS handshake with " + where + " failed: " + ec.message() + " (is it an https:// address?)";
+}
+
+// Connects `stream` to `endpoints` and, over TLS, verifies the server.
+template <class Stream, class Endpoints>
+asio::awaitable<void> connectTo(Stream& stream, const Endpoints& endpoints, const std::string& where,
+                           const std::string& cacert) {
+  co_await beast::get_lowest_layer(stream).async_connect(endpoints, asio::use_awaitable);
+  if constexpr (std::is_same_v<Stream, TlsStream>) {
+    auto [ec] = co_await stream.async_handshake(ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
+    if (ec) throw TlsRefused(tlsFailure(stream.native_handle(), ec, where, cacert));
+  }
+}
+
+struct Target {
+  std::string where;  // for messages: "https://lab-01:7443"
+  std::string host;   // the Host header
+  std::string cacert; // TLS: the CA file, or empty for the system's store
+};
+
 // Beast's stream timeouts apply to asynchronous operations only, so the
 // exchange is a coroutine run to completion on a private io_context.
-template <class Stream, class Endpoint>
-asio::awaitable<HttpResult> exchange(Stream& stream, Endpoint endpoint, std::string host,
-                                     std::string method, std::string target, std::string body,
-                                     std::string token, std::chrono::milliseconds timeout,
-                                     std::string content_type) {
-  stream.expires_after(timeout);
-  co_await stream.async_connect(endpoint, asio::use_awaitable);
+template <class Stream, class Endpoints>
+asio::awaitable<HttpResult> exchange(Stream& stream, Endpoints endpoints, Target t, std::string method,
+                                     std::string target, std::string body, std::string token,
+                                     std::chrono::milliseconds timeout, std::string content_type) {
+  beast::get_lowest_layer(stream).expires_after(timeout);
+  co_await connectTo(stream, endpoints, t.where, t.cacert);
   http::request<http::string_body> request{http::string_to_verb(method), target, 11};
-  request.set(http::field::host, host.empty() ? "localhost" : host);
+  request.set(http::field::host, t.host.empty() ? "localhost" : t.host);
   request.set(http::field::user_agent, "hwfarmctl");
   if (!token.empty()) request.set(http::field::authorization, "Bearer " + token);
   if (!body.empty() || content_type != "application/json") request.set(http::field::content_type, content_type);
@@ -103,6 +217,31 @@ HttpResult runToCompletion(asio::io_context& io, Awaitable awaitable) {
 
 } // namespace
 
+namespace {
+
+// Runs `run(stream, endpoints, target)` on the connection `t` names: a unix
+// socket, TCP, or TLS over TCP.
+template <class Run>
+HttpResult connected(asio::io_context& io, const Target& t, const std::string& unix_path, const std::string& port,
+                     bool tls, Run&& run) {
+  if (!unix_path.empty()) {
+    beast::basic_stream<asio::local::stream_protocol> stream(io);
+    return run(stream, asio::local::stream_protocol::endpoint(unix_path));
+  }
+  asio::ip::tcp::resolver resolver(io);
+  auto endpoints = resolver.resolve(t.host, port);
+  if (!tls) {
+    beast::tcp_stream stream(io);
+    return run(stream, endpoints);
+  }
+  auto context = clientContext(t.cacert);
+  TlsStream stream(io, *context);
+  expectServer(stream, t.host);
+  return run(stream, endpoints);
+}
+
+} // namespace
+
 HttpResult HttpClient::request(const std::string& method, const std::string& target,
                                const std::string& body, const std::string& token,
                                const std::string& content_type) const {
@@ -110,18 +249,12 @@ HttpResult HttpClient::request(const std::string& method, const std::string& tar
   asio::io_context io;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
   try {
-    if (!unix_path_.empty()) {
-      beast::basic_stream<asio::local::stream_protocol> stream(io);
-      return runToCompletion(io, exchange(stream, asio::local::stream_protocol::endpoint(unix_path_), "",
-                                          method, target, body, token, timeout, content_type));
-    }
-    asio::ip::tcp::resolver resolver(io);
-    auto endpoints = resolver.resolve(host_, port_);
-    beast::tcp_stream stream(io);
-    return runToCompletion(io, exchange(stream, endpoints, host_, method, target, body, token, timeout, content_type));
+    Target t{where(), host_, cacert_};
+    return connected(io, t, unix_path_, port_, tls_, [&](auto& stream, const auto& endpoints) {
+      return runToCompletion(io, exchange(stream, endpoints, t, method, target, body, token, timeout, content_type));
+    });
   } catch (const boost::system::system_error& e) {
-    std::string where = unix_path_.empty() ? host_ + ":" + port_ : "unix:" + unix_path_;
-    throw Unreachable("cannot reach hwfarmd at " + where + ": " + e.code().message());
+    throw Unreachable("cannot reach hwfarmd at " + where() + ": " + e.code().message());
   }
 }
 
@@ -137,17 +270,17 @@ struct SignalWaitEnd {
   }
 };
 
-template <class Stream, class Endpoint>
-asio::awaitable<HttpResult> streamExchange(Stream& stream, Endpoint endpoint, std::string host, std::string target,
+template <class Stream, class Endpoints>
+asio::awaitable<HttpResult> streamExchange(Stream& stream, Endpoints endpoints, Target t, std::string target,
                                            std::string token, std::chrono::milliseconds connect_timeout,
                                            const std::function<void(const std::string&)>* on_data,
                                            asio::signal_set* signals) {
   SignalWaitEnd signal_wait_end{signals};
-  stream.expires_after(connect_timeout);
-  co_await stream.async_connect(endpoint, asio::use_awaitable);
-  stream.expires_never();
+  beast::get_lowest_layer(stream).expires_after(connect_timeout);
+  co_await connectTo(stream, endpoints, t.where, t.cacert);
+  beast::get_lowest_layer(stream).expires_never();
   http::request<http::empty_body> request{http::verb::get, target, 11};
-  request.set(http::field::host, host.empty() ? "localhost" : host);
+  request.set(http::field::host, t.host.empty() ? "localhost" : t.host);
   request.set(http::field::user_agent, "hwfarmctl");
   if (!token.empty()) request.set(http::field::authorization, "Bearer " + token);
   co_await http::async_write(stream, request, asio::use_awaitable);
@@ -192,26 +325,17 @@ int HttpClient::stream(const std::string& target, const std::string& token,
     });
   }
   try {
-    HttpResult r;
-    if (!unix_path_.empty()) {
-      beast::basic_stream<asio::local::stream_protocol> s(io);
-      cancel = [&s] { s.cancel(); };
-      r = runToCompletion(io, streamExchange(s, asio::local::stream_protocol::endpoint(unix_path_), "", target, token,
-                                             timeout, &on_data, signals ? &*signals : nullptr));
-    } else {
-      asio::ip::tcp::resolver resolver(io);
-      auto endpoints = resolver.resolve(host_, port_);
-      beast::tcp_stream s(io);
-      cancel = [&s] { s.cancel(); };
-      r = runToCompletion(io, streamExchange(s, endpoints, host_, target, token, timeout, &on_data,
-                                             signals ? &*signals : nullptr));
-    }
+    Target t{where(), host_, cacert_};
+    HttpResult r = connected(io, t, unix_path_, port_, tls_, [&](auto& s, const auto& endpoints) {
+      cancel = [&s] { beast::get_lowest_layer(s).cancel(); };
+      return runToCompletion(io, streamExchange(s, endpoints, t, target, token, timeout, &on_data,
+                                                signals ? &*signals : nullptr));
+    });
     if (r.status >= 300) *error_body = r.body;
     return r.status;
   } catch (const boost::system::system_error& e) {
     if (stopped_by && *stopped_by) return 0;
-    std::string where = unix_path_.empty() ? host_ + ":" + port_ : "unix:" + unix_path_;
-    throw Unreachable("cannot reach hwfarmd at " + where + ": " + e.code().message());
+    throw Unreachable("cannot reach hwfarmd at " + where() + ": " + e.code().message());
   }
 }
 

@@ -1,4 +1,5 @@
-// A small synchronous HTTP/1.1 client for hwfarmctl (Beast inside the .cpp).
+// A small synchronous HTTP/1.1 client for hwfarmctl, over TCP, TLS or a unix
+// socket (Beast and OpenSSL inside the .cpp).
 #pragma once
 
 #include <functional>
@@ -25,14 +26,26 @@ class Unreachable : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The server could not be trusted over https:// (its certificate expired,
+// is for another name, or no CA vouches for it), or the CA file cannot be
+// used. Nothing was sent; trying again does not help.
+class TlsRefused : public Unreachable {
+ public:
+  using Unreachable::Unreachable;
+};
+
 class HttpClient {
  public:
-  // `url`: "http://HOST:PORT" or "unix:/path/to.sock". Throws
-  // std::invalid_argument for anything else.
-  explicit HttpClient(const std::string& url, double timeout_s = 30);
+  // `url`: "http://HOST:PORT", "https://HOST[:PORT]" (443 by default) or
+  // "unix:/path/to.sock". Throws std::invalid_argument for anything else.
+  // https:// verifies the server's certificate and name against `cacert` (a
+  // PEM file of CA certificates) or, when empty, the system's CA store; there
+  // is no way around a failed verification.
+  explicit HttpClient(const std::string& url, double timeout_s = 30, std::string cacert = "");
 
   // One request on a fresh connection. Throws Unreachable on transport
-  // errors, UnsafeRequest for a target or token with control characters.
+  // errors (TlsRefused: an untrusted server), UnsafeRequest for a target or
+  // token with control characters.
   // An "application/octet-stream" body (an image upload) is sent with
   // Expect: 100-continue, so a refusal arrives before the body is sent.
   HttpResult request(const std::string& method, const std::string& target, const std::string& body,
@@ -48,10 +61,15 @@ class HttpClient {
              const std::function<void(const std::string&)>& on_data, std::string* error_body,
              int* stopped_by = nullptr) const;
 
+  // "https://lab-01:7443", "unix:/run/hwfarm/hwfarmd.sock": for messages.
+  std::string where() const;
+
  private:
   std::string host_;
   std::string port_;
   std::string unix_path_;
+  bool tls_ = false;
+  std::string cacert_;
   double timeout_s_;
 };
 

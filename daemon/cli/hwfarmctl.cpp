@@ -50,7 +50,7 @@ std::string percentEncode(const std::string& text) {
 namespace {
 
 constexpr const char* kUsageText =
-    "usage: hwfarmctl [--url URL] [--token TOKEN] [--json] [-q] COMMAND ...\n"
+    "usage: hwfarmctl [--url URL] [--token TOKEN] [--cacert FILE] [--json] [-q] COMMAND ...\n"
     "\n"
     "commands:\n"
     "  status                         health, tiers and loaded configuration\n"
@@ -104,8 +104,10 @@ constexpr const char* kUsageText =
     "  bucket's commit part; default $GIT_COMMIT)\n"
     "\n"
     "options:\n"
-    "  --url URL      http://HOST:PORT or unix:/PATH (default $HWFARM_URL or\n"
-    "                 http://127.0.0.1:7420)\n"
+    "  --url URL      http://HOST:PORT, https://HOST[:PORT] or unix:/PATH\n"
+    "                 (default $HWFARM_URL or http://127.0.0.1:7420)\n"
+    "  --cacert FILE  https://: trust the CA certificates in FILE (PEM) instead of\n"
+    "                 the system's CA store (default $HWFARM_CACERT)\n"
     "  --token TOKEN  bearer token (default $HWFARM_TOKEN)\n"
     "  --json         print the daemon's JSON instead of a table\n"
     "  -q, --quiet    lease commands: print only the lease id\n"
@@ -349,7 +351,7 @@ int consoleCommand(Session& s, const std::vector<std::string>& p) {
     int signal = 0;
     // Each piece is flushed as it arrives, so a file or pipe has every line
     // received when the stream is stopped (timeout, Ctrl-C, a killed stage).
-    int status = HttpClient(s.url, 30).stream("/v1/leases/" + p[0] + "/boards/" + p[1] + "/console", s.token,
+    int status = HttpClient(s.url, 30, s.cacert).stream("/v1/leases/" + p[0] + "/boards/" + p[1] + "/console", s.token,
                                                [&](const std::string& data) { s.out << data << std::flush; },
                                                &error_body, &signal);
     s.out << std::flush;
@@ -421,7 +423,7 @@ std::optional<json::value> Session::call(const std::string& method, const std::s
   double backoff = 0.5;
   for (int attempt = 0;; ++attempt) {
     try {
-      HttpResult result = HttpClient(url, timeout_s).request(method, target, body, token, content_type);
+      HttpResult result = HttpClient(url, timeout_s, cacert).request(method, target, body, token, content_type);
       if (status) *status = result.status;
       boost::system::error_code ec;
       json::value parsed = json::parse(result.body, ec);
@@ -455,6 +457,10 @@ std::optional<json::value> Session::call(const std::string& method, const std::s
       err << "hwfarmctl: --url: " << e.what() << "\n";
       *code = kUsage;
       return std::nullopt;
+    } catch (const TlsRefused& e) { // not retried: the certificate stays what it is
+      err << "hwfarmctl: " << e.what() << "\n";
+      *code = kUnreachable;
+      return std::nullopt;
     } catch (const Unreachable& e) {
       if (attempt >= retries) {
         err << "hwfarmctl: " << e.what() << "\n";
@@ -487,7 +493,8 @@ std::string formatTable(const std::vector<std::vector<std::string>>& rows) {
 }
 
 int runHwfarmctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  Session s{env("HWFARM_URL", "http://127.0.0.1:7420"), env("HWFARM_TOKEN"), false, false, out, err};
+  Session s{env("HWFARM_URL", "http://127.0.0.1:7420"), env("HWFARM_TOKEN"), false, false, out, err,
+            env("HWFARM_CACERT")};
   // Global options may stand anywhere before "--"; the rest is the command's.
   std::vector<std::string> words;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -501,12 +508,16 @@ int runHwfarmctl(const std::vector<std::string>& args, std::ostream& out, std::o
       (a[2] == 'u' ? s.url : s.token) = a.substr(eq + 1);
       continue;
     }
-    if (a == "--url" || a == "--token") {
+    if (a.rfind("--cacert=", 0) == 0) {
+      s.cacert = a.substr(9);
+      continue;
+    }
+    if (a == "--url" || a == "--token" || a == "--cacert") {
       if (i + 1 >= args.size()) {
         err << "hwfarmctl: " << a << " needs a value\n" << kUsageText;
         return kUsage;
       }
-      (a == "--url" ? s.url : s.token) = args[++i];
+      (a == "--url" ? s.url : a == "--token" ? s.token : s.cacert) = args[++i];
     } else if (a == "--json") {
       s.json = true;
     } else if (a == "-q" || a == "--quiet") {

@@ -201,7 +201,7 @@ int run(Session& s, const Args& a) {
   int code = kOk;
   std::optional<json::value> lease;
   std::ostringstream acquire_err;
-  Session quiet{s.url, s.token, s.json, s.quiet, s.out, acquire_err};
+  Session quiet{s.url, s.token, s.json, s.quiet, s.out, acquire_err, s.cacert};
   std::thread acquirer([&] {
     lease = quiet.call("POST", "/v1/leases", body, &code, wait_s + 30, 3);
     ::kill(::getpid(), SIGUSR1);

@@ -207,7 +207,7 @@ struct Follow {
     std::string pending, error_body;
     int status = 0;
     try {
-      status = HttpClient(s.url, 30).stream(
+      status = HttpClient(s.url, 30, s.cacert).stream(
           "/v1/runs/" + id + "/events", s.token,
           [&](const std::string& piece) {
             pending += piece;
@@ -439,7 +439,7 @@ int runCommand(Session& s, const std::vector<std::string>& argv) {
       if (!item.is_string() || !plainPath(std::string(item.as_string()))) continue;
       std::string path(item.as_string());
       try {
-        HttpResult file = HttpClient(s.url, 300).request("GET", "/v1/runs/" + id + "/artifacts/" + path, "", s.token);
+        HttpResult file = HttpClient(s.url, 300, s.cacert).request("GET", "/v1/runs/" + id + "/artifacts/" + path, "", s.token);
         if (file.status != 200) {
           s.err << "hwfarmctl run: artifact " << path << ": HTTP " << file.status << "\n";
           return kApiError;

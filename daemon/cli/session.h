@@ -20,6 +20,7 @@ struct Session {
   bool quiet = false;
   std::ostream& out;
   std::ostream& err;
+  std::string cacert; // https:// URLs: the CA file (--cacert, $HWFARM_CACERT); empty: the system's CA store
 
   // One request. On success (2xx) returns the parsed body; otherwise prints
   // the error and sets `code` to the matching exit code. Transport failures

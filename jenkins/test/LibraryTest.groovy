@@ -15,10 +15,21 @@ String only = args.length > 3 ? args[3] : ''
 
 File tmp = File.createTempDir('hwfarm-jenkins-', '')
 File state = new File(tmp, 'state')
+// The lab's own certificate for https:// (self-signed: it is its own CA),
+// for the steps over TLS with HWFARM_CACERT.
+File certFile = new File(tmp, 'lab.crt'), keyFile = new File(tmp, 'lab.key')
+Process openssl = ['openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+                   '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
+                   '-keyout', keyFile.path, '-out', certFile.path].execute()
+openssl.waitForProcessOutput(new StringBuilder(), System.err)
+assert openssl.exitValue() == 0 : 'openssl req failed'
+['chmod', '600', keyFile.path].execute().waitFor()
 new File(tmp, 'fleet.toml').text = """
 [agent]
 name = "jenkins-lab"
-listen = "127.0.0.1:0"
+listen = ["127.0.0.1:0", "https://127.0.0.1:0"]
+tls_cert = "${certFile}"
+tls_key = "${keyFile}"
 state_dir = "${state}"
 lock_dir = "${state}"
 tier = 2
@@ -46,11 +57,15 @@ bot_commands = ["@tvm-bot run-odt"]
 File daemonLog = new File(tmp, 'hwfarmd.log')
 Process daemon = new ProcessBuilder(hwfarmd, '--config', new File(tmp, 'fleet.toml').path)
   .redirectErrorStream(true).redirectOutput(daemonLog).start()
-String url = null
+String url = null, httpsUrl = null
 for (int i = 0; i < 200 && !url; ++i) {
   Thread.sleep(50)
   def m = daemonLog.text =~ /listening on (http:\/\/\S+)/
-  if (m.find() && daemonLog.text.contains(' ready: ')) url = m.group(1)
+  def tls = daemonLog.text =~ /listening on (https:\/\/\S+)/
+  if (m.find() && tls.find() && daemonLog.text.contains(' ready: ')) {
+    url = m.group(1)
+    httpsUrl = tls.group(1)
+  }
 }
 if (!url) { System.err.println("hwfarmd did not start:\n${daemonLog.text}"); daemon.destroy(); System.exit(1) }
 
@@ -247,6 +262,24 @@ test('hwfarmShouldRun says no with the reason when the daemon cannot be reached'
   h.env.HWFARM_URL = 'http://127.0.0.1:1'
   assert h.script("return hwfarmShouldRun(context: 'nightly')").run() == false
   assert h.env.HWFARM_SKIP_REASON.startsWith('hwfarmctl should-run failed (exit 3): hwfarmctl: ')
+}
+
+test('the steps lease and run over https with the lab CA in HWFARM_CACERT, and refuse the server without it') {
+  PipelineHarness h = harness()
+  h.env.HWFARM_URL = httpsUrl
+  h.env.HWFARM_CACERT = certFile.path
+  Map r = h.script("""
+    hwfarmLease(type: 'mps2-an385', context: 'manual') { lease ->
+      hwfarmRun(image: '${firmware}/hwfarm-pass.elf', reference: 'none', status: false)
+    }
+  """).run()
+  assert r.verdict == 'passed'
+  assert h.currentBuild.result == 'SUCCESS'
+  // Without the CA, hwfarmctl refuses the server and the step says why.
+  PipelineHarness untrusted = harness()
+  untrusted.env.HWFARM_URL = httpsUrl
+  assert untrusted.script("return hwfarmShouldRun(context: 'nightly')").run() == false
+  assert untrusted.env.HWFARM_SKIP_REASON.contains('its certificate is not trusted')
 }
 
 test('the example Jenkinsfiles compile') {
