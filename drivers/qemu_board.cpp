@@ -1,25 +1,13 @@
 #include "drivers/qemu_board.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <chrono>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <thread>
 #include <vector>
 
 #include "drivers/spawn.h"
-#include "drivers/tool_runner.h"
 
 namespace hwfarm::drivers {
 
@@ -45,70 +33,12 @@ void QemuBoard::clearImage() {
 
 namespace {
 
-// The bubblewrap arguments that give QEMU its own view: /usr and the
-// top-level links into it read-only, a private /dev and /proc, its image
-// read-only, its socket directory, and nothing else; every namespace new
-// (no network, no host processes), no capabilities, no new user namespaces,
-// killed with its parent.
-std::vector<std::string> sandboxArgv(const std::string& bwrap, int info_fd, const std::string& qemu,
-                                     const std::string& image, const std::string& socket_dir, bool with_proc) {
-  std::vector<std::string> argv{bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
-                                "--disable-userns", "--cap-drop", "ALL", "--clearenv", "--setenv", "PATH",
-                                "/usr/bin:/bin", "--info-fd", std::to_string(info_fd), "--ro-bind", "/usr", "/usr"};
-  // Merged /usr (Debian 12): /bin, /lib... are links into /usr; otherwise
-  // they are directories, bound read-only.
-  for (const char* top : {"/bin", "/sbin", "/lib", "/lib64", "/lib32"}) {
-    std::error_code ec;
-    auto status = std::filesystem::symlink_status(top, ec);
-    if (ec || !std::filesystem::exists(status)) continue;
-    if (std::filesystem::is_symlink(status))
-      argv.insert(argv.end(), {"--symlink", std::filesystem::read_symlink(top, ec).string(), top});
-    else if (std::filesystem::is_directory(status))
-      argv.insert(argv.end(), {"--ro-bind", top, top});
-  }
-  if (with_proc) argv.insert(argv.end(), {"--proc", "/proc"});
-  argv.insert(argv.end(), {"--dev", "/dev"});
-  if (qemu.rfind("/usr/", 0) != 0) argv.insert(argv.end(), {"--ro-bind", qemu, qemu});
-  argv.insert(argv.end(), {"--ro-bind", image, image, "--bind", socket_dir, socket_dir, "--chdir", socket_dir, "--"});
-  return argv;
-}
-
 // The generic-loader device that writes `role` into guest RAM at reset.
 std::string identityLoader(SimRole role) {
   char text[80];
   std::snprintf(text, sizeof text, "loader,addr=0x%x,data=%u,data-len=4", static_cast<unsigned>(kSimIdentityAddress),
                 static_cast<unsigned>(role));
   return text;
-}
-
-// Reads bubblewrap's --info-fd report ({"child-pid": N, ...}) until it closes
-// it, up to `deadline`. 0 when there was none (bubblewrap failed first).
-pid_t readSandboxPid(int fd, std::chrono::steady_clock::time_point deadline) {
-  std::string info;
-  char buf[512];
-  for (;;) {
-    int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                       deadline - std::chrono::steady_clock::now())
-                                       .count());
-    pollfd p{fd, POLLIN, 0};
-    if (wait_ms <= 0 || ::poll(&p, 1, wait_ms) <= 0) break;
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    info.append(buf, static_cast<size_t>(n));
-  }
-  size_t key = info.find("\"child-pid\":");
-  if (key == std::string::npos) return 0;
-  return static_cast<pid_t>(std::strtol(info.c_str() + key + 12, nullptr, 10));
-}
-
-// The first line bubblewrap wrote to `log` about itself ("bwrap: ..."), if any.
-std::string sandboxError(const std::string& log) {
-  std::ifstream in(log);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("bwrap: ", 0) == 0) return line;
-  return "";
 }
 
 } // namespace
@@ -120,162 +50,52 @@ Status QemuBoard::powerOn(std::string* console) {
   // its socket directory); the console keeps the configured form.
   std::error_code ec;
   std::string dir = std::filesystem::absolute(work_dir_, ec).lexically_normal().string();
-  std::string image = std::filesystem::absolute(image_, ec).lexically_normal().string();
-  std::string socket_dir = dir + "/sock";
-  std::string socket = socket_dir + "/" + name_ + ".uart";
-  if (socket.size() > 107)
-    return Status::infrastructure(Code::invalid_argument, "the UART socket path " + socket +
+  SandboxSpec spec;
+  spec.board = name_;
+  spec.image = std::filesystem::absolute(image_, ec).lexically_normal().string();
+  spec.socket_dir = dir + "/sock";
+  spec.socket = spec.socket_dir + "/" + name_ + ".uart";
+  if (spec.socket.size() > 107)
+    return Status::infrastructure(Code::invalid_argument, "the UART socket path " + spec.socket +
                                                               " is longer than 107 bytes: use a shorter state_dir");
-  std::filesystem::create_directories(socket_dir, ec);
-  if (ec) return Status::fromErrno("cannot create " + socket_dir, ec.value());
-  ::unlink(socket.c_str());
-  std::string qemu = findProgram(config_.binary);
-  if (!qemu.empty()) qemu = std::filesystem::absolute(qemu, ec).lexically_normal().string();
-  if (qemu.empty())
+  std::filesystem::create_directories(spec.socket_dir, ec);
+  if (ec) return Status::fromErrno("cannot create " + spec.socket_dir, ec.value());
+  ::unlink(spec.socket.c_str());
+  spec.qemu = findProgram(config_.binary);
+  if (!spec.qemu.empty()) spec.qemu = std::filesystem::absolute(spec.qemu, ec).lexically_normal().string();
+  if (spec.qemu.empty())
     return Status::infrastructure(Code::not_found,
                                   "QEMU did not start for board " + name_ + ": \"" + config_.binary + "\" not found" +
                                       (config_.binary.find('/') == std::string::npos ? " in PATH" : "") +
                                       " or not executable");
-  // Fail closed: without its sandbox, QEMU does not run.
-  std::string bwrap = findProgram("bwrap");
-  if (bwrap.empty())
-    return Status::infrastructure(Code::not_found,
-                                  "cannot confine QEMU for board " + name_ +
-                                      ": bwrap not found in PATH (install Debian's bubblewrap package)");
-  // A private /proc where the kernel allows one; where it does not (a
-  // service whose /proc has read-only overmounts, e.g. systemd's
-  // ProtectKernelTunables=), QEMU runs without /proc: it needs none.
-  Status started = startSandboxed(bwrap, qemu, image, socket_dir, socket, true, console);
-  if (!started.ok() && started.message().find("Can't mount proc") != std::string::npos)
-    started = startSandboxed(bwrap, qemu, image, socket_dir, socket, false, console);
-  return started;
-}
-
-Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qemu, const std::string& image,
-                                 const std::string& socket_dir, const std::string& socket, bool with_proc,
-                                 std::string* console) {
-  int info[2];
-  if (::pipe2(info, O_CLOEXEC) != 0)
-    return Status::fromErrno("cannot confine QEMU for board " + name_ + ": pipe", errno);
-  std::vector<std::string> argv = sandboxArgv(bwrap, info[1], qemu, image, socket_dir, with_proc);
   // No semihosting: the firmware reports its status on the console.
-  argv.insert(argv.end(), {qemu, "-M", config_.machine});
-  if (!config_.cpu.empty()) argv.insert(argv.end(), {"-cpu", config_.cpu});
-  argv.insert(argv.end(), {"-display", "none", "-monitor", "none", "-nic", "none", "-sandbox",
-                           "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny", "-chardev",
-                           "socket,id=uart0,path=" + socket + ",server=on,wait=on", "-serial", "chardev:uart0",
-                           "-device", identityLoader(role_), "-kernel", image});
-  argv.insert(argv.end(), config_.extra_args.begin(), config_.extra_args.end());
-  std::string log = logPath();
-  exit_status_.reset();
-  int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (out < 0) {
-    Status failed = Status::fromErrno("cannot open " + log, errno);
-    ::close(info[0]);
-    ::close(info[1]);
-    return failed;
-  }
-  SpawnOptions options;
-  options.argv = std::move(argv);
-  options.stdout_fd = out;
-  options.stderr_fd = out;
-  options.keep_fds = {info[1]};
-  // A simulator must not outlive hwfarmd (kill -9 included): it would wait
-  // for its console forever.
-  options.die_with_parent = true;
-  Result<pid_t> child = spawnProcess(options);
-  ::close(out);
-  ::close(info[1]);
-  if (!child) {
-    ::close(info[0]);
-    return std::move(child).takeStatus().withContext("cannot confine QEMU for board " + name_);
-  }
-  pid_ = *child;
-  // QEMU creates the socket, then waits for the console to connect. It binds
-  // the socket before it listens, and connecting in between would be
-  // refused: wait until the kernel lists it as listening (without
-  // connecting: the first connection starts the guest). The socket lives in
-  // the sandbox's network namespace, listed in its own /proc/PID/net/unix.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  pid_t sandboxed = readSandboxPid(info[0], deadline);
-  ::close(info[0]);
-  std::string table = "/proc/" + std::to_string(sandboxed) + "/net/unix";
-  struct stat st {};
-  while (sandboxed <= 0 || ::stat(socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) ||
-         !unixSocketListening(socket, table)) {
-    if (sandboxed <= 0 || !running() || std::chrono::steady_clock::now() > deadline) {
-      // The evidence: how the sandbox (or QEMU in it) ended, once it has
-      // (it closed its report: it is exiting), and the end of its log.
-      bool ending = sandboxed <= 0 || !running();
-      for (int i = 0; ending && i < 100 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      Evidence evidence = running() ? Evidence{} : exit_evidence_;
-      powerOff();
-      evidence.tool_output = outputTail(log, 2048);
-      std::string why = sandboxError(log);
-      if (!why.empty())
-        return Status::infrastructure(Code::unavailable, "cannot confine QEMU for board " + name_ + ": " + why,
-                                      std::move(evidence));
-      return Status::infrastructure(Code::unavailable, "QEMU did not start for board " + name_ + " (see " + log + ")",
-                                    std::move(evidence));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  spec.qemu_args = {"-M", config_.machine};
+  if (!config_.cpu.empty()) spec.qemu_args.insert(spec.qemu_args.end(), {"-cpu", config_.cpu});
+  spec.qemu_args.insert(spec.qemu_args.end(),
+                        {"-display", "none", "-monitor", "none", "-nic", "none", "-sandbox",
+                         "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny", "-chardev",
+                         "socket,id=uart0,path=" + spec.socket + ",server=on,wait=on", "-serial", "chardev:uart0",
+                         "-device", identityLoader(role_), "-kernel", spec.image});
+  spec.qemu_args.insert(spec.qemu_args.end(), config_.extra_args.begin(), config_.extra_args.end());
+  // Under the packaged units, the QEMU sandbox service makes the sandbox
+  // (hwfarmd's own unit may not create namespaces).
+  const char* service = std::getenv("HWFARM_QEMU_SANDBOX");
+  Result<std::unique_ptr<Sandbox>> started = startSandbox(spec, logPath(), service ? service : "");
+  if (!started) return std::move(started).takeStatus();
+  sandbox_ = std::move(started.value());
   *console = "unix:" + work_dir_ + "/sock/" + name_ + ".uart";
   return Status::success();
 }
 
-bool unixSocketListening(const std::string& path, const std::string& table_path) {
-  std::ifstream table(table_path);
-  if (!table) return false;
-  std::string line;
-  std::getline(table, line); // header: Num RefCount Protocol Flags Type St Inode Path
-  while (std::getline(table, line)) {
-    if (line.size() <= path.size() || line.compare(line.size() - path.size(), path.size(), path) != 0 ||
-        line[line.size() - path.size() - 1] != ' ')
-      continue;
-    std::istringstream fields(line);
-    std::string num, refcount, protocol, flags;
-    fields >> num >> refcount >> protocol >> flags;
-    constexpr unsigned long kAcceptCon = 0x10000; // __SO_ACCEPTCON: listen() was called
-    if (std::stoul(flags, nullptr, 16) & kAcceptCon) return true;
-  }
-  return false;
-}
+bool QemuBoard::running() { return sandbox_ && sandbox_->running(); }
 
-void QemuBoard::reap(bool block) {
-  if (pid_ <= 0) return;
-  siginfo_t info{};
-  int r = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
-  if (r != 0 || info.si_pid != pid_) return;
-  // Exited: its group goes with it before it is reaped (after that, its pid
-  // could name another process).
-  int raw = killGroupAndReap(pid_);
-  exit_status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  exit_evidence_ = {};
-  if (WIFEXITED(raw)) exit_evidence_.exit_code = WEXITSTATUS(raw);
-  else exit_evidence_.signal = WTERMSIG(raw);
-  pid_ = -1;
-}
+std::optional<int> QemuBoard::exitStatus() { return sandbox_ ? sandbox_->exitStatus() : std::nullopt; }
 
-bool QemuBoard::running() {
-  reap(false);
-  return pid_ > 0;
-}
-
-std::optional<int> QemuBoard::exitStatus() {
-  reap(false);
-  return exit_status_;
-}
+pid_t QemuBoard::pid() const { return sandbox_ ? sandbox_->pid() : -1; }
 
 void QemuBoard::powerOff() {
-  if (!running()) return;
-  ::kill(-pid_, SIGTERM); // the sandbox: QEMU dies with it (--die-with-parent)
-  for (int i = 0; i < 200 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  if (running()) {
-    ::kill(-pid_, SIGKILL);
-    reap(true);
-  }
-  exit_status_.reset(); // stopped, not finished
+  if (sandbox_) sandbox_->stop();
+  sandbox_.reset();
 }
 
 } // namespace hwfarm::drivers

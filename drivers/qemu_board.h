@@ -2,6 +2,7 @@
 // socket the serial driver connects to. Flash stages the ELF; power on starts
 // QEMU, confined (docs/drivers.md, "Sandbox"): no semihosting, QEMU's own
 // seccomp sandbox, and a bubblewrap view holding only its image and socket
+// (drivers/qemu_sandbox.h: made here or by the QEMU sandbox service)
 // directory. The firmware reports its status on the console
 // (`HWFARM END status=<n>`); power off stops QEMU. Above this interface it is
 // a board like any other.
@@ -14,8 +15,11 @@
 #include <string>
 #include <sys/types.h>
 
+#include <memory>
+
 #include "config/fleet_config.h"
 #include "common/status.h"
+#include "drivers/qemu_sandbox.h"
 
 namespace hwfarm::drivers {
 
@@ -64,30 +68,17 @@ class QemuBoard {
   // powerOff(). The firmware's own status is on its console, not here.
   bool running();
   std::optional<int> exitStatus();
-  pid_t pid() const { return pid_; }
+  pid_t pid() const; // the sandbox's process (bubblewrap), or -1
   SimRole role() const { return role_; }
   std::string logPath() const { return work_dir_ + "/" + name_ + ".qemu.log"; }
 
  private:
-  void reap(bool block);
-  // Starts QEMU inside bubblewrap, with or without a private /proc.
-  Status startSandboxed(const std::string& bwrap, const std::string& qemu, const std::string& image,
-                        const std::string& socket_dir, const std::string& socket, bool with_proc,
-                        std::string* console);
-
   std::string name_;
   config::QemuConfig config_;
   std::string work_dir_;
   SimRole role_;
   std::string image_;
-  pid_t pid_ = -1;
-  std::optional<int> exit_status_;
-  Evidence exit_evidence_; // how the last process ended (exit status or signal), for a failed start
+  std::unique_ptr<Sandbox> sandbox_; // while powered on (or ended on its own)
 };
-
-// Whether a unix socket at `path` is listening, per `table` (a
-// /proc/.../net/unix of the network namespace that holds it; false when it
-// cannot be read).
-bool unixSocketListening(const std::string& path, const std::string& table = "/proc/net/unix");
 
 } // namespace hwfarm::drivers

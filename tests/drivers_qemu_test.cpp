@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <bit>
 #include <boost/asio/io_context.hpp>
@@ -12,6 +14,8 @@
 #include <fstream>
 #include <iomanip>
 #include <regex>
+#include <sstream>
+#include <thread>
 
 #include "daemon/core/run/compare.h"
 #include "daemon/core/run/protocol.h"
@@ -586,4 +590,98 @@ TEST_CASE("issue 11: the large firmware's output arrives in 10 pieces and reasse
   REQUIRE(pieces == 10);
   REQUIRE(t.capture.console.find("HWFARM OUTPUT large.y f32x 1000 @900 ") != std::string::npos);
   requireSameOutput(t.result, r.result, "large", "y");
+}
+
+namespace {
+
+// The QEMU sandbox service as systemd runs it under the packaged units: one
+// hwfarm-qemu-sandbox per connection, the connection its standard input
+// (systemd-socket-activate --accept --inetd). While it lives, QemuBoard uses
+// it ($HWFARM_QEMU_SANDBOX).
+class SandboxService {
+ public:
+  explicit SandboxService(const TempDir& dir) : socket_(dir.file("sandbox.sock")) {
+    process_ = std::make_unique<hwfarm::test::Process>(
+        std::vector<std::string>{SOCKET_ACTIVATE_PATH, "--accept", "--inetd", "--listen", socket_,
+                                 QEMU_SANDBOX_PATH},
+        dir.file("sandbox.out"), dir.file("sandbox.err"));
+    for (int i = 0; i < 500 && !std::filesystem::exists(socket_); ++i) std::this_thread::sleep_for(10ms);
+    REQUIRE(std::filesystem::exists(socket_));
+    ::setenv("HWFARM_QEMU_SANDBOX", socket_.c_str(), 1);
+  }
+  ~SandboxService() { ::unsetenv("HWFARM_QEMU_SANDBOX"); }
+  const std::string& socket() const { return socket_; }
+
+ private:
+  std::string socket_;
+  std::unique_ptr<hwfarm::test::Process> process_;
+};
+
+pid_t parentOf(pid_t pid) {
+  std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string state;
+  pid_t ppid = 0;
+  fields >> state >> ppid;
+  return ppid;
+}
+
+} // namespace
+
+TEST_CASE("through the QEMU sandbox service a simulated board runs its firmware in a sandbox it did not make") {
+  // Given the sandbox service listening and named by $HWFARM_QEMU_SANDBOX,
+  TempDir dir;
+  SandboxService service(dir);
+  boost::asio::io_context io;
+  QemuBoard board("sim", machine(), dir.file("qemu"));
+  REQUIRE(board.flash(firmware("pass")).ok());
+  ConsoleLog log(dir.file("console.txt"), 1 << 20);
+  bool closed = false;
+  // when the board is powered on, the firmware runs to its END record,
+  auto port = boot(board, io, log, &closed);
+  std::optional<std::optional<std::string>> end;
+  port->expect(std::regex("^HWFARM END"), 20s, [&](auto line) { end = line; });
+  runUntil(io, [&] { return end.has_value(); });
+  REQUIRE((end && *end == "HWFARM END status=0"));
+  // in a sandbox the service made: bubblewrap is not this process's child;
+  pid_t sandbox = board.pid();
+  REQUIRE(sandbox > 0);
+  CHECK(parentOf(sandbox) != ::getpid());
+  // and power off ends it.
+  board.powerOff();
+  runUntil(io, [&] { return closed; }, 5s);
+  CHECK(closed);
+  CHECK_FALSE(board.running());
+  CHECK(::kill(sandbox, 0) != 0);
+}
+
+TEST_CASE("through the QEMU sandbox service a QEMU that ends is reported with its exit status, and no service is a refusal") {
+  TempDir dir;
+  {
+    SandboxService service(dir);
+    // A "QEMU" that fails at once: the service reports it, with the log.
+    std::string fake = dir.write("qemu-fails", "#!/bin/sh\necho 'qemu: cannot start' >&2\nexit 3\n");
+    REQUIRE(::chmod(fake.c_str(), 0755) == 0);
+    hwfarm::config::QemuConfig config = machine();
+    config.binary = fake;
+    QemuBoard broken("broken", config, dir.file("qemu"));
+    REQUIRE(broken.flash(firmware("pass")).ok());
+    std::string console;
+    Status s = broken.powerOn(&console);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.isInfrastructure());
+    CHECK(s.message() == "QEMU did not start for board broken (see " + broken.logPath() + ")");
+    CHECK(s.evidence().exit_code == 3);
+    CHECK(s.evidence().tool_output.find("qemu: cannot start") != std::string::npos);
+  }
+  // Without the service, power on fails closed: QEMU never runs unconfined.
+  ::setenv("HWFARM_QEMU_SANDBOX", dir.file("gone.sock").c_str(), 1);
+  QemuBoard board("sim", machine(), dir.file("qemu"));
+  REQUIRE(board.flash(firmware("pass")).ok());
+  std::string console;
+  Status s = board.powerOn(&console);
+  ::unsetenv("HWFARM_QEMU_SANDBOX");
+  CHECK(s.message() == "cannot confine QEMU for board sim: the QEMU sandbox service " + dir.file("gone.sock") +
+                           ": cannot connect: No such file or directory (is hwfarm-qemu-sandbox.socket active?)");
+  CHECK(s.isInfrastructure());
 }
