@@ -34,7 +34,12 @@ ASAN_ENV = ASAN_OPTIONS=$(ASAN_BASE):log_path=$(CURDIR)/$(ASAN_DIR)/sanitizer/as
 UMOCKDEV_TESTS = ^usb_daemon_test:
 TSAN_ENV = TSAN_OPTIONS=$(SAN_COMMON):second_deadlock_stack=1:log_path=$(CURDIR)/$(TSAN_DIR)/sanitizer/tsan
 
-.PHONY: all deps build test demo bench bench-against clean test-asan test-tsan fuzz
+DEB_DIR ?= $(BUILD_DIR)/deb
+# cmake arguments of the package's build (a compiler launcher, say); the
+# other build flags are Debian's (dpkg-buildflags).
+DEB_CMAKE_FLAGS ?=
+
+.PHONY: all deps build test demo bench bench-against clean test-asan test-tsan fuzz deb test-deb
 
 all: build
 
@@ -86,6 +91,17 @@ bench-against: build
 
 demo: build
 	@./scripts/demo.sh $(BUILD_DIR)
+
+# The Debian package: $(DEB_DIR)/hwfarm_<version>_amd64.deb and its -dbgsym
+# (docs/operations.md "The Debian package").
+deb: deps
+	@JOBS=$(JOBS) HWFARM_CMAKE_FLAGS="$(DEB_CMAKE_FLAGS)" ./packaging/build-deb.sh $(DEB_DIR)
+
+# The package installed under a real systemd, with lintian, an upgrade from
+# the previous commit's package and a purge (tests/packaging/run.sh; root).
+test-deb: deps $(BUILD_DIR)/CMakeCache.txt
+	@cmake --build $(BUILD_DIR) -j$(JOBS) --target hwfarm_firmware
+	JOBS=$(JOBS) HWFARM_CMAKE_FLAGS="$(DEB_CMAKE_FLAGS)" tests/packaging/run.sh $(BUILD_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR)

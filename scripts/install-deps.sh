@@ -39,6 +39,12 @@ packages=(
   # uploads to an S3 bucket: libcurl (TLS, proxies, SigV4); tests: the
   # signing cross-checked with botocore's signer
   libcurl4-openssl-dev python3-botocore
+  # tests: certificates for the TLS tests and benchmark (openssl req)
+  openssl
+  # the Debian package (make deb): dpkg-buildpackage with debhelper, the
+  # source copied with rsync; checked by lintian; tests/packaging boots a
+  # Debian 12 made by debootstrap
+  dpkg-dev debhelper fakeroot rsync lintian debootstrap
 )
 # tests: s3rver runs on node, installed with npm (Debian's, unless a node
 # with its npm is installed already)
