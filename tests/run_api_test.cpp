@@ -509,7 +509,7 @@ TEST_CASE("run records are rows of the database, and an older hwfarmd's summary.
     CHECK(run.at("state").as_string() == "passed");
   }
   // Read with Python's sqlite3 module, not through hwfarmd.
-  std::string rows = sh("python3 -c \"import sqlite3,sys; [print(f'{i}|{s}') for i, s in sqlite3.connect(sys.argv[1])"
+  std::string rows = sh("/usr/bin/python3 -c \"import sqlite3,sys; [print(f'{i}|{s}') for i, s in sqlite3.connect(sys.argv[1])"
                         ".execute('SELECT id, state FROM runs ORDER BY created_ms')]\" " +
                         dir.file("state/hwfarm.db"));
   CHECK(rows == "0:run-00000000000000aa|interrupted\n" + id + "|passed\n");
