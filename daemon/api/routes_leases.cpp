@@ -56,7 +56,8 @@ void Handlers::acquire(Call& c) {
     // 2026-12-01T03:12Z: infrastructure failure on stm32-2 (flash timeout)
     // unresolved for 24h".
     std::string why = state_.tier_reason.empty()
-                          ? "serving " + health::tierName(state_.effective_tier) + " since " + rfc3339(state_.tier_since_ms)
+                          ? "serving " + health::tierName(state_.effective_tier) +
+                                (state_.tier_since_ms > 0 ? " since " + rfc3339(state_.tier_since_ms) : "")
                           : state_.tier_reason;
     HttpResponse refused = jsonError(409, "tier_refused",
                                      why + "; " + health::tierName(state_.effective_tier) + " does not take \"" +
@@ -64,7 +65,7 @@ void Handlers::acquire(Call& c) {
     json::object body = json::parse(refused.body).as_object();
     body["effective_tier"] = state_.effective_tier;
     body["registered_tier"] = state_.config->agent.tier;
-    body["since"] = rfc3339(state_.tier_since_ms);
+    body["since"] = tierSince(state_.tier_since_ms);
     body["reason"] = why;
     refused.body = toJson(body);
     return c.respond(refused);

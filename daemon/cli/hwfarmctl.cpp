@@ -161,7 +161,7 @@ int printStatus(const json::value& body, std::ostream& out) {
   const auto& c = o.at("config").as_object();
   out << "agent:      " << text(o.at("agent")) << " (hwfarmd " << text(o.at("version")) << ")\n"
       << "tier:       " << text(o.at("effective_tier")) << " (registered " << text(o.at("registered_tier"))
-      << ", since " << text(o.at("tier_since")) << ")\n";
+      << (o.at("tier_since").is_null() ? "" : ", since " + text(o.at("tier_since"))) << ")\n";
   if (const auto* why = o.if_contains("tier_reason"); why && why->is_string() && !why->as_string().empty())
     out << "            " << text(*why) << "\n";
   out << "started:    " << text(o.at("started_at")) << "\n"

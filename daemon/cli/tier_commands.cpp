@@ -48,8 +48,8 @@ void printTiers(const json::object& o, std::ostream& out) {
   out << "effective tier " << tierText(o.at("effective_tier")) << " (registered " << tierText(o.at("registered_tier"))
       << ", policy " << tierText(o.at("policy_tier")) << ", pinned ";
   const json::value& pinned = o.contains("pinned_tier") ? o.at("pinned_tier") : o.at("pinned");
-  out << (pinned.is_object() ? tierText(pinned.at("tier")) : tierText(pinned)) << ") since " << text(o.at("since"))
-      << "\n  " << text(o.at("reason")) << "\n";
+  out << (pinned.is_object() ? tierText(pinned.at("tier")) : tierText(pinned)) << ")"
+      << (o.at("since").is_null() ? "" : " since " + text(o.at("since"))) << "\n  " << text(o.at("reason")) << "\n";
 }
 
 int printSla(const json::value& body, std::ostream& out) {
