@@ -60,8 +60,8 @@ test_packages=(
   # the Catch2 tests
   catch2
   # tests: processes, systemd's unit checks (systemd-analyze, sysusers,
-  # tmpfiles), prlimit and setsid
-  systemd procps util-linux
+  # tmpfiles), prlimit and setsid; `make demo` in a scratch git work tree
+  systemd procps util-linux git
   # tests: USB faked at the kernel interface (umockdev-run, umockdev-wrapper)
   umockdev libumockdev-dev
   # tests: OpenOCD's Tcl quoting is evaluated by a real Tcl interpreter
@@ -87,6 +87,7 @@ test_checks=(
   "procps|ps -p $$"
   "util-linux|prlimit --version"
   "util-linux|setsid --version"
+  "git|git --version"
   "umockdev|umockdev-run --version"
   "umockdev|command -v umockdev-wrapper"
   "tcl|echo 'puts ok' | tclsh"
