@@ -26,6 +26,8 @@ packages=(
   tcl
   # tests: junit.xml is validated with xmllint
   libxml2-utils
+  # build and tests: the man pages are rendered by groff to check them
+  groff-base
   # tests: twister hardware maps are validated with twister's schema (pykwalify)
   python3-pykwalify
   # tests: the Jenkins shared library (jenkins/) runs in a Groovy harness

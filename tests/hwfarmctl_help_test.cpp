@@ -5,7 +5,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <regex>
+#include <set>
 #include <sstream>
+
+#include <toml++/toml.h>
 
 #include "daemon/cli/args.h"
 #include "daemon/cli/command_table.h"
@@ -198,12 +202,11 @@ TEST_CASE("the man pages render without warnings") {
     auto r = runCommand({"/bin/sh", "-c", "groff -ww -z -Tutf8 -man '" + path + "'"}, {}, 30s);
     CHECK(r.status.code == 0);
     CHECK(r.err.empty());
-    auto text = runCommand({"/bin/sh", "-c", "groff -Tutf8 -man '" + path + "' | col -b"}, {}, 30s);
-    CHECK(text.out.find("NAME") != std::string::npos);
   }
   // The hwfarmctl page has every command and option, the config page every section.
   auto rendered = [](const char* page) {
-    return runCommand({"/bin/sh", "-c", "groff -Tutf8 -man '" + std::string(HWFARM_MAN_DIR) + "/" + page + "' | col -bx"},
+    // -P-cbou: plain text, no escape sequences or overstriking.
+    return runCommand({"/bin/sh", "-c", "groff -Tutf8 -P-cbou -man '" + std::string(HWFARM_MAN_DIR) + "/" + page + "'"},
                       {}, 30s)
         .out;
   };
@@ -213,6 +216,8 @@ TEST_CASE("the man pages render without warnings") {
     CHECK(ctl_page.find(usageLine(c)) != std::string::npos);
     for (const auto& o : c.options) CHECK(ctl_page.find(o.name) != std::string::npos);
   }
+  CHECK(ctl_page.rfind("HWFARMCTL(1)", 0) == 0);
+  CHECK(ctl_page.find("NAME\n       hwfarmctl - the hwfarm client") != std::string::npos);
   std::string config_page = rendered("hwfarm.toml.5");
   for (const char* table : {"[agent]", "[limits]", "[leases]", "[[worker.board]]", "[sla]", "[upload]"})
     CHECK(config_page.find(table) != std::string::npos);
@@ -257,4 +262,53 @@ TEST_CASE("hwfarmd's options come from one table: its usage, its parser and docs
   auto check = runCommand({HWFARMD_PATH, "--check-config", "--config=" + bad}, {}, 30s);
   CHECK(check.status.code == 1);
   CHECK(check.err.find(bad + ":") == 0);
+}
+
+TEST_CASE("cmake --install puts the completion and the man pages where bash and man look") {
+  TempDir stage;
+  auto r = runCommand({"/bin/sh", "-c",
+                       "DESTDIR='" + stage.path() + "' '" + CMAKE_COMMAND_PATH + "' --install '" + HWFARM_BINARY_DIR +
+                           "' --prefix /usr"},
+                      {}, 120s);
+  INFO(r.out << r.err);
+  REQUIRE(r.status.code == 0);
+  CHECK(readFile(stage.file("usr/share/bash-completion/completions/hwfarmctl")) == bashCompletion());
+  for (const char* page : {"man1/hwfarmctl.1", "man5/hwfarm.toml.5", "man8/hwfarmd.8"})
+    CHECK(readFile(stage.file(std::string("usr/share/man/") + page)) ==
+          readFile(std::string(HWFARM_MAN_DIR) + "/" + std::string(page).substr(5)));
+}
+
+namespace {
+
+// Every key of `table` and its sub-tables (and tables in arrays), by name.
+void keysOf(const toml::table& table, std::set<std::string>* keys) {
+  for (const auto& [key, node] : table) {
+    if (const toml::table* sub = node.as_table()) {
+      keysOf(*sub, keys);
+    } else if (const toml::array* array = node.as_array(); array && !array->empty() && array->get(0)->is_table()) {
+      for (const auto& item : *array) keysOf(*item.as_table(), keys);
+    } else {
+      keys->insert(std::string(key.str()));
+    }
+  }
+}
+
+} // namespace
+
+TEST_CASE("hwfarm.toml(5) comes from the key tables of docs/configuration.md, which name every key of the reference config") {
+  // Given every key the commented reference config sets (it sets each key hwfarmd accepts).
+  std::set<std::string> keys;
+  keysOf(toml::parse_file(std::string(HWFARM_SOURCE_DIR) + "/config/examples/reference.toml"), &keys);
+  REQUIRE(keys.size() > 50);
+  // Then each is a cell of a key table in docs/configuration.md, and a tagged paragraph of the man page.
+  std::string doc = readFile(std::string(HWFARM_SOURCE_DIR) + "/docs/configuration.md");
+  std::string page = runCommand({"/bin/sh", "-c", "groff -Tutf8 -P-cbou -man '" + std::string(HWFARM_MAN_DIR) +
+                                                      "/hwfarm.toml.5'"},
+                                {}, 30s)
+                         .out;
+  for (const auto& key : keys) {
+    INFO(key);
+    CHECK(std::regex_search(doc, std::regex("\\| `" + key + "` \\|")));
+    CHECK(std::regex_search(page, std::regex("(\\n {7}|: )" + key + "\\b"))); // a row's tag, or a cell of it
+  }
 }

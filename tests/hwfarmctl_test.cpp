@@ -548,3 +548,14 @@ TEST_CASE("runs started with --no-wait are listed, shown, waited for, cancelled 
         1);
   REQUIRE(ctl({"lease", "release", lease}).status.code == 0);
 }
+
+TEST_CASE("without --ttl a lease gets the daemon's leases.default_ttl_s, with it its own") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1) + "[leases]\ndefault_ttl_s = 77\n");
+  Ctl ctl{d, {}};
+  auto plain = json::parse(ctl({"--json", "lease", "acquire", "--type", "mps2-an385"}).out);
+  CHECK(plain.at("ttl_s").as_int64() == 77);
+  REQUIRE(ctl({"lease", "release", std::string(plain.at("id").as_string())}).status.code == 0);
+  auto own = json::parse(ctl({"--json", "lease", "acquire", "--type", "mps2-an385", "--ttl=30"}).out);
+  CHECK(own.at("ttl_s").as_int64() == 30);
+}

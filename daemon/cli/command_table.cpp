@@ -173,7 +173,7 @@ std::vector<CommandSpec> makeCommands() {
                 .help = "the targets, in order: boards of the lease, board types (the next board of that type) "
                         "or qemu",
                 .default_text = "every board of the lease", .repeatable = true},
-               {.name = "--board", .value = "NAME", .help = "adds one board to the targets (an older --targets)",
+               {.name = "--board", .value = "NAME", .help = "adds one board to the targets (the same as --targets NAME)",
                 .repeatable = true},
                {.name = "--deadline", .value = "S", .help = "per image and target, from power-on",
                 .default_text = "the daemon's runs.default_deadline_s"},
@@ -348,10 +348,10 @@ const std::vector<ExitCodeSpec>& exitCodes() {
       {"1", "other daemon error; should-run: no",
        "`should-run`: no (the reason on stdout); any other daemon error: 400, 404, 405, 409 other than "
        "`tier_refused` (for example `not_active`, `conflict`, `board_lost`, `run_ended`), 429, 503, or an answer "
-       "that is not JSON; an ambiguous id prefix"},
+       "that is not JSON; an id prefix that no id, or more than one, begins with"},
       {"2", "bad usage",
        "bad usage: unknown command or option, missing value or argument, a number option that is not a number, "
-       "malformed `--url`, `lease run` without `-- CMD`, an id prefix that matches nothing"},
+       "malformed `--url`, `lease run` without `-- CMD`"},
       {"3", "daemon unreachable", "the daemon is unreachable, after the retries"},
       {"4", "no board within --wait",
        "HTTP 408: no board within `--wait` (`wait_timeout`), or the request was not sent in time"},

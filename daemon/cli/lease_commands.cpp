@@ -125,6 +125,14 @@ class BlockedSignals {
   sigset_t original_;
 };
 
+// A stop signal came once the lease `id` was granted: it is released.
+int releaseOnStop(Session& s, const std::string& id, int sig, const char* when) {
+  int code = kOk;
+  s.call("DELETE", "/v1/leases/" + id, "", &code, 30, 3);
+  s.err << "hwfarmctl: " << strsignal(sig) << " " << when << "; lease " << id << " released\n";
+  return 128 + sig;
+}
+
 // Environment for the command of `lease run`.
 std::vector<std::string> leaseEnvironment(const json::value& lease) {
   std::vector<std::string> env;
@@ -184,16 +192,8 @@ int run(Session& s, const Args& a) {
   for (const auto& b : lease->at("boards").as_array()) s.err << " " << text(b.at("name"));
   s.err << "\n";
 
-  // Aborted while waiting for boards: give them back without starting CMD.
-  sigset_t pending;
-  sigpending(&pending);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    if (!sigismember(&pending, sig)) continue;
-    int release_code = kOk;
-    s.call("DELETE", "/v1/leases/" + id, "", &release_code, 30, 3);
-    s.err << "hwfarmctl: " << strsignal(sig) << " before the command started; lease " << id << " released\n";
-    return 128 + sig;
-  }
+  // Aborted as the boards came: give them back without starting CMD.
+  if (int sig = takePendingStop()) return releaseOnStop(s, id, sig, "before the command started");
   pid_t child = spawn(a.rest(), leaseEnvironment(*lease), blocked.original());
   double renew_every = std::max(0.1, ttl_s / 3);
   bool lease_lost = false;
@@ -251,13 +251,12 @@ int leaseAcquireCommand(Session& s, const Args& a) {
   double wait_s = 0, ttl_s = 0;
   std::string body = acquireBody(a, s.err, &wait_s, &ttl_s);
   if (body.empty()) return kUsage;
-  Waited waited;
-  {
-    BlockedSignals blocked{SIGINT, SIGTERM, SIGHUP, SIGUSR1};
-    waited = waitForLease(s, body, wait_s);
-  }
+  BlockedSignals blocked{SIGINT, SIGTERM, SIGHUP, SIGUSR1};
+  Waited waited = waitForLease(s, body, wait_s);
   if (!waited.lease) return waited.code;
   if (!endedReplay(s, *waited.lease)) return kApiError;
+  // Aborted as the boards came: nobody would know of the lease.
+  if (int sig = takePendingStop()) return releaseOnStop(s, text(waited.lease->at("id")), sig, "as the lease came");
   printLease(s, *waited.lease);
   return kOk;
 }

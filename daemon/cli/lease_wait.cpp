@@ -147,3 +147,16 @@ Waited waitForLease(Session& s, const std::string& body, double wait_s) {
 }
 
 } // namespace hwfarm::cli
+
+namespace hwfarm::cli {
+
+int takePendingStop() {
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, sig);
+  timespec now{0, 0};
+  int sig = ::sigtimedwait(&stops, nullptr, &now);
+  return sig > 0 ? sig : 0;
+}
+
+} // namespace hwfarm::cli

@@ -58,4 +58,8 @@ struct Waited {
 // and a lease granted meanwhile is released.
 Waited waitForLease(Session& s, const std::string& body, double wait_s);
 
+// A SIGINT, SIGTERM or SIGHUP that came (blocked) after the wait ended:
+// taken, so that unblocking cannot end the process; 0 when none did.
+int takePendingStop();
+
 } // namespace hwfarm::cli

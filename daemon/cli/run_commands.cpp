@@ -1,12 +1,12 @@
 // hwfarmctl runs, run show | wait | cancel | fetch: the runs a lab keeps,
 // and one run after `run --no-wait` started it (docs/cli.md).
 #include <chrono>
-#include <ctime>
 #include <thread>
 
 #include <boost/json.hpp>
 
 #include "daemon/cli/run_follow.h"
+#include "daemon/core/upload/policy.h"
 #include "daemon/cli/session.h"
 
 namespace hwfarm::cli {
@@ -17,20 +17,13 @@ namespace {
 // "2026-12-01T14:02:15.020Z" for unix milliseconds; "-" for none.
 std::string timeText(const json::value* ms) {
   if (!ms || !ms->is_number() || ms->to_number<int64_t>() <= 0) return "-";
-  int64_t value = ms->to_number<int64_t>();
-  std::time_t seconds = static_cast<std::time_t>(value / 1000);
-  std::tm tm {};
-  gmtime_r(&seconds, &tm);
-  char text[80];
-  std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(value % 1000));
-  return text;
+  return upload::utcTime(ms->to_number<int64_t>());
 }
 
 // GET /v1/runs/{id} of the run `arg` names; nothing once the error is printed.
 std::optional<json::object> record(Session& s, const std::string& arg, std::string* id, int* code) {
   if ((*code = resolveRun(s, arg, id)) != kOk) return std::nullopt;
-  auto r = s.call("GET", "/v1/runs/" + *id, "", code, 30, 2);
+  auto r = s.call("GET", "/v1/runs/" + *id, "", code, 30, 3);
   if (!r || !r->is_object()) return std::nullopt;
   return r->as_object();
 }
@@ -106,7 +99,7 @@ int runCancelCommand(Session& s, const Args& a) {
   for (int poll_ms = 10, waited_ms = 0; text(run.at("state")) == "running" && waited_ms < 30000; waited_ms += poll_ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
     poll_ms = std::min(200, poll_ms * 2);
-    auto again = s.call("GET", "/v1/runs/" + id, "", &code, 30, 2);
+    auto again = s.call("GET", "/v1/runs/" + id, "", &code, 30, 3);
     if (!again) return code;
     run = *again;
   }
