@@ -53,8 +53,8 @@ std::vector<CommandSpec> makeCommands() {
       {.name = "boards",
        .group = "the agent",
        .summary = "the boards with their state and lease",
-       .help = "LEASE shows the first 12 characters of the lease id (a unique prefix, accepted back). CONSOLE is "
-               "a usb board's serial.port and `qemu` for a simulated board.",
+       .help = "LEASE shows the first 12 characters of the lease id, which lease commands take back as a prefix. "
+               "CONSOLE is a usb board's serial.port and `qemu` for a simulated board.",
        .options = {{.name = "--unclaimed",
                     .help = "instead: attached USB devices of a configured vendor and product that no board "
                             "claims, each as a [[worker.board]] snippet to paste into the fleet file"}},
