@@ -544,6 +544,14 @@ TEST_CASE("runs started with --no-wait are listed, shown, waited for, cancelled 
   REQUIRE(passed.size() == 1);
   CHECK(passed.at(0).at("id").as_string() == pass);
   CHECK(d.get("/v1/runs?state=finished").status == 400);
+  // upload retry takes a run the same way (a prefix no run has is refused before anything is sent).
+  std::string unknown = "run-";
+  for (char c : std::string("0123456789abcdef"))
+    if (pass[4] != c && fail[4] != c && hang[4] != c) unknown += c;
+  unknown.resize(5);
+  auto retry = ctl({"upload", "retry", unknown});
+  CHECK(retry.status.code == 1);
+  CHECK(retry.err == "hwfarmctl: no run id begins with \"" + unknown + "\"\n");
   CHECK(json::parse(d.get("/v1/runs?lease=" + lease + "&prefix=" + fail.substr(0, 8)).body).at("runs").as_array().size() ==
         1);
   REQUIRE(ctl({"lease", "release", lease}).status.code == 0);
