@@ -74,6 +74,8 @@ test_packages=(
   # package, and dateutil); SigV4 against botocore's signer
   python3 python3-numpy python3-yaml python3-pykwalify python3-ruamel.yaml python3-dateutil
   python3-botocore
+  # tests: the man pages are rendered by groff to check them
+  groff-base
   # tests: the Jenkins shared library (jenkins/) runs in a Groovy harness
   groovy default-jre-headless
   # tests: the example alert rules (docs/prometheus/) and /metrics are
@@ -92,6 +94,7 @@ test_checks=(
   "umockdev|command -v umockdev-wrapper"
   "tcl|echo 'puts ok' | tclsh"
   "libxml2-utils|xmllint --version"
+  "groff-base|groff --version"
   "python3|/usr/bin/python3 -c 'import json, sqlite3, zlib'"
   "python3-numpy|/usr/bin/python3 -c 'import numpy'"
   "python3-yaml|/usr/bin/python3 -c 'import yaml'"

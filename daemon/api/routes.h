@@ -49,11 +49,14 @@ inline std::string percentDecode(const std::string& text) {
   return out;
 }
 
-// The uploaded image's original file name (?name=, percent-encoded), or "".
-inline std::string uploadName(const Target& target) {
+// The query parameter `key`, percent-decoded (the first if repeated), or "".
+inline std::string queryValue(const Target& target, std::string_view key) {
   for (const auto& [k, v] : target.query)
-    if (k == "name") return percentDecode(v);
+    if (k == key) return percentDecode(v);
   return {};
 }
+
+// The uploaded image's original file name (?name=, percent-encoded), or "".
+inline std::string uploadName(const Target& target) { return queryValue(target, "name"); }
 
 } // namespace hwfarm::api

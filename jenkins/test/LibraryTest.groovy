@@ -226,6 +226,30 @@ test('hwfarmRun on a test failure records junit and archives the artifacts and t
      conclusion: 'FAILURE', detailsURL: 'https://ci.example/job/tvm/12/testReport/']]
 }
 
+test('hwfarmRun streams the run lines to the build log while the run goes on') {
+  PipelineHarness h = harness()
+  // Two images on one board, one after the other: the pass is judged while
+  // the hanging one still runs (until its 4 s deadline).
+  Map stateWhenSeen = [:]
+  String runId = null
+  h.onLine = { String line ->
+    def started = line =~ /^run (run-[0-9a-f]+): 2 image\(s\)/
+    if (started.find()) runId = started.group(1)
+    if (runId && line.startsWith('hwfarm_pass on ')) stateWhenSeen[line] = api("/v1/runs/${runId}").state
+  }
+  Map r = h.script("""
+    hwfarmLease(type: 'mps2-an385', context: 'manual') { lease ->
+      hwfarmRun(image: ['${firmware}/hwfarm-pass.elf', '${firmware}/hwfarm-hang.elf'], reference: 'none',
+                mode: 'shard', deadline: 4, status: false)
+    }
+  """).run()
+  assert r.verdict == 'test_failed' && r.exitCode == 10
+  assert stateWhenSeen == ['hwfarm_pass on mps2_an385 (sim-m3-a): pass': 'running']
+  // The log file holds the same lines.
+  assert new File(h.workspace, 'hwfarm-results.log').text.contains('hwfarm_pass on mps2_an385 (sim-m3-a): pass')
+  assert !new File(h.workspace, 'hwfarm-results.rc').exists()
+}
+
 test('hwfarmRun on a pass keeps SUCCESS and posts githubNotify statuses when publishChecks is missing') {
   PipelineHarness h = harness(['githubNotify'] as Set)
   h.env.HWFARM_STATUS_NAME = 'hw/nightly'

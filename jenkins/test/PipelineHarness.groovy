@@ -19,6 +19,8 @@ class PipelineHarness {
   final List calls = new CopyOnWriteArrayList()
   final List<String> log = new CopyOnWriteArrayList()
   Set<String> plugins = [] as Set
+  // Called with each line of a step's output as it is read (before the step ends).
+  Closure onLine = null
   private final List<Process> running = new CopyOnWriteArrayList()
   private final ThreadLocal<List<String>> scoped = ThreadLocal.withInitial { [] }
   private final ThreadLocal<File> cwd = new ThreadLocal<File>()
@@ -99,7 +101,11 @@ class PipelineHarness {
   List callsOf(String step) { calls.findAll { it.step == step } }
 
   private void record(String step, Object args) { calls << [step: step, args: args] }
-  private void say(Object m) { log << String.valueOf(m); println "  | ${m}" }
+  private void say(Object m) {
+    log << String.valueOf(m)
+    if (onLine) onLine(String.valueOf(m))
+    println "  | ${m}"
+  }
   private static File mkdirs(File d) { d.mkdirs(); d }
   private File here() { cwd.get() ?: workspace }
   private File file(String p) { p.startsWith('/') ? new File(p) : new File(here(), p) }
