@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -72,7 +73,7 @@ struct Marked {
 };
 
 // One scan of the process table: signals what matches, returns it.
-std::vector<StoppedProcess> killPass(const std::vector<std::string>& marks, const std::string& unless) {
+std::vector<StoppedProcess> killPass(const EnvironmentMatch& match) {
   pid_t self = ::getpid();
   std::vector<ProcessStat> all;
   for (pid_t pid : listProcesses()) {
@@ -84,10 +85,7 @@ std::vector<StoppedProcess> killPass(const std::vector<std::string>& marks, cons
   std::set<pid_t> marked_pids;
   for (const auto& s : all) {
     std::vector<std::string> env = processEnvironment(s.pid);
-    if (env.empty()) continue;
-    bool match = std::all_of(marks.begin(), marks.end(),
-                             [&](const std::string& m) { return std::find(env.begin(), env.end(), m) != env.end(); });
-    if (!match || (!unless.empty() && std::find(env.begin(), env.end(), unless) != env.end())) continue;
+    if (env.empty() || !match(env)) continue;
     auto handle = ProcessHandle::open(s.pid, s.start_time);
     if (!handle) continue; // it ended meanwhile
     std::string what = markValue(env, kChildMark);
@@ -136,8 +134,8 @@ std::vector<StoppedProcess> killPass(const std::vector<std::string>& marks, cons
     ssize_t n = ::read(pipe_fd, &byte, 1);
     if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) break; // the parent's end closed
   }
-  std::vector<StoppedProcess> stopped =
-      killMarked({std::string(kInstanceMark) + "=" + instance}, "", std::chrono::seconds(10));
+  std::vector<StoppedProcess> stopped = killMarked(
+      [&](const std::vector<std::string>& env) { return markedWithInstance(env, instance); }, std::chrono::seconds(10));
   for (const auto& s : stopped)
     std::fprintf(stderr, "hwfarmd-reaper: pid %d ended: stopped pid %d (%s): %s\n", static_cast<int>(parent),
                  static_cast<int>(s.pid), s.what.c_str(), s.command.c_str());
@@ -210,7 +208,9 @@ void setChildOwner(const std::string& state_dir) {
 }
 
 std::vector<std::string> childMarks(const std::string& what) {
-  std::vector<std::string> marks{std::string(kInstanceMark) + "=" + instanceId()};
+  const char* inherited = std::getenv(kInstanceMark);
+  std::string instances = inherited && *inherited ? std::string(inherited) + ":" + instanceId() : instanceId();
+  std::vector<std::string> marks{std::string(kInstanceMark) + "=" + instances};
   {
     std::lock_guard lock(owner_mutex);
     if (!owner.empty()) marks.push_back(std::string(kOwnerMark) + "=" + owner);
@@ -228,13 +228,21 @@ std::vector<std::string> childEnvironment(const std::string& what) {
   return env;
 }
 
-std::vector<StoppedProcess> killMarked(const std::vector<std::string>& marks, const std::string& unless,
-                                       std::chrono::milliseconds timeout) {
+bool markedWithInstance(const std::vector<std::string>& environment, const std::string& instance) {
+  std::string instances = ":" + markValue(environment, kInstanceMark) + ":";
+  return instances.find(":" + instance + ":") != std::string::npos;
+}
+
+bool markedWithOwner(const std::vector<std::string>& environment, const std::string& owner) {
+  return !owner.empty() && markValue(environment, kOwnerMark) == owner;
+}
+
+std::vector<StoppedProcess> killMarked(const EnvironmentMatch& match, std::chrono::milliseconds timeout) {
   std::vector<StoppedProcess> stopped;
   std::set<pid_t> seen;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    std::vector<StoppedProcess> pass = killPass(marks, unless);
+    std::vector<StoppedProcess> pass = killPass(match);
     if (pass.empty()) break;
     for (auto& s : pass)
       if (seen.insert(s.pid).second) stopped.push_back(std::move(s));
@@ -247,7 +255,12 @@ std::vector<StoppedProcess> killMarked(const std::vector<std::string>& marks, co
 }
 
 std::vector<StoppedProcess> stopLeftovers(const std::string& state_dir, std::chrono::milliseconds timeout) {
-  return killMarked({std::string(kOwnerMark) + "=" + absolutePath(state_dir)}, std::string(kInstanceMark) + "=" + instanceId(), timeout);
+  std::string owner = absolutePath(state_dir);
+  return killMarked(
+      [&](const std::vector<std::string>& env) {
+        return markedWithOwner(env, owner) && !markedWithInstance(env, instanceId());
+      },
+      timeout);
 }
 
 } // namespace hwfarm::drivers

@@ -6,15 +6,21 @@
 // Marks: spawnProcess gives every child these environment variables, which
 // its descendants inherit (QEMU's sandbox clears its environment and sets
 // them again):
-//   HWFARM_INSTANCE=<pid>.<start time>  the process that started it
+//   HWFARM_INSTANCE=<id>:<id>...        the instances ("<pid>.<start time>")
+//                                       of the process that started it and
+//                                       of that process's own marked
+//                                       ancestors, nearest last
 //   HWFARM_OWNER=<state directory>      the daemon's state directory, once set
 //   HWFARM_CHILD=<what it is>           "QEMU simulator sim-0", "flasher of board b1"
+// (A test's hwfarmd is marked with the test's instance, so the test's
+// reaper finds the daemon's children too.)
 //
 // The reaper: a small process forked at start-up, before any thread, that
 // holds the read end of a pipe only its parent holds the write end of. When
 // the parent dies, however it dies, the kernel closes that end; the reaper
-// then SIGKILLs every process marked with the parent's instance, and every
-// member of the process groups they lead, until none is left, and exits.
+// then SIGKILLs every process whose instances include the parent's, and
+// every member of the process groups they lead, until none is left, and
+// exits.
 // It ignores SIGTERM, SIGINT and SIGHUP and has a process group of its own:
 // it ends when its parent has ended, never before.
 //
@@ -33,6 +39,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -62,10 +69,18 @@ bool stopReaper(std::chrono::milliseconds timeout);
 // marks them with none.
 void setChildOwner(const std::string& state_dir);
 
-// The marks a child started now gets, "KEY=VALUE" each, with `what`.
+// The marks a child started now gets, "KEY=VALUE" each, with `what`: this
+// process's instance after those it inherited.
 std::vector<std::string> childMarks(const std::string& what);
-// This process's environment without marks it inherited, plus childMarks.
+// This process's environment with childMarks instead of the marks it
+// inherited.
 std::vector<std::string> childEnvironment(const std::string& what);
+
+// Whether an environment (processEnvironment) is marked with `instance`
+// among its instances, or with the state directory `owner` (absolute, as
+// setChildOwner makes it).
+bool markedWithInstance(const std::vector<std::string>& environment, const std::string& instance);
+bool markedWithOwner(const std::vector<std::string>& environment, const std::string& owner);
 
 struct StoppedProcess {
   pid_t pid = 0;
@@ -73,13 +88,12 @@ struct StoppedProcess {
   std::string command; // its command line
 };
 
-// SIGKILLs every live process but this one whose environment holds every
-// entry of `marks` and not `unless` (when not empty), and every other
-// member of the process groups such processes lead; scans again until a
-// scan finds none or `timeout` passes. Returns each process it signalled,
-// once.
-std::vector<StoppedProcess> killMarked(const std::vector<std::string>& marks, const std::string& unless,
-                                       std::chrono::milliseconds timeout);
+// SIGKILLs every live process but this one whose environment `match`es,
+// and every other member of the process groups such processes lead; scans
+// again until a scan finds none or `timeout` passes. Returns each process
+// it signalled, once.
+using EnvironmentMatch = std::function<bool(const std::vector<std::string>& environment)>;
+std::vector<StoppedProcess> killMarked(const EnvironmentMatch& match, std::chrono::milliseconds timeout);
 
 // What an earlier daemon on `state_dir` left running (marked with it, but
 // not with this instance), stopped. Call it before using any board.

@@ -132,10 +132,10 @@ TEST_CASE("issue 21: a restarted owner stops only what an earlier instance left"
   // Given a process an earlier instance on the same state directory left,
   Process left({"/bin/sleep", "300"}, dir.file("left.out"), dir.file("left.err"),
                {{"HWFARM_OWNER", owner}, {"HWFARM_INSTANCE", "1.2"}, {"HWFARM_CHILD", "flasher of board b1"}});
-  // one of another state directory's, one of nobody's,
+  // one of another state directory's, one of no daemon's (only this test's),
   Process other({"/bin/sleep", "300"}, dir.file("other.out"), dir.file("other.err"),
                 {{"HWFARM_OWNER", owner + "2"}, {"HWFARM_INSTANCE", "1.2"}});
-  Process unmarked({"/bin/sleep", "300"}, dir.file("plain.out"), dir.file("plain.err"));
+  Process plain({"/bin/sleep", "300"}, dir.file("plain.out"), dir.file("plain.err"));
   // and one this instance started,
   setChildOwner(owner);
   SpawnOptions o;
@@ -153,29 +153,38 @@ TEST_CASE("issue 21: a restarted owner stops only what an earlier instance left"
   REQUIRE(status);
   REQUIRE(status->code == SIGKILL);
   REQUIRE(other.running());
-  REQUIRE(unmarked.running());
+  REQUIRE(plain.running());
   REQUIRE(processAlive(*mine));
   ::kill(*mine, SIGKILL);
   killGroupAndReap(*mine);
   setChildOwner("");
 }
 
-TEST_CASE("issue 21: a child carries its parent's marks, and replaces marks it would inherit") {
+TEST_CASE("issue 21: a child carries its parent's instance after its ancestors', and its parent's owner") {
   TempDir dir;
   setChildOwner(dir.file("state"));
-  ::setenv("HWFARM_INSTANCE", "1.2", 1); // as if this process were itself some daemon's child
+  ::setenv("HWFARM_INSTANCE", "1.2", 1);   // as if this process were itself some daemon's child
+  ::setenv("HWFARM_OWNER", "/elsewhere", 1); // of a daemon on another state directory
   SpawnOptions o;
   o.argv = {"/bin/sleep", "300"};
   o.what = "flasher of board b1";
   auto child = spawnProcess(o);
   ::unsetenv("HWFARM_INSTANCE");
+  ::unsetenv("HWFARM_OWNER");
   setChildOwner("");
   REQUIRE(child);
   std::vector<std::string> env = processEnvironment(*child);
   ::kill(*child, SIGKILL);
   killGroupAndReap(*child);
-  REQUIRE(std::count(env.begin(), env.end(), "HWFARM_INSTANCE=" + instanceId()) == 1);
-  REQUIRE(std::count_if(env.begin(), env.end(), [](const std::string& e) { return e.rfind("HWFARM_INSTANCE=", 0) == 0; }) == 1);
+  auto marked = [&](const std::string& key) {
+    return std::count_if(env.begin(), env.end(), [&](const std::string& e) { return e.rfind(key + "=", 0) == 0; });
+  };
+  REQUIRE(marked("HWFARM_INSTANCE") == 1);
+  REQUIRE(std::count(env.begin(), env.end(), "HWFARM_INSTANCE=1.2:" + instanceId()) == 1);
+  REQUIRE(markedWithInstance(env, "1.2"));
+  REQUIRE(markedWithInstance(env, instanceId()));
+  REQUIRE_FALSE(markedWithInstance(env, "1.23"));
+  REQUIRE(marked("HWFARM_OWNER") == 1);
   REQUIRE(std::count(env.begin(), env.end(), "HWFARM_OWNER=" + dir.file("state")) == 1);
   REQUIRE(std::count(env.begin(), env.end(), "HWFARM_CHILD=flasher of board b1") == 1);
 }

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "drivers/process_table.h"
+#include "drivers/reaper.h"
 
 namespace hwfarm::test {
 
@@ -57,6 +58,9 @@ bool processAlive(pid_t pid) {
 Process::Process(std::vector<std::string> argv, const std::string& stdout_path, const std::string& stderr_path,
                  const std::map<std::string, std::string>& env, const std::string& cwd) {
   pid_t parent = getpid();
+  // Marked as this test's child (drivers/reaper.h): if the test dies, its
+  // reaper stops the process and what it started, a hwfarmd's QEMU included.
+  std::vector<std::string> marks = drivers::childMarks("started by a test: " + argv[0]);
   pid_ = fork();
   if (pid_ > 0) setpgid(pid_, pid_); // also here: no window before the child's own call
   if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
@@ -75,6 +79,7 @@ Process::Process(std::vector<std::string> argv, const std::string& stdout_path, 
     int in = ::open("/dev/null", O_RDONLY);
     if (out < 0 || err < 0 || in < 0) _exit(126);
     if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
+    for (auto& mark : marks) putenv(mark.data());
     for (const auto& [k, v] : env) {
       if (v.empty()) unsetenv(k.c_str());
       else setenv(k.c_str(), v.c_str(), 1);
