@@ -219,6 +219,30 @@ TEST_CASE("issue 19: a reference simulator killed mid-run fails its part as infr
   CHECK(said);
 }
 
+TEST_CASE("issue 21: hwfarmd killed while a run's reference simulator and target run leaves nothing running") {
+  int sig = GENERATE(SIGKILL, SIGABRT);
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  std::string hang = uploadImage(d, lease, "hang");
+  startRun(d, lease, R"({"images":)" + images({{hang, "hang.elf"}}) + R"(,"deadline_s":600})");
+  // Given a run whose reference simulator (started on the run service's
+  // thread) and target board (on the board's) both run QEMU,
+  for (int i = 0; i < 1000 && qemuProcesses(dir.file("state")) < 2; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(qemuProcesses(dir.file("state")) == 2);
+  // when hwfarmd dies by SIGKILL or SIGABRT,
+  d.process().signal(sig);
+  auto ended = d.process().wait(10s);
+  REQUIRE(ended);
+  REQUIRE(ended->code == sig);
+  // nothing of it is left running: no QEMU, no sandbox, no reaper.
+  std::vector<std::string> left = waitForNoProcessUnder(dir.path(), 15s);
+  std::string names;
+  for (const auto& p : left) names += p + "\n";
+  INFO("signal " << sig << "; still running:\n" << names);
+  REQUIRE(left.empty());
+}
+
 TEST_CASE("a shard run spreads its images over the boards, each image once") {
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 2));
