@@ -12,6 +12,9 @@
 namespace hwfarm::drivers {
 namespace {
 
+// How long QEMU's sandbox may take to exit after QEMU closed its console.
+constexpr std::chrono::seconds kEndReportWait{5};
+
 // True once `text` holds a line that starts with "HWFARM END" and is
 // complete (its '\n' arrived).
 bool endSeen(const std::string& text, size_t& scanned) {
@@ -49,6 +52,7 @@ Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuCon
   SimulatorRun run;
   auto deadline = started + options.deadline;
   size_t scanned = 0;
+  bool closed = false;
   char buffer[65536];
   while (true) {
     if (options.cancel && options.cancel->load()) break;
@@ -63,12 +67,18 @@ Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuCon
     int n = ::poll(&p, 1, wait_ms);
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) {
-      if (!qemu.running()) break; // QEMU exited: the socket closes too
+      if (!qemu.running()) {
+        closed = true; // QEMU exited: the socket closes too
+        break;
+      }
       continue;
     }
     ssize_t got = ::read(*fd, buffer, sizeof buffer);
     if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (got <= 0) break; // QEMU closed the console
+    if (got <= 0) {
+      closed = true; // QEMU closed the console: it is ending
+      break;
+    }
     size_t room = options.max_bytes - std::min(options.max_bytes, run.console.size());
     if (static_cast<size_t>(got) > room) run.truncated = true;
     run.console.append(buffer, std::min(room, static_cast<size_t>(got)));
@@ -79,7 +89,13 @@ Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuCon
     if (run.truncated) break;
   }
   ::close(*fd);
-  if (!run.ended && !run.timed_out && !qemu.running()) run.qemu_exit = qemu.exitStatus();
+  // The console closes a moment before the sandbox reports QEMU's end.
+  if (closed)
+    if (std::optional<QemuEnd> end = qemu.waitEnd(kEndReportWait)) {
+      run.qemu_exit = qemu.exitStatus();
+      run.qemu_signal = end->signal;
+      run.qemu_end = end->describe("the simulator");
+    }
   qemu.powerOff();
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return run;

@@ -20,7 +20,12 @@ struct SimulatorRun {
   bool ended = false;           // a line starting "HWFARM END" arrived
   bool timed_out = false;       // the deadline passed first
   bool truncated = false;       // more than max_bytes were printed
-  std::optional<int> qemu_exit; // QEMU exited on its own (crashed): its status
+  std::optional<int> qemu_exit; // QEMU exited on its own (crashed): its status, or 128 + the signal
+  int qemu_signal = 0;          // the signal that ended it (aborted, killed from outside)
+  // How it ended, when it did on its own: "the simulator exited with status
+  // 1", "the simulator was killed by signal 6 (Aborted)", "the simulator's
+  // sandbox was killed by signal 9 (Killed)".
+  std::string qemu_end;
   double seconds = 0;
 };
 

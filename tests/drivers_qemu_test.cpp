@@ -3,8 +3,12 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <bit>
 #include <boost/asio/io_context.hpp>
 #include <cstdlib>
@@ -12,17 +16,22 @@
 #include <fstream>
 #include <iomanip>
 #include <regex>
+#include <sstream>
+#include <thread>
 
 #include "daemon/core/run/compare.h"
 #include "daemon/core/run/protocol.h"
 #include "drivers/console_log.h"
+#include "drivers/process_table.h"
 #include "drivers/qemu_board.h"
 #include "drivers/serial_port.h"
+#include "drivers/simulator_run.h"
 #include "tests/support/process.h"
 
 using namespace hwfarm::drivers;
 using hwfarm::Status;
 using hwfarm::test::readFile;
+using hwfarm::test::sandboxSocketConnected;
 using hwfarm::test::TempDir;
 using namespace std::chrono_literals;
 
@@ -586,4 +595,144 @@ TEST_CASE("issue 11: the large firmware's output arrives in 10 pieces and reasse
   REQUIRE(pieces == 10);
   REQUIRE(t.capture.console.find("HWFARM OUTPUT large.y f32x 1000 @900 ") != std::string::npos);
   requireSameOutput(t.result, r.result, "large", "y");
+}
+
+// QEMU's own end, told apart from its sandbox's: a QEMU that aborts,
+// crashes or is killed from outside mid-run is a simulator failure with the
+// signal as evidence (the infrastructure's, not the firmware's).
+namespace {
+
+// The QEMU process (not its sandbox) whose command line mentions `needle`;
+// 0 when there is none.
+pid_t qemuPid(const std::string& needle) {
+  for (pid_t pid : listProcesses()) {
+    std::vector<std::string> args = processArguments(pid);
+    if (args.empty() || args[0].size() < 15 || args[0].compare(args[0].size() - 15, 15, "qemu-system-arm") != 0)
+      continue;
+    for (const auto& a : args)
+      if (a.find(needle) != std::string::npos) return pid;
+  }
+  return 0;
+}
+
+// Reads the console `fd` until `needle` arrived (true) or it closed or 20 s
+// passed (false); "" reads to its end.
+bool readConsole(int fd, const std::string& needle) {
+  std::string text;
+  char buffer[4096];
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n <= 0) return needle.empty();
+    text.append(buffer, static_cast<size_t>(n));
+    if (!needle.empty() && text.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Boots the hang firmware on `board` and reads its console until the
+// firmware began; returns the console's descriptor.
+int bootHang(QemuBoard& board) {
+  REQUIRE(board.flash(firmware("hang")).ok());
+  std::string console;
+  REQUIRE(board.powerOn(&console).ok());
+  auto fd = connectUnixSocket(console.substr(5));
+  REQUIRE(fd);
+  REQUIRE(readConsole(*fd, "HWFARM BEGIN"));
+  return *fd;
+}
+
+} // namespace
+
+TEST_CASE("issue 19: a simulated board whose QEMU dies mid-run reports the signal, not its sandbox's status") {
+  auto [sig, said] = GENERATE(table<int, std::string>({{SIGKILL, "QEMU was killed by signal 9 (Killed)"},
+                                                       {SIGABRT, "QEMU was killed by signal 6 (Aborted)"},
+                                                       {SIGSEGV, "QEMU was killed by signal 11 (Segmentation fault)"}}));
+  TempDir dir;
+  QemuBoard board("sim", machine(), dir.file("qemu"));
+  // Given firmware running on a simulated board,
+  int fd = bootHang(board);
+  // when QEMU dies by a signal (an abort, a crash, an operator's kill),
+  pid_t qemu = qemuPid(dir.path());
+  REQUIRE(qemu > 0);
+  REQUIRE(::kill(qemu, sig) == 0);
+  // its console closes
+  REQUIRE(readConsole(fd, ""));
+  ::close(fd);
+  // and the board says how QEMU ended: the signal, as evidence too.
+  std::optional<QemuEnd> end = board.waitEnd(10s);
+  REQUIRE(end);
+  CHECK(end->describe() == said);
+  CHECK(end->signal == sig);
+  CHECK_FALSE(end->sandbox);
+  CHECK(end->evidence().signal == sig);
+  CHECK_FALSE(end->evidence().exit_code);
+  CHECK(board.exitStatus() == 128 + sig);
+  CHECK_FALSE(board.running());
+}
+
+TEST_CASE("issue 19: a sandbox killed from outside is told apart from QEMU's own end, and takes QEMU with it") {
+  TempDir dir;
+  QemuBoard board("sim", machine(), dir.file("qemu"));
+  int fd = bootHang(board);
+  // Given firmware running, when its sandbox (bubblewrap) is killed,
+  REQUIRE(::kill(board.pid(), SIGKILL) == 0);
+  std::optional<QemuEnd> end = board.waitEnd(10s);
+  // the board reports the sandbox's end,
+  REQUIRE(end);
+  CHECK(end->describe() == "QEMU's sandbox was killed by signal 9 (Killed)");
+  CHECK(end->sandbox);
+  // and QEMU is gone too.
+  CHECK(readConsole(fd, ""));
+  ::close(fd);
+  for (int i = 0; i < 500 && qemuPid(dir.path()) != 0; ++i) std::this_thread::sleep_for(10ms);
+  CHECK(qemuPid(dir.path()) == 0);
+}
+
+TEST_CASE("issue 19: the reference simulator reports how QEMU ended when it dies mid-run") {
+  auto [wrapped, sig, said] =
+      GENERATE(table<bool, int, std::string>({{false, SIGKILL, "the simulator was killed by signal 9 (Killed)"},
+                                              {false, SIGABRT, "the simulator was killed by signal 6 (Aborted)"},
+                                              {true, SIGKILL, "the simulator exited with status 3"}}));
+  TempDir dir;
+  hwfarm::config::QemuConfig c = machine();
+  // (wrapped: QEMU runs under a shell that exits 3 once QEMU is gone)
+  if (wrapped) c.binary = script(dir, "qemu-exits-3", "qemu-system-arm \"$@\"\nexit 3\n");
+  std::atomic<bool> cancel{false};
+  SimulatorOptions options;
+  options.deadline = 60s;
+  options.cancel = &cancel;
+  std::optional<hwfarm::Result<SimulatorRun>> ran;
+  std::thread simulator([&] { ran = runSimulator("ref", c, firmware("hang"), dir.file("sim"), options); });
+  struct Join {
+    std::thread& t;
+    std::atomic<bool>& cancel;
+    ~Join() {
+      cancel = true;
+      t.join();
+    }
+  } join{simulator, cancel};
+  // Given firmware running on the reference simulator (its console read),
+  pid_t qemu = 0;
+  for (int i = 0; i < 2000 && !(qemu && sandboxSocketConnected(dir.path(), "/sim/sock/ref.uart")); ++i) {
+    qemu = qemuPid(dir.path());
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(qemu > 0);
+  REQUIRE(sandboxSocketConnected(dir.path(), "/sim/sock/ref.uart"));
+  // when QEMU dies,
+  REQUIRE(::kill(qemu, sig) == 0);
+  simulator.join();
+  simulator = std::thread([] {}); // for Join
+  // the run says how: its exit status, or the signal.
+  REQUIRE(ran);
+  REQUIRE(ran->ok());
+  const SimulatorRun& r = **ran;
+  CHECK(r.qemu_end == said);
+  CHECK(r.qemu_signal == (wrapped ? 0 : sig));
+  CHECK(r.qemu_exit == (wrapped ? 3 : 128 + sig));
+  CHECK_FALSE(r.ended);
+  CHECK_FALSE(r.timed_out);
 }

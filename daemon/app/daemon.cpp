@@ -33,6 +33,7 @@
 #include "daemon/services/presence.h"
 #include "daemon/services/system_clock.h"
 #include "daemon/store/database.h"
+#include "drivers/reaper.h"
 #include "drivers/usb_discovery.h"
 
 namespace hwfarm {
@@ -47,6 +48,16 @@ std::map<std::string, std::string> watchedPaths(const config::FleetConfig& c) {
     for (const auto& b : w.boards)
       if (b.driver == "usb" && b.serial.port != "auto") paths[b.name] = b.serial.port;
   return paths;
+}
+
+// Marks every child from now on with the state directory, and stops what an
+// earlier daemon on it left running (a simulator, a flasher still holding a
+// board: its reaper died with it), before any board is used.
+void takeOverChildren(const std::string& state_dir) {
+  drivers::setChildOwner(state_dir);
+  for (const auto& p : drivers::stopLeftovers(state_dir, std::chrono::seconds(10)))
+    spdlog::warn("stopped {} (pid {}), left running by an earlier hwfarmd on {}: {}", p.what, p.pid, state_dir,
+                 p.command);
 }
 
 // Loads the tokens file named by the config (none: no tokens). Errors are
@@ -248,6 +259,7 @@ int Daemon::Impl::run() {
 
   try {
     state_lock = std::make_unique<StateDirLock>(config->agent.state_dir);
+    takeOverChildren(config->agent.state_dir);
     db = openDatabase(*config);
     leases = std::make_unique<LeaseService>(io, *config, clock, *db);
     boards = std::make_unique<BoardService>(io, *config, [this](const std::string& board) {

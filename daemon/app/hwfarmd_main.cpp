@@ -3,6 +3,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "daemon/app/daemon.h"
 #include "daemon/app/log.h"
 #include "daemon/app/version.h"
+#include "drivers/reaper.h"
 
 namespace {
 
@@ -85,11 +87,22 @@ int main(int argc, char** argv) {
   // Descriptors inherited from whoever started hwfarmd are not passed on to
   // its children either (every descriptor hwfarmd opens is close-on-exec).
   ::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
+  // Before any thread: the process that stops every child of hwfarmd when
+  // hwfarmd ends, however it ends (drivers/reaper.h).
+  hwfarm::Result<pid_t> reaper = hwfarm::drivers::startReaper();
   hwfarm::setupLogging("info");
-  try {
-    return hwfarm::Daemon({config_path}).run();
-  } catch (const std::exception& e) {
-    spdlog::critical("fatal: {}", e.what());
+  if (!reaper) {
+    spdlog::critical("{}", reaper.status().message());
     return 1;
   }
+  int code;
+  try {
+    code = hwfarm::Daemon({config_path}).run();
+  } catch (const std::exception& e) {
+    spdlog::critical("fatal: {}", e.what());
+    code = 1;
+  }
+  // Every child is stopped by now; the reaper checks and ends before hwfarmd.
+  if (!hwfarm::drivers::stopReaper(std::chrono::seconds(15))) spdlog::warn("the reaper did not end in time");
+  return code;
 }

@@ -297,9 +297,24 @@ struct BoardService::Impl {
           spdlog::info("console of board {} closed: {}", name, reason);
           endReaders(name);
           tellWatchers(name, [&](const Watcher& w) { w.closed(reason); });
+          logProcessEnd(name);
         },
         console.log.get());
     return Status::success();
+  }
+
+  // A simulated board's console closes when QEMU ends: if it ended by
+  // itself (a crash, a kill from outside), says how, off the loop and in
+  // order with the board's other work (a power-off queued first is no
+  // crash).
+  void logProcessEnd(const std::string& name) {
+    auto board = boards.find(name);
+    if (board == boards.end() || !board->second->consoleFollowsPower()) return;
+    std::shared_ptr<drivers::Board> b = board->second;
+    asio::post(strandOf(name), [b, name] {
+      Status end = b->processEnd(std::chrono::seconds(5));
+      if (!end.ok()) spdlog::warn("board {}: {}", name, end.message());
+    });
   }
 
   // `status` (a failure of board work) with the last lines `name`'s console

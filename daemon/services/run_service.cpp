@@ -618,9 +618,12 @@ struct RunService::Impl {
           a.truncated = ran->truncated;
           a.result.timed_out = ran->timed_out;
           a.result.seconds = ran->seconds;
-          if (ran->qemu_exit)
-            a.result.status = Status::infrastructure(
-                Code::unavailable, "the simulator exited with status " + std::to_string(*ran->qemu_exit));
+          if (ran->qemu_exit) {
+            Evidence evidence;
+            if (ran->qemu_signal) evidence.signal = ran->qemu_signal;
+            else evidence.exit_code = ran->qemu_exit;
+            a.result.status = Status::infrastructure(Code::unavailable, ran->qemu_end, std::move(evidence));
+          }
         }
         attemptDone(*it->second, a);
         if (!a.reference) boardDone(*it->second, a);
