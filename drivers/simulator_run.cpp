@@ -6,29 +6,11 @@
 #include <cerrno>
 #include <filesystem>
 
+#include "common/console_line.h"
 #include "drivers/qemu_board.h"
 #include "drivers/serial_port.h"
 
 namespace hwfarm::drivers {
-namespace {
-
-// True once `text` holds a line that starts with "HWFARM END" and is
-// complete (its '\n' arrived).
-bool endSeen(const std::string& text, size_t& scanned) {
-  size_t start = scanned;
-  while (true) {
-    size_t nl = text.find('\n', start);
-    if (nl == std::string::npos) {
-      scanned = start;
-      return false;
-    }
-    std::string_view line(text.data() + start, nl - start);
-    if (line.rfind("HWFARM END", 0) == 0 && (line.size() == 10 || line[10] == ' ' || line[10] == '\r')) return true;
-    start = nl + 1;
-  }
-}
-
-} // namespace
 
 Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuConfig& config,
                                   const std::string& image, const std::string& work_dir,
@@ -48,7 +30,7 @@ Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuCon
   }
   SimulatorRun run;
   auto deadline = started + options.deadline;
-  size_t scanned = 0;
+  LineReader lines; // the one line reader and END rule of every console
   char buffer[65536];
   while (true) {
     if (options.cancel && options.cancel->load()) break;
@@ -71,12 +53,12 @@ Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuCon
     if (got <= 0) break; // QEMU closed the console
     size_t room = options.max_bytes - std::min(options.max_bytes, run.console.size());
     if (static_cast<size_t>(got) > room) run.truncated = true;
-    run.console.append(buffer, std::min(room, static_cast<size_t>(got)));
-    if (endSeen(run.console, scanned)) {
-      run.ended = true;
-      break;
-    }
-    if (run.truncated) break;
+    std::string_view kept(buffer, std::min(room, static_cast<size_t>(got)));
+    // Bytes after the END line's end stay in the console: whatever else
+    // the firmware printed by then.
+    run.console.append(kept);
+    lines.feed(kept, [&run](const ConsoleLine& line) { run.ended = run.ended || isEndRecord(line); });
+    if (run.ended || run.truncated) break;
   }
   ::close(*fd);
   if (!run.ended && !run.timed_out && !qemu.running()) run.qemu_exit = qemu.exitStatus();

@@ -100,7 +100,7 @@ TEST_CASE("no byte is lost from a fast stream and lines are logged with timestam
   ConsoleLog log(dir.file("console.log"), 1 << 30);
   auto port = openPort(io, uart.path, options(dir));
   size_t lines = 0, chars = 0;
-  port->start([&](const std::string& line) { ++lines, chars += line.size(); }, nullptr, &log);
+  port->start([&](const hwfarm::ConsoleLine& line) { ++lines, chars += line.text.size(); }, nullptr, &log);
   // 3 Mbaud for one second is ~300 KB: write that much as fast as the pty takes it.
   const size_t kLines = 5000;
   std::string line(59, 'x');
@@ -243,7 +243,7 @@ TEST_CASE("the fake board's line drop and stall end in an expect deadline, not a
     boost::asio::io_context io;
     auto port = openPort(io, link, options(dir));
     std::vector<std::string> lines;
-    port->start([&](const std::string& l) { lines.push_back(l); }, nullptr, nullptr);
+    port->start([&](const hwfarm::ConsoleLine& l) { lines.emplace_back(l.text); }, nullptr, nullptr);
     std::optional<std::optional<std::string>> end;
     port->expect(std::regex("^HWFARM END"), 800ms, [&](auto line) { end = line; });
     REQUIRE(hwfarm::test::runCommand({FAKE_BOARD_PATH, "power", sock, "on"}).status.code == 0);
@@ -299,7 +299,7 @@ TEST_CASE("issue 9: no line reaches on_line after close, even one already read")
   uart.send("late line\npartial");
   REQUIRE(inputWaiting(watch));
   std::vector<std::string> lines;
-  port->start([&](const std::string& line) { lines.push_back(line); }, nullptr, nullptr);
+  port->start([&](const hwfarm::ConsoleLine& line) { lines.emplace_back(line.text); }, nullptr, nullptr);
   // when the port is closed before the loop runs that handler,
   port->close();
   io.run_for(200ms);
@@ -318,7 +318,7 @@ TEST_CASE("issue 9: an expect deadline already due when its line arrives answers
   boost::asio::io_context io;
   auto port = openPort(io, uart.path, options(dir));
   bool close_on_line = false;
-  port->start([&](const std::string&) {
+  port->start([&](const hwfarm::ConsoleLine&) {
     if (close_on_line) port->close();
   }, nullptr, nullptr);
   io.poll(); // the read is waiting in the reactor
