@@ -317,47 +317,21 @@ void hwfarm_value_int(hwfarm_report* r, int32_t value) {
   put_value(r, text);
 }
 
-void hwfarm_output_f32(hwfarm_report* r, const char* case_name, const char* output, const float* values,
-                       uint32_t count) {
-  uint32_t i;
-  hwfarm_output_start(r, case_name, output, HWFARM_F32, count);
-  for (i = 0; i < count; ++i) hwfarm_value_f32(r, values[i]);
-}
+/* hwfarm_output_<name>: an output of `type` values from an array. */
+#define OUTPUT_FROM_ARRAY(name, type, dtype, value)                                                       \
+  void hwfarm_output_##name(hwfarm_report* r, const char* case_name, const char* output, const type* values, \
+                            uint32_t count) {                                                                \
+    uint32_t i;                                                                                              \
+    hwfarm_output_start(r, case_name, output, dtype, count);                                                 \
+    for (i = 0; i < count; ++i) value(r, values[i]);                                                         \
+  }
 
-void hwfarm_output_f32x(hwfarm_report* r, const char* case_name, const char* output, const float* values,
-                        uint32_t count) {
-  uint32_t i;
-  hwfarm_output_start(r, case_name, output, HWFARM_F32X, count);
-  for (i = 0; i < count; ++i) hwfarm_value_f32(r, values[i]);
-}
-
-void hwfarm_output_i8(hwfarm_report* r, const char* case_name, const char* output, const int8_t* values,
-                      uint32_t count) {
-  uint32_t i;
-  hwfarm_output_start(r, case_name, output, HWFARM_I8, count);
-  for (i = 0; i < count; ++i) hwfarm_value_int(r, values[i]);
-}
-
-void hwfarm_output_u8(hwfarm_report* r, const char* case_name, const char* output, const uint8_t* values,
-                      uint32_t count) {
-  uint32_t i;
-  hwfarm_output_start(r, case_name, output, HWFARM_U8, count);
-  for (i = 0; i < count; ++i) hwfarm_value_int(r, values[i]);
-}
-
-void hwfarm_output_i16(hwfarm_report* r, const char* case_name, const char* output, const int16_t* values,
-                       uint32_t count) {
-  uint32_t i;
-  hwfarm_output_start(r, case_name, output, HWFARM_I16, count);
-  for (i = 0; i < count; ++i) hwfarm_value_int(r, values[i]);
-}
-
-void hwfarm_output_i32(hwfarm_report* r, const char* case_name, const char* output, const int32_t* values,
-                       uint32_t count) {
-  uint32_t i;
-  hwfarm_output_start(r, case_name, output, HWFARM_I32, count);
-  for (i = 0; i < count; ++i) hwfarm_value_int(r, values[i]);
-}
+OUTPUT_FROM_ARRAY(f32, float, HWFARM_F32, hwfarm_value_f32)
+OUTPUT_FROM_ARRAY(f32x, float, HWFARM_F32X, hwfarm_value_f32)
+OUTPUT_FROM_ARRAY(i8, int8_t, HWFARM_I8, hwfarm_value_int)
+OUTPUT_FROM_ARRAY(u8, uint8_t, HWFARM_U8, hwfarm_value_int)
+OUTPUT_FROM_ARRAY(i16, int16_t, HWFARM_I16, hwfarm_value_int)
+OUTPUT_FROM_ARRAY(i32, int32_t, HWFARM_I32, hwfarm_value_int)
 
 void hwfarm_end(hwfarm_report* r, int status) {
   uint32_t records;

@@ -50,7 +50,7 @@ TEST_CASE("a console's bytes become its lines, a CR before the line end dropped,
   }
 }
 
-TEST_CASE("a line longer than the limit comes out in pieces; only a line from its start to its end is whole") {
+TEST_CASE("a line longer than the limit comes out in pieces, and only a line from its start to its end is whole") {
   std::string bytes = std::string(10, 'a') + "\n" + std::string(4, 'b') + "\n" + std::string(9, 'c') + "\n";
   std::vector<Piece> want = {{"aaaa", false, LineEnd::too_long}, {"aaaa", true, LineEnd::too_long},
                              {"aa", true, LineEnd::newline},

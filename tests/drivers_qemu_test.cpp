@@ -603,7 +603,7 @@ std::vector<run::ProblemKind> kindsOf(const run::ParseResult& r) {
 
 } // namespace
 
-TEST_CASE("version 2: every record checks and the count is verified; a miscount and a record lost on the wire are noticed") {
+TEST_CASE("version 2: every record checks and the count is verified, and a miscount and a record lost on the wire are noticed") {
   TempDir dir;
   VariantRun v2 = runVariant(dir, "v2", SimRole::target), ref = runVariant(dir, "v2", SimRole::reference);
   for (const VariantRun* v : {&v2, &ref}) {

@@ -140,7 +140,7 @@ TEST_CASE("a record after 64 KiB of other bytes on its line reads the same on a 
   CHECK(readFile(r.dir + "/junit.xml").find("FAIL: ") == std::string::npos);
 }
 
-TEST_CASE("version 2 runs say their record count was verified; a miscount or a lost record fails the attempt") {
+TEST_CASE("version 2 runs say their record count was verified, and a miscount or a lost record fails the attempt") {
   Lab lab;
   // Given the pass run in version 2 and in version 1,
   Lab::Ran v2 = lab.run("v2");
