@@ -238,11 +238,14 @@ bool Parser::checkCrc(std::string_view keyword, std::string_view& body, bool v2_
 
 void Parser::begin(std::string_view rest) {
   std::string at = "line " + std::to_string(line_no_) + ": BEGIN: ";
-  if (result_.suite) return problem("", at + "a second BEGIN (the suite is " + *result_.suite + ")", ProblemKind::second_begin);
+  if (result_.suite)
+    return problem("", at + "a second BEGIN (the suite is " + *result_.suite + ")", ProblemKind::second_begin);
   std::optional<std::string_view> suite, version;
   bool bad = false;
   for (std::string_view f : fields(rest)) {
-    std::optional<std::string_view>* slot = f.substr(0, 6) == "suite=" ? &suite : f.substr(0, 2) == "v=" ? &version : nullptr;
+    std::optional<std::string_view>* slot = f.substr(0, 6) == "suite=" ? &suite
+                                            : f.substr(0, 2) == "v="    ? &version
+                                                                        : nullptr;
     if (!slot || *slot) bad = true;
     else *slot = f.substr(f.find('=') + 1);
   }
