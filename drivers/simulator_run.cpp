@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <filesystem>
 
+#include "common/console_line.h"
 #include "drivers/qemu_board.h"
 #include "drivers/serial_port.h"
 
@@ -14,22 +15,6 @@ namespace {
 
 // How long QEMU's sandbox may take to exit after QEMU closed its console.
 constexpr std::chrono::seconds kEndReportWait{5};
-
-// True once `text` holds a line that starts with "HWFARM END" and is
-// complete (its '\n' arrived).
-bool endSeen(const std::string& text, size_t& scanned) {
-  size_t start = scanned;
-  while (true) {
-    size_t nl = text.find('\n', start);
-    if (nl == std::string::npos) {
-      scanned = start;
-      return false;
-    }
-    std::string_view line(text.data() + start, nl - start);
-    if (line.rfind("HWFARM END", 0) == 0 && (line.size() == 10 || line[10] == ' ' || line[10] == '\r')) return true;
-    start = nl + 1;
-  }
-}
 
 } // namespace
 
@@ -51,8 +36,8 @@ Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuCon
   }
   SimulatorRun run;
   auto deadline = started + options.deadline;
-  size_t scanned = 0;
   bool closed = false;
+  LineReader lines; // the one line reader and END rule of every console
   char buffer[65536];
   while (true) {
     if (options.cancel && options.cancel->load()) break;
@@ -81,12 +66,12 @@ Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuCon
     }
     size_t room = options.max_bytes - std::min(options.max_bytes, run.console.size());
     if (static_cast<size_t>(got) > room) run.truncated = true;
-    run.console.append(buffer, std::min(room, static_cast<size_t>(got)));
-    if (endSeen(run.console, scanned)) {
-      run.ended = true;
-      break;
-    }
-    if (run.truncated) break;
+    std::string_view kept(buffer, std::min(room, static_cast<size_t>(got)));
+    // Bytes after the END line's end stay in the console: whatever else
+    // the firmware printed by then.
+    run.console.append(kept);
+    lines.feed(kept, [&run](const ConsoleLine& line) { run.ended = run.ended || isEndRecord(line); });
+    if (run.ended || run.truncated) break;
   }
   ::close(*fd);
   // The console closes a moment before the sandbox reports QEMU's end.

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <boost/asio/io_context.hpp>
@@ -177,20 +178,24 @@ struct Capture {
   std::string log;     // the console log (timestamped lines, hwfarmd's notes)
   std::string console; // the lines as the firmware printed them, each ended with "\n"
   bool ended = false;  // an END record arrived before the limit
+  std::shared_ptr<hwfarm::run::Parser> parser = std::make_shared<hwfarm::run::Parser>(); // fed every line
 };
 
-// Runs `board` (flashed) until its firmware's END record or `limit`, then
-// powers it off.
+// Runs `board` (flashed) until its firmware prints a line matching `until`
+// (its END record) or `limit`, then powers it off.
 Capture capture(QemuBoard& board, boost::asio::io_context& io, const std::string& log_path,
-                std::chrono::milliseconds limit = 20s) {
+                std::chrono::milliseconds limit = 20s, const std::string& until = "^HWFARM END") {
   io.restart(); // a previous run may have left it out of work, stopped
   Capture c;
   {
     ConsoleLog log(log_path, 1 << 20);
     bool closed = false;
-    auto port = boot(board, io, log, &closed, [&c](const std::string& line) { c.console += line + "\n"; });
+    auto port = boot(board, io, log, &closed, [&c](const hwfarm::ConsoleLine& line) {
+      c.console += std::string(line.text) + "\n";
+      c.parser->line(line);
+    });
     std::optional<std::optional<std::string>> end;
-    port->expect(std::regex("^HWFARM END"), limit, [&](auto line) { end = line; });
+    port->expect(std::regex(until), limit, [&](auto line) { end = line; });
     runUntil(io, [&] { return end.has_value(); });
     c.ended = end && end->has_value();
     board.powerOff();
@@ -395,16 +400,14 @@ struct VariantRun {
 };
 
 VariantRun runVariant(const TempDir& dir, const std::string& variant, SimRole role,
-                      std::chrono::milliseconds limit = 20s) {
+                      std::chrono::milliseconds limit = 20s, const std::string& until = "^HWFARM END") {
   std::string name = variant + (role == SimRole::target ? "-t" : "-r");
   QemuBoard board(name, machine(), dir.file("qemu"), role);
   REQUIRE(board.flash(firmware(variant)).ok());
   boost::asio::io_context io;
-  VariantRun r{capture(board, io, dir.file(name + ".txt"), limit), {}};
-  run::Parser parser;
-  parser.feed(r.capture.console);
-  parser.finish();
-  r.result = std::move(parser).take();
+  VariantRun r{capture(board, io, dir.file(name + ".txt"), limit, until), {}};
+  r.capture.parser->finish();
+  r.result = r.capture.parser->result();
   return r;
 }
 
@@ -645,6 +648,115 @@ int bootHang(QemuBoard& board) {
 }
 
 } // namespace
+
+// Protocol version 2 and what a console can do to a run, on real QEMU: each
+// variant's console read by the serial driver's line reader and parsed.
+namespace {
+
+std::vector<run::ProblemKind> kindsOf(const run::ParseResult& r) {
+  std::vector<run::ProblemKind> out;
+  for (const auto& p : r.problems) out.push_back(p.kind);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("version 2: every record checks and the count is verified, and a miscount and a record lost on the wire are noticed") {
+  TempDir dir;
+  VariantRun v2 = runVariant(dir, "v2", SimRole::target), ref = runVariant(dir, "v2", SimRole::reference);
+  for (const VariantRun* v : {&v2, &ref}) {
+    INFO(v->capture.console);
+    REQUIRE(v->result.problems.empty());
+    REQUIRE(v->result.version == 2);
+    REQUIRE(v->result.checked_records == 8);
+    REQUIRE(v->result.countVerified());
+    REQUIRE(v->result.cases.size() == 3);
+  }
+  VariantRun pass = runVariant(dir, "pass", SimRole::target);
+  for (const char* key : {"square", "ramp", "precision"}) requireSameOutput(v2.result, pass.result, key, "y");
+  // An END that counts 8 records after 7,
+  VariantRun miscount = runVariant(dir, "v2count", SimRole::target);
+  REQUIRE(kindsOf(miscount.result) == std::vector<run::ProblemKind>{run::ProblemKind::count_mismatch});
+  REQUIRE(miscount.result.countMismatch());
+  // and a FAIL whose tag a flipped bit damaged (HWFARO): not read, and not lost.
+  VariantRun lost = runVariant(dir, "v2lost", SimRole::target);
+  INFO(lost.capture.console);
+  REQUIRE(lost.capture.console.find("\nHWFARO TEST ramp FAIL expected 3 got 4 *") != std::string::npos);
+  REQUIRE_FALSE(lost.result.findCase("ramp"));
+  REQUIRE(kindsOf(lost.result) ==
+          std::vector<run::ProblemKind>{run::ProblemKind::damaged_line, run::ProblemKind::count_mismatch});
+  REQUIRE(lost.result.problems[0].case_name == "ramp");
+  REQUIRE(lost.result.problems[0].line == 6);
+  REQUIRE(lost.result.intact_records == 6);
+  REQUIRE(lost.result.declared_records == 7u);
+  REQUIRE(lost.result.end_status == 1);
+}
+
+TEST_CASE("a FAIL message ending like a CRC suffix stays a FAIL message, in version 1 and in version 2") {
+  TempDir dir;
+  for (const char* variant : {"star", "v2star"}) {
+    INFO(variant);
+    VariantRun r = runVariant(dir, variant, SimRole::target);
+    INFO(r.capture.console);
+    REQUIRE(r.result.problems.empty());
+    const run::TestCase* ramp = r.result.findCase("ramp");
+    REQUIRE(ramp);
+    REQUIRE(ramp->result == run::CaseResult::fail);
+    REQUIRE(ramp->message == "bad word at *20003f00");
+    REQUIRE(r.result.end_status == 1);
+  }
+}
+
+TEST_CASE("records after END are counted as such, never read as cases") {
+  TempDir dir;
+  // Read until the record the firmware prints after its END.
+  VariantRun r = runVariant(dir, "afterend", SimRole::target, 20s, "^HWFARM TEST late ");
+  INFO(r.capture.console);
+  REQUIRE(r.capture.ended);
+  REQUIRE(r.result.ended);
+  REQUIRE(r.result.countVerified());
+  REQUIRE(r.result.records_after_end == 1);
+  REQUIRE(r.result.first_after_end_line == 11);
+  REQUIRE_FALSE(r.result.findCase("late"));
+  REQUIRE(kindsOf(r.result) == std::vector<run::ProblemKind>{run::ProblemKind::after_end});
+}
+
+TEST_CASE("a board that dies inside a record's line leaves no record of it") {
+  TempDir dir;
+  // Given "HWFARM OUTPUT ramp.y i32 4 0 1 2 3" of "... 2 37" and no line end,
+  VariantRun r = runVariant(dir, "cut", SimRole::target, 1500ms);
+  INFO(r.capture.console);
+  REQUIRE_FALSE(r.capture.ended);
+  // the serial driver hands the partial line over cut when the board stops,
+  REQUIRE(r.capture.console.size() >= 35);
+  REQUIRE(r.capture.console.substr(r.capture.console.size() - 35) == "HWFARM OUTPUT ramp.y i32 4 0 1 2 3\n");
+  // and the parser reads no ramp.y from it.
+  REQUIRE(r.result.last_line_cut);
+  REQUIRE(r.result.findOutput("ramp", "y") == nullptr);
+  REQUIRE(r.result.findOutput("square", "y") != nullptr);
+  REQUIRE(kindsOf(r.result) == std::vector<run::ProblemKind>{run::ProblemKind::cut_line});
+  REQUIRE(r.result.problems[0].case_name == "ramp");
+}
+
+TEST_CASE("a control byte before END and a record after 64 KiB of junk read the one way every console reads them") {
+  TempDir dir;
+  VariantRun ctrl = runVariant(dir, "ctrlend", SimRole::target, 20s, "HWFARM END");
+  INFO(ctrl.capture.console);
+  REQUIRE(ctrl.capture.console.find("\n\x01HWFARM END status=0\n") != std::string::npos);
+  REQUIRE(ctrl.result.ended);
+  REQUIRE(ctrl.result.end_status == 0);
+  REQUIRE(ctrl.result.problems.empty());
+  VariantRun junk = runVariant(dir, "longline", SimRole::target);
+  // (the serial driver hands the long line over in pieces of 4,096 bytes)
+  REQUIRE(std::count(junk.capture.console.begin(), junk.capture.console.end(), 'x') == 65536);
+  REQUIRE_FALSE(junk.result.findCase("hidden"));
+  REQUIRE(junk.result.cut_lines == 1);
+  REQUIRE(kindsOf(junk.result) == std::vector<run::ProblemKind>{run::ProblemKind::damaged_line});
+  REQUIRE(junk.result.problems[0].message ==
+          "line 4: a record after other text on its line (HWFARM TEST hidden FAIL after 65536 bytes): not read as a "
+          "record");
+  REQUIRE(junk.result.cases.size() == 3);
+}
 
 TEST_CASE("issue 19: a simulated board whose QEMU dies mid-run reports the signal, not its sandbox's status") {
   auto [sig, said] = GENERATE(table<int, std::string>({{SIGKILL, "QEMU was killed by signal 9 (Killed)"},

@@ -307,6 +307,8 @@ struct RunService::Impl {
       if (a.own->failure != FailureClass::none) o["failure_class"] = failureClassName(a.own->failure);
       if (!a.own->reason.empty()) o["reason"] = run::xmlSafe(a.own->reason);
     }
+    if (const run::TargetReport* t = a.report ? &*a.report : a.own ? &*a.own : nullptr)
+      o["protocol"] = json::object{{"version", t->protocol_version}, {"record_count", t->record_count}};
     return o;
   }
 
@@ -792,17 +794,16 @@ struct RunService::Impl {
     Attempt* attempt = &a;
     a.unwatch = boards.watchConsole(
         a.board,
-        [this, id, attempt](const std::string& line) {
+        [this, id, attempt](const ConsoleLine& line) {
           Attempt& a = *attempt;
           if (a.phase != "running") return;
-          if (a.console.size() + line.size() + 1 > kMaxConsoleBytes) {
+          if (a.console.size() + line.text.size() + 1 > kMaxConsoleBytes) {
             a.truncated = true;
           } else {
-            a.console += line;
+            a.console += line.text;
             a.console += '\n';
           }
-          a.parser.feed(line);
-          a.parser.feed("\n");
+          a.parser.line(line); // cut lines stay cut: never a record
           if (a.parser.ended()) finishTarget(id, a, "");
         },
         [this, id, attempt](const std::string& reason) { finishTarget(id, *attempt, reason); });

@@ -164,6 +164,8 @@ TargetReport evaluate(const Attempt& t, const Attempt* ref, const ThresholdsFor&
   r.trace_tail = t.trace_tail;
   r.end_status = t.parsed.end_status;
   const ParseResult& p = t.parsed;
+  r.protocol_version = p.version;
+  r.record_count = p.countVerified() ? "verified" : p.countMismatch() ? "mismatch" : "unverified";
 
   // The attempt itself failed: the board, its tools or the simulator.
   if (!t.status.ok()) {

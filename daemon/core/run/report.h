@@ -60,6 +60,8 @@ struct TargetReport {
   Evidence evidence;
   std::vector<CaseReport> cases;
   std::optional<int> end_status;
+  int protocol_version = 1;     // of its console's records
+  std::string record_count;     // "verified" (END counted them, all arrived), "mismatch", "unverified"
   double seconds = 0;
   std::string trace_tail;
 };
