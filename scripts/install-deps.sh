@@ -2,8 +2,10 @@
 # Installs the Debian 12 packages hwfarm needs to build, test and run its demo.
 # Idempotent: prints nothing and touches nothing when every package is present.
 # Runs `apt-get update` once, non-interactively, only when something is missing.
-# Then installs the S3-compatible server the upload tests run against (npm's
-# s3rver, pinned by tests/s3/package-lock.json) into tests/s3/node_modules.
+# Then installs the test helpers that come from npm, each pinned by its
+# package-lock.json: the S3-compatible server the upload tests run against
+# (s3rver, into tests/s3/node_modules) and the browser driver of the
+# dashboard tests (puppeteer-core, into tests/dashboard/node_modules).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -39,23 +41,32 @@ packages=(
   # uploads to an S3 bucket: libcurl (TLS, proxies, SigV4); tests: the
   # signing cross-checked with botocore's signer
   libcurl4-openssl-dev python3-botocore
+  # the dashboard's charts: Chart.js, which hwfarmd serves from
+  # /usr/share/javascript; tests: the dashboard in a real headless browser
+  libjs-chart.js chromium
 )
 # tests: s3rver runs on node, installed with npm (Debian's, unless a node
 # with its npm is installed already)
 command -v npm >/dev/null || packages+=(nodejs npm)
 
-# s3rver 3.7.1 as tests/s3/package-lock.json pins it (npm ci), unless it is there.
-install_s3rver() {
-  local installed=$repo/tests/s3/node_modules/s3rver/package.json
-  if [ -f "$installed" ] && grep -q '"version": "3.7.1"' "$installed"; then return 0; fi
-  echo "install-deps: installing s3rver 3.7.1 into tests/s3/node_modules (npm ci)" >&2
+# An npm package as DIR's package-lock.json pins it (npm ci into
+# DIR/node_modules), unless that version is there:
+#   install_npm DIR PACKAGE VERSION
+install_npm() {
+  local dir=$repo/$1 installed=$repo/$1/node_modules/$2/package.json
+  if [ -f "$installed" ] && grep -q "\"version\": \"$3\"" "$installed"; then return 0; fi
+  echo "install-deps: installing $2 $3 into $1/node_modules (npm ci)" >&2
   local attempt
   for attempt in 1 2 3; do
-    npm ci --prefix "$repo/tests/s3" --no-audit --no-fund --loglevel=error >/dev/null && return 0
-    echo "install-deps: 'npm ci' failed (attempt $attempt of 3)" >&2
+    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >/dev/null && return 0
+    echo "install-deps: 'npm ci' in $1 failed (attempt $attempt of 3)" >&2
     [ $attempt -lt 3 ] && sleep 10
   done
   return 1
+}
+install_npm_packages() {
+  install_npm tests/s3 s3rver 3.7.1
+  install_npm tests/dashboard puppeteer-core 24.43.1
 }
 
 missing=()
@@ -65,7 +76,7 @@ for p in "${packages[@]}"; do
   fi
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  install_s3rver
+  install_npm_packages
   exit 0
 fi
 
@@ -86,4 +97,4 @@ retry() {
 }
 retry "${sudo_cmd[@]}" apt-get update -qq
 retry "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-install_s3rver
+install_npm_packages

@@ -16,6 +16,9 @@
               status 0
      LOCKUP   begins, then exits the old way, with a semihosting call: without
               semihosting that is a HardFault, and the core locks up
+     XSS      the pass run plus a failing case and an output whose names,
+              message and console lines are HTML and script (the dashboard
+              must show them as text: tests/dashboard)
    Every variant prints the board's identity word (hw.h) after its boot line.
    main's return value is the status of the `HWFARM END status=<n>` record
    that startup.c prints. */
@@ -231,7 +234,15 @@ int main(void) {
   test_record("large", "PASS");
   output_large();
 #endif
-#if defined(VARIANT_FAIL)
+#if defined(VARIANT_XSS)
+  uart_puts("<script>window.__xss='trace'</script><img src=x onerror=\"window.__xss='trace-img'\">\n");
+  test_record("<img/src=x/onerror=window.__xss='case'>",
+              "FAIL <img src=x onerror=\"window.__xss='message'\"><script>window.__xss='msg'</script>");
+  output_begin("<svg/onload=window.__xss='output'>.y", "f32", 2);
+  rec_puts(" 1 2");
+  rec_end();
+#endif
+#if defined(VARIANT_FAIL) || defined(VARIANT_XSS)
   return 1;
 #else
   return 0;
