@@ -33,13 +33,6 @@ const json::array& array(const json::object& o, const char* key) {
   return v && v->is_array() ? v->as_array() : none;
 }
 
-dashboard::CaseOutcome outcomeOf(const std::string& s) {
-  return s == "pass" ? dashboard::CaseOutcome::pass
-         : s == "fail" ? dashboard::CaseOutcome::fail
-         : s == "skip" ? dashboard::CaseOutcome::skip
-                       : dashboard::CaseOutcome::error;
-}
-
 void addOnce(std::vector<std::string>& list, const std::string& item) {
   if (!item.empty() && std::find(list.begin(), list.end(), item) == list.end()) list.push_back(item);
 }
@@ -89,7 +82,7 @@ Result<store::IndexedRun> RunIndex::describe(const std::string& record, const Lo
     for (const auto& c : array(at, "cases")) {
       if (!c.is_object()) continue;
       const json::object& k = c.as_object();
-      out.cases.push_back({image, target, text(k, "name"), outcomeOf(text(k, "outcome")), text(k, "message")});
+      out.cases.push_back({image, target, text(k, "name"), dashboard::caseOutcomeFromName(text(k, "outcome")), text(k, "message")});
       for (const auto& o : array(k, "outputs")) {
         if (!o.is_object()) continue;
         store::IndexedRun::Output x{image, target, board, type, text(o.as_object(), "key"), std::nullopt,

@@ -73,23 +73,6 @@ std::vector<std::string> split(const std::string& text) {
   return out;
 }
 
-std::string_view outcomeText(dashboard::CaseOutcome o) {
-  switch (o) {
-    case dashboard::CaseOutcome::pass: return "pass";
-    case dashboard::CaseOutcome::fail: return "fail";
-    case dashboard::CaseOutcome::skip: return "skip";
-    case dashboard::CaseOutcome::error: return "error";
-  }
-  return "error";
-}
-
-dashboard::CaseOutcome outcomeOf(const std::string& s) {
-  return s == "pass" ? dashboard::CaseOutcome::pass
-         : s == "fail" ? dashboard::CaseOutcome::fail
-         : s == "skip" ? dashboard::CaseOutcome::skip
-                       : dashboard::CaseOutcome::error;
-}
-
 // The WHERE clause of `f` (state left out with `without_state`), its
 // parameters in `params` from ?1 on.
 std::string where(const RunFilter& f, bool without_state, std::vector<std::string>& params) {
@@ -131,7 +114,7 @@ Database::Write RunIndexTables::write(IndexedRun r) {
     row.run();
     Statement kase(c, "INSERT INTO run_cases(run_id, image, target, name, outcome, message) VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
     for (const auto& k : r.cases) {
-      std::string outcome(outcomeText(k.outcome));
+      std::string outcome(dashboard::caseOutcomeName(k.outcome));
       kase.bind(1, r.id).bind(2, k.image).bind(3, k.target).bind(4, k.name).bind(5, outcome).bind(6, k.message).run();
     }
     Statement out(c, "INSERT INTO run_outputs(run_id, ended_ms, commit_id, image, output, target, board, board_type, "
@@ -234,7 +217,7 @@ std::optional<dashboard::RunDigest> RunIndexTables::digest(sqlite3* c, const std
   Statement cases(c, "SELECT image, target, name, outcome, message FROM run_cases WHERE run_id = ?1 ORDER BY rowid");
   cases.bind(1, id);
   while (cases.step())
-    d.cases.push_back({cases.text(0), cases.text(1), cases.text(2), outcomeOf(cases.text(3)), cases.text(4)});
+    d.cases.push_back({cases.text(0), cases.text(1), cases.text(2), dashboard::caseOutcomeFromName(cases.text(3)), cases.text(4)});
   cases.reset();
   Statement outs(c, "SELECT image, target, output, actual_pcc, pass FROM run_outputs WHERE run_id = ?1 ORDER BY rowid");
   outs.bind(1, id);

@@ -105,6 +105,23 @@ describe("as a viewer", () => {
     // Two targets, every output of the API in the grid.
     assert.equal(square.values.length, 2);
     assert.deepEqual(cells.map(c => c.output).sort(), fromApi.map(o => o.key).sort());
+    // The overlay files: ttrt's nested golden_results.json (device "0" is
+    // mps2_an385_0) and Model Explorer's node data, keyed by output name.
+    const dir = path.join(d.dir, "state/runs", runs.drift.id);
+    const nested = JSON.parse(fs.readFileSync(path.join(dir, "golden_results.json"), "utf8"));
+    assert.equal(nested["square.y"]["0"].actual_pcc, pcc);
+    assert.equal(nested["square.y"]["0"].target, "mps2_an385_0");
+    assert.equal(nested["square.y"]["1"].target, "mps2_an385_1");
+    const nodedata = fs.readFileSync(path.join(dir, "nodedata/model__mps2_an385_0.json"), "utf8");
+    assert.doesNotMatch(nodedata, /NaN/);
+    const nd = JSON.parse(nodedata);
+    assert.equal(nd.results["square.y"].value, pcc - golden["square.y"].expected_pcc); // "y" is shared: whole keys
+    assert.equal(nd.thresholds.length, 2);
+    // Keyboard: the arrow keys move between cells.
+    await page.focus("table.grid [data-r='0'][data-c='0']");
+    await page.keyboard.press("ArrowDown");
+    await page.keyboard.press("ArrowRight");
+    assert.deepEqual(await page.evaluate(() => [document.activeElement.dataset.r, document.activeElement.dataset.c]), ["1", "1"]);
     // A failing cell says so in text, not only in colour.
     await view(page, `#/run/${runs.bad.id}`);
     const bad = await page.$eval("table.grid tbody tr:first-child td", td => [td.textContent, td.className]);

@@ -58,14 +58,16 @@ export async function startDaemon(dir, {boards = 2, agent = "test-lab", extra = 
   const configFile = path.join(dir, "fleet.toml");
   fs.writeFileSync(configFile, config);
   const log = path.join(dir, "hwfarmd.log");
+  const start = fs.existsSync(log) ? fs.statSync(log).size : 0; // a restart appends
   const out = fs.openSync(log, "a");
   const child = spawn(env.hwfarmd, ["--config", configFile], {
     stdio: ["ignore", out, out], env: {...process.env, NOTIFY_SOCKET: "", JOURNAL_STREAM: "", WATCHDOG_USEC: ""}});
   children.add(child);
   const url = await waitFor("hwfarmd to listen", () => {
-    const m = /listening on (http:\/\/\S+)/.exec(fs.readFileSync(log, "utf8"));
-    return m && / ready: /.test(fs.readFileSync(log, "utf8")) ? m[1] : null;
-  }, 20000, 20);
+    const text = fs.readFileSync(log).subarray(start).toString();
+    const m = /listening on (http:\/\/\S+)/.exec(text);
+    return m && / ready: /.test(text) ? m[1] : null;
+  }, 60000, 20);
   return {
     url, dir, log, child,
     api: (method, p, body, token = tokens.pipeline, type = "application/json") => api(url, method, p, body, token, type),

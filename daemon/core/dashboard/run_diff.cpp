@@ -23,11 +23,7 @@ std::string_view changeName(Change c) {
   return "passing";
 }
 
-namespace {
-
-using Key = std::tuple<std::string, std::string, std::string>;
-
-std::string_view outcomeName(CaseOutcome o) {
+std::string_view caseOutcomeName(CaseOutcome o) {
   switch (o) {
     case CaseOutcome::pass: return "pass";
     case CaseOutcome::fail: return "fail";
@@ -36,6 +32,15 @@ std::string_view outcomeName(CaseOutcome o) {
   }
   return "error";
 }
+
+CaseOutcome caseOutcomeFromName(std::string_view s) {
+  return s == "pass" ? CaseOutcome::pass : s == "fail" ? CaseOutcome::fail : s == "skip" ? CaseOutcome::skip
+                                                                                          : CaseOutcome::error;
+}
+
+namespace {
+
+using Key = std::tuple<std::string, std::string, std::string>;
 
 Change caseChange(CaseOutcome before, CaseOutcome after) {
   if (after == CaseOutcome::error) return Change::infrastructure;
@@ -102,7 +107,7 @@ namespace {
 std::string number(const std::optional<double>& v) { return v ? run::jsonNumber(*v) : "null"; }
 std::string flag(const std::optional<bool>& v) { return v ? (*v ? "true" : "false") : "null"; }
 std::string outcome(const std::optional<CaseOutcome>& o) {
-  return o ? run::jsonString(outcomeName(*o)) : "null";
+  return o ? run::jsonString(caseOutcomeName(*o)) : "null";
 }
 
 template <typename T>

@@ -18,6 +18,8 @@
 namespace hwfarm::dashboard {
 
 enum class CaseOutcome { pass, fail, skip, error };
+std::string_view caseOutcomeName(CaseOutcome o);  // "pass", "fail", "skip", "error"
+CaseOutcome caseOutcomeFromName(std::string_view name); // anything else: error
 
 struct CaseRow {
   std::string image, target, name;

@@ -144,20 +144,35 @@ export function cellView(cell) {
 // The accuracy grid of `model` (gridModel), with its legend and the overlay files.
 export function renderGrid(ctx, record, model) {
   if (!model.rows.length) return empty("No output was compared in this run.");
-  const body = model.rows.map((r, i) => h("tr", {},
-    h("th", {scope: "row"}, r.row),
-    model.targets.map((t, j) => {
+  // Built with the DOM's own calls: a grid of 100 outputs x 8 targets is
+  // 800 cells (bench/dashboard_bench.mjs times it). Every text is textContent.
+  const base = ctx.hashOf("run", [record.id]) + "?cell=";
+  const tbody = document.createElement("tbody");
+  model.rows.forEach((r, i) => {
+    const tr = tbody.insertRow();
+    const th = document.createElement("th");
+    th.scope = "row";
+    th.textContent = r.row;
+    tr.append(th);
+    model.targets.forEach((t, j) => {
       const cell = model.cells.get(`${r.row}\u0000${t}`);
       const v = cellView(cell);
-      const params = {cell: [r.image, t, r.key].join("|")};
-      return h("td", {class: v.cls, role: "gridcell"}, cell
-        ? h("a", {href: ctx.hashOf("run", [record.id], params), title: v.title, tabindex: i === 0 && j === 0 ? 0 : -1,
-                  "data-r": i, "data-c": j, class: "cellbtn", "aria-label": v.title}, v.text)
-        : h("span", {class: "cell", title: v.title, tabindex: i === 0 && j === 0 ? 0 : -1, "data-r": i, "data-c": j}, v.text));
-    })));
+      const td = tr.insertCell();
+      td.className = v.cls;
+      const el = document.createElement(cell ? "a" : "span");
+      if (cell) el.href = base + encodeURIComponent(`${r.image}|${t}|${r.key}`);
+      else el.className = "cell";
+      el.title = v.title;
+      el.tabIndex = i === 0 && j === 0 ? 0 : -1;
+      el.dataset.r = i;
+      el.dataset.c = j;
+      el.textContent = v.text;
+      td.append(el);
+    });
+  });
   const grid = h("table", {class: "grid", role: "grid", "aria-label": "Accuracy: outputs by target", "aria-rowcount": model.rows.length + 1},
     h("thead", {}, h("tr", {}, h("th", {scope: "col"}, "Output"), model.targets.map(t => h("th", {scope: "col"}, t)))),
-    h("tbody", {}, body));
+    tbody);
   grid.addEventListener("keydown", ev => gridKeys(grid, ev));
   const overlay = (record.artifacts || []).filter(p => p === "golden_results.json" || p.startsWith("nodedata/"));
   return h("div", {class: "grid-view"},
