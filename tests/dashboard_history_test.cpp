@@ -58,7 +58,7 @@ TEST_CASE("identical values need the minimum spread to flag a change, and an imp
   CHECK_FALSE(b.first_drop);
 }
 
-TEST_CASE("an error rises out of its band; a lasting level becomes the usual one after a window") {
+TEST_CASE("an error rises out of its band and a lasting level becomes the usual one after a window") {
   // Given a max error (lower is better) that jumps
   BandOptions err;
   err.higher_is_better = false;
