@@ -86,6 +86,7 @@ bench: build
 	$(BUILD_DIR)/bench/hwfarm_serial_bench
 	$(BUILD_DIR)/bench/hwfarm_metrics_bench
 	bench/run_bench.sh $(BUILD_DIR)
+	node bench/dashboard_bench.mjs $(BUILD_DIR)
 
 # The lease benchmark with another hwfarmd build as the baseline column:
 #   make bench-against AGAINST=/path/to/old/hwfarmd

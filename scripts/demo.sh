@@ -160,5 +160,5 @@ if [ "${DEMO_ONESHOT:-0}" = 1 ]; then
   wait $daemon
   exit $?
 fi
-say "hwfarmd is listening on $url — try: $hwfarmctl boards   (Ctrl-C to stop)"
+say "hwfarmd is listening on $url — the dashboard: $url/ — try: $hwfarmctl boards   (Ctrl-C to stop)"
 wait $daemon

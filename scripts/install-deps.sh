@@ -8,14 +8,17 @@
 #   install-deps.sh test   the demo's group and what `make test` and CI run:
 #                          Catch2, umockdev, Python with numpy, pykwalify and
 #                          botocore, Tcl, xmllint, groovy and a JRE, promtool,
-#                          clang-14 with libFuzzer, node with s3rver
+#                          clang-14 with libFuzzer, Chromium, node with s3rver
+#                          and puppeteer-core
 #   install-deps.sh        the same as `test` (also `all`)
 #
 # Idempotent: prints nothing and installs nothing when every package is
 # present. Runs `apt-get update` once, non-interactively, only when something
-# is missing. The test group also installs the S3-compatible server the
-# upload tests run against (npm's s3rver, pinned by tests/s3/package-lock.json)
-# into tests/s3/node_modules. A tool or module that does not run afterwards
+# is missing. The test group also installs the test helpers that come from
+# npm, each pinned by its package-lock.json: the S3-compatible server the
+# upload tests run against (s3rver, into tests/s3/node_modules) and the
+# browser driver of the dashboard tests (puppeteer-core, into
+# tests/dashboard/node_modules). A tool or module that does not run afterwards
 # fails the script, naming it and its package.
 #
 # To add a package: put it into its group's list below with a comment saying
@@ -44,6 +47,9 @@ demo_packages=(
   qemu-system-arm bubblewrap gcc-arm-none-eabi libnewlib-arm-none-eabi
   # the demo's `curl /v1/boards`
   curl
+  # the dashboard's charts: Chart.js, which hwfarmd serves from
+  # /usr/share/javascript
+  libjs-chart.js
 )
 # Each check: "PACKAGE|COMMAND"; the command must exit 0.
 demo_checks=(
@@ -54,6 +60,7 @@ demo_checks=(
   "bubblewrap|bwrap --version"
   "gcc-arm-none-eabi|arm-none-eabi-gcc --version"
   "curl|curl --version"
+  "libjs-chart.js|test -f /usr/share/javascript/chart.js/chart.min.js || test -f /usr/share/javascript/chart.js/chart.js"
 )
 
 test_packages=(
@@ -83,6 +90,8 @@ test_packages=(
   prometheus
   # fuzzing (make fuzz): clang with libFuzzer
   clang-14 libfuzzer-14-dev
+  # tests: the dashboard in a real headless browser
+  chromium
 )
 test_checks=(
   "systemd|systemd-analyze --version"
@@ -105,6 +114,8 @@ test_checks=(
   "clang-14|clang++-14 --version"
   "nodejs|node --version"
   "s3rver (npm ci in tests/s3)|node '$repo/tests/s3/node_modules/s3rver/bin/s3rver.js' --version"
+  "chromium|chromium --version"
+  "puppeteer-core (npm ci in tests/dashboard)|cd '$repo/tests/dashboard' && node -e 'require(\"puppeteer-core\")'"
 )
 
 packages=("${demo_packages[@]}")
@@ -117,18 +128,24 @@ if [ "$group" != demo ]; then
   command -v npm >/dev/null || packages+=(nodejs npm)
 fi
 
-# s3rver 3.7.1 as tests/s3/package-lock.json pins it (npm ci), unless it is there.
-install_s3rver() {
-  local installed=$repo/tests/s3/node_modules/s3rver/package.json
-  if [ -f "$installed" ] && grep -q '"version": "3.7.1"' "$installed"; then return 0; fi
-  echo "install-deps: installing s3rver 3.7.1 into tests/s3/node_modules (npm ci)" >&2
+# An npm package as DIR's package-lock.json pins it (npm ci into
+# DIR/node_modules), unless that version is there:
+#   install_npm DIR PACKAGE VERSION
+install_npm() {
+  local dir=$repo/$1 installed=$repo/$1/node_modules/$2/package.json
+  if [ -f "$installed" ] && grep -q "\"version\": \"$3\"" "$installed"; then return 0; fi
+  echo "install-deps: installing $2 $3 into $1/node_modules (npm ci)" >&2
   local attempt
   for attempt in 1 2 3; do
-    npm ci --prefix "$repo/tests/s3" --no-audit --no-fund --loglevel=error >/dev/null && return 0
-    echo "install-deps: 'npm ci' failed (attempt $attempt of 3)" >&2
+    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >/dev/null && return 0
+    echo "install-deps: 'npm ci' in $1 failed (attempt $attempt of 3)" >&2
     [ $attempt -lt 3 ] && sleep 10
   done
   return 1
+}
+install_npm_packages() {
+  install_npm tests/s3 s3rver 3.7.1
+  install_npm tests/dashboard puppeteer-core 24.43.1
 }
 
 # A mirror that fails for a moment (a fresh CI machine's first apt-get) is
@@ -165,7 +182,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   retry "${sudo_cmd[@]}" apt-get "${apt_opts[@]}" update -qq
   retry "${sudo_cmd[@]}" apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-[ "$group" = demo ] || install_s3rver
+[ "$group" = demo ] || install_npm_packages
 
 # Everything the group's builds and tests run must run now: a missing piece
 # fails here, by name, not in a test ten minutes later.

@@ -271,6 +271,7 @@ void Handlers::startRun(Call& c, const std::string& id) {
   Status refused = runs_->start(*l, std::move(spec), [this, respond](const Result<std::string>& started) {
     if (!started) return respond(jsonError(500, "storage_error", started.status().message()));
     const RunSummary* run = runs_->find(*started);
+    if (run && run_index_) run_index_->runChanged(run->json); // listed while it runs
     respond(okText(run ? run->json : "{\"id\":\"" + *started + "\"}", 201));
   });
   if (refused.is(Code::busy)) return c.respond(jsonError(429, "too_many_runs", refused.message()));
@@ -280,6 +281,7 @@ void Handlers::startRun(Call& c, const std::string& id) {
 
 void Handlers::listRuns(Call& c) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
+  if (run_index_) return listIndexedRuns(c); // paged and filtered (routes_dashboard.cpp)
   // Filters: ?state=S, ?lease=ID, ?prefix=P (what hwfarmctl resolves an id prefix with).
   std::string state = queryValue(c.target, "state"), lease = queryValue(c.target, "lease"),
               prefix = queryValue(c.target, "prefix");

@@ -21,6 +21,7 @@
 #include "config/tokens.h"
 #include "daemon/core/run/naming.h"
 #include "daemon/core/run/npy.h"
+#include "daemon/core/run/overlay.h"
 #include "daemon/core/run/protocol.h"
 #include "daemon/core/run/report.h"
 #include "daemon/services/evidence_json.h"
@@ -961,6 +962,17 @@ struct RunService::Impl {
     for (const auto& rep : reports) by_target[rep.target].push_back(&rep);
     for (const auto& [target, list] : by_target)
       out.emplace_back(run::goldenPath(target), run::goldenResultsJson(list, r.spec.images.size() > 1));
+    // The accuracy overlay (docs/dashboard.md): ttrt's nested file of every
+    // target, and Model Explorer's node data of each image on each target.
+    std::vector<std::string> names; // the targets' names in order: their device ids
+    for (const auto& [board, name] : r.targets)
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    std::vector<const run::TargetReport*> all;
+    for (const auto& rep : reports) all.push_back(&rep);
+    out.emplace_back("golden_results.json", run::nestedGoldenResultsJson(all, names, r.spec.images.size() > 1));
+    for (const auto& rep : reports)
+      if (std::find(names.begin(), names.end(), rep.target) != names.end())
+        out.emplace_back(run::nodeDataPath(rep.image, rep.target), run::nodeDataJson(rep));
     out.emplace_back("junit.xml", run::junitXml(r.spec.suite.empty() ? r.summary.id : r.spec.suite, reports));
     return out;
   }

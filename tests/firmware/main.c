@@ -31,6 +31,9 @@
      CTRLEND  the pass run, a control byte (0x01) before its END record
      LONGLINE the pass run, with a FAIL record after 65,536 bytes of junk on
               one line
+     XSS      the pass run plus a failing case and an output whose names,
+              message and console lines are HTML and script (the dashboard
+              must show them as text: tests/dashboard)
    Every variant prints the board's identity word (hw.h) after its boot line.
    main's return value is the status of the `HWFARM END status=<n>` record
    that startup.c prints. */
@@ -265,6 +268,15 @@ int main(void) {
 #endif
 #if defined(VARIANT_V2COUNT)
   report.records += 1; /* a miscount on purpose */
+#endif
+#if defined(VARIANT_XSS)
+  uart_puts("<script>window.__xss='trace'</script><img src=x onerror=\"window.__xss='trace-img'\">\n");
+  hwfarm_test(&report, "<img/src=x/onerror=window.__xss='case'>", HWFARM_FAIL,
+              "<img src=x onerror=\"window.__xss='message'\"><script>window.__xss='msg'</script>");
+  {
+    static const float xss_values[2] = {1.0f, 2.0f};
+    hwfarm_output_f32(&report, "<svg/onload=window.__xss='output'>", "y", xss_values, 2);
+  }
 #endif
 #if defined(VARIANT_CTRLEND)
   uart_putc('\x01'); /* a control byte before END, as after a break */

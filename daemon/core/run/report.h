@@ -86,6 +86,10 @@ std::string junitXml(std::string_view run_name, const std::vector<TargetReport>&
 // with count, dtype, verdict and reason added. NaN is written as null.
 std::string goldenResultsJson(const std::vector<const TargetReport*>& reports, bool by_image);
 
+// One output's fields in golden_results files, without braces: ttrt's
+// (expected_pcc ... cosine_similarity), then count, dtype, verdict, reason.
+std::string goldenFieldsJson(const Comparison& comparison);
+
 // `text` made safe for XML 1.0: valid UTF-8 stays, every other byte and
 // every control character but tab, LF and CR becomes "\xNN".
 std::string xmlSafe(std::string_view text);
