@@ -1,13 +1,26 @@
 #include "drivers/qemu_board.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
-#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
 #include <vector>
 
+#include "drivers/reaper.h"
 #include "drivers/spawn.h"
+#include "drivers/tool_runner.h"
 
 namespace hwfarm::drivers {
 
@@ -33,12 +46,81 @@ void QemuBoard::clearImage() {
 
 namespace {
 
+// The bubblewrap arguments that give QEMU its own view: /usr and the
+// top-level links into it read-only, a private /dev and /proc, its image
+// read-only, its socket directory, and nothing else; every namespace new
+// (no network, no host processes), no capabilities, no new user namespaces,
+// and marked as hwfarmd's child. Not --die-with-parent: it ties bubblewrap
+// and the sandbox to the thread that started them, not to hwfarmd, and
+// leaves a gap while the sandbox is set up (docs/drivers.md, "When hwfarmd
+// dies"); hwfarmd's reaper and powerOff() stop the sandbox instead.
+std::vector<std::string> sandboxArgv(const std::string& bwrap, int info_fd, int status_fd, const std::string& what,
+                                     const std::string& qemu, const std::string& image, const std::string& socket_dir,
+                                     bool with_proc) {
+  std::vector<std::string> argv{bwrap, "--new-session", "--unshare-all", "--unshare-user",
+                                "--disable-userns", "--cap-drop", "ALL", "--clearenv", "--setenv", "PATH",
+                                "/usr/bin:/bin"};
+  // QEMU carries hwfarmd's marks too (drivers/reaper.h).
+  for (const auto& mark : childMarks(what)) {
+    size_t eq = mark.find('=');
+    argv.insert(argv.end(), {"--setenv", mark.substr(0, eq), mark.substr(eq + 1)});
+  }
+  argv.insert(argv.end(), {"--info-fd", std::to_string(info_fd), "--json-status-fd", std::to_string(status_fd),
+                           "--ro-bind", "/usr", "/usr"});
+  // Merged /usr (Debian 12): /bin, /lib... are links into /usr; otherwise
+  // they are directories, bound read-only.
+  for (const char* top : {"/bin", "/sbin", "/lib", "/lib64", "/lib32"}) {
+    std::error_code ec;
+    auto status = std::filesystem::symlink_status(top, ec);
+    if (ec || !std::filesystem::exists(status)) continue;
+    if (std::filesystem::is_symlink(status))
+      argv.insert(argv.end(), {"--symlink", std::filesystem::read_symlink(top, ec).string(), top});
+    else if (std::filesystem::is_directory(status))
+      argv.insert(argv.end(), {"--ro-bind", top, top});
+  }
+  if (with_proc) argv.insert(argv.end(), {"--proc", "/proc"});
+  argv.insert(argv.end(), {"--dev", "/dev"});
+  if (qemu.rfind("/usr/", 0) != 0) argv.insert(argv.end(), {"--ro-bind", qemu, qemu});
+  argv.insert(argv.end(), {"--ro-bind", image, image, "--bind", socket_dir, socket_dir, "--chdir", socket_dir, "--"});
+  return argv;
+}
+
 // The generic-loader device that writes `role` into guest RAM at reset.
 std::string identityLoader(SimRole role) {
   char text[80];
   std::snprintf(text, sizeof text, "loader,addr=0x%x,data=%u,data-len=4", static_cast<unsigned>(kSimIdentityAddress),
                 static_cast<unsigned>(role));
   return text;
+}
+
+// Reads bubblewrap's --info-fd report ({"child-pid": N, ...}) until it closes
+// it, up to `deadline`. 0 when there was none (bubblewrap failed first).
+pid_t readSandboxPid(int fd, std::chrono::steady_clock::time_point deadline) {
+  std::string info;
+  char buf[512];
+  for (;;) {
+    int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       deadline - std::chrono::steady_clock::now())
+                                       .count());
+    pollfd p{fd, POLLIN, 0};
+    if (wait_ms <= 0 || ::poll(&p, 1, wait_ms) <= 0) break;
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    info.append(buf, static_cast<size_t>(n));
+  }
+  size_t key = info.find("\"child-pid\":");
+  if (key == std::string::npos) return 0;
+  return static_cast<pid_t>(std::strtol(info.c_str() + key + 12, nullptr, 10));
+}
+
+// The first line bubblewrap wrote to `log` about itself ("bwrap: ..."), if any.
+std::string sandboxError(const std::string& log) {
+  std::ifstream in(log);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("bwrap: ", 0) == 0) return line;
+  return "";
 }
 
 } // namespace
@@ -50,52 +132,253 @@ Status QemuBoard::powerOn(std::string* console) {
   // its socket directory); the console keeps the configured form.
   std::error_code ec;
   std::string dir = std::filesystem::absolute(work_dir_, ec).lexically_normal().string();
-  SandboxSpec spec;
-  spec.board = name_;
-  spec.image = std::filesystem::absolute(image_, ec).lexically_normal().string();
-  spec.socket_dir = dir + "/sock";
-  spec.socket = spec.socket_dir + "/" + name_ + ".uart";
-  if (spec.socket.size() > 107)
-    return Status::infrastructure(Code::invalid_argument, "the UART socket path " + spec.socket +
+  std::string image = std::filesystem::absolute(image_, ec).lexically_normal().string();
+  std::string socket_dir = dir + "/sock";
+  std::string socket = socket_dir + "/" + name_ + ".uart";
+  if (socket.size() > 107)
+    return Status::infrastructure(Code::invalid_argument, "the UART socket path " + socket +
                                                               " is longer than 107 bytes: use a shorter state_dir");
-  std::filesystem::create_directories(spec.socket_dir, ec);
-  if (ec) return Status::fromErrno("cannot create " + spec.socket_dir, ec.value());
-  ::unlink(spec.socket.c_str());
-  spec.qemu = findProgram(config_.binary);
-  if (!spec.qemu.empty()) spec.qemu = std::filesystem::absolute(spec.qemu, ec).lexically_normal().string();
-  if (spec.qemu.empty())
+  std::filesystem::create_directories(socket_dir, ec);
+  if (ec) return Status::fromErrno("cannot create " + socket_dir, ec.value());
+  ::unlink(socket.c_str());
+  std::string qemu = findProgram(config_.binary);
+  if (!qemu.empty()) qemu = std::filesystem::absolute(qemu, ec).lexically_normal().string();
+  if (qemu.empty())
     return Status::infrastructure(Code::not_found,
                                   "QEMU did not start for board " + name_ + ": \"" + config_.binary + "\" not found" +
                                       (config_.binary.find('/') == std::string::npos ? " in PATH" : "") +
                                       " or not executable");
+  // Fail closed: without its sandbox, QEMU does not run.
+  std::string bwrap = findProgram("bwrap");
+  if (bwrap.empty())
+    return Status::infrastructure(Code::not_found,
+                                  "cannot confine QEMU for board " + name_ +
+                                      ": bwrap not found in PATH (install Debian's bubblewrap package)");
+  // A private /proc where the kernel allows one; where it does not (a
+  // service whose /proc has read-only overmounts, e.g. systemd's
+  // ProtectKernelTunables=), QEMU runs without /proc: it needs none.
+  Status started = startSandboxed(bwrap, qemu, image, socket_dir, socket, true, console);
+  if (!started.ok() && started.message().find("Can't mount proc") != std::string::npos)
+    started = startSandboxed(bwrap, qemu, image, socket_dir, socket, false, console);
+  return started;
+}
+
+Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qemu, const std::string& image,
+                                 const std::string& socket_dir, const std::string& socket, bool with_proc,
+                                 std::string* console) {
+  // Two reports from bubblewrap: --info-fd (the sandbox's pid, then
+  // closed) and --json-status-fd (the same, then QEMU's exit status).
+  int info[2];
+  int status[2];
+  if (::pipe2(info, O_CLOEXEC) != 0)
+    return Status::fromErrno("cannot confine QEMU for board " + name_ + ": pipe", errno);
+  if (::pipe2(status, O_CLOEXEC | O_NONBLOCK) != 0) {
+    Status failed = Status::fromErrno("cannot confine QEMU for board " + name_ + ": pipe", errno);
+    ::close(info[0]);
+    ::close(info[1]);
+    return failed;
+  }
+  std::string what = "QEMU simulator " + name_;
+  std::vector<std::string> argv = sandboxArgv(bwrap, info[1], status[1], what, qemu, image, socket_dir, with_proc);
   // No semihosting: the firmware reports its status on the console.
-  spec.qemu_args = {"-M", config_.machine};
-  if (!config_.cpu.empty()) spec.qemu_args.insert(spec.qemu_args.end(), {"-cpu", config_.cpu});
-  spec.qemu_args.insert(spec.qemu_args.end(),
-                        {"-display", "none", "-monitor", "none", "-nic", "none", "-sandbox",
-                         "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny", "-chardev",
-                         "socket,id=uart0,path=" + spec.socket + ",server=on,wait=on", "-serial", "chardev:uart0",
-                         "-device", identityLoader(role_), "-kernel", spec.image});
-  spec.qemu_args.insert(spec.qemu_args.end(), config_.extra_args.begin(), config_.extra_args.end());
-  // Under the packaged units, the QEMU sandbox service makes the sandbox
-  // (hwfarmd's own unit may not create namespaces).
-  const char* service = std::getenv("HWFARM_QEMU_SANDBOX");
-  Result<std::unique_ptr<Sandbox>> started = startSandbox(spec, logPath(), service ? service : "");
-  if (!started) return std::move(started).takeStatus();
-  sandbox_ = std::move(started.value());
+  argv.insert(argv.end(), {qemu, "-M", config_.machine});
+  if (!config_.cpu.empty()) argv.insert(argv.end(), {"-cpu", config_.cpu});
+  argv.insert(argv.end(), {"-display", "none", "-monitor", "none", "-nic", "none", "-sandbox",
+                           "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny", "-chardev",
+                           "socket,id=uart0,path=" + socket + ",server=on,wait=on", "-serial", "chardev:uart0",
+                           "-device", identityLoader(role_), "-kernel", image});
+  argv.insert(argv.end(), config_.extra_args.begin(), config_.extra_args.end());
+  std::string log = logPath();
+  exit_status_.reset();
+  end_.reset();
+  int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) {
+    Status failed = Status::fromErrno("cannot open " + log, errno);
+    for (int fd : {info[0], info[1], status[0], status[1]}) ::close(fd);
+    return failed;
+  }
+  SpawnOptions options;
+  options.argv = std::move(argv);
+  options.stdout_fd = out;
+  options.stderr_fd = out;
+  options.keep_fds = {info[1], status[1]};
+  // It must not outlive hwfarmd (it would wait for its console forever):
+  // marked as hwfarmd's child, its reaper stops it (drivers/reaper.h).
+  options.what = what;
+  Result<pid_t> child = spawnProcess(options);
+  ::close(out);
+  ::close(info[1]);
+  ::close(status[1]);
+  if (!child) {
+    ::close(info[0]);
+    ::close(status[0]);
+    return std::move(child).takeStatus().withContext("cannot confine QEMU for board " + name_);
+  }
+  pid_ = *child;
+  status_fd_ = status[0];
+  pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0)); // unreaped: it names bubblewrap
+  // QEMU creates the socket, then waits for the console to connect. It binds
+  // the socket before it listens, and connecting in between would be
+  // refused: wait until the kernel lists it as listening (without
+  // connecting: the first connection starts the guest). The socket lives in
+  // the sandbox's network namespace, listed in its own /proc/PID/net/unix.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  pid_t sandboxed = readSandboxPid(info[0], deadline);
+  ::close(info[0]);
+  // Held from now on: the sandbox's pid 1 is bubblewrap's child, so while
+  // bubblewrap is unreaped nobody else can reap it and reuse its pid.
+  if (auto stat = sandboxed > 0 ? readProcessStat(sandboxed) : std::nullopt; stat && stat->ppid == pid_)
+    sandbox_ = ProcessHandle::open(sandboxed, stat->start_time);
+  std::string table = "/proc/" + std::to_string(sandboxed) + "/net/unix";
+  struct stat st {};
+  while (sandboxed <= 0 || ::stat(socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) ||
+         !unixSocketListening(socket, table)) {
+    if (sandboxed <= 0 || !running() || std::chrono::steady_clock::now() > deadline) {
+      // The evidence: how the sandbox (or QEMU in it) ended, once it has
+      // (it closed its report: it is exiting), and the end of its log.
+      bool ending = sandboxed <= 0 || !running();
+      for (int i = 0; ending && i < 100 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      Evidence evidence = running() || !end_ ? Evidence{} : end_->evidence();
+      powerOff();
+      evidence.tool_output = outputTail(log, 2048);
+      std::string why = sandboxError(log);
+      if (!why.empty())
+        return Status::infrastructure(Code::unavailable, "cannot confine QEMU for board " + name_ + ": " + why,
+                                      std::move(evidence));
+      return Status::infrastructure(Code::unavailable, "QEMU did not start for board " + name_ + " (see " + log + ")",
+                                    std::move(evidence));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   *console = "unix:" + work_dir_ + "/sock/" + name_ + ".uart";
   return Status::success();
 }
 
-bool QemuBoard::running() { return sandbox_ && sandbox_->running(); }
+bool unixSocketListening(const std::string& path, const std::string& table_path) {
+  std::ifstream table(table_path);
+  if (!table) return false;
+  std::string line;
+  std::getline(table, line); // header: Num RefCount Protocol Flags Type St Inode Path
+  while (std::getline(table, line)) {
+    if (line.size() <= path.size() || line.compare(line.size() - path.size(), path.size(), path) != 0 ||
+        line[line.size() - path.size() - 1] != ' ')
+      continue;
+    std::istringstream fields(line);
+    std::string num, refcount, protocol, flags;
+    fields >> num >> refcount >> protocol >> flags;
+    constexpr unsigned long kAcceptCon = 0x10000; // __SO_ACCEPTCON: listen() was called
+    if (std::stoul(flags, nullptr, 16) & kAcceptCon) return true;
+  }
+  return false;
+}
 
-std::optional<int> QemuBoard::exitStatus() { return sandbox_ ? sandbox_->exitStatus() : std::nullopt; }
+std::string QemuEnd::describe(const std::string& subject) const {
+  std::string who = sandbox ? subject + "'s sandbox" : subject;
+  if (signal) return who + " was killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
+  return who + " exited with status " + std::to_string(exit_code.value_or(-1));
+}
 
-pid_t QemuBoard::pid() const { return sandbox_ ? sandbox_->pid() : -1; }
+Evidence QemuEnd::evidence() const {
+  Evidence e;
+  if (signal) e.signal = signal;
+  else e.exit_code = exit_code;
+  return e;
+}
+
+std::optional<int> QemuBoard::reportedExit() {
+  std::string report;
+  char buf[512];
+  for (ssize_t n; (n = ::read(status_fd_, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR);)
+    if (n > 0) report.append(buf, static_cast<size_t>(n));
+  size_t key = report.find("\"exit-code\":");
+  if (key == std::string::npos) return std::nullopt;
+  return static_cast<int>(std::strtol(report.c_str() + key + 12, nullptr, 10));
+}
+
+void QemuBoard::reap(bool block) {
+  if (pid_ <= 0) return;
+  siginfo_t info{};
+  int r = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
+  if (r != 0 || info.si_pid != pid_) return;
+  // Exited: its group goes with it before it is reaped (after that, its pid
+  // could name another process), and so does the sandbox (its pid 1 has a
+  // session of its own, outside that group).
+  if (sandbox_) sandbox_->signal(SIGKILL);
+  int raw = killGroupAndReap(pid_);
+  exit_status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  // bubblewrap wrote QEMU's status before it exited; without one, it ended
+  // by itself.
+  QemuEnd end;
+  if (std::optional<int> qemu = reportedExit()) {
+    if (*qemu > 128 && *qemu < 128 + NSIG) end.signal = *qemu - 128; // bubblewrap's way to say "signal N"
+    else end.exit_code = *qemu;
+  } else {
+    end.sandbox = true;
+    if (WIFEXITED(raw)) end.exit_code = WEXITSTATUS(raw);
+    else end.signal = WTERMSIG(raw);
+  }
+  end_ = end;
+  closeHandles();
+  pid_ = -1;
+}
+
+void QemuBoard::closeHandles() {
+  if (pidfd_ >= 0) ::close(pidfd_);
+  if (status_fd_ >= 0) ::close(status_fd_);
+  pidfd_ = status_fd_ = -1;
+  sandbox_.reset();
+}
+
+bool QemuBoard::running() {
+  reap(false);
+  return pid_ > 0;
+}
+
+std::optional<int> QemuBoard::exitStatus() {
+  reap(false);
+  return exit_status_;
+}
+
+std::optional<QemuEnd> QemuBoard::end() {
+  reap(false);
+  return end_;
+}
+
+std::optional<QemuEnd> QemuBoard::waitEnd(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (running()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    if (pidfd_ >= 0) {
+      pollfd p{pidfd_, POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(left.count()));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  return end_;
+}
 
 void QemuBoard::powerOff() {
-  if (sandbox_) sandbox_->stop();
-  sandbox_.reset();
+  if (!running()) return;
+  // The sandbox's pid 1 first: QEMU's pid namespace ends with it. Signals
+  // to bubblewrap's group do not reach it (it has a session of its own, and
+  // as a namespace's init it ignores SIGTERM), and bubblewrap's
+  // --die-with-parent does not cover it while the sandbox is being set up.
+  if (!sandbox_) // not reported yet: bubblewrap's child, if it has one
+    for (pid_t child : childrenOf(pid_))
+      if (auto stat = readProcessStat(child))
+        if (auto handle = ProcessHandle::open(child, stat->start_time); handle && stat->ppid == pid_)
+          handle->signal(SIGKILL);
+  if (sandbox_) sandbox_->signal(SIGKILL);
+  ::kill(-pid_, SIGTERM);
+  waitEnd(std::chrono::seconds(2));
+  if (running()) {
+    ::kill(-pid_, SIGKILL);
+    reap(true);
+  }
+  exit_status_.reset(); // stopped, not finished
+  end_.reset();
 }
 
 } // namespace hwfarm::drivers

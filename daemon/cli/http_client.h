@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -34,14 +35,41 @@ class TlsRefused : public Unreachable {
   using Unreachable::Unreachable;
 };
 
+// The request was ended by Cancellation::cancel(); its connection is closed.
+class Cancelled : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Ends the requests of the clients it is given to, from any thread: a
+// request in flight throws Cancelled and closes its connection; one that
+// starts later throws at once.
+class Cancellation {
+ public:
+  void cancel();
+  bool cancelled() const;
+
+ private:
+  friend class HttpClient;
+  // The running request's stop (REQUIRES: called by its thread).
+  bool attach(std::function<void()> stop);
+  void detach();
+
+  mutable std::mutex mutex_;
+  bool cancelled_ = false;
+  std::function<void()> stop_;
+};
+
 class HttpClient {
  public:
   // `url`: "http://HOST:PORT", "https://HOST[:PORT]" (443 by default) or
   // "unix:/path/to.sock". Throws std::invalid_argument for anything else.
   // https:// verifies the server's certificate and name against `cacert` (a
   // PEM file of CA certificates) or, when empty, the system's CA store; there
-  // is no way around a failed verification.
-  explicit HttpClient(const std::string& url, double timeout_s = 30, std::string cacert = "");
+  // is no way around a failed verification. With `cancellation`, request()
+  // can be ended from another thread.
+  explicit HttpClient(const std::string& url, double timeout_s = 30, std::string cacert = "",
+                      Cancellation* cancellation = nullptr);
 
   // One request on a fresh connection. Throws Unreachable on transport
   // errors (TlsRefused: an untrusted server), UnsafeRequest for a target or
@@ -71,6 +99,7 @@ class HttpClient {
   bool tls_ = false;
   std::string cacert_;
   double timeout_s_;
+  Cancellation* cancellation_;
 };
 
 } // namespace hwfarm::cli

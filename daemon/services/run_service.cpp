@@ -21,6 +21,7 @@
 #include "config/tokens.h"
 #include "daemon/core/run/naming.h"
 #include "daemon/core/run/npy.h"
+#include "daemon/core/run/overlay.h"
 #include "daemon/core/run/protocol.h"
 #include "daemon/core/run/report.h"
 #include "daemon/services/evidence_json.h"
@@ -307,6 +308,8 @@ struct RunService::Impl {
       if (a.own->failure != FailureClass::none) o["failure_class"] = failureClassName(a.own->failure);
       if (!a.own->reason.empty()) o["reason"] = run::xmlSafe(a.own->reason);
     }
+    if (const run::TargetReport* t = a.report ? &*a.report : a.own ? &*a.own : nullptr)
+      o["protocol"] = json::object{{"version", t->protocol_version}, {"record_count", t->record_count}};
     return o;
   }
 
@@ -618,9 +621,12 @@ struct RunService::Impl {
           a.truncated = ran->truncated;
           a.result.timed_out = ran->timed_out;
           a.result.seconds = ran->seconds;
-          if (ran->qemu_exit)
-            a.result.status = Status::infrastructure(
-                Code::unavailable, "the simulator exited with status " + std::to_string(*ran->qemu_exit));
+          if (ran->qemu_exit) {
+            Evidence evidence;
+            if (ran->qemu_signal) evidence.signal = ran->qemu_signal;
+            else evidence.exit_code = ran->qemu_exit;
+            a.result.status = Status::infrastructure(Code::unavailable, ran->qemu_end, std::move(evidence));
+          }
         }
         attemptDone(*it->second, a);
         if (!a.reference) boardDone(*it->second, a);
@@ -789,17 +795,16 @@ struct RunService::Impl {
     Attempt* attempt = &a;
     a.unwatch = boards.watchConsole(
         a.board,
-        [this, id, attempt](const std::string& line) {
+        [this, id, attempt](const ConsoleLine& line) {
           Attempt& a = *attempt;
           if (a.phase != "running") return;
-          if (a.console.size() + line.size() + 1 > kMaxConsoleBytes) {
+          if (a.console.size() + line.text.size() + 1 > kMaxConsoleBytes) {
             a.truncated = true;
           } else {
-            a.console += line;
+            a.console += line.text;
             a.console += '\n';
           }
-          a.parser.feed(line);
-          a.parser.feed("\n");
+          a.parser.line(line); // cut lines stay cut: never a record
           if (a.parser.ended()) finishTarget(id, a, "");
         },
         [this, id, attempt](const std::string& reason) { finishTarget(id, *attempt, reason); });
@@ -957,6 +962,17 @@ struct RunService::Impl {
     for (const auto& rep : reports) by_target[rep.target].push_back(&rep);
     for (const auto& [target, list] : by_target)
       out.emplace_back(run::goldenPath(target), run::goldenResultsJson(list, r.spec.images.size() > 1));
+    // The accuracy overlay (docs/dashboard.md): ttrt's nested file of every
+    // target, and Model Explorer's node data of each image on each target.
+    std::vector<std::string> names; // the targets' names in order: their device ids
+    for (const auto& [board, name] : r.targets)
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    std::vector<const run::TargetReport*> all;
+    for (const auto& rep : reports) all.push_back(&rep);
+    out.emplace_back("golden_results.json", run::nestedGoldenResultsJson(all, names, r.spec.images.size() > 1));
+    for (const auto& rep : reports)
+      if (std::find(names.begin(), names.end(), rep.target) != names.end())
+        out.emplace_back(run::nodeDataPath(rep.image, rep.target), run::nodeDataJson(rep));
     out.emplace_back("junit.xml", run::junitXml(r.spec.suite.empty() ? r.summary.id : r.spec.suite, reports));
     return out;
   }

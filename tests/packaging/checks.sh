@@ -182,14 +182,20 @@ check_journal_priorities() {
   run journalctl -b --no-pager -u hwfarmd -p warning -o short-monotonic --lines 6
 }
 
+# The unit scores 2.5 with Debian 12's systemd, bubblewrap's namespaces and
+# mount calls included (docs/operations.md "Sandbox"): a setting dropped from
+# the sandbox raises it above that.
+readonly MAX_SECURITY_SCORE=2.5
+
 check_security_score() {
   local out score
   out=$(get systemd-analyze security --no-pager hwfarmd.service)
   echo "$out" | grep -E '^(✗|✓)|Overall' | tail -25 | sed 's/^/  /'
   score=$(sed -n 's/.*Overall exposure level for hwfarmd.service: \([0-9.]*\).*/\1/p' <<<"$out")
   [[ -n $score ]] || fail "systemd-analyze security printed no score"
-  awk -v s="$score" 'BEGIN { exit !(s <= 2.0) }' || fail "systemd-analyze security: $score > 2.0"
-  echo "ok: systemd-analyze security hwfarmd.service: $score (<= 2.0)"
+  awk -v s="$score" -v max="$MAX_SECURITY_SCORE" 'BEGIN { exit !(s <= max) }' ||
+    fail "systemd-analyze security: $score > $MAX_SECURITY_SCORE"
+  echo "ok: systemd-analyze security hwfarmd.service: $score (<= $MAX_SECURITY_SCORE)"
 }
 
 check_sandbox_applies() {

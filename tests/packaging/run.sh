@@ -16,7 +16,7 @@
 #    effect; a broken config leaves the old one running); kills the main
 #    process with SIGKILL (Restart= brings it back with its leases) and stops
 #    it with SIGSTOP (the watchdog restarts it); reads the journal's
-#    priorities; systemd-analyze security <= 2.0 and the sandbox as it
+#    priorities; systemd-analyze security <= 2.5 and the sandbox as it
 #    applies; systemctl stop within TimeoutStopSec; remove keeps the state
 #    and configuration, purge removes them.
 # 3. Installs the previous package, leases a board and runs, upgrades to
@@ -76,7 +76,7 @@ elapsed() { echo $(($(date +%s) - started)); }
 
 # --- 1. the packages ---------------------------------------------------------
 debs=$build/deb
-firmware=$build/tests/firmware/hwfarm-pass.elf
+firmware=$build/firmware/hwfarm-pass.elf
 [[ -f $firmware ]] || fail "no test firmware at $firmware (cmake --build $build --target hwfarm_firmware)"
 
 # The previous package: of the newest first-parent ancestor of HEAD that has

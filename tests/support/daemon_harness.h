@@ -53,6 +53,9 @@ class RunningDaemon {
   cli::HttpResult request(const std::string& method, const std::string& target, const std::string& body,
                           const std::string& token = "", double timeout_s = 30) const;
 
+  // The daemon's reaper (drivers/reaper.h), 0 when none is found.
+  pid_t reaperPid() const;
+
   // SIGKILLs the daemon and starts it again on the same config and state.
   void killAndRestart();
 
