@@ -7,7 +7,7 @@
 #include "daemon/api/routes.h"
 #include <spdlog/spdlog.h>
 
-#include "daemon/services/evidence_json.h"
+#include "daemon/core/run/evidence_json.h"
 #include "daemon/services/image_store.h"
 
 namespace hwfarm::api {
@@ -191,7 +191,7 @@ void Handlers::flash(Call& c, const lease::Lease& lease, const std::string& boar
   auto respond = c.respond;
   std::string log = boards_.flashLogPath(lease.id, board);
   auto done = [respond, board, log](json::object image) {
-    return [respond, board, log, image](Status s, double seconds) {
+    return [respond, board, log, image](Status s, double seconds, const std::string&) {
       answerOperation(respond, board, s, seconds, log, json::object{{"image", image}});
     };
   };
