@@ -109,9 +109,8 @@ void Handlers::startRun(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
   const lease::Lease* l = ownedLease(c, id);
   if (!l) return;
-  std::string error;
-  auto object = parseObject(c.request.body, &error);
-  if (!object) return c.respond(jsonError(400, "invalid_request", error));
+  Result<json::object> object = parseObject(c.request.body);
+  if (!object) return c.respond(errorResponse(object.status()));
   run::Spec spec;
   spec.deadline_ms = static_cast<int64_t>(state_.config->runs.default_deadline_s * 1000);
   for (const auto& [key, value] : *object) {
@@ -235,9 +234,9 @@ void Handlers::startRun(Call& c, const std::string& id) {
     const run::Record* run = runs_->find(*started);
     respond(okText(run ? run->toJson() : "{\"id\":\"" + *started + "\"}", 201));
   });
+  // The exception: runs.max_runs reached is 429 too_many_runs.
   if (refused.is(Code::busy)) return c.respond(jsonError(429, "too_many_runs", refused.message()));
-  if (refused.is(Code::invalid_argument)) return c.respond(jsonError(400, "invalid_request", refused.message()));
-  if (!refused.ok()) return c.respond(jsonError(500, "storage_error", refused.message()));
+  if (!refused.ok()) return c.respond(errorResponse(refused));
 }
 
 void Handlers::listRuns(Call& c) {
@@ -267,8 +266,8 @@ void Handlers::cancelRun(Call& c, const std::string& id) {
       !hasRole(*c.principal, Role::operator_) && (!l || l->holder.principal != c.principal->name))
     return c.respond(jsonError(403, "forbidden", "run " + id + " is not of a lease of \"" + c.principal->name + "\""));
   Status s = runs_->cancel(id, "cancelled by " + c.principal->name);
-  if (s.is(Code::conflict)) return c.respond(jsonError(409, "run_ended", s.message()));
-  if (!s.ok()) return c.respond(jsonError(404, "not_found", s.message()));
+  if (s.is(Code::conflict)) return c.respond(jsonError(409, "run_ended", s.message())); // the exception
+  if (!s.ok()) return c.respond(errorResponse(s));
   c.respond(okText(runs_->find(id)->toJson()));
 }
 

@@ -137,14 +137,16 @@ bool safeHeader(const std::string& name, const std::string& value) {
 
 } // namespace
 
-using Clock = std::chrono::steady_clock;
+// Connection timeouts run on the system's monotonic clock (Asio's timers do):
+// not hwfarm's Clock, which the services take.
+using SteadyClock = std::chrono::steady_clock;
 
 class SessionBase {
  public:
   virtual ~SessionBase() = default;
   virtual void closeIfIdle() = 0;
   // Acts on a deadline that has passed.
-  virtual void sweep(Clock::time_point now) = 0;
+  virtual void sweep(SteadyClock::time_point now) = 0;
 };
 
 // How often deadlines are checked: timeouts fire up to this much late.
@@ -172,7 +174,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
   uint64_t accept_errors = 0;
   uint64_t accept_errors_unlogged = 0; // since the last report
-  Clock::time_point next_accept_log{};
+  SteadyClock::time_point next_accept_log{};
   size_t streams = 0;         // streamed responses open
   uint64_t stream_bytes = 0;  // queued for them, not yet sent
 
@@ -211,7 +213,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     sweeper.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
       self->sweeping = false;
       if (ec) return;
-      auto now = Clock::now();
+      auto now = SteadyClock::now();
       bool any = false;
       for (auto& weak : self->sessions)
         if (auto session = weak.lock()) {
@@ -279,7 +281,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     waitForRequest();
   }
 
-  void sweep(Clock::time_point now) override {
+  void sweep(SteadyClock::time_point now) override {
     if (waiting_ == Wait::none || now < deadline_) return;
     Wait what = std::exchange(waiting_, Wait::none);
     if (what == Wait::request) {
@@ -308,7 +310,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   }
   void expireIn(Wait what, double seconds) {
     waiting_ = what;
-    deadline_ = Clock::now() + std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6));
+    deadline_ = SteadyClock::now() + std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6));
     server_->armSweeper();
   }
 
@@ -738,7 +740,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   // Timeouts are deadlines the server's sweeper checks (HttpServer::Impl::sweep):
   // no timer operation per request.
   Wait waiting_ = Wait::none;
-  Clock::time_point deadline_{};
+  SteadyClock::time_point deadline_{};
   std::function<void()> gone_hook_;
   std::function<void()> drained_hook_; // a stream's writer waiting for room
   std::deque<std::string> queue_; // raw bytes of a streamed response
@@ -780,7 +782,7 @@ void HttpServer::Impl::accept(typename Protocol::acceptor& acceptor) {
 template <class Protocol>
 void HttpServer::Impl::acceptFailed(typename Protocol::acceptor& acceptor, const boost::system::error_code& ec) {
   ++accept_errors;
-  auto now = Clock::now();
+  auto now = SteadyClock::now();
   if (now >= next_accept_log) {
     if (accept_errors_unlogged == 0)
       spdlog::warn("accept failed: {}; retrying every {} ms (reported at most every {} s)", ec.message(),

@@ -67,7 +67,7 @@ struct RunService::Impl {
 
   Status start(const lease::Lease& lease, run::Spec spec, StartDone done);
   void feed(const std::string& id, run::Event event);
-  void carry(const std::string& id, Run& r, run::Command& command);
+  struct Carry;
   void swap(const std::string& id, size_t attempt, const std::string& board, const std::string& reason);
   void finished(const std::string& id, Run& r, const run::Finished& f);
   void ended(const std::string& id);
@@ -132,6 +132,83 @@ Status RunService::Impl::start(const lease::Lease& lease, run::Spec spec, StartD
   return Status::success();
 }
 
+// Carries out one of a run's commands; what comes of it goes back to the
+// run's plan as an event.
+struct RunService::Impl::Carry {
+  Impl& d;
+  const std::string& id;
+  Run& r;
+
+  std::function<void(run::Event)> back() const {
+    return [&d = d, id = id](run::Event e) { d.feed(id, std::move(e)); };
+  }
+
+  void operator()(run::Watch& c) {
+    r.unwatch[c.attempt] = d.targets.watch(
+        c.board, [back = back(), i = c.attempt](const std::string& line) { back(run::ConsoleLine{i, line}); },
+        [back = back(), i = c.attempt](const std::string& why) { back(run::ConsoleClosed{i, why}); });
+  }
+  void operator()(run::Unwatch& c) {
+    auto it = r.unwatch.find(c.attempt);
+    if (it == r.unwatch.end()) return;
+    auto unwatch = std::move(it->second);
+    r.unwatch.erase(it);
+    unwatch();
+  }
+  void operator()(run::Flash& c) {
+    d.targets.flash(r.lease, c.board, c.image, [back = back(), i = c.attempt](Status s, std::string log) {
+      back(run::Flashed{i, std::move(s), std::move(log)});
+    });
+  }
+  void operator()(run::Power& c) {
+    d.targets.power(r.lease, c.board, c.step,
+                    [back = back(), i = c.attempt](Status s) { back(run::Powered{i, std::move(s)}); });
+  }
+  void operator()(run::PowerOff& c) {
+    d.targets.powerOff(r.lease, c.board, [back = back(), i = c.attempt](const Status&) { back(run::PoweredOff{i}); });
+  }
+  void operator()(run::Simulate& c) {
+    size_t i = c.attempt;
+    SimulatorJob job{id + "-" + std::to_string(i), r.qemu, c.image, c.deadline, run::kMaxConsoleBytes};
+    r.simulators[i] = job.stop;
+    d.targets.simulate(std::move(job), [back = back(), i] { back(run::SimulatorStarted{i}); },
+                       [back = back(), i](SimulatorResult s) {
+                         back(run::SimulatorEnded{i, std::move(s.status), std::move(s.console), s.truncated,
+                                                  s.timed_out, s.seconds});
+                       });
+  }
+  void operator()(run::StopSimulator& c) {
+    if (auto it = r.simulators.find(c.attempt); it != r.simulators.end()) it->second->store(true);
+  }
+  void operator()(run::ReadGolden& c) {
+    d.targets.readGolden(c.path, [back = back(), i = c.attempt](Status s, std::string text) {
+      back(run::GoldenRead{i, std::move(s), std::move(text)});
+    });
+  }
+  void operator()(run::ArmDeadline& c) {
+    r.deadlines[c.attempt] = d.timers.at(c.at, [back = back(), i = c.attempt] { back(run::DeadlinePassed{i}); });
+  }
+  void operator()(run::CancelDeadline& c) {
+    if (auto it = r.deadlines.find(c.attempt); it != r.deadlines.end()) d.timers.cancel(it->second);
+  }
+  void operator()(run::SwapBoard& c) { d.swap(id, c.attempt, c.board, c.reason); }
+  void operator()(run::WriteFiles& c) {
+    asio::post(d.writer, [&d = d, back = back(), id = id, files = std::move(c.files)] {
+      Status written = d.dir.write(id, files);
+      asio::post(d.io, [back, written] { back(run::ArtifactsWritten{written}); });
+    });
+  }
+  void operator()(run::StoreRecord& c) {
+    d.db.commit({{store::RunTables::write(rowOf(c.record)), [back = back(), id = id](const Status& s) {
+                    // A restart would find the run "running" and mark it
+                    // interrupted; its summary.json is in place.
+                    if (!s.ok()) spdlog::error("run {}: cannot store its final record: {}", id, s.message());
+                    back(run::RecordStored{s});
+                  }}});
+  }
+  void operator()(run::Finished& c) { d.finished(id, r, c); }
+};
+
 // Steps the run's plan with `event` and carries its commands out; events
 // that come meanwhile (a result answered at once) wait their turn.
 void RunService::Impl::feed(const std::string& id, run::Event event) {
@@ -145,73 +222,11 @@ void RunService::Impl::feed(const std::string& id, run::Event event) {
     run::Event next = std::move(r.pending.front());
     r.pending.pop_front();
     run::Steps steps = r.plan.step(next, now());
-    for (auto& c : steps.commands) carry(id, r, c);
+    for (auto& c : steps.commands) std::visit(Carry{*this, id, r}, c);
     if (steps.changed) watchers.changed(id, r.plan.record());
     if (r.plan.over()) return ended(id);
   }
   r.stepping = false;
-}
-
-void RunService::Impl::carry(const std::string& id, Run& r, run::Command& command) {
-  auto back = [this, id](run::Event e) { feed(id, std::move(e)); };
-  std::visit(
-      [&](auto& c) {
-        using C = std::decay_t<decltype(c)>;
-        size_t i = 0;
-        if constexpr (requires { c.attempt; }) i = c.attempt;
-        if constexpr (std::is_same_v<C, run::Watch>) {
-          r.unwatch[i] = targets.watch(
-              c.board, [back, i](const std::string& line) { back(run::ConsoleLine{i, line}); },
-              [back, i](const std::string& why) { back(run::ConsoleClosed{i, why}); });
-        } else if constexpr (std::is_same_v<C, run::Unwatch>) {
-          if (auto it = r.unwatch.find(i); it != r.unwatch.end()) {
-            auto unwatch = std::move(it->second);
-            r.unwatch.erase(it);
-            unwatch();
-          }
-        } else if constexpr (std::is_same_v<C, run::Flash>) {
-          targets.flash(r.lease, c.board, c.image,
-                        [back, i](Status s, std::string log) { back(run::Flashed{i, std::move(s), std::move(log)}); });
-        } else if constexpr (std::is_same_v<C, run::Power>) {
-          targets.power(r.lease, c.board, c.step, [back, i](Status s) { back(run::Powered{i, std::move(s)}); });
-        } else if constexpr (std::is_same_v<C, run::PowerOff>) {
-          targets.powerOff(r.lease, c.board, [back, i](const Status&) { back(run::PoweredOff{i}); });
-        } else if constexpr (std::is_same_v<C, run::Simulate>) {
-          SimulatorJob job{id + "-" + std::to_string(i), r.qemu, c.image, c.deadline, run::kMaxConsoleBytes};
-          r.simulators[i] = job.stop;
-          targets.simulate(std::move(job), [back, i] { back(run::SimulatorStarted{i}); },
-                           [back, i](SimulatorResult s) {
-                             back(run::SimulatorEnded{i, std::move(s.status), std::move(s.console), s.truncated,
-                                                      s.timed_out, s.seconds});
-                           });
-        } else if constexpr (std::is_same_v<C, run::StopSimulator>) {
-          if (auto it = r.simulators.find(i); it != r.simulators.end()) it->second->store(true);
-        } else if constexpr (std::is_same_v<C, run::ReadGolden>) {
-          targets.readGolden(c.path,
-                             [back, i](Status s, std::string text) { back(run::GoldenRead{i, std::move(s), std::move(text)}); });
-        } else if constexpr (std::is_same_v<C, run::ArmDeadline>) {
-          r.deadlines[i] = timers.at(c.at, [back, i] { back(run::DeadlinePassed{i}); });
-        } else if constexpr (std::is_same_v<C, run::CancelDeadline>) {
-          if (auto it = r.deadlines.find(i); it != r.deadlines.end()) timers.cancel(it->second);
-        } else if constexpr (std::is_same_v<C, run::SwapBoard>) {
-          swap(id, i, c.board, c.reason);
-        } else if constexpr (std::is_same_v<C, run::WriteFiles>) {
-          asio::post(writer, [this, back, id, files = std::move(c.files)] {
-            Status written = dir.write(id, files);
-            asio::post(io, [back, written] { back(run::ArtifactsWritten{written}); });
-          });
-        } else if constexpr (std::is_same_v<C, run::StoreRecord>) {
-          db.commit({{store::RunTables::write(rowOf(c.record)), [back, id](const Status& s) {
-                        // A restart would find the run "running" and mark it
-                        // interrupted; its summary.json is in place.
-                        if (!s.ok()) spdlog::error("run {}: cannot store its final record: {}", id, s.message());
-                        back(run::RecordStored{s});
-                      }}});
-        } else if constexpr (std::is_same_v<C, run::Finished>) {
-          finished(id, r, c);
-        }
-      },
-      command);
 }
 
 // Replaces `board` in the run's lease with another of its type; the board
