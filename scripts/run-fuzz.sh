@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target of a HWFARM_FUZZ build for SECONDS each.
 #   scripts/run-fuzz.sh BUILD_DIR SECONDS
+# FUZZ_TARGETS="name ..." (e.g. result_protocol) runs only those.
 # Each target starts from its seed corpus (tests/fuzz/corpus/<name>, read
 # only) plus what earlier runs found (BUILD_DIR/fuzz-corpus/<name>, where new
 # inputs go). A crash, leak, timeout or sanitizer report leaves its input in
@@ -31,6 +32,7 @@ failed=()
 mkdir -p "$build/fuzz-artifacts"
 for t in "${targets[@]}"; do
   IFS=: read -r name max_len dict <<<"$t"
+  if [ -n "${FUZZ_TARGETS:-}" ] && [[ " $FUZZ_TARGETS " != *" $name "* ]]; then continue; fi
   exe="$build/tests/fuzz/fuzz_$name"
   work="$build/fuzz-corpus/$name"
   mkdir -p "$work"

@@ -142,7 +142,7 @@ class Lab {
   void later(Event e) { events_.push_back(std::move(e)); }
 
   void print(size_t attempt, const std::string& image) {
-    for (const auto& line : firmware(image)) later(ConsoleLine{attempt, line});
+    for (const auto& line : firmware(image)) later(run::ConsoleLine{attempt, line});
   }
 
   void answer(Command c) {

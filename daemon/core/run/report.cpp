@@ -6,37 +6,10 @@
 #include <map>
 #include <set>
 
+#include "daemon/core/run/json_text.h"
+
 namespace hwfarm::run {
 namespace {
-
-// A number as JSON: shortest round-trip form, NaN and infinities as null.
-std::string jsonNumber(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  // The shortest of %.15g..%.17g that reads back the same.
-  for (int p = 15; p < 17; ++p) {
-    char shorter[32];
-    std::snprintf(shorter, sizeof shorter, "%.*g", p, v);
-    if (std::strtod(shorter, nullptr) == v) return shorter;
-  }
-  return buf;
-}
-
-std::string jsonString(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : xmlSafe(s)) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default: out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 // `s` escaped for XML: as element text, or (`attribute`) inside "...",
 // where quotes and line ends must be character references too.
@@ -164,6 +137,8 @@ TargetReport evaluate(const Attempt& t, const Attempt* ref, const ThresholdsFor&
   r.trace_tail = t.trace_tail;
   r.end_status = t.parsed.end_status;
   const ParseResult& p = t.parsed;
+  r.protocol_version = p.version;
+  r.record_count = p.countVerified() ? "verified" : p.countMismatch() ? "mismatch" : "unverified";
 
   // The attempt itself failed: the board, its tools or the simulator.
   if (!t.status.ok()) {
@@ -339,29 +314,32 @@ std::string junitXml(std::string_view run_name, const std::vector<TargetReport>&
          std::to_string(all_errors) + "\" time=\"" + seconds3(all_time) + "\">\n" + suites + "</testsuites>\n";
 }
 
+std::string goldenFieldsJson(const Comparison& m) {
+  std::string out = "\"expected_pcc\": " + jsonNumber(m.expected_pcc);
+  out += ", \"actual_pcc\": " + jsonNumber(m.actual_pcc);
+  out += ", \"atol\": " + jsonNumber(m.atol);
+  out += ", \"rtol\": " + jsonNumber(m.rtol);
+  out += std::string(", \"allclose\": ") + (m.allclose ? "true" : "false");
+  out += ", \"max\": " + jsonNumber(m.max);
+  out += ", \"mean_absolute_error\": " + jsonNumber(m.mean_absolute_error);
+  out += ", \"root_mean_square_error\": " + jsonNumber(m.root_mean_square_error);
+  out += ", \"cosine_similarity\": " + jsonNumber(m.cosine_similarity);
+  out += ", \"count\": " + std::to_string(m.count);
+  out += ", \"dtype\": " + jsonString(dtypeName(m.dtype));
+  out += ", \"verdict\": " + jsonString(verdictName(m.verdict));
+  out += ", \"reason\": " + jsonString(m.reason);
+  return out;
+}
+
 std::string goldenResultsJson(const std::vector<const TargetReport*>& reports, bool by_image) {
   std::string out = "{";
   bool first = true;
   for (const TargetReport* r : reports) {
     for (const auto& c : r->cases) {
       for (const auto& o : c.outputs) {
-        const Comparison& m = o.comparison;
         out += first ? "\n" : ",\n";
         first = false;
-        out += "  " + jsonString(by_image ? r->image + "/" + o.key : o.key) + ": {";
-        out += "\"expected_pcc\": " + jsonNumber(m.expected_pcc);
-        out += ", \"actual_pcc\": " + jsonNumber(m.actual_pcc);
-        out += ", \"atol\": " + jsonNumber(m.atol);
-        out += ", \"rtol\": " + jsonNumber(m.rtol);
-        out += std::string(", \"allclose\": ") + (m.allclose ? "true" : "false");
-        out += ", \"max\": " + jsonNumber(m.max);
-        out += ", \"mean_absolute_error\": " + jsonNumber(m.mean_absolute_error);
-        out += ", \"root_mean_square_error\": " + jsonNumber(m.root_mean_square_error);
-        out += ", \"cosine_similarity\": " + jsonNumber(m.cosine_similarity);
-        out += ", \"count\": " + std::to_string(m.count);
-        out += ", \"dtype\": " + jsonString(dtypeName(m.dtype));
-        out += ", \"verdict\": " + jsonString(verdictName(m.verdict));
-        out += ", \"reason\": " + jsonString(m.reason) + "}";
+        out += "  " + jsonString(by_image ? r->image + "/" + o.key : o.key) + ": {" + goldenFieldsJson(o.comparison) + "}";
       }
     }
   }
