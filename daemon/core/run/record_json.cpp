@@ -40,7 +40,7 @@ json::object attemptObject(const AttemptEntry& a, bool brief) {
   o["outcome"] = outcomeName(j.outcome);
   if (j.failure != FailureClass::none) o["failure_class"] = failureClassName(j.failure);
   if (!j.reason.empty()) o["reason"] = xmlSafe(j.reason);
-  if (!brief && !j.record_count.empty())
+  if (!j.record_count.empty())
     o["protocol"] = json::object{{"version", j.protocol_version}, {"record_count", j.record_count}};
   if (a.reference) return o;
   if (!brief && !j.evidence.empty()) o["evidence"] = evidenceJson(j.evidence);
