@@ -155,7 +155,7 @@ TEST_CASE("a record's index rows: its targets' cases and outputs, the holder and
       {"image": "model", "target": "mps2_an385", "board": "sim-1", "retry_of_board": "sim-0", "outcome": "fail",
        "cases": [{"name": "square", "outcome": "fail", "message": "low",
                   "outputs": [{"key": "square.y", "verdict": "fail", "actual_pcc": 0.5}, {"key": "e.y", "verdict": "fail", "actual_pcc": null}]}]}]})";
-  RunIndex::Lookups lookups{[](const std::string& lease) { return std::optional<lease::Holder>({"p", "tvm/nightly", "7", "hil", "https://ci"}); },
+  RunIndex::Lookups lookups{[](const std::string&) { return std::optional<lease::Holder>({"p", "tvm/nightly", "7", "hil", "https://ci"}); },
                             [](const std::string& board) { return board == "sim-1" ? "mps2-an385" : "mps2-an385"; }};
   // When it is read as a record and described
   Result<run::Record> read = run::Record::fromJson(record);
