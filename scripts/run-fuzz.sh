@@ -27,6 +27,7 @@ targets=(
   "sla_state:4096:"
   "npy:4096:"
   "run_manifest:4096:toml.dict"
+  "run_record:4096:json_codec.dict"
 )
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:abort_on_error=1:detect_leaks=1:print_stacktrace=1}
