@@ -12,6 +12,7 @@
 
 #include "config/loader.h"
 #include "daemon/services/board_service.h"
+#include "daemon/services/system_clock.h"
 #include "tests/support/daemon_harness.h"
 #include "tests/support/in_process.h"
 
@@ -69,7 +70,8 @@ TEST_CASE("issue 9: a console line that arrives as its lease ends is dropped, no
   REQUIRE(parsed.ok());
   std::filesystem::create_directories(dir.file("state"));
   boost::asio::io_context io;
-  BoardService boards(io, *parsed.config, [](const std::string&) { return std::string(); });
+  SystemClock clock;
+  BoardService boards(io, *parsed.config, clock, [](const std::string&) { return std::string(); });
   lease::Lease l;
   l.id = "L1";
   l.boards = {{"tty-1", false, 0}};

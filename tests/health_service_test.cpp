@@ -2,17 +2,26 @@
 // whose health image never prints the banner is quarantined after
 // health.quarantine_after failed recovery ladders, retried with a doubling
 // backoff, and available again once its image is fixed; checks never touch
-// a leased board; `hwfarmctl board check` and `board show`.
+// a leased board (in process, on a ManualClock); `hwfarmctl board check` and
+// `board show`.
 #include <catch2/catch.hpp>
 
 #include <boost/json.hpp>
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
+#include "daemon/core/clock.h"
+#include "daemon/services/board_service.h"
+#include "daemon/services/board_targets.h"
+#include "daemon/services/health_service.h"
+#include "daemon/services/lease_service.h"
+#include "daemon/store/database.h"
 #include "tests/support/daemon_harness.h"
+#include "tests/support/in_process.h"
 #include "tests/support/process.h"
 
 using namespace hwfarm::test;
@@ -127,8 +136,6 @@ TEST_CASE("health checks never touch a leased board, and board show lists the ch
   REQUIRE(granted.status == 201);
   std::string lease(json::parse(granted.body).at("id").as_string());
   size_t during = board(d).at("health").at("history").as_array().size();
-  std::this_thread::sleep_for(1500ms); // five intervals
-  CHECK(board(d).at("health").at("history").as_array().size() == during);
   CHECK(stateOf(d) == "leased");
   // An operator's check of a leased board is refused.
   CommandResult refused = hwfarmctl(d, {"board", "check", "sim-h"});
@@ -146,4 +153,90 @@ TEST_CASE("health checks never touch a leased board, and board show lists the ch
   CHECK(show.out.find("pass") != std::string::npos);
   CHECK(hwfarmctl(d, {"board", "show", "nope"}).status.code == 1);
   CHECK(d.request("POST", "/v1/boards/nope/check", "", "").status == 404);
+}
+
+namespace {
+
+// The health service in process on a ManualClock, over the real lease,
+// board and target services: time moves only when the test says so.
+struct Lab {
+  explicit Lab(const std::string& extra) {
+    config = hwfarm::test::parseFleet(
+        qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") +
+        "  [[worker.board]]\n  name = \"sim-h\"\n  type = \"mps2-an385\"\n  driver = \"qemu\"\n" + extra);
+    std::filesystem::create_directories(config.agent.state_dir);
+    db = hwfarm::openDatabase(config);
+    leases = std::make_unique<hwfarm::LeaseService>(io, config, clock, *db);
+    boards = std::make_unique<hwfarm::BoardService>(io, config, clock, [](const std::string&) { return ""; });
+    targets = std::make_unique<hwfarm::BoardTargets>(io, config, *boards);
+    health = std::make_unique<hwfarm::HealthService>(io, config, *boards, *targets, *leases, clock);
+    hwfarm::startDatabase(*db, io);
+    leases->onLeaseEnded([this](const hwfarm::lease::Lease& l) {
+      boards->leaseEnded(l);
+      health->leaseEnded(l);
+    });
+    health->onChecked([this](const std::string&, const hwfarm::health::CheckRecord&) { ++checks; });
+  }
+  ~Lab() {
+    health->stop();
+    leases->stop();
+    settle();
+    db.reset();
+  }
+  // Runs the loop until every change made so far is committed.
+  void settle() {
+    bool committed = false;
+    leases->whenCommitted([&] { committed = true; });
+    REQUIRE(hwfarm::test::runLoopUntil(io, [&] { return committed; }));
+  }
+  // Moves time on in steps of `step`, `n` times, firing what is due.
+  void advance(std::chrono::milliseconds step, int n = 1) {
+    for (int i = 0; i < n; ++i) {
+      clock.advance(step);
+      leases->tick();
+      health->tick();
+      settle();
+    }
+  }
+
+  TempDir dir;
+  hwfarm::ManualClock clock{1'800'000'000'000};
+  boost::asio::io_context io;
+  hwfarm::config::FleetConfig config;
+  std::unique_ptr<hwfarm::store::Database> db;
+  std::unique_ptr<hwfarm::LeaseService> leases;
+  std::unique_ptr<hwfarm::BoardService> boards;
+  std::unique_ptr<hwfarm::BoardTargets> targets;
+  std::unique_ptr<hwfarm::HealthService> health;
+  size_t checks = 0;
+};
+
+} // namespace
+
+TEST_CASE("a leased board is never checked, whatever time passes, and its checks resume once its lease ends") {
+  // Given a board checked every 0.3 s while it is free,
+  Lab lab("  health = { interval_s = 0.3 }\n");
+  lab.advance(100ms, 8);
+  REQUIRE(hwfarm::test::runLoopUntil(lab.io, [&] { return lab.checks >= 2; }));
+  // when it is leased, ten intervals pass without a check;
+  hwfarm::lease::LeaseRequest request;
+  request.selector.type = "mps2-an385";
+  request.holder = {"pipeline", "job", "1", "hw", ""};
+  request.count = 1;
+  request.ttl_ms = 600000;
+  std::optional<hwfarm::AcquireOutcome> granted;
+  lab.leases->acquire(request, 0, [&](const hwfarm::AcquireOutcome& o) { granted = o; }, nullptr);
+  REQUIRE(hwfarm::test::runLoopUntil(lab.io, [&] { return granted.has_value(); }));
+  REQUIRE(granted->status.ok());
+  lab.settle();
+  size_t during = lab.checks;
+  lab.advance(300ms, 10);
+  CHECK(lab.checks == during);
+  CHECK(lab.leases->scheduler().board("sim-h")->state == hwfarm::lease::BoardState::leased);
+  // once the lease ends, the board is checked again.
+  std::optional<hwfarm::lease::OpResult> released;
+  lab.leases->release(granted->lease.id, [&](const hwfarm::lease::OpResult& r) { released = r; });
+  REQUIRE(hwfarm::test::runLoopUntil(lab.io, [&] { return released.has_value(); }));
+  lab.advance(100ms, 8);
+  CHECK(hwfarm::test::runLoopUntil(lab.io, [&] { return lab.checks > during; }));
 }

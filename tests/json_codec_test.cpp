@@ -69,9 +69,8 @@ namespace {
 
 // The 400 detail parseAcquire gives for `body` ("" when it is accepted).
 std::string acquireError(const std::string& body) {
-  std::string error;
-  auto parsed = api::parseAcquire(body, config::Limits{}, config::LeaseConfig{}, &error);
-  return parsed ? "" : error;
+  Result<api::AcquireRequest> parsed = api::parseAcquire(body, config::Limits{}, config::LeaseConfig{});
+  return parsed ? "" : parsed.status().message();
 }
 
 const std::string kBase = R"("selector":{"type":"mps2-an385"},"context":"manual")";
@@ -89,11 +88,13 @@ TEST_CASE("issue 9: a repeated JSON key is refused naming it, at any depth") {
   REQUIRE(acquireError("{" + kBase + R"(,"holder":{"job":"context"},"idempotency_key":"k"})") == "");
   // Keys split by escapes are compared whole: "\u0063ontext" is "context".
   REQUIRE(acquireError("{" + kBase + R"(,"\u0063ontext":"pr"})") == "context: duplicate field");
-  std::string error;
-  REQUIRE(!api::parseRenew(R"({"ttl_s":5,"ttl_s":6})", config::Limits{}, 1000, &error));
-  REQUIRE(error == "ttl_s: duplicate field");
-  REQUIRE(!api::parseReason(R"({"reason":"a","reason":"b"})", &error));
-  REQUIRE(error == "reason: duplicate field");
+  Result<int64_t> renew = api::parseRenew(R"({"ttl_s":5,"ttl_s":6})", config::Limits{}, 1000);
+  REQUIRE(!renew);
+  REQUIRE(renew.status().is(Code::invalid_argument));
+  REQUIRE(renew.status().message() == "ttl_s: duplicate field");
+  Result<std::string> reason = api::parseReason(R"({"reason":"a","reason":"b"})");
+  REQUIRE(!reason);
+  REQUIRE(reason.status().message() == "reason: duplicate field");
   // Malformed JSON still says so; trailing data is malformed.
   REQUIRE(acquireError("{" + kBase + "} x").rfind("malformed JSON: ", 0) == 0);
   REQUIRE(acquireError("{" + kBase).rfind("malformed JSON: ", 0) == 0);
@@ -129,13 +130,13 @@ TEST_CASE("issue 9: control characters in identifiers and holder fields are refu
     REQUIRE(acquireError(c.body) ==
             c.detail + " (control characters U+0000-U+001F and U+007F are not allowed)");
   }
-  std::string error;
-  REQUIRE(!api::parseReason(R"({"reason":"flaky\u0000"})", &error));
-  REQUIRE(error.rfind("reason: contains the control character U+0000 at byte 5", 0) == 0);
+  Result<std::string> reason = api::parseReason(R"({"reason":"flaky\u0000"})");
+  REQUIRE(!reason);
+  REQUIRE(reason.status().message().rfind("reason: contains the control character U+0000 at byte 5", 0) == 0);
   // Printable UTF-8 is kept whole, every byte of it.
   std::string key = "retry-\xc3\xa9-" + std::string(118, 'k'); // 128 bytes
   auto ok = api::parseAcquire("{" + kBase + R"(,"idempotency_key":")" + key + "\"}", config::Limits{},
-                              config::LeaseConfig{}, &error);
+                              config::LeaseConfig{});
   REQUIRE(ok);
   REQUIRE(ok->request.idempotency_key == key);
 }

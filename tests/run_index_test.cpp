@@ -152,14 +152,16 @@ TEST_CASE("a record's index rows: its targets' cases and outputs, the holder and
     "attempts": [
       {"image": "model", "target": "qemu_ref", "board": "qemu", "reference": true, "cases": [{"name": "square", "outcome": "pass"}]},
       {"image": "model", "target": "mps2_an385", "board": "sim-0", "retried": true, "outcome": "error", "cases": []},
-      {"image": "model", "target": "mps2_an385", "board": "sim-1", "retry_of_board": "sim-0",
+      {"image": "model", "target": "mps2_an385", "board": "sim-1", "retry_of_board": "sim-0", "outcome": "fail",
        "cases": [{"name": "square", "outcome": "fail", "message": "low",
                   "outputs": [{"key": "square.y", "verdict": "fail", "actual_pcc": 0.5}, {"key": "e.y", "verdict": "fail", "actual_pcc": null}]}]}]})";
-  RunIndex::Lookups lookups{[](const std::string& lease) { return std::optional<lease::Holder>({"p", "tvm/nightly", "7", "hil", "https://ci"}); },
+  RunIndex::Lookups lookups{[](const std::string&) { return std::optional<lease::Holder>({"p", "tvm/nightly", "7", "hil", "https://ci"}); },
                             [](const std::string& board) { return board == "sim-1" ? "mps2-an385" : "mps2-an385"; }};
-  // When it is described
-  auto r = RunIndex::describe(record, lookups);
-  REQUIRE(r);
+  // When it is read as a record and described
+  Result<run::Record> read = run::Record::fromJson(record);
+  REQUIRE(read);
+  const store::IndexedRun rows = RunIndex::describe(*read, lookups);
+  const store::IndexedRun* r = &rows;
   // Then only the retry's case and outputs count, with the board's type
   CHECK(r->holder_job == "tvm/nightly");
   CHECK(r->images == std::vector<std::string>{"model"});
@@ -172,8 +174,9 @@ TEST_CASE("a record's index rows: its targets' cases and outputs, the holder and
   CHECK(r->outputs[0].board_type == "mps2-an385");
   CHECK(*r->outputs[0].actual_pcc == 0.5);
   CHECK_FALSE(r->outputs[1].actual_pcc);
-  CHECK_FALSE(RunIndex::describe("{\"not\": \"a record\"}", lookups));
-  CHECK_FALSE(RunIndex::describe("not json", lookups));
+  // and text that is no record is never indexed
+  CHECK_FALSE(run::Record::fromJson("{\"not\": \"a record\"}"));
+  CHECK_FALSE(run::Record::fromJson("not json"));
 }
 
 TEST_CASE("start-up finds the runs without index rows and those whose state changed") {

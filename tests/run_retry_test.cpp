@@ -21,18 +21,24 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string fakeBoard(const TempDir& dir, int n) {
+// Fake board `n` of type `type`: with a power switch, or (`switched` false)
+// without one (power.driver = "none"), its flasher then resetting it.
+std::string fakeBoard(const TempDir& dir, int n, bool switched = true, const std::string& type = "fake",
+                      const std::string& extra = "") {
   std::string sock = dir.file("fake" + std::to_string(n) + ".sock"), link = dir.file("ttyFAKE" + std::to_string(n));
   auto tool = [&](const std::string& args) {
     return "[\"" FAKE_BOARD_PATH "\", " + args + "]";
   };
-  return "  [[worker.board]]\n  name = \"fake-" + std::to_string(n) + "\"\n  type = \"fake\"\n"
-         "  usb = { vendor = \"1209\", product = \"0001\", serial = \"FAKE000" + std::to_string(n) + "\" }\n"
-         "  serial = { port = \"" + link + "\" }\n"
-         "  flash = { driver = \"command\", argv = " + tool("\"flash\", \"" + sock + "\", \"{image}\"") +
-         ", timeout_s = 5 }\n"
-         "  power = { driver = \"command\", on = " + tool("\"power\", \"" + sock + "\", \"on\"") +
-         ", off = " + tool("\"power\", \"" + sock + "\", \"off\"") + " }\n";
+  std::string flash = "\"flash\", \"" + sock + "\", \"{image}\"" + (switched ? "" : ", \"reset\"");
+  std::string board = "  [[worker.board]]\n  name = \"fake-" + std::to_string(n) + "\"\n  type = \"" + type + "\"\n"
+                      "  usb = { vendor = \"1209\", product = \"0001\", serial = \"FAKE000" + std::to_string(n) +
+                      "\" }\n"
+                      "  serial = { port = \"" + link + "\" }\n"
+                      "  flash = { driver = \"command\", argv = " + tool(flash) + ", timeout_s = 5 }\n";
+  if (switched)
+    board += "  power = { driver = \"command\", on = " + tool("\"power\", \"" + sock + "\", \"on\"") +
+             ", off = " + tool("\"power\", \"" + sock + "\", \"off\"") + " }\n";
+  return board + extra;
 }
 
 std::string fleet(const TempDir& dir) {
@@ -87,14 +93,7 @@ json::object run(const RunningDaemon& d, const std::string& lease, const std::st
                      R"({"images":[{"image":")" + image + R"(","name":"fw.bin"}],"reference":"none")" + extra + "}", "");
   INFO(r.body);
   REQUIRE(r.status == 201);
-  std::string id(json::parse(r.body).at("id").as_string());
-  for (int i = 0; i < 3000; ++i) {
-    json::object o = json::parse(d.get("/v1/runs/" + id).body).as_object();
-    if (o.at("state").as_string() != "running") return o;
-    std::this_thread::sleep_for(10ms);
-  }
-  FAIL("run " << id << " did not end");
-  return {};
+  return json::parse(d.recordAtEnd(std::string(json::parse(r.body).at("id").as_string()))).as_object();
 }
 
 const std::string kPass = "HWFARM BEGIN suite=fake\nHWFARM TEST t PASS\nHWFARM END status=0\n";
@@ -196,14 +195,37 @@ TEST_CASE("an infrastructure failure is retried once on another board swapped in
                          "");
     REQUIRE(two.status == 201);
     std::string two_id(json::parse(two.body).at("id").as_string());
-    json::object ended;
-    for (int i = 0; i < 3000; ++i) {
-      ended = json::parse(d.get("/v1/runs/" + two_id).body).as_object();
-      if (ended.at("state").as_string() != "running") break;
-      std::this_thread::sleep_for(10ms);
-    }
+    json::object ended = json::parse(d.recordAtEnd(two_id)).as_object();
     CHECK(ended.at("state").as_string() == "error");
     CHECK(ended.at("attempts").as_array().size() == 2);
     CHECK(leaseBoards(d, second) == std::vector<std::string>{"fake-1"});
   }
+}
+
+TEST_CASE("a USB board without a power switch runs from its flasher's reset, in a run and in its health check") {
+  TempDir dir;
+  // Given a board with power.driver = "none" whose flasher resets it, and
+  // a health image that prints the banner,
+  std::string health = dir.write("health.txt", "HEALTH OK\n");
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") +
+                           fakeBoard(dir, 3, false, "bare",
+                                     "  health = { image = \"" + health + "\", banner = \"^HEALTH OK\", timeout_s = 10 }\n"));
+  Process board = plugIn(dir, 3);
+  // its health check passes: flashed, its banner read from the flash on,
+  // never powered (it has nothing to switch),
+  REQUIRE(waitState(d, "fake-3", "available"));
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"bare"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  std::string lease(json::parse(granted.body).at("id").as_string());
+  // and a run on it passes the same way: no power step, so no
+  // infrastructure failure of a switch it does not have.
+  json::object r = run(d, lease, upload(d, lease, kPass));
+  INFO(json::serialize(r));
+  CHECK(r.at("state").as_string() == "passed");
+  const json::array& attempts = r.at("attempts").as_array();
+  REQUIRE(attempts.size() == 1);
+  CHECK(attempts[0].at("outcome").as_string() == "pass");
+  CHECK_FALSE(fs::exists(dir.file("state/consoles/" + lease + "/power__fake-3.txt")));
+  std::string trace = readFile(dir.file("state/runs/" + std::string(r.at("id").as_string()) + "/traces/fw__bare.txt"));
+  CHECK(trace.find("HWFARM END status=0") != std::string::npos);
 }

@@ -160,12 +160,16 @@ TEST_CASE("events and artifacts.tar of an unknown run are 404") {
 
 TEST_CASE("the events of an ended run are its record and the end line, and the stream ends") {
   TempDir dir;
-  std::string record = writeEndedRun(dir);
+  writeEndedRun(dir);
   WithRuns w(simulatedFleet(dir, 1));
   auto sink = std::make_shared<HeldStream>();
   w.follow(kRunId, sink);
   CHECK(sink->ended);
-  CHECK(sink->text == "{\"event\":\"run\",\"run\":" + record + "}\n" +
+  // The record as GET /v1/runs/{id} serves it (read from its summary.json).
+  auto shown = w.get(&api::Handlers::showRun, kRunId, "");
+  REQUIRE(shown->status() == 200);
+  CHECK(shown->json().at("reason") == "ramp: FAIL");
+  CHECK(sink->text == "{\"event\":\"run\",\"run\":" + shown->body() + "}\n" +
                           R"({"event":"end","state":"failed","failure_class":"test","reason":"ramp: FAIL"})" + "\n");
 }
 
@@ -221,8 +225,8 @@ TEST_CASE("a run's events: the record, a line per change, the end, and a reader 
   w.runUntil([&] { return keeps_up->ended && falls_behind->ended; });
   REQUIRE(keeps_up->ended);
   REQUIRE(falls_behind->ended);
-  const RunSummary* run = w.runs.find(id);
-  REQUIRE(run->state == RunState::passed);
+  const run::Record* run = w.runs.find(id);
+  REQUIRE(run->state == run::State::passed);
   CHECK(w.runs.watcherCount(id) == 0);
 
   // The reader that kept up: the record, the changes in order, the end.
@@ -244,7 +248,7 @@ TEST_CASE("a run's events: the record, a line per change, the end, and a reader 
     attempts[index] = l.at("attempt");
     phases[std::string(l.at("attempt").at("target").as_string())].emplace_back(l.at("attempt").at("phase").as_string());
   }
-  json::array final_attempts = json::parse(run->json).at("attempts").as_array();
+  json::array final_attempts = json::parse(run->toJson()).at("attempts").as_array();
   REQUIRE(attempts.size() == final_attempts.size());
   for (size_t i = 0; i < attempts.size(); ++i)
     for (const char* key : {"image", "target", "board", "phase", "outcome"})
@@ -263,7 +267,7 @@ TEST_CASE("a run's events: the record, a line per change, the end, and a reader 
   REQUIRE(behind.size() == 3);
   CHECK(behind[0] == lines[0]);
   CHECK(behind[1].at("event") == "run");
-  CHECK(json::serialize(behind[1].at("run")) == run->json);
+  CHECK(json::serialize(behind[1].at("run")) == run->toJson());
   CHECK(behind[2] == lines.back());
 }
 

@@ -73,13 +73,24 @@ struct Sla {
 
 // A run's summary.json with one attempt per (board, failure class) given,
 // plus the reference's attempt.
-std::string summary(const std::string& state, const std::vector<std::pair<std::string, std::string>>& attempts) {
-  std::string out = R"({"id":"run-1","state":")" + state + R"(","attempts":[)";
-  out += R"({"image":"i","target":"ref","board":"","reference":true,"failure_class":"infrastructure","reason":"qemu died"})";
-  for (const auto& [board, cls] : attempts)
-    out += R"(,{"image":"i","target":"t","board":")" + board + R"(","reference":false,"failure_class":")" + cls +
-           R"(","reason":")" + board + " " + cls + R"("})";
-  return out + "]}";
+// A run's record: its reference's own failure, then each board attempt's
+// failure class ("none", "test", "infrastructure").
+run::Record summary(const std::string& state, const std::vector<std::pair<std::string, std::string>>& attempts) {
+  run::Record r;
+  r.id = "run-1";
+  r.state = *run::stateFromName(state);
+  run::AttemptEntry ref{"i", "ref", "", true};
+  ref.judgement = run::Judgement{run::Outcome::error, FailureClass::infrastructure, "qemu died"};
+  r.attempts.push_back(ref);
+  for (const auto& [board, cls] : attempts) {
+    run::AttemptEntry a{"i", "t", board, false};
+    FailureClass f = cls == "infrastructure" ? FailureClass::infrastructure
+                     : cls == "test"         ? FailureClass::test
+                                             : FailureClass::none;
+    a.judgement = run::Judgement{f == FailureClass::none ? run::Outcome::pass : run::Outcome::fail, f, board + " " + cls};
+    r.attempts.push_back(a);
+  }
+  return r;
 }
 
 } // namespace
@@ -215,8 +226,9 @@ TEST_CASE("sla service: a run's outcome per board is the worst of its attempts t
   REQUIRE(outcomes[2].result == RunResult::passed);
   REQUIRE(boardOutcomes(summary("cancelled", {{"sim-0", "infrastructure"}})).empty());
   REQUIRE(boardOutcomes(summary("running", {{"sim-0", "none"}})).empty());
-  REQUIRE(boardOutcomes("{not json").empty());
-  REQUIRE(boardOutcomes(R"({"state":"passed","attempts":[1,{"board":7}]})").empty());
+  // A record that cannot be read gives no outcomes: it is never read.
+  REQUIRE_FALSE(run::Record::fromJson("{not json").ok());
+  REQUIRE_FALSE(run::Record::fromJson(R"({"state":"passed","attempts":[1,{"board":7}]})").ok());
 }
 
 TEST_CASE("sla service: a pin is saved before its answer and unpin returns to the policy") {

@@ -205,10 +205,13 @@ std::string duplicateKeyIn(const std::string& body) {
   return std::move(p.handler().found);
 }
 
-// Parses `body` into `into` (its memory from `storage`); the object, or null
-// with the 400 detail in `error`. A key repeated within one object is an
-// error naming it: which of the two was meant is not ours to guess.
-json::object* parseInto(const std::string& body, json::value& into, json::storage_ptr storage, std::string* error) {
+// A refusal of a request body: its 400 detail.
+Status invalid(std::string detail) { return Status::error(Code::invalid_argument, std::move(detail)); }
+
+// Parses `body` into `into` (its memory from `storage`); the object, or the
+// 400 detail. A key repeated within one object is an error naming it: which
+// of the two was meant is not ours to guess.
+Result<json::object*> parseInto(const std::string& body, json::value& into, json::storage_ptr storage) {
   unsigned char temp[BOOST_JSON_STACK_BUFFER_SIZE];
   json::basic_parser<CountingHandler> p(json::parse_options{}, json::storage_ptr(), temp, sizeof temp);
   // `into` must use `storage` too, or the parsed tree is copied into it.
@@ -217,29 +220,20 @@ json::object* parseInto(const std::string& body, json::value& into, json::storag
   size_t used = p.write_some(false, body.data(), body.size(), ec);
   if (!ec && used < body.size()) ec = json::error::extra_data;
   if (!ec && !p.done()) ec = json::error::incomplete;
-  if (ec) {
-    *error = "malformed JSON: " + ec.message();
-    return nullptr;
-  }
+  if (ec) return invalid("malformed JSON: " + ec.message());
   into = p.handler().st.release();
-  if (countMembers(into) != p.handler().members) {
-    *error = config::echo(duplicateKeyIn(body)) + ": duplicate field";
-    return nullptr;
-  }
-  if (!into.is_object()) {
-    *error = "expected a JSON object";
-    return nullptr;
-  }
+  if (countMembers(into) != p.handler().members) return invalid(config::echo(duplicateKeyIn(body)) + ": duplicate field");
+  if (!into.is_object()) return invalid("expected a JSON object");
   return &into.as_object();
 }
 
 } // namespace
 
-std::optional<json::object> parseObject(const std::string& body, std::string* error) {
+Result<json::object> parseObject(const std::string& body) {
   json::value v;
-  json::object* object = parseInto(body, v, {}, error);
-  if (!object) return std::nullopt;
-  return std::move(*object);
+  Result<json::object*> object = parseInto(body, v, {});
+  if (!object) return object.status();
+  return std::move(**object);
 }
 
 namespace {
@@ -261,7 +255,8 @@ std::string kindOf(const json::value& v) {
 // Reads fields of one JSON object, remembering which it was asked about.
 class Fields {
  public:
-  Fields(const json::object& o, std::string prefix, std::string* error)
+  // The first failure goes to `error` (shared by the fields of nested objects).
+  Fields(const json::object& o, std::string prefix, Status* error)
       : o_(o), prefix_(std::move(prefix)), error_(error) {}
 
   bool failed() const { return failed_; }
@@ -269,7 +264,7 @@ class Fields {
   void fail(std::string_view key, const std::string& message) {
     if (failed_) return;
     failed_ = true;
-    *error_ = prefix_ + config::echo(key) + ": " + message;
+    *error_ = invalid(prefix_ + config::echo(key) + ": " + message);
   }
   const json::value* get(std::string_view key, bool required = false) {
     if (known_count_ < known_.size()) known_[known_count_++] = key;
@@ -394,7 +389,7 @@ class Fields {
  private:
   const json::object& o_;
   std::string prefix_;
-  std::string* error_;
+  Status* error_;
   std::array<std::string_view, 16> known_; // the fields asked about (a handful per object)
   size_t known_count_ = 0;
   bool failed_ = false;
@@ -402,26 +397,27 @@ class Fields {
 
 } // namespace
 
-std::optional<AcquireRequest> parseAcquire(const std::string& body, const config::Limits& limits,
-                                           const config::LeaseConfig& leases, std::string* error) {
+Result<AcquireRequest> parseAcquire(const std::string& body, const config::Limits& limits,
+                                    const config::LeaseConfig& leases) {
   // The parsed tree lives in this buffer (every lease request is parsed).
   unsigned char buffer[4096];
   json::monotonic_resource memory(buffer, sizeof buffer);
   json::value parsed(&memory); // same storage as the parse: moved in, not copied out to the heap
-  const json::object* object = parseInto(body, parsed, &memory, error);
-  if (!object) return std::nullopt;
-  Fields f(*object, "", error);
+  Result<json::object*> object = parseInto(body, parsed, &memory);
+  if (!object) return object.status();
+  Status error;
+  Fields f(**object, "", &error);
   AcquireRequest out;
   lease::LeaseRequest& r = out.request;
   if (const json::object* sel = f.object("selector", true)) {
-    Fields s(*sel, "selector.", error);
+    Fields s(*sel, "selector.", &error);
     if (auto v = s.text("type", 64)) r.selector.type = *v;
     if (auto v = s.texts("labels", 32)) r.selector.labels = *v;
     if (auto v = s.text("worker", 64)) r.selector.worker = *v;
     s.finish();
     if (!s.failed() && r.selector.type.empty() && r.selector.labels.empty())
       f.fail("selector", "needs a board type or at least one label");
-    if (s.failed()) return std::nullopt;
+    if (s.failed()) return error;
   }
   if (auto v = f.integer("count", 1, limits.max_count, " (limits.max_count)")) r.count = static_cast<int>(*v);
   r.ttl_ms = static_cast<int64_t>(leases.default_ttl_s * 1000);
@@ -431,13 +427,13 @@ std::optional<AcquireRequest> parseAcquire(const std::string& body, const config
     out.wait_ms = static_cast<int64_t>(*v * 1000);
   if (auto v = f.integer("priority", -100, 100, "")) r.priority = static_cast<int>(*v);
   if (const json::object* holder = f.object("holder")) {
-    Fields h(*holder, "holder.", error);
+    Fields h(*holder, "holder.", &error);
     if (auto v = h.text("job", 256)) r.holder.job = *v;
     if (auto v = h.text("build", 64)) r.holder.build = *v;
     if (auto v = h.text("stage", 256)) r.holder.stage = *v;
     if (auto v = h.text("url", 1024)) r.holder.url = *v;
     h.finish();
-    if (h.failed()) return std::nullopt;
+    if (h.failed()) return error;
   }
   if (auto v = f.text("context", 16, true)) {
     auto c = lease::contextFromString(*v);
@@ -446,53 +442,49 @@ std::optional<AcquireRequest> parseAcquire(const std::string& body, const config
   }
   if (auto v = f.text("idempotency_key", 128)) r.idempotency_key = *v;
   f.finish();
-  if (f.failed()) return std::nullopt;
+  if (f.failed()) return error;
   return out;
 }
 
-std::optional<int64_t> parseRenew(const std::string& body, const config::Limits& limits, int64_t current_ttl_ms,
-                                  std::string* error) {
+Result<int64_t> parseRenew(const std::string& body, const config::Limits& limits, int64_t current_ttl_ms) {
   if (body.empty()) return current_ttl_ms;
-  auto object = parseObject(body, error);
-  if (!object) return std::nullopt;
-  Fields f(*object, "", error);
+  Result<json::object> object = parseObject(body);
+  if (!object) return object.status();
+  Status error;
+  Fields f(*object, "", &error);
   int64_t ttl = current_ttl_ms;
   if (auto v = f.number("ttl_s", 0, limits.max_ttl_s, true, " (limits.max_ttl_s)"))
     ttl = std::max<int64_t>(1, static_cast<int64_t>(*v * 1000));
   f.finish();
-  if (f.failed()) return std::nullopt;
+  if (f.failed()) return error;
   return ttl;
 }
 
-std::optional<std::string> parseReason(const std::string& body, std::string* error) {
+Result<std::string> parseReason(const std::string& body) {
   if (body.empty()) return std::string();
-  auto object = parseObject(body, error);
-  if (!object) return std::nullopt;
-  Fields f(*object, "", error);
+  Result<json::object> object = parseObject(body);
+  if (!object) return object.status();
+  Status error;
+  Fields f(*object, "", &error);
   std::string reason;
   if (auto v = f.text("reason", 256)) reason = *v;
   f.finish();
-  if (f.failed()) return std::nullopt;
+  if (f.failed()) return error;
   return reason;
 }
 
-std::optional<PinRequest> parsePin(const std::string& body, std::string* error) {
-  auto object = parseObject(body, error);
-  if (!object) return std::nullopt;
-  Fields f(*object, "", error);
+Result<PinRequest> parsePin(const std::string& body) {
+  Result<json::object> object = parseObject(body);
+  if (!object) return object.status();
+  Status error;
+  Fields f(*object, "", &error);
   PinRequest pin;
   auto tier = f.integer("tier", 1, 3, "");
   if (auto v = f.text("reason", 256)) pin.reason = *v;
   f.finish();
-  if (f.failed()) return std::nullopt;
-  if (!tier) {
-    *error = "tier: required field is missing";
-    return std::nullopt;
-  }
-  if (pin.reason.empty()) {
-    *error = "reason: required: say why the tier is pinned";
-    return std::nullopt;
-  }
+  if (f.failed()) return error;
+  if (!tier) return invalid("tier: required field is missing");
+  if (pin.reason.empty()) return invalid("reason: required: say why the tier is pinned");
   pin.tier = static_cast<int>(*tier);
   return pin;
 }

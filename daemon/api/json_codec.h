@@ -8,6 +8,9 @@
 
 #include <boost/json/fwd.hpp>
 
+#include <boost/json/object.hpp>
+
+#include "common/status.h"
 #include "config/fleet_config.h"
 #include "daemon/core/lease/scheduler.h"
 
@@ -25,8 +28,11 @@ class Rfc3339 {
   char text_[24];
 };
 
-// A JSON body parsed into an object, or the 400 detail saying why not.
-std::optional<boost::json::object> parseObject(const std::string& body, std::string* error);
+// Request bodies parse into a value, or Code::invalid_argument whose message
+// is the 400 detail saying why not (naming the field).
+
+// A JSON body parsed into an object.
+Result<boost::json::object> parseObject(const std::string& body);
 
 struct AcquireRequest {
   lease::LeaseRequest request;
@@ -35,15 +41,14 @@ struct AcquireRequest {
 
 // Validates a POST /v1/leases body. Unknown fields, wrong types, missing
 // fields and out-of-range values are errors naming the field.
-std::optional<AcquireRequest> parseAcquire(const std::string& body, const config::Limits& limits,
-                                           const config::LeaseConfig& leases, std::string* error);
+Result<AcquireRequest> parseAcquire(const std::string& body, const config::Limits& limits,
+                                    const config::LeaseConfig& leases);
 
 // Validates a renew body (may be empty: keep the lease's TTL).
-std::optional<int64_t> parseRenew(const std::string& body, const config::Limits& limits, int64_t current_ttl_ms,
-                                  std::string* error);
+Result<int64_t> parseRenew(const std::string& body, const config::Limits& limits, int64_t current_ttl_ms);
 
 // A maintenance body: {"reason": "..."} or empty.
-std::optional<std::string> parseReason(const std::string& body, std::string* error);
+Result<std::string> parseReason(const std::string& body);
 
 // A POST /v1/tier/pin body: {"tier": 1..3, "reason": "..."}, both required
 // (the reason at most 256 characters).
@@ -51,7 +56,7 @@ struct PinRequest {
   int tier = 0;
   std::string reason;
 };
-std::optional<PinRequest> parsePin(const std::string& body, std::string* error);
+Result<PinRequest> parsePin(const std::string& body);
 
 class JsonWriter;
 

@@ -12,6 +12,7 @@
 #include "config/echo.h"
 #include "daemon/api/handlers.h"
 #include "daemon/api/json_codec.h"
+#include "daemon/api/status_http.h"
 
 namespace hwfarm::api {
 namespace json = boost::json;

@@ -7,7 +7,7 @@
 #include "daemon/api/routes.h"
 #include <spdlog/spdlog.h>
 
-#include "daemon/services/evidence_json.h"
+#include "daemon/core/run/evidence_json.h"
 #include "daemon/services/image_store.h"
 
 namespace hwfarm::api {
@@ -42,14 +42,12 @@ void Handlers::boards(Call& c) {
 }
 
 void Handlers::boardAction(Call& c, const std::string& name, const std::string& action) {
-  std::string error;
-  auto reason = parseReason(c.request.body, &error);
-  if (!reason) return c.respond(jsonError(400, "invalid_request", error));
+  Result<std::string> reason = parseReason(c.request.body);
+  if (!reason) return c.respond(errorResponse(reason.status()));
   if (!leases_.scheduler().board(name)) return c.respond(jsonError(404, "not_found", "no board " + echoed(name)));
   auto respond = c.respond;
   auto done = [this, respond, name](lease::OpResult r) {
-    if (r.status.is(Code::not_found)) return respond(jsonError(404, "not_found", r.status.message()));
-    if (!r.status.ok()) return respond(jsonError(409, "conflict", r.status.message()));
+    if (!r.status.ok()) return respond(errorResponse(r.status));
     // A reload may have removed the board while the change was committed.
     const lease::Board* b = leases_.scheduler().board(name);
     if (!b) return respond(jsonError(404, "not_found", "board " + name + " was removed from the configuration"));
@@ -117,7 +115,7 @@ void Handlers::boardCheck(Call& c, const std::string& name) {
   if (!health_) return c.respond(jsonError(503, "unavailable", "health checks are not run here"));
   Status s = health_->requestCheck(name, c.principal->name);
   if (s.is(Code::not_found)) return c.respond(jsonError(404, "not_found", "no board " + echoed(name)));
-  if (!s.ok()) return c.respond(jsonError(409, "conflict", s.message()));
+  if (!s.ok()) return c.respond(errorResponse(s));
   spdlog::info("board {}: health check asked for by {}", name, c.principal->name);
   c.respond(ok(json::object{{"board", name}, {"check", "queued"}, {"by", c.principal->name}}, 202));
 }
@@ -126,14 +124,13 @@ namespace {
 
 
 // The answer to a flash or power operation; `extra` adds members (the image).
-// A refusal (no failure class) with Code::busy or Code::unsupported is a 409;
-// every other failure is the lab's (502), with its failure class and
-// evidence, whatever its code (fork's EAGAIN is Code::busy too).
+// A refusal (no failure class: busy, unsupported) answers as its code does;
+// every other failure is the lab's (the exception: 502), with its failure
+// class and evidence, whatever its code (fork's EAGAIN is Code::busy too).
 void answerOperation(const Reply& respond, const std::string& board, const Status& status, double seconds,
                      const std::string& log, const json::object& extra = {}) {
   bool refusal = status.failureClass() == FailureClass::none;
-  if (refusal && status.is(Code::busy)) return respond(jsonError(409, "busy", status.message()));
-  if (refusal && status.is(Code::unsupported)) return respond(jsonError(409, "not_supported", status.message()));
+  if (refusal && (status.is(Code::busy) || status.is(Code::unsupported))) return respond(errorResponse(status));
   if (!status.ok()) {
     json::object body{{"error", "infrastructure_failure"}, {"detail", status.message()}, {"board", board}};
     if (status.failureClass() != FailureClass::none) body["failure_class"] = failureClassName(status.failureClass());
@@ -209,7 +206,7 @@ void Handlers::flash(Call& c, const lease::Lease& lease, const std::string& boar
   auto respond = c.respond;
   std::string log = boards_.flashLogPath(lease.id, board);
   auto done = [respond, board, log](json::object image) {
-    return [respond, board, log, image](Status s, double seconds) {
+    return [respond, board, log, image](Status s, double seconds, const std::string&) {
       answerOperation(respond, board, s, seconds, log, json::object{{"image", image}});
     };
   };
@@ -226,8 +223,8 @@ void Handlers::flash(Call& c, const lease::Lease& lease, const std::string& boar
                        {"stored", *stored}};
     return boards_.flash(lease, board, *stored, done(image));
   }
-  auto object = c.request.body.empty() ? std::optional<json::object>(json::object{}) : parseObject(c.request.body, &error);
-  if (!object) return c.respond(jsonError(400, "invalid_request", error));
+  Result<json::object> object = c.request.body.empty() ? json::object{} : parseObject(c.request.body);
+  if (!object) return c.respond(errorResponse(object.status()));
   const json::value* image = object->if_contains("image");
   if (!image || !image->is_string() || image->as_string().empty() || image->as_string()[0] != '/' ||
       object->size() != 1)
@@ -239,8 +236,9 @@ void Handlers::flash(Call& c, const lease::Lease& lease, const std::string& boar
                                               static_cast<uint64_t>(state_.config->limits.max_image_bytes));
   if (!opened) {
     const Status& s = opened.status();
+    // Exceptions: the path's refusal and a missing image have names of their own.
     if (s.is(Code::permission_denied)) return c.respond(jsonError(403, "image_path_refused", s.message()));
-    if (s.is(Code::too_large)) return c.respond(jsonError(413, "payload_too_large", s.message()));
+    if (s.is(Code::too_large)) return c.respond(errorResponse(s));
     return c.respond(jsonError(400, "invalid_image", s.message()));
   }
   ServerImage file = *opened;
@@ -258,9 +256,8 @@ void Handlers::boardOperation(Call& c, const std::string& id, const std::string&
   if (what == "flash") return flash(c, *l, board);
   lease::Lease lease = *l;
   auto respond = c.respond;
-  std::string error;
-  auto object = c.request.body.empty() ? std::optional<json::object>(json::object{}) : parseObject(c.request.body, &error);
-  if (!object) return c.respond(jsonError(400, "invalid_request", error));
+  Result<json::object> object = c.request.body.empty() ? json::object{} : parseObject(c.request.body);
+  if (!object) return c.respond(errorResponse(object.status()));
   if (what == "power") {
     const json::value* action = object->if_contains("action");
     std::string a = action && action->is_string() ? std::string(action->as_string()) : "";

@@ -11,46 +11,44 @@ namespace {
 
 // A POST /v1/should-run body: {"context", "title", "labels", "comment"},
 // strictly (unknown fields, wrong types and oversized values are errors).
-std::optional<ci::Trigger> parseTrigger(const std::string& body, std::string* error) {
-  auto o = parseObject(body, error);
-  if (!o) return std::nullopt;
+Result<ci::Trigger> parseTrigger(const std::string& body) {
+  Result<json::object> o = parseObject(body);
+  if (!o) return o.status();
   ci::Trigger t;
-  auto fail = [&](std::string_view key, const std::string& why) {
-    *error = echoed(key) + ": " + why;
-    return std::nullopt;
+  auto fail = [](std::string_view key, const std::string& why) {
+    return Status::error(Code::invalid_argument, echoed(key) + ": " + why);
   };
   // Text fields: strings of at most `max` bytes; one-line ones (the title,
   // labels) without control characters.
-  auto textOf = [&](std::string_view key, const json::value& v, size_t max, bool one_line,
-                    std::string* out) -> bool {
-    if (!v.is_string()) return fail(key, "expected a string"), false;
+  auto textOf = [&](std::string_view key, const json::value& v, size_t max, bool one_line, std::string* out) {
+    if (!v.is_string()) return fail(key, "expected a string");
     std::string_view s(v.as_string().data(), v.as_string().size());
-    if (s.size() > max) return fail(key, "longer than " + std::to_string(max) + " bytes"), false;
+    if (s.size() > max) return fail(key, "longer than " + std::to_string(max) + " bytes");
     if (one_line && config::findControlCharacter(s) != std::string_view::npos)
-      return fail(key, "contains a control character"), false;
+      return fail(key, "contains a control character");
     *out = std::string(s);
-    return true;
+    return Status::success();
   };
   bool has_context = false;
   for (const auto& [key, v] : *o) {
     if (key == "context") {
       std::string text;
-      if (!textOf(key, v, 16, true, &text)) return std::nullopt;
+      if (Status e = textOf(key, v, 16, true, &text); !e.ok()) return e;
       auto c = lease::contextFromString(text);
       if (!c) return fail(key, "expected pr, pr-tagged, nightly or manual, got \"" + echoed(text) + "\"");
       t.context = *c;
       has_context = true;
     } else if (key == "title") {
-      if (!textOf(key, v, ci::kMaxTitleBytes, true, &t.title)) return std::nullopt;
+      if (Status e = textOf(key, v, ci::kMaxTitleBytes, true, &t.title); !e.ok()) return e;
     } else if (key == "comment") {
-      if (!textOf(key, v, ci::kMaxCommentBytes, false, &t.comment)) return std::nullopt;
+      if (Status e = textOf(key, v, ci::kMaxCommentBytes, false, &t.comment); !e.ok()) return e;
     } else if (key == "labels") {
       if (!v.is_array()) return fail(key, "expected an array of strings");
       if (v.as_array().size() > ci::kMaxLabels)
         return fail(key, "more than " + std::to_string(ci::kMaxLabels) + " labels");
       for (const auto& item : v.as_array()) {
         std::string label;
-        if (!textOf(key, item, ci::kMaxLabelBytes, true, &label)) return std::nullopt;
+        if (Status e = textOf(key, item, ci::kMaxLabelBytes, true, &label); !e.ok()) return e;
         t.labels.push_back(std::move(label));
       }
     } else {
@@ -66,9 +64,8 @@ ci::TagRules rulesOf(const config::ShouldRunConfig& c) { return ci::TagRules{c.t
 } // namespace
 
 void Handlers::shouldRun(Call& c) {
-  std::string error;
-  auto trigger = parseTrigger(c.request.body, &error);
-  if (!trigger) return c.respond(jsonError(400, "invalid_request", error));
+  Result<ci::Trigger> trigger = parseTrigger(c.request.body);
+  if (!trigger) return c.respond(errorResponse(trigger.status()));
   ci::Decision d = ci::shouldRun(rulesOf(state_.config->should_run), *trigger, state_.effective_tier);
   json::object body{{"run", d.run},
                     {"reason", d.reason},

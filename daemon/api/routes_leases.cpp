@@ -97,9 +97,8 @@ void Handlers::showLease(Call& c, const std::string& id) {
 }
 
 void Handlers::acquire(Call& c) {
-  std::string error;
-  auto parsed = parseAcquire(c.request.body, state_.config->limits, state_.config->leases, &error);
-  if (!parsed) return c.respond(jsonError(400, "invalid_request", error));
+  Result<AcquireRequest> parsed = parseAcquire(c.request.body, state_.config->limits, state_.config->leases);
+  if (!parsed) return c.respond(errorResponse(parsed.status()));
   lease::LeaseRequest& r = parsed->request;
   r.holder.principal = c.principal->name;
   // A retry of a request that was admitted gets its lease (or rejoins its
@@ -131,6 +130,8 @@ void Handlers::acquire(Call& c) {
       std::move(r), parsed->wait_ms,
       [this, respond, wait_s, selector](const AcquireOutcome& o) {
         if (o.status.ok()) return respond(okText(leaseJson(o.lease, leases_.scheduler()), o.existing ? 200 : 201));
+        // Exceptions (docs/api.md): a wait that ran out, a selector nothing
+        // matches, a full queue and a stopping daemon have answers of their own.
         switch (o.status.code()) {
           case Code::timeout: {
             std::ostringstream detail;
@@ -151,7 +152,7 @@ void Handlers::acquire(Call& c) {
           }
           case Code::busy: return respond(jsonError(503, "queue_full", o.status.message()));
           case Code::unavailable: return respond(jsonError(503, "shutting_down", o.status.message()));
-          default: return respond(jsonError(500, "internal_error", o.status.toString()));
+          default: return respond(errorResponse(o.status));
         }
       },
       [exchange = c.respond.exchange()](std::function<void()> hook) { exchange->onClientGone(std::move(hook)); });
@@ -162,12 +163,11 @@ void Handlers::renew(Call& c, const std::string& id) {
   if (!l) return c.respond(jsonError(404, "not_found", "no lease " + echoed(id)));
   if (!hasRole(*c.principal, Role::operator_) && l->holder.principal != c.principal->name)
     return c.respond(jsonError(403, "forbidden", "lease " + id + " belongs to \"" + l->holder.principal + "\""));
-  std::string error;
-  auto ttl = parseRenew(c.request.body, state_.config->limits, l->ttl_ms, &error);
-  if (!ttl) return c.respond(jsonError(400, "invalid_request", error));
+  Result<int64_t> ttl = parseRenew(c.request.body, state_.config->limits, l->ttl_ms);
+  if (!ttl) return c.respond(errorResponse(ttl.status()));
   auto respond = c.respond;
   leases_.renew(id, *ttl, [this, respond](lease::OpResult r) {
-    if (r.status.is(Code::conflict)) { // the lease has ended
+    if (r.status.is(Code::conflict)) { // the lease has ended: the exception not_active, with the lease
       JsonWriter w;
       w.beginObject().member("error", "not_active").member("detail", r.status.message()).key("lease");
       writeLease(w, r.lease, leases_.scheduler());

@@ -1,13 +1,11 @@
 // The run routes (docs/api.md, "Runs"): images uploaded into a lease's store,
 // runs started on the lease's boards, their records and artifacts.
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
-#include <fstream>
 
 #include "daemon/api/routes.h"
 #include "daemon/core/run/tar.h"
@@ -42,26 +40,15 @@ bool endsWith(std::string_view s, std::string_view tail) {
   return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
 }
 
-std::string contentTypeOf(const std::string& path) {
-  auto ends = [&](const char* e) {
-    std::string_view p(path), x(e);
-    return p.size() >= x.size() && p.substr(p.size() - x.size()) == x;
-  };
-  if (ends(".json")) return "application/json";
-  if (ends(".xml")) return "application/xml";
-  if (ends(".txt")) return "text/plain; charset=utf-8";
-  return "application/octet-stream";
-}
-
 // One entry of a run request's "images": its files in the image store
 // `dir` of lease `lease_id`, or Code::invalid_argument saying what is wrong.
-Result<RunImage> runImage(const json::value& item, const std::string& lease_id, const std::string& dir) {
+Result<run::ImageSpec> runImage(const json::value& item, const std::string& lease_id, const std::string& dir) {
   const char* shape =
       "images: each is {\"image\": \"<sha256><ext>\", \"name\": \"<file name>\", \"reference_image\": "
       "\"<sha256><ext>\", \"golden\": \"<sha256>.golden\"} (name, reference_image and golden optional)";
   const json::object* img = item.if_object();
   if (!img) return Status::error(Code::invalid_argument, shape);
-  RunImage out;
+  run::ImageSpec out;
   std::optional<std::string> name;
   for (const auto& [key, value] : *img) {
     if (!value.is_string() || (key != "image" && key != "name" && key != "reference_image" && key != "golden"))
@@ -88,33 +75,6 @@ Result<RunImage> runImage(const json::value& item, const std::string& lease_id, 
   if (out.path.empty()) return Status::error(Code::invalid_argument, shape);
   out.name = name ? *name : std::filesystem::path(out.path).filename().string();
   return out;
-}
-
-// Only what a run wrote: plain relative paths, no dot segments, no hidden
-// files (the simulators' scratch).
-bool plainArtifactPath(const std::string& path) {
-  bool plain = !path.empty() && path.size() < 512 && path[0] != '/';
-  for (size_t start = 0; plain && start <= path.size();) {
-    size_t slash = path.find('/', start);
-    std::string part = path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
-    if (part.empty() || part[0] == '.') plain = false;
-    for (char ch : part)
-      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.')) plain = false;
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  return plain;
-}
-
-constexpr int64_t kMaxArtifactBytes = 256LL << 20;
-
-// An artifact opened for reading, with its stat in `st`: a regular file (no
-// symlink) of at most 256 MiB. -1 otherwise.
-int openArtifact(const std::string& file, struct stat* st) {
-  int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (fd >= 0 && ::fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_size <= kMaxArtifactBytes) return fd;
-  if (fd >= 0) ::close(fd);
-  return -1;
 }
 
 } // namespace
@@ -149,33 +109,33 @@ void Handlers::startRun(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
   const lease::Lease* l = ownedLease(c, id);
   if (!l) return;
-  std::string error;
-  auto object = parseObject(c.request.body, &error);
-  if (!object) return c.respond(jsonError(400, "invalid_request", error));
-  RunSpec spec;
+  Result<json::object> object = parseObject(c.request.body);
+  if (!object) return c.respond(errorResponse(object.status()));
+  run::Spec spec;
   spec.deadline_ms = static_cast<int64_t>(state_.config->runs.default_deadline_s * 1000);
   for (const auto& [key, value] : *object) {
     if (key == "images") {
       if (!value.is_array() || value.as_array().empty() || value.as_array().size() > 1000)
         return c.respond(jsonError(400, "invalid_request", "images: expected 1 to 1000 images"));
       for (const auto& item : value.as_array()) {
-        Result<RunImage> image = runImage(item, l->id, boards_.imageDir(l->id));
+        Result<run::ImageSpec> image = runImage(item, l->id, boards_.imageDir(l->id));
         if (!image) return c.respond(jsonError(400, "invalid_request", image.status().message()));
         spec.images.push_back(std::move(*image));
       }
     } else if (key == "mode") {
       if (!value.is_string() || (value.as_string() != "shard" && value.as_string() != "each"))
         return c.respond(jsonError(400, "invalid_request", "mode: expected \"shard\" or \"each\""));
-      spec.mode = value.as_string() == "each" ? RunSpec::Mode::each : RunSpec::Mode::shard;
+      spec.mode = value.as_string() == "each" ? run::Mode::each : run::Mode::shard;
     } else if (key == "reference") {
       if (!value.is_string() ||
           (value.as_string() != "qemu" && value.as_string() != "none" && value.as_string() != "golden"))
         return c.respond(jsonError(400, "invalid_request", "reference: expected \"qemu\", \"golden\" or \"none\""));
-      spec.reference = value.as_string() != "none";
-      spec.golden = value.as_string() == "golden";
+      spec.reference = value.as_string() == "none"     ? run::ReferenceKind::none
+                       : value.as_string() == "golden" ? run::ReferenceKind::golden
+                                                       : run::ReferenceKind::qemu;
     } else if (key == "targets" || key == "boards") {
       // "boards" is the older name of "targets".
-      if (!spec.boards.empty())
+      if (!spec.targets.empty())
         return c.respond(jsonError(400, "invalid_request", "targets: give \"targets\" or \"boards\", not both"));
       if (!value.is_array() || value.as_array().size() > 64)
         return c.respond(jsonError(400, "invalid_request",
@@ -183,7 +143,7 @@ void Handlers::startRun(Call& c, const std::string& id) {
       for (const auto& b : value.as_array()) {
         if (!b.is_string() || b.as_string().empty() || b.as_string().size() > 128)
           return c.respond(jsonError(400, "invalid_request", std::string(key) + ": expected board names, board types or \"qemu\""));
-        spec.boards.emplace_back(b.as_string());
+        spec.targets.emplace_back(b.as_string());
       }
     } else if (key == "retry") {
       if (!value.is_bool()) return c.respond(jsonError(400, "invalid_request", "retry: expected true or false"));
@@ -255,14 +215,15 @@ void Handlers::startRun(Call& c, const std::string& id) {
     }
   }
   if (spec.images.empty()) return c.respond(jsonError(400, "invalid_request", "images: expected 1 to 1000 images"));
+  const bool golden = spec.reference == run::ReferenceKind::golden;
   for (const auto& img : spec.images) {
     std::string which = "images: " + img.name + ": ";
-    if (spec.golden && img.golden_path.empty())
+    if (golden && img.golden_path.empty())
       return c.respond(jsonError(400, "invalid_request",
                                  which + "reference \"golden\" needs a \"golden\" file for every image"));
-    if (!spec.golden && !img.golden_path.empty())
+    if (!golden && !img.golden_path.empty())
       return c.respond(jsonError(400, "invalid_request", which + "a \"golden\" file needs reference \"golden\""));
-    if ((!spec.reference || spec.golden) && !img.reference_path.empty())
+    if (spec.reference != run::ReferenceKind::qemu && !img.reference_path.empty())
       return c.respond(jsonError(400, "invalid_request",
                                  which + "a reference_image needs reference \"qemu\" (the simulator runs it)"));
   }
@@ -270,13 +231,13 @@ void Handlers::startRun(Call& c, const std::string& id) {
   auto respond = c.respond;
   Status refused = runs_->start(*l, std::move(spec), [this, respond](const Result<std::string>& started) {
     if (!started) return respond(jsonError(500, "storage_error", started.status().message()));
-    const RunSummary* run = runs_->find(*started);
-    if (run && run_index_) run_index_->runChanged(run->json); // listed while it runs
-    respond(okText(run ? run->json : "{\"id\":\"" + *started + "\"}", 201));
+    const run::Record* run = runs_->find(*started);
+    if (run && run_index_) run_index_->runChanged(*run); // listed while it runs
+    respond(okText(run ? run->toJson() : "{\"id\":\"" + *started + "\"}", 201));
   });
+  // The exception: runs.max_runs reached is 429 too_many_runs.
   if (refused.is(Code::busy)) return c.respond(jsonError(429, "too_many_runs", refused.message()));
-  if (refused.is(Code::invalid_argument)) return c.respond(jsonError(400, "invalid_request", refused.message()));
-  if (!refused.ok()) return c.respond(jsonError(500, "storage_error", refused.message()));
+  if (!refused.ok()) return c.respond(errorResponse(refused));
 }
 
 void Handlers::listRuns(Call& c) {
@@ -285,19 +246,16 @@ void Handlers::listRuns(Call& c) {
   // Filters: ?state=S, ?lease=ID, ?prefix=P (what hwfarmctl resolves an id prefix with).
   std::string state = queryValue(c.target, "state"), lease = queryValue(c.target, "lease"),
               prefix = queryValue(c.target, "prefix");
-  static constexpr RunState kStates[] = {RunState::running,   RunState::passed,    RunState::failed,
-                                         RunState::error,     RunState::cancelled, RunState::interrupted};
-  if (!state.empty() && std::none_of(std::begin(kStates), std::end(kStates),
-                                     [&](RunState s) { return runStateName(s) == state; }))
+  if (!state.empty() && !run::stateFromName(state))
     return c.respond(jsonError(400, "invalid_request",
                                "state: expected running, passed, failed, error, cancelled or interrupted, got " +
                                    echoed(state)));
   json::array list;
-  for (const RunSummary* r : runs_->list()) {
-    if ((!state.empty() && runStateName(r->state) != state) || (!lease.empty() && r->lease_id != lease) ||
+  for (const run::Record* r : runs_->list()) {
+    if ((!state.empty() && run::stateName(r->state) != state) || (!lease.empty() && r->lease_id != lease) ||
         r->id.rfind(prefix, 0) != 0)
       continue;
-    json::object o{{"id", r->id}, {"lease_id", r->lease_id}, {"state", runStateName(r->state)},
+    json::object o{{"id", r->id}, {"lease_id", r->lease_id}, {"state", run::stateName(r->state)},
                    {"created_ms", r->created_ms}};
     if (r->ended_ms) o["ended_ms"] = r->ended_ms;
     list.push_back(std::move(o));
@@ -307,45 +265,34 @@ void Handlers::listRuns(Call& c) {
 
 void Handlers::showRun(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  const RunSummary* r = runs_->find(id);
+  const run::Record* r = runs_->find(id);
   if (!r) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
-  c.respond(okText(r->json));
+  c.respond(okText(r->toJson()));
 }
 
 void Handlers::cancelRun(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  const RunSummary* r = runs_->find(id);
+  const run::Record* r = runs_->find(id);
   if (!r) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
   if (const lease::Lease* l = leases_.scheduler().lease(r->lease_id);
       !hasRole(*c.principal, Role::operator_) && (!l || l->holder.principal != c.principal->name))
     return c.respond(jsonError(403, "forbidden", "run " + id + " is not of a lease of \"" + c.principal->name + "\""));
   Status s = runs_->cancel(id, "cancelled by " + c.principal->name);
-  if (s.is(Code::conflict)) return c.respond(jsonError(409, "run_ended", s.message()));
-  if (!s.ok()) return c.respond(jsonError(404, "not_found", s.message()));
-  c.respond(okText(runs_->find(id)->json));
+  if (s.is(Code::conflict)) return c.respond(jsonError(409, "run_ended", s.message())); // the exception
+  if (!s.ok()) return c.respond(errorResponse(s));
+  c.respond(okText(runs_->find(id)->toJson()));
 }
 
 void Handlers::runArtifact(Call& c, const std::string& id, const std::string& path) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  const RunSummary* r = runs_->find(id);
-  if (!r) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
+  if (!runs_->find(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
   std::string decoded = percentDecode(path);
-  if (!plainArtifactPath(decoded))
+  if (!RunDir::plainPath(decoded))
     return c.respond(jsonError(400, "invalid_request", "artifact path " + echoed(decoded) + " is not plain"));
-  struct stat st {};
-  int fd = openArtifact(runs_->runDir(id) + "/" + decoded, &st);
-  if (fd < 0) return c.respond(jsonError(404, "not_found", "run " + id + " has no artifact " + echoed(decoded)));
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < bytes.size()) {
-    ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  bytes.resize(got);
-  HttpResponse resp = okText(std::move(bytes));
-  resp.content_type = contentTypeOf(decoded);
+  Result<std::string> bytes = runs_->dir().read(id, decoded);
+  if (!bytes) return c.respond(jsonError(404, "not_found", "run " + id + " has no artifact " + echoed(decoded)));
+  HttpResponse resp = okText(std::move(*bytes));
+  resp.content_type = RunDir::contentType(decoded);
   c.respond(std::move(resp));
 }
 
@@ -381,7 +328,7 @@ struct EventStream {
   // events it missed.
   void resync() {
     lagging = false;
-    if (const RunSummary* r = runs->find(id); r && !sink->write(runEventLine(r->json) + "\n")) finish();
+    if (const run::Record* r = runs->find(id); r && !sink->write(runEventLine(*r) + "\n")) finish();
   }
   void finish() {
     over = true;
@@ -438,8 +385,10 @@ constexpr size_t kTarPiece = 256u << 10;    // read from a file at once
 // out. Kept alive by the connection's drained hook, which the server drops
 // when the stream ends or the client leaves.
 struct TarStream {
+  TarStream(RunDir d, std::string run) : dir(std::move(d)), id(std::move(run)), prefix(id + "/") {}
   std::shared_ptr<StreamSink> sink;
-  std::string dir;    // the run's directory
+  RunDir dir;
+  std::string id;
   std::string prefix; // "<run-id>/"
   std::vector<std::string> paths;
   size_t next = 0;
@@ -456,16 +405,15 @@ struct TarStream {
   bool openNext() {
     while (next < paths.size()) {
       const std::string& path = paths[next++];
-      struct stat st {};
-      int opened = openArtifact(dir + "/" + path, &st);
-      if (opened < 0) continue;
-      std::string header = run::tarHeader({prefix + path, static_cast<uint64_t>(st.st_size), st.st_mtime, 0644});
+      Result<RunDir::Opened> opened = dir.open(id, path);
+      if (!opened) continue;
+      std::string header = run::tarHeader({prefix + path, opened->size, opened->mtime, 0644});
       if (header.empty()) {
-        ::close(opened);
+        ::close(opened->fd);
         continue;
       }
-      fd = opened;
-      left = static_cast<uint64_t>(st.st_size);
+      fd = opened->fd;
+      left = opened->size;
       padding = run::tarPadding(left);
       return sink->write(std::move(header));
     }
@@ -503,19 +451,13 @@ struct TarStream {
 
 void Handlers::runArtifactsTar(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  const RunSummary* r = runs_->find(id);
+  const run::Record* r = runs_->find(id);
   if (!r) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
-  if (r->state == RunState::running)
+  if (r->state == run::State::running)
     return c.respond(jsonError(409, "run_running", "run " + id + " is running: its artifacts are written when it ends"));
-  auto stream = std::make_shared<TarStream>();
-  stream->dir = runs_->runDir(r->id);
-  stream->prefix = r->id + "/";
-  boost::system::error_code ec;
-  json::value record = json::parse(r->json, ec);
-  const json::value* list = !ec && record.is_object() ? record.as_object().if_contains("artifacts") : nullptr;
-  for (const auto& item : list && list->is_array() ? list->as_array() : json::array{})
-    if (item.is_string() && plainArtifactPath(std::string(item.as_string())))
-      stream->paths.emplace_back(item.as_string());
+  auto stream = std::make_shared<TarStream>(runs_->dir(), r->id);
+  for (const auto& path : r->artifacts)
+    if (RunDir::plainPath(path)) stream->paths.push_back(path);
   // The record itself, also for a run that was interrupted before it listed it.
   if (std::find(stream->paths.begin(), stream->paths.end(), "summary.json") == stream->paths.end())
     stream->paths.emplace_back("summary.json");

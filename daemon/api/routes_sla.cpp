@@ -103,11 +103,11 @@ void answerPin(const Reply& respond, SlaService& sla, const Result<health::Trans
     body["transition"] = transitionJson(*r);
     return respond(ok(body));
   }
+  // The exceptions: a pin the configuration holds, and no pin to undo.
   switch (r.status().code()) {
-    case Code::invalid_argument: return respond(jsonError(400, "invalid_request", r.status().message()));
     case Code::conflict: return respond(jsonError(409, "pinned_by_config", r.status().message()));
     case Code::not_found: return respond(jsonError(409, "not_pinned", r.status().message()));
-    default: return respond(jsonError(500, "internal_error", r.status().message()));
+    default: return respond(errorResponse(r.status()));
   }
 }
 
@@ -125,17 +125,15 @@ void Handlers::tier(Call& c) {
 
 void Handlers::pinTier(Call& c) {
   if (noSla(c, sla_)) return;
-  std::string error;
-  auto pin = parsePin(c.request.body, &error);
-  if (!pin) return c.respond(jsonError(400, "invalid_request", error));
+  Result<PinRequest> pin = parsePin(c.request.body);
+  if (!pin) return c.respond(errorResponse(pin.status()));
   sla_->pin(pin->tier, c.principal->name, pin->reason, pinAnswer(c.respond, *sla_));
 }
 
 void Handlers::unpinTier(Call& c) {
   if (noSla(c, sla_)) return;
-  std::string error;
-  auto reason = parseReason(c.request.body, &error);
-  if (!reason) return c.respond(jsonError(400, "invalid_request", error));
+  Result<std::string> reason = parseReason(c.request.body);
+  if (!reason) return c.respond(errorResponse(reason.status()));
   sla_->unpin(c.principal->name, reason->empty() ? "no reason given" : *reason, pinAnswer(c.respond, *sla_));
 }
 

@@ -47,12 +47,12 @@ void Handlers::retryUpload(Call& c, const std::string& run) {
   Reply reply = c.respond;
   UploadService* uploads = uploads_;
   Status s = uploads_->retry(run, [reply, uploads, run](const Status& stored) {
-    if (!stored.ok()) return reply(jsonError(500, "storage_error", stored.message()));
+    if (!stored.ok()) return reply(errorResponse(stored));
     const store::StoredUpload* now = uploads->find(run);
     reply(ok(now ? uploadJson(*now) : json::object{{"run", run}}, 202));
   });
-  if (s.is(Code::unsupported)) return c.respond(jsonError(409, "uploads_disabled", s.message()));
-  if (!s.ok()) return c.respond(jsonError(404, "not_found", s.message()));
+  if (s.is(Code::unsupported)) return c.respond(jsonError(409, "uploads_disabled", s.message())); // the exception
+  if (!s.ok()) return c.respond(errorResponse(s));
 }
 
 } // namespace hwfarm::api

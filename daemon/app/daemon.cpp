@@ -26,6 +26,7 @@
 #include "daemon/app/state_dir.h"
 #include "daemon/app/version.h"
 #include "daemon/services/board_service.h"
+#include "daemon/services/board_targets.h"
 #include "daemon/services/health_service.h"
 #include "daemon/services/lease_service.h"
 #include "daemon/services/run_index.h"
@@ -214,6 +215,7 @@ struct Daemon::Impl {
   std::unique_ptr<LeaseService> leases;
   std::unique_ptr<SlaService> sla;
   std::unique_ptr<BoardService> boards;
+  std::unique_ptr<BoardTargets> targets; // boards and simulators, for runs and health checks
   std::unique_ptr<RunService> runs;
   std::unique_ptr<HealthService> health;
   std::unique_ptr<UploadService> uploads;
@@ -308,23 +310,20 @@ int Daemon::Impl::run() {
     takeOverChildren(config->agent.state_dir);
     db = openDatabase(*config);
     leases = std::make_unique<LeaseService>(io, *config, clock, *db);
-    boards = std::make_unique<BoardService>(io, *config, [this](const std::string& board) {
+    boards = std::make_unique<BoardService>(io, *config, clock, [this](const std::string& board) {
       std::lock_guard lock(tty_mutex);
       auto it = ttys.find(board);
       return it == ttys.end() ? std::string() : it->second;
     });
-    runs = std::make_unique<RunService>(io, *config, *boards, clock, *db);
-    uploads = std::make_unique<UploadService>(io, *config, clock, *db, *runs);
+    targets = std::make_unique<BoardTargets>(io, *config, *boards);
+    runs = std::make_unique<RunService>(io, *config, *targets, *leases, clock, *db);
+    uploads = std::make_unique<UploadService>(io, *config, clock, *db, runs->dir());
     openRunIndex();
     startDatabase(*db, io);
     uploads->configure(*config, std::move(upload_credentials));
-    runs->onRunEnded([this](const RunSummary& run) { uploads->runEnded(run); });
-    health = std::make_unique<HealthService>(io, *config, *boards, *leases, clock);
+    runs->onRunEnded([this](const run::Record& run) { uploads->runEnded(run); });
+    health = std::make_unique<HealthService>(io, *config, *boards, *targets, *leases, clock);
     // A run's infrastructure failures are events against their boards (the SLA's input).
-    runs->setBoardSwapper([this](const std::string& lease_id, const std::string& board, const std::string& reason,
-                                 RunService::SwapDone done) {
-      leases->swap(lease_id, board, reason, [done](const lease::OpResult& r) { done(r.status, r.lease); });
-    });
     runs->onInfrastructureFailure([this](const std::string& lease, const std::string& board, const std::string& why) {
       leases->recordInfrastructureFailure(lease, board, why + (board.empty() ? "" : hubNote(board)));
       if (!board.empty()) health->infrastructureFailure(board); // checked once its lease ends
@@ -335,7 +334,7 @@ int Daemon::Impl::run() {
     sla = std::make_unique<SlaService>(io, *config, clock);
     followTier(state, *sla);
     leases->onInfrastructureFailureRecorded([this](const lease::Event& e) { sla->infraFailure(e.board, e.detail); });
-    runs->onRunEnded([this](const RunSummary& run) { sla->runEnded(run.json); });
+    runs->onRunEnded([this](const run::Record& run) { sla->runEnded(run); });
     // Health checks resolve (or join) the SLA's incidents; a failure that is
     // part of a hub's or the host's incident does not quarantine the board.
     health->onChecked([this](const std::string& board, const health::CheckRecord& check) {
@@ -449,7 +448,7 @@ void Daemon::Impl::openRunIndex() {
   };
   run_index = std::make_unique<RunIndex>(*db, std::move(lookups));
   run_index->catchUp();
-  runs->onRunEnded([this](const RunSummary& run) { run_index->runChanged(run.json); });
+  runs->onRunEnded([this](const run::Record& run) { run_index->runChanged(run); });
   uploads->publishDashboard(run_index.get()); // the bucket's copy of the dashboard
 }
 
@@ -576,6 +575,7 @@ void Daemon::Impl::applyReload(PreparedReload prepared) {
     state.config = applied;
     sla->reconfigure(*applied); // agent.tier, [sla], sla.pin_tier
     boards->reconfigure(*applied);
+    targets->reconfigure(*applied);
     runs->reconfigure(*applied);
     uploads->configure(*applied, std::move(prepared.upload_credentials));
     leases->reconfigure(*applied);

@@ -14,7 +14,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <spdlog/spdlog.h>
 
@@ -169,9 +168,31 @@ class RecentLines {
   std::deque<std::string> lines_;
   size_t bytes_ = 0;
 };
+// Flashes `image` onto `board`, its tool's output appended to `log`; what
+// this flash appended goes to `output` too. On the board's worker thread.
+Status flashLogged(drivers::Board& board, const std::string& image, const std::string& log, std::string& output) {
+  std::error_code ec;
+  uint64_t from = std::filesystem::file_size(log, ec);
+  if (ec) from = 0;
+  Status status = board.flash(image, log);
+  int fd = ::open(log.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return status;
+  char buffer[65536];
+  for (ssize_t n; (n = ::pread(fd, buffer, sizeof buffer, static_cast<off_t>(from + output.size()))) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    output.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return status;
+}
+
 } // namespace
 
 struct BoardService::Impl {
+  using Done = BoardService::Done;
+  using FlashDone = BoardService::FlashDone;
+
   struct Console {
     std::string lease_id;
     std::unique_ptr<drivers::ConsoleLog> log;
@@ -186,8 +207,8 @@ struct BoardService::Impl {
   std::map<std::string, std::map<uint64_t, Watcher>> watchers; // by board
   uint64_t next_watcher = 1;
 
-  Impl(asio::io_context& io_context, const config::FleetConfig& c, drivers::TtyResolver resolve)
-      : io(io_context), maintenance(1), resolve_tty(std::move(resolve)) {
+  Impl(asio::io_context& io_context, const config::FleetConfig& c, const Clock& clk, drivers::TtyResolver resolve)
+      : io(io_context), clock(clk), maintenance(1), resolve_tty(std::move(resolve)) {
     configure(c);
     total_quota->used = consoleBytesUnder(consolesDir());
   }
@@ -382,35 +403,54 @@ struct BoardService::Impl {
   std::string flashLog(const std::string& lease_id, const std::string& board) const {
     return leaseDir(lease_id) + "/flash__" + board + ".txt";
   }
+  std::string powerLog(const std::string& lease_id, const std::string& board) const {
+    return leaseDir(lease_id) + "/power__" + board + ".txt";
+  }
+
+  // A power operation (BoardService::power, powerOffWhenIdle).
+  void powerOp(const std::string& lease_id, const std::string& name, drivers::PowerAction action, Done done,
+               bool queue);
 
   // Flashes `image` (a path, kept) onto `name` for `lease_id`, its console
   // open first when it is a tty.
-  void flashFile(const std::string& lease_id, const std::string& name, const std::string& image,
-                 std::function<void(Status, double)> done) {
+  void flashFile(const std::string& lease_id, const std::string& name, const std::string& image, FlashDone done) {
     std::shared_ptr<drivers::Board> board = boards.at(name);
-    if (Status made = makeDirectory(leaseDir(lease_id)); !made.ok()) return done(std::move(made), 0);
+    if (Status made = makeDirectory(leaseDir(lease_id)); !made.ok()) return done(std::move(made), 0, "");
     std::string log = flashLog(lease_id, name);
     owner[name] = lease_id;
     // Catch what it prints after; a console that cannot open leaves the
     // flash without console evidence, not failed.
     if (!board->consoleFollowsPower()) (void)attach(lease_id, name);
-    offLoop(name, "flash", [board, image, log] { return board->flash(image, log); },
-            [this, name, lease_id, done = std::move(done)](Status status, double seconds) {
-              done(withConsole(std::move(status), name, lease_id), seconds);
+    auto output = std::make_shared<std::string>(); // written on the pool, read on the loop after
+    offLoop(name, "flash", [board, image, log, output] { return flashLogged(*board, image, log, *output); },
+            [this, name, lease_id, output, done = std::move(done)](Status status, double seconds) {
+              done(withConsole(std::move(status), name, lease_id), seconds, std::move(*output));
             });
   }
 
-  // Runs `work` for `board` on the pool, then `done` on the loop. One
-  // operation per board at a time: a second one is refused at once.
+  struct Operation {
+    const char* what;
+    std::function<Status()> work;
+    std::function<void(Status, double)> done;
+    std::function<void()> begin;
+  };
+
+  // Runs `begin` on the loop, then `work` for `board` on the pool, then
+  // `done` on the loop with its duration on the Clock. One operation per
+  // board at a time: a second one is refused at once, unless `queue` (it
+  // then starts when the board's operation ends).
   void offLoop(const std::string& board, const char* what, std::function<Status()> work,
-               std::function<void(Status, double)> done) {
+               std::function<void(Status, double)> done, bool queue = false, std::function<void()> begin = nullptr) {
     auto [it, idle] = busy.emplace(board, what);
+    if (!idle && queue)
+      return queued[board].push_back({what, std::move(work), std::move(done), std::move(begin)});
     if (!idle) {
       done(Status::error(Code::busy, "board " + board + " is busy (" + it->second + " in progress)"), 0);
       return;
     }
-    asio::post(strandOf(board), [this, board, what, work = std::move(work), done = std::move(done)] {
-      auto start = std::chrono::steady_clock::now();
+    if (begin) begin();
+    Clock::SteadyTime start = clock.steadyNow();
+    asio::post(strandOf(board), [this, board, what, start, work = std::move(work), done = std::move(done)] {
       Status status;
       // A throw on a pool thread would end the daemon (std::terminate): it
       // is this operation's failure instead.
@@ -421,15 +461,25 @@ struct BoardService::Impl {
                                         std::string(what) + " of board " + board + " failed: " + e.what());
         spdlog::error("{}", status.message());
       }
-      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      asio::post(io, [this, board, done, status, seconds] {
+      asio::post(io, [this, board, start, done, status] {
         busy.erase(board);
-        done(status, seconds);
+        done(status, std::chrono::duration<double>(clock.steadyNow() - start).count());
+        startQueued(board);
       });
     });
   }
 
+  void startQueued(const std::string& board) {
+    auto it = queued.find(board);
+    if (it == queued.end() || busy.count(board)) return;
+    Operation next = std::move(it->second.front());
+    it->second.pop_front();
+    if (it->second.empty()) queued.erase(it);
+    offLoop(board, next.what, std::move(next.work), std::move(next.done), false, std::move(next.begin));
+  }
+
   asio::io_context& io;
+  const Clock& clock;
   // Work for one board runs in order (a lease's reset before the next
   // lease's first operation) on that board's own thread, created when the
   // board first needs one: a slow flash or power switch holds up only its
@@ -453,6 +503,7 @@ struct BoardService::Impl {
   std::map<std::string, config::BoardConfig> board_configs; // what each driver was built from
   std::map<std::string, Console> consoles;
   std::map<std::string, std::string> busy; // board -> operation running on the pool
+  std::map<std::string, std::deque<Operation>> queued; // board -> operations waiting for it (powerOffWhenIdle)
   // The lease that flashed, powered or opened the console of each board,
   // until that lease ends. Only these boards need a reset when their lease
   // ends (most leases never touch the driver), and work that finishes after
@@ -484,9 +535,16 @@ struct BoardService::Impl {
       if (path == image) return true;
     return false;
   }
+  // Whether `image` is a file of a lease's image store (consoles/<lease>/images/):
+  // only those are ever removed (a health check's image is the configuration's).
+  bool inImageStore(const std::string& image) const {
+    const std::string root = consolesDir() + "/";
+    size_t lease_end = image.rfind(root, 0) == 0 ? image.find('/', root.size()) : std::string::npos;
+    return lease_end != std::string::npos && image.compare(lease_end, 8, "/images/") == 0;
+  }
   // Removes a stored image no board has as its current one.
   void dropIfUnused(const std::string& image) {
-    if (image.empty() || copies > 0 || imageInUse(image)) return;
+    if (image.empty() || copies > 0 || imageInUse(image) || !inImageStore(image)) return;
     if (::unlink(image.c_str()) != 0 && errno != ENOENT)
       spdlog::warn("{}", Status::fromErrno("cannot remove the superseded image " + image, errno).message());
   }
@@ -498,9 +556,9 @@ struct BoardService::Impl {
   }
 };
 
-BoardService::BoardService(asio::io_context& io, const config::FleetConfig& config,
+BoardService::BoardService(asio::io_context& io, const config::FleetConfig& config, const Clock& clock,
                            std::function<std::string(const std::string& board)> resolve_tty)
-    : impl_(std::make_unique<Impl>(io, config, std::move(resolve_tty))) {}
+    : impl_(std::make_unique<Impl>(io, config, clock, std::move(resolve_tty))) {}
 
 BoardService::~BoardService() {
   impl_->consoles.clear();
@@ -539,10 +597,11 @@ std::string BoardService::flashLogPath(const std::string& lease_id, const std::s
 }
 
 std::string BoardService::powerLogPath(const std::string& lease_id, const std::string& board) const {
-  return impl_->leaseDir(lease_id) + "/power__" + board + ".txt";
+  return impl_->powerLog(lease_id, board);
 }
 
-void BoardService::flash(const lease::Lease& lease, const std::string& name, const std::string& image, Done done) {
+void BoardService::flash(const lease::Lease& lease, const std::string& name, const std::string& image,
+                         FlashDone done) {
   // A busy board refuses the flash (offLoop): its current image stays, and
   // the new one goes unless another board has it.
   if (impl_->busy.count(name)) impl_->dropIfUnused(image);
@@ -551,35 +610,36 @@ void BoardService::flash(const lease::Lease& lease, const std::string& name, con
 }
 
 void BoardService::flashCopy(const lease::Lease& lease, const std::string& name, int fd, const std::string& ext,
-                             Done done) {
+                             FlashDone done) {
   std::shared_ptr<drivers::Board> board = impl_->boards.at(name);
   auto source = std::shared_ptr<int>(new int(fd), [](int* f) {
     ::close(*f);
     delete f;
   });
-  if (Status made = makeImageDir(lease.id); !made.ok()) return done(std::move(made), 0);
+  if (Status made = makeImageDir(lease.id); !made.ok()) return done(std::move(made), 0, "");
   std::string dir = imageDir(lease.id);
   std::string log = flashLogPath(lease.id, name);
   impl_->owner[name] = lease.id;
   if (!board->consoleFollowsPower()) (void)impl_->attach(lease.id, name);
   Impl* impl = impl_.get();
   auto stored = std::make_shared<std::string>(); // written on the pool, read on the loop after
+  auto output = std::make_shared<std::string>();
   std::string lease_id = lease.id;
   bool idle = !impl_->busy.count(name);
   if (idle) ++impl_->copies;
   impl_->offLoop(
       name, "flash",
-      [board, source, dir, ext, log, stored] {
+      [board, source, dir, ext, log, stored, output] {
         Result<std::string> copied = copyIntoStore(*source, dir, ext);
         if (!copied) return std::move(copied).takeStatus().withContext("cannot copy the image into the lease's store");
         *stored = *copied;
-        return board->flash(*stored, log);
+        return flashLogged(*board, *stored, log, *output);
       },
-      [impl, name, lease_id, stored, idle, done = std::move(done)](Status status, double seconds) {
+      [impl, name, lease_id, stored, output, idle, done = std::move(done)](Status status, double seconds) {
         if (idle) --impl->copies;
         auto owner = impl->owner.find(name);
         if (!stored->empty() && owner != impl->owner.end() && owner->second == lease_id) impl->setImage(name, *stored);
-        done(impl->withConsole(std::move(status), name, lease_id), seconds);
+        done(impl->withConsole(std::move(status), name, lease_id), seconds, std::move(*output));
       });
 }
 
@@ -599,7 +659,16 @@ std::function<void()> BoardService::watchConsole(const std::string& board,
 
 void BoardService::power(const lease::Lease& lease, const std::string& name, drivers::PowerAction action,
                          Done done) {
-  const config::BoardConfig& config = impl_->board_configs.at(name);
+  impl_->powerOp(lease.id, name, action, std::move(done), false);
+}
+
+void BoardService::powerOffWhenIdle(const lease::Lease& lease, const std::string& name, Done done) {
+  impl_->powerOp(lease.id, name, drivers::PowerAction::off, std::move(done), true);
+}
+
+void BoardService::Impl::powerOp(const std::string& lease_id, const std::string& name, drivers::PowerAction action,
+                                 Done done, bool queue) {
+  const config::BoardConfig& config = board_configs.at(name);
   if (config.driver == "usb" && config.power.driver == "none") {
     // Answering "done" would let a pipeline believe its board was reset.
     done(Status::error(Code::unsupported, "board " + name + " has no power switch (power.driver = \"none\"); "
@@ -607,34 +676,37 @@ void BoardService::power(const lease::Lease& lease, const std::string& name, dri
          0);
     return;
   }
-  std::shared_ptr<drivers::Board> board = impl_->boards.at(name);
-  if (Status made = makeDirectory(impl_->leaseDir(lease.id)); !made.ok()) return done(std::move(made), 0);
-  std::string log = powerLogPath(lease.id, name);
-  Impl* impl = impl_.get();
-  std::string lease_id = lease.id;
-  impl->owner[name] = lease_id;
-  if (!board->consoleFollowsPower()) {
-    (void)impl->attach(lease_id, name); // a tty: listen before the board boots
-  } else if (action != drivers::PowerAction::on) {
-    // The old console session ends with the power.
-    auto& console = impl->consoles[name];
-    if (console.port) console.port->close();
-    impl->endReaders(name);
-  }
-  impl_->offLoop(name, "power", [board, action, log] { return board->power(action, log); },
-                 [impl, board, name, lease_id, action, done](Status status, double seconds) {
-                   // A simulated board starts running once its console connects:
-                   // connect right away so no output is lost.
-                   auto owner = impl->owner.find(name);
-                   bool current = owner != impl->owner.end() && owner->second == lease_id;
-                   if (current && status.ok() && action != drivers::PowerAction::off && board->consoleFollowsPower()) {
-                     Status attached = impl->attach(lease_id, name);
-                     if (!attached.ok() && attached.message().find("is off") == std::string::npos)
-                       spdlog::warn("board {}: console not attached after power {}: {}", name,
-                                    drivers::toString(action), attached.message());
-                   }
-                   done(impl->withConsole(std::move(status), name, lease_id), seconds);
-                 });
+  std::shared_ptr<drivers::Board> board = boards.at(name);
+  if (Status made = makeDirectory(leaseDir(lease_id)); !made.ok()) return done(std::move(made), 0);
+  std::string log = powerLog(lease_id, name);
+  // On the loop as the operation starts (a queued one once the board is free).
+  auto begin = [this, board, name, lease_id, action] {
+    owner[name] = lease_id;
+    if (!board->consoleFollowsPower()) {
+      (void)attach(lease_id, name); // a tty: listen before the board boots
+    } else if (action != drivers::PowerAction::on) {
+      // The old console session ends with the power.
+      auto& console = consoles[name];
+      if (console.port) console.port->close();
+      endReaders(name);
+    }
+  };
+  offLoop(
+      name, "power", [board, action, log] { return board->power(action, log); },
+      [this, board, name, lease_id, action, done](Status status, double seconds) {
+        // A simulated board starts running once its console connects:
+        // connect right away so no output is lost.
+        auto found = owner.find(name);
+        bool current = found != owner.end() && found->second == lease_id;
+        if (current && status.ok() && action != drivers::PowerAction::off && board->consoleFollowsPower()) {
+          Status attached = attach(lease_id, name);
+          if (!attached.ok() && attached.message().find("is off") == std::string::npos)
+            spdlog::warn("board {}: console not attached after power {}: {}", name, drivers::toString(action),
+                         attached.message());
+        }
+        done(withConsole(std::move(status), name, lease_id), seconds);
+      },
+      queue, std::move(begin));
 }
 
 Status BoardService::readConsole(const lease::Lease& lease, const std::string& name, Reader reader,
@@ -673,6 +745,21 @@ size_t BoardService::consoleReaders(const std::string& lease_id) const {
 }
 
 void BoardService::onConsoleLookup(std::function<void()> refresh) { impl_->refresh_consoles = std::move(refresh); }
+
+Result<std::string> BoardService::consolePath(const std::string& name) {
+  auto board = impl_->boards.find(name);
+  if (board == impl_->boards.end()) return Status::error(Code::not_found, "board " + name + " is not configured");
+  Result<std::string> path = board->second->console();
+  if (!path && impl_->refresh_consoles) {
+    impl_->refresh_consoles();
+    path = board->second->console();
+  }
+  return path;
+}
+
+void BoardService::clearConsoleLog(const std::string& lease_id, const std::string& name) {
+  ::unlink(consoleLogPath(lease_id, name).c_str());
+}
 
 void BoardService::stop() {
   for (auto& [name, console] : impl_->consoles) {
@@ -744,11 +831,9 @@ size_t removeOldLogs(const std::string& root_dir, int64_t cutoff_unix_ms, const 
   std::error_code ec;
   fs::path root = root_dir;
   if (!fs::is_directory(root, ec)) return 0;
-  auto cutoff = fs::file_time_type::clock::now() -
-                std::chrono::milliseconds(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                              std::chrono::system_clock::now().time_since_epoch())
-                                              .count() -
-                                          cutoff_unix_ms);
+  // The files' times on their own clock: no read of any clock here.
+  auto cutoff = std::chrono::file_clock::from_sys(
+      std::chrono::sys_time<std::chrono::milliseconds>(std::chrono::milliseconds(cutoff_unix_ms)));
   size_t removed = 0;
   // Non-throwing iteration: a directory that cannot be read is skipped, and
   // a time that cannot be read counts as new (kept).
@@ -803,159 +888,6 @@ void BoardService::pruneLogs(int64_t cutoff_unix_ms, std::set<std::string> activ
       done(removed);
     });
   });
-}
-
-// --- health checks -----------------------------------------------------------
-
-namespace {
-
-int64_t msSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-}
-
-// The pseudo-lease health checks run under: their logs' directory.
-std::string healthLease(const std::string& board) { return "health-" + board; }
-
-} // namespace
-
-void BoardService::checkHealth(const std::string& name, StepDone done) {
-  auto start = std::chrono::steady_clock::now();
-  auto finish = [done, start](bool ok, std::string detail) {
-    done({health::Step::check, ok, false, msSince(start), std::move(detail)});
-  };
-  auto found = impl_->boards.find(name);
-  if (found == impl_->boards.end()) return finish(false, "board " + name + " is not configured");
-  const config::BoardConfig cfg = impl_->board_configs.at(name);
-  std::shared_ptr<drivers::Board> board = found->second;
-  if (cfg.driver != "qemu") {
-    Result<std::string> path = board->console();
-    if (!path && impl_->refresh_consoles) {
-      impl_->refresh_consoles();
-      path = board->console();
-    }
-    if (!path) return finish(false, "not present: " + path.status().message());
-    if (cfg.health.image.empty()) return finish(true, "present at " + *path);
-  } else if (cfg.health.image.empty()) {
-    return finish(true, "simulated: present");
-  }
-  // With a health image: flash it, start the board, wait for the banner.
-  struct Check {
-    bool over = false;
-    std::regex banner;
-    std::deque<std::string> tail; // the console's last lines, for the evidence
-    std::function<void()> unwatch;
-    std::shared_ptr<boost::asio::steady_timer> timer;
-  };
-  auto check = std::make_shared<Check>();
-  // An empty banner takes any line: a responsive console.
-  check->banner = std::regex(cfg.health.banner.empty() ? "." : cfg.health.banner);
-  std::string lease_id = healthLease(name);
-  ::unlink(consoleLogPath(lease_id, name).c_str()); // each check's own console
-  std::string banner_text = cfg.health.banner;
-  auto end = [this, name, lease_id, check, finish](bool ok, std::string detail) {
-    if (check->over) return;
-    check->over = true;
-    if (check->unwatch) std::exchange(check->unwatch, nullptr)();
-    if (check->timer) check->timer->cancel();
-    if (!ok && !check->tail.empty()) {
-      detail += "; console:";
-      for (const auto& l : check->tail) detail += "\n" + l;
-    }
-    // Not from inside the console's own line callback (the banner's line):
-    // closing the console there would free the callback that is running.
-    boost::asio::post(impl_->io, [this, name, lease_id, finish, ok, detail = std::move(detail)]() mutable {
-      boardLeftLease(lease_id, name); // its console closes; a simulator stops
-      finish(ok, std::move(detail));
-    });
-  };
-  impl_->flashFile(lease_id, name, cfg.health.image, [this, name, cfg, board, check, end, lease_id, banner_text](
-                                                         Status flashed, double) {
-    if (!flashed.ok()) {
-      std::string detail = "flashing the health image " + cfg.health.image + " failed: " + flashed.message();
-      if (!flashed.evidence().tool_output.empty()) detail += " (" + flashed.evidence().tool_output + ")";
-      return end(false, detail);
-    }
-    bool simulated = board->consoleFollowsPower();
-    check->unwatch = watchConsole(
-        name,
-        [check, end](const ConsoleLine& piece) {
-          std::string line(piece.text);
-          check->tail.push_back(line.size() > 200 ? line.substr(0, 200) : line);
-          if (check->tail.size() > 5) check->tail.pop_front();
-          if (std::regex_search(line, check->banner)) end(true, "banner: " + line);
-        },
-        [simulated, end](const std::string& reason) {
-          // A tty may close while a board re-enumerates; a simulator's
-          // console closes only when it stops.
-          if (simulated) end(false, "the console closed before the banner: " + reason);
-        });
-    check->timer = std::make_shared<boost::asio::steady_timer>(
-        impl_->io, std::chrono::milliseconds(static_cast<int64_t>(cfg.health.timeout_s * 1000)));
-    double timeout_s = cfg.health.timeout_s;
-    check->timer->async_wait([end, timeout_s, banner_text](const boost::system::error_code& ec) {
-      if (ec) return;
-      end(false, "no console line matched health.banner \"" + banner_text + "\" within " +
-                     std::to_string(static_cast<int64_t>(timeout_s * 1000)) + " ms");
-    });
-    if (cfg.driver == "usb" && cfg.power.driver == "none") return; // the flasher restarted it
-    lease::Lease pseudo;
-    pseudo.id = lease_id;
-    power(pseudo, name, simulated ? drivers::PowerAction::on : drivers::PowerAction::cycle, [end](Status s, double) {
-      if (!s.ok()) end(false, "powering the board for its health image failed: " + s.message());
-    });
-  });
-}
-
-void BoardService::cycleForHealth(const std::string& name, StepDone done) {
-  auto start = std::chrono::steady_clock::now();
-  auto it = impl_->board_configs.find(name);
-  if (it == impl_->board_configs.end())
-    return done({health::Step::power_cycle, false, false, 0, "board " + name + " is not configured"});
-  const config::BoardConfig& cfg = it->second;
-  if (cfg.driver == "qemu")
-    return done({health::Step::power_cycle, true, true, 0, "a simulated board is restarted by its check"});
-  if (cfg.power.driver == "none")
-    return done({health::Step::power_cycle, true, true, 0, "no power switch (power.driver = \"none\")"});
-  lease::Lease pseudo;
-  pseudo.id = healthLease(name);
-  power(pseudo, name, drivers::PowerAction::cycle, [this, name, done, start, driver = cfg.power.driver](Status s, double) {
-    boardLeftLease(healthLease(name), name);
-    done({health::Step::power_cycle, s.ok(), false, msSince(start),
-          s.ok() ? "power-cycled (" + driver + ")" : "power cycle failed: " + s.message()});
-  });
-}
-
-void BoardService::awaitPresence(const std::string& name, std::chrono::milliseconds timeout, StepDone done) {
-  auto start = std::chrono::steady_clock::now();
-  auto it = impl_->board_configs.find(name);
-  if (it == impl_->board_configs.end())
-    return done({health::Step::reenumerate, false, false, 0, "board " + name + " is not configured"});
-  if (it->second.driver == "qemu")
-    return done({health::Step::reenumerate, true, true, 0, "a simulated board does not enumerate"});
-  auto timer = std::make_shared<boost::asio::steady_timer>(impl_->io);
-  auto poll = std::make_shared<std::function<void()>>();
-  std::weak_ptr<std::function<void()>> weak = poll; // a pending wait keeps it alive, nothing else
-  Impl* impl = impl_.get();
-  *poll = [impl, name, timeout, done, start, timer, weak] {
-    auto board = impl->boards.find(name);
-    Result<std::string> path = board == impl->boards.end()
-                                   ? Result<std::string>(Status::error(Code::not_found, "not configured"))
-                                   : board->second->console();
-    if (!path && impl->refresh_consoles) {
-      impl->refresh_consoles();
-      if (board != impl->boards.end()) path = board->second->console();
-    }
-    if (path || std::chrono::steady_clock::now() - start >= timeout) {
-      return done({health::Step::reenumerate, static_cast<bool>(path), false, msSince(start),
-                   path ? "present at " + *path : "not present again within " + std::to_string(timeout.count()) +
-                                                      " ms: " + path.status().message()});
-    }
-    timer->expires_after(std::chrono::milliseconds(100));
-    timer->async_wait([self = weak.lock()](const boost::system::error_code& ec) {
-      if (!ec && self) (*self)();
-    });
-  };
-  (*poll)();
 }
 
 } // namespace hwfarm

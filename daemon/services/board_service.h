@@ -3,7 +3,8 @@
 // worker thread per board and post their results back to the event loop. Each leased
 // board's console is captured to <state_dir>/consoles/<lease>/<board>.log
 // while the lease lasts, and streamed to any number of readers. A simulated
-// board is stopped once its firmware prints `HWFARM END`.
+// board is stopped once its firmware prints `HWFARM END`. Durations are
+// measured on the Clock it is given.
 //
 // Thread safety: every public call on the event loop thread.
 #pragma once
@@ -17,7 +18,7 @@
 #include "common/console_line.h"
 #include "common/status.h"
 #include "config/fleet_config.h"
-#include "daemon/core/health/board_health.h"
+#include "daemon/core/clock.h"
 #include "daemon/core/lease/types.h"
 #include "drivers/power.h"
 
@@ -30,7 +31,8 @@ namespace hwfarm {
 class BoardService {
  public:
   // `resolve_tty` finds the console of USB boards with serial.port = "auto".
-  BoardService(boost::asio::io_context& io, const config::FleetConfig& config,
+  // `clock` must outlive the service.
+  BoardService(boost::asio::io_context& io, const config::FleetConfig& config, const Clock& clock,
                std::function<std::string(const std::string& board)> resolve_tty);
   ~BoardService();
 
@@ -42,14 +44,21 @@ class BoardService {
   // busy with another operation answers Code::busy, one without a power
   // switch Code::unsupported: refusals, with no failure class.
   using Done = std::function<void(Status status, double seconds)>;
+  // A flash's answer also has what its flasher printed (its part of the
+  // board's flash log).
+  using FlashDone = std::function<void(Status status, double seconds, std::string output)>;
   // REQUIRES: `lease` is active and holds `board` (the router checks).
   // `image` is a file in the lease's image store (image_store.h).
-  void flash(const lease::Lease& lease, const std::string& board, const std::string& image, Done done);
+  void flash(const lease::Lease& lease, const std::string& board, const std::string& image, FlashDone done);
   // Copies the open server-side image `fd` (checked by openServerImage; this
   // call owns it) into the lease's image store off the event loop, then
   // flashes the stored copy. `ext` is the stored extension.
-  void flashCopy(const lease::Lease& lease, const std::string& board, int fd, const std::string& ext, Done done);
+  void flashCopy(const lease::Lease& lease, const std::string& board, int fd, const std::string& ext,
+                 FlashDone done);
   void power(const lease::Lease& lease, const std::string& board, drivers::PowerAction action, Done done);
+  // Powers `board` off; while another operation of it runs (a power-on
+  // starting QEMU), once that one is done instead of refusing.
+  void powerOffWhenIdle(const lease::Lease& lease, const std::string& board, Done done);
 
   // Streams the console: first what was captured during this lease, then
   // live lines, until the console closes, the lease ends or `cancel` runs.
@@ -111,23 +120,13 @@ class BoardService {
   // the path.
   Status makeImageDir(const std::string& lease_id);
 
-  // Health checks (health_service.h), never of a leased board (the caller
-  // makes sure). Each step's result, with its duration and evidence:
-  // - checkHealth: the board is present (a simulated board always is; a
-  //   board with a tty needs its console path); then, with a health image,
-  //   flashes it (a file of the configuration, never removed), powers the
-  //   board on (a simulator) or cycles it (a board with a power switch),
-  //   and waits up to health.timeout_s for a console line matching
-  //   health.banner; then stops the board. Its console goes to
-  //   consoles/health-<board>/<board>.log, rewritten by each check.
-  // - cycleForHealth: power-cycles the board (skipped without a power
-  //   switch, and for a simulator, which checkHealth restarts anyway).
-  // - awaitPresence: waits up to `timeout` for a board with a tty to be
-  //   present again (re-enumerated); skipped for a simulator.
-  using StepDone = std::function<void(health::StepResult)>;
-  void checkHealth(const std::string& board, StepDone done);
-  void cycleForHealth(const std::string& board, StepDone done);
-  void awaitPresence(const std::string& board, std::chrono::milliseconds timeout, StepDone done);
+  // Where `board`'s console is now (its tty, a simulator's socket), looked
+  // up again after onConsoleLookup's refresh when it is not found; why not
+  // (not_found: not configured; unavailable: not present, or off).
+  Result<std::string> consolePath(const std::string& board);
+  // Removes `board`'s console log of `lease_id` (a health check's, which
+  // each check writes afresh).
+  void clearConsoleLog(const std::string& lease_id, const std::string& board);
 
   std::string consoleLogPath(const std::string& lease_id, const std::string& board) const;
   std::string flashLogPath(const std::string& lease_id, const std::string& board) const;

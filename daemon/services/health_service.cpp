@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <set>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
-#include "daemon/services/board_service.h"
+#include "daemon/services/health_checks.h"
 #include "daemon/services/lease_service.h"
+#include "daemon/services/loop_timers.h"
 
 namespace asio = boost::asio;
 
@@ -30,8 +29,9 @@ health::HealthOptions optionsOf(const config::BoardConfig& b) {
 } // namespace
 
 struct HealthService::Impl {
-  Impl(asio::io_context& io_context, const config::FleetConfig& c, BoardService& b, LeaseService& l, const Clock& clk)
-      : io(io_context), boards(b), leases(l), clock(clk), timer(io_context) {
+  Impl(asio::io_context& io_context, const config::FleetConfig& c, BoardService& b, TargetRunner& t, LeaseService& l,
+       const Clock& clk)
+      : steps(io_context, c, clk, b, t), leases(l), clock(clk), timers(io_context, clk) {
     configure(c);
   }
 
@@ -42,6 +42,7 @@ struct HealthService::Impl {
   // its retries start at health.backoff_s).
   void configure(const config::FleetConfig& c) {
     config = c;
+    steps.reconfigure(c);
     std::map<std::string, std::unique_ptr<health::BoardHealth>> next;
     for (const auto& w : c.workers)
       for (const auto& b : w.boards) {
@@ -100,14 +101,12 @@ struct HealthService::Impl {
       if (running.count(name) || parked.count(name)) continue;
       if (auto t = h->nextCheckMs()) next = next ? std::min(*next, *t) : *t;
     }
-    if (!next) {
-      timer.cancel();
-      return;
-    }
+    timers.cancel(timer);
+    if (!next) return;
     int64_t delay = std::max<int64_t>(0, *next - now());
-    timer.expires_after(std::chrono::milliseconds(delay));
-    timer.async_wait([this](const boost::system::error_code& ec) {
-      if (!ec) fire();
+    timer = timers.after(std::chrono::milliseconds(delay), [this] {
+      timer = 0;
+      fire();
     });
   }
 
@@ -166,19 +165,19 @@ struct HealthService::Impl {
     h->onCheckStarted(record->started_ms);
     running.insert(name);
     spdlog::info("board {}: health check ({})", name, health::toString(record->trigger));
-    boards.checkHealth(name, [this, name, record](health::StepResult first) {
+    steps.check(name, [this, name, record](health::StepResult first) {
       record->steps.push_back(std::move(first));
       if (record->steps.back().ok || stopped) return finish(name, record);
-      boards.cycleForHealth(name, [this, name, record](health::StepResult cycled) {
+      steps.cycle(name, [this, name, record](health::StepResult cycled) {
         bool uhubctl = false;
         if (const config::BoardConfig* b = config.findBoard(name)) uhubctl = b->power.driver == "uhubctl";
         record->steps.push_back(std::move(cycled));
         record->steps.push_back({health::Step::port_reset, true, true, 0,
                                  uhubctl ? "the power cycle was the USB port's (uhubctl)"
                                          : "no USB port reset configured (power.driver = \"uhubctl\")"});
-        boards.awaitPresence(name, kReenumerateWait, [this, name, record](health::StepResult present) {
+        steps.awaitPresence(name, kReenumerateWait, [this, name, record](health::StepResult present) {
           record->steps.push_back(std::move(present));
-          boards.checkHealth(name, [this, name, record](health::StepResult again) {
+          steps.check(name, [this, name, record](health::StepResult again) {
             record->steps.push_back(std::move(again));
             finish(name, record);
           });
@@ -223,12 +222,12 @@ struct HealthService::Impl {
     });
   }
 
-  asio::io_context& io;
   config::FleetConfig config;
-  BoardService& boards;
+  HealthChecks steps;
   LeaseService& leases;
   const Clock& clock;
-  asio::steady_timer timer;
+  LoopTimers timers;
+  TimerQueue::Id timer = 0; // the next check's
   std::map<std::string, std::unique_ptr<health::BoardHealth>> health;
   std::set<std::string> running; // a check (or its start) under way
   std::set<std::string> parked;  // due, but offline or in maintenance
@@ -238,8 +237,8 @@ struct HealthService::Impl {
 };
 
 HealthService::HealthService(asio::io_context& io, const config::FleetConfig& config, BoardService& boards,
-                             LeaseService& leases, const Clock& clock)
-    : impl_(std::make_unique<Impl>(io, config, boards, leases, clock)) {
+                             TargetRunner& targets, LeaseService& leases, const Clock& clock)
+    : impl_(std::make_unique<Impl>(io, config, boards, targets, leases, clock)) {
   Impl* impl = impl_.get();
   leases.setRecoveryHandler([impl](const std::string& board) { impl->recovering(board); });
 }
@@ -250,7 +249,9 @@ void HealthService::reconfigure(const config::FleetConfig& config) { impl_->conf
 
 void HealthService::stop() {
   impl_->stopped = true;
-  impl_->timer.cancel();
+  impl_->steps.stop();
+  impl_->timers.clear();
+  impl_->timer = 0;
 }
 
 void HealthService::leaseEnded(const lease::Lease& lease) {
@@ -297,6 +298,11 @@ std::optional<int64_t> HealthService::nextCheckMs(const std::string& name) const
 
 void HealthService::onChecked(std::function<void(const std::string&, const health::CheckRecord&)> hook) {
   impl_->hook = std::move(hook);
+}
+
+void HealthService::tick() {
+  impl_->timers.tick();
+  impl_->steps.tick();
 }
 
 void HealthService::setCorrelation(std::function<bool(const std::string& board)> correlated) {

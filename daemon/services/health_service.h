@@ -1,5 +1,5 @@
 // The health service: runs each board's health checks and recovery ladder
-// (BoardService::checkHealth, cycleForHealth, awaitPresence) when the pure
+// (health_checks.h: check, power cycle, re-enumeration) when the pure
 // policy (core/health/board_health.h) says one is due, and applies the
 // result through the lease service: a board that passes becomes available,
 // one that fails stays recovering and is retried, and after
@@ -47,12 +47,14 @@ namespace hwfarm {
 
 class BoardService;
 class LeaseService;
+class TargetRunner;
 
 class HealthService {
  public:
   // Takes over the lease service's recovery of boards (setRecoveryHandler).
+  // Checks boot the boards through `targets`, as runs do.
   HealthService(boost::asio::io_context& io, const config::FleetConfig& config, BoardService& boards,
-                LeaseService& leases, const Clock& clock);
+                TargetRunner& targets, LeaseService& leases, const Clock& clock);
   ~HealthService();
 
   void reconfigure(const config::FleetConfig& config);
@@ -81,6 +83,10 @@ class HealthService {
   // Whether `board`'s failure is part of a correlated incident (its hub's,
   // the host's): then it does not count toward the board's quarantine.
   void setCorrelation(std::function<bool(const std::string& board)> correlated);
+
+  // Fires what is due at the clock's time now (checks, a check's banner
+  // wait): a test on a ManualClock calls it; the event loop does otherwise.
+  void tick();
 
  private:
   struct Impl;

@@ -7,11 +7,10 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
 #include "config/tokens.h"
-#include "daemon/core/timer_queue.h"
+#include "daemon/services/loop_timers.h"
 #include "daemon/store/database.h"
 #include "daemon/store/lease_tables.h"
 
@@ -68,7 +67,7 @@ struct LeaseService::Impl {
         scheduler(schedulerOptions(config), randomId),
         owned(shared ? nullptr : openDatabase(config)),
         store(shared ? *shared : *owned),
-        wake(io_context) {
+        timers(io_context, clock) {
     store.add(tables);
   }
 
@@ -93,12 +92,11 @@ struct LeaseService::Impl {
   }
   // The steady time at which now() reaches `ms`.
   Clock::SteadyTime steadyAt(int64_t ms) const { return start_steady + std::chrono::milliseconds(ms - start_wall_ms); }
-  // Runs `fn` from the tick() at or after `when`.
-  TimerQueue::Id at(Clock::SteadyTime when, std::function<void()> fn);
-  void cancelTimer(TimerQueue::Id& id);
-  void tick();
-  // Arms `wake` for the earliest deadline, if that changed.
-  void rearm();
+  // Runs `fn` from the tick() at or after `when`; never after stop().
+  TimerQueue::Id at(Clock::SteadyTime when, std::function<void()> fn) {
+    return stopped ? 0 : timers.at(when, std::move(fn));
+  }
+  void cancelTimer(TimerQueue::Id& id) { timers.cancel(id); }
 
   asio::io_context& io;
   const Clock& clock;
@@ -109,9 +107,7 @@ struct LeaseService::Impl {
   store::LeaseTables tables; // before the database: it outlives the database's threads
   std::unique_ptr<store::Database> owned; // unless the daemon shares its database
   store::Database& store;
-  TimerQueue timers;
-  asio::steady_timer wake;                     // calls tick() at timers.next()
-  std::optional<Clock::SteadyTime> wake_armed; // the deadline `wake` is armed for
+  LoopTimers timers;
   TimerQueue::Id expiry_timer = 0;
   int64_t armed_for = INT64_MAX; // the expiry expiry_timer fires for
   std::unordered_map<std::string, TimerQueue::Id> recovery_timers;
@@ -183,37 +179,6 @@ void LeaseService::Impl::forgetOldLeases() {
     scheduler.forgetEndedBefore(
         now() - std::min(kMemoryHistoryMs, static_cast<int64_t>(config.leases.history_days * 86400000.0)));
     forgetOldLeases();
-  });
-}
-
-TimerQueue::Id LeaseService::Impl::at(Clock::SteadyTime when, std::function<void()> fn) {
-  TimerQueue::Id id = timers.schedule(when, std::move(fn));
-  rearm();
-  return id;
-}
-
-void LeaseService::Impl::cancelTimer(TimerQueue::Id& id) {
-  if (timers.cancel(std::exchange(id, 0))) rearm();
-}
-
-void LeaseService::Impl::tick() {
-  if (stopped) return;
-  timers.runDue(clock.steadyNow());
-  rearm();
-}
-
-void LeaseService::Impl::rearm() {
-  if (stopped) return;
-  std::optional<Clock::SteadyTime> next = timers.next();
-  if (next == wake_armed) return;
-  wake_armed = next;
-  wake.cancel();
-  if (!next) return;
-  wake.expires_after(std::max(Clock::SteadyTime::duration::zero(), *next - clock.steadyNow()));
-  wake.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
-    wake_armed.reset();
-    tick();
   });
 }
 
@@ -451,13 +416,13 @@ void LeaseService::stop() {
   for (const auto& [ticket, list] : impl_->waiting) tickets.push_back(ticket);
   for (uint64_t t : tickets) impl_->answerWaiters(t, outcome);
   impl_->timers.clear();
-  impl_->wake.cancel();
-  impl_->wake_armed.reset();
   impl_->expiry_timer = 0;
   impl_->recovery_timers.clear();
 }
 
-void LeaseService::tick() { impl_->tick(); }
+void LeaseService::tick() {
+  if (!impl_->stopped) impl_->timers.tick();
+}
 
 void LeaseService::acquire(lease::LeaseRequest request, int64_t wait_ms, AcquireDone done,
                            const std::function<void(std::function<void()>)>& on_cancel) {

@@ -5,47 +5,17 @@
 namespace json = boost::json;
 
 namespace hwfarm {
-namespace {
 
-json::object parseRecord(const std::string& record) {
-  boost::system::error_code ec;
-  json::value v = json::parse(record, ec);
-  return !ec && v.is_object() ? std::move(v.as_object()) : json::object{};
-}
+std::string runEventLine(const run::Record& record) { return "{\"event\":\"run\",\"run\":" + record.toJson() + "}"; }
 
-// An attempt of the record as its event carries it: without its cases and
-// evidence (the record has them).
-std::string attemptEvent(json::value attempt) {
-  if (json::object* o = attempt.if_object()) {
-    o->erase("cases");
-    o->erase("evidence");
-  }
-  return json::serialize(attempt);
-}
-
-std::string progressLine(const json::object& record) {
-  const json::value* p = record.if_contains("progress");
-  const json::object* o = p ? p->if_object() : nullptr;
-  if (!o) return {};
-  json::object line{{"event", "progress"}};
-  for (const char* key : {"done", "total"})
-    if (const json::value* v = o->if_contains(key)) line[key] = *v;
+std::string endEventLine(const run::Record& record) {
+  json::object line{{"event", "end"}, {"state", run::stateName(record.state)}};
+  if (record.failure != FailureClass::none) line["failure_class"] = failureClassName(record.failure);
+  if (!record.reason.empty()) line["reason"] = record.reason;
   return json::serialize(line);
 }
 
-} // namespace
-
-std::string runEventLine(const std::string& record) { return "{\"event\":\"run\",\"run\":" + record + "}"; }
-
-std::string endEventLine(const std::string& record) {
-  json::object o = parseRecord(record);
-  json::object line{{"event", "end"}};
-  for (const char* key : {"state", "failure_class", "reason"})
-    if (const json::value* v = o.if_contains(key)) line[key] = *v;
-  return json::serialize(line);
-}
-
-uint64_t RunWatchers::add(const std::string& id, const std::string& record, RunEventSink sink) {
+uint64_t RunWatchers::add(const std::string& id, const run::Record& record, RunEventSink sink) {
   Watched& w = runs_[id];
   if (w.sinks.empty()) diff(w, record); // the base the changes are told against
   uint64_t n = next_++;
@@ -65,13 +35,13 @@ size_t RunWatchers::count(const std::string& id) const {
   return it == runs_.end() ? 0 : it->second.sinks.size();
 }
 
-void RunWatchers::changed(const std::string& id, const std::string& record) {
+void RunWatchers::changed(const std::string& id, const run::Record& record) {
   auto it = runs_.find(id);
   if (it == runs_.end()) return;
   for (const auto& line : diff(it->second, record)) send(id, line, false);
 }
 
-void RunWatchers::ended(const std::string& id, const std::string& record) {
+void RunWatchers::ended(const std::string& id, const run::Record& record) {
   changed(id, record);
   send(id, endEventLine(record), true);
   runs_.erase(id);
@@ -93,21 +63,20 @@ void RunWatchers::send(const std::string& id, const std::string& line, bool last
   }
 }
 
-std::vector<std::string> RunWatchers::diff(Watched& w, const std::string& record) {
-  json::object o = parseRecord(record);
+std::vector<std::string> RunWatchers::diff(Watched& w, const run::Record& record) {
   std::vector<std::string> lines;
-  const json::value* list = o.if_contains("attempts");
-  const json::array* attempts = list ? list->if_array() : nullptr;
-  for (size_t i = 0; attempts && i < attempts->size(); ++i) {
-    std::string event = attemptEvent((*attempts)[i]);
+  for (size_t i = 0; i < record.attempts.size(); ++i) {
+    std::string event = record.attemptEventJson(i);
     if (i < w.attempts.size() && w.attempts[i] == event) continue;
     if (i >= w.attempts.size()) w.attempts.resize(i + 1);
     lines.push_back("{\"event\":\"attempt\",\"index\":" + std::to_string(i) + ",\"attempt\":" + event + "}");
     w.attempts[i] = std::move(event);
   }
-  if (std::string p = progressLine(o); !p.empty() && p != w.progress) {
-    lines.push_back(p);
-    w.progress = std::move(p);
+  std::string progress = "{\"event\":\"progress\",\"done\":" + std::to_string(record.doneCount()) +
+                         ",\"total\":" + std::to_string(record.attempts.size()) + "}";
+  if (progress != w.progress) {
+    lines.push_back(progress);
+    w.progress = std::move(progress);
   }
   return lines;
 }

@@ -11,6 +11,9 @@
 //   {"event":"progress","done":D,"total":T}
 //   {"event":"end","state":S[,"failure_class":F][,"reason":R]}   the last line
 //
+// The lines are made from the typed record (core/run/record.h), never by
+// reading its JSON back.
+//
 // Thread safety: one thread (the event loop), as the run service.
 #pragma once
 
@@ -20,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "daemon/core/run/record.h"
+
 namespace hwfarm {
 
 // Gets each event line; `last` is true for the end line, after which the
@@ -27,25 +32,25 @@ namespace hwfarm {
 using RunEventSink = std::function<void(const std::string& line, bool last)>;
 
 // {"event":"run","run":<record>}.
-std::string runEventLine(const std::string& record);
+std::string runEventLine(const run::Record& record);
 // The end line of an ended run's record: its state, failure class, reason.
-std::string endEventLine(const std::string& record);
+std::string endEventLine(const run::Record& record);
 
 class RunWatchers {
  public:
   // Watches run `id`, whose record is `record` now: `sink` gets the changes
   // made after it. Returns the watcher's number.
-  uint64_t add(const std::string& id, const std::string& record, RunEventSink sink);
+  uint64_t add(const std::string& id, const run::Record& record, RunEventSink sink);
   // Drops a watcher; nothing if it is gone already. A sink may call it.
   void remove(const std::string& id, uint64_t watcher);
   size_t count(const std::string& id) const;
   // Run `id`'s record is now `record`: its watchers get a line per attempt
   // that changed and for the progress. Costs a map lookup when nobody
   // watches the run.
-  void changed(const std::string& id, const std::string& record);
+  void changed(const std::string& id, const run::Record& record);
   // Run `id` ended with `record` (the final one): its watchers get what
   // changed, then the end line, and are dropped.
-  void ended(const std::string& id, const std::string& record);
+  void ended(const std::string& id, const run::Record& record);
 
  private:
   struct Watched {
@@ -56,7 +61,7 @@ class RunWatchers {
   // Tells `id`'s watchers `line`; a sink may remove itself or another.
   void send(const std::string& id, const std::string& line, bool last);
   // Updates `w` to `record`; the lines of what changed.
-  static std::vector<std::string> diff(Watched& w, const std::string& record);
+  static std::vector<std::string> diff(Watched& w, const run::Record& record);
 
   std::map<std::string, Watched> runs_;
   uint64_t next_ = 1;

@@ -3,35 +3,17 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
-#include <boost/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "daemon/core/dashboard/run_diff.h"
 #include "daemon/core/run/naming.h"
 #include "daemon/store/sqlite.h"
 
-namespace json = boost::json;
-
 namespace hwfarm {
 namespace {
-
-std::string text(const json::object& o, const char* key) {
-  const json::value* v = o.if_contains(key);
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
-}
-
-int64_t integer(const json::object& o, const char* key) {
-  const json::value* v = o.if_contains(key);
-  return v && v->is_number() ? v->to_number<int64_t>() : 0;
-}
-
-const json::array& array(const json::object& o, const char* key) {
-  static const json::array none;
-  const json::value* v = o.if_contains(key);
-  return v && v->is_array() ? v->as_array() : none;
-}
 
 void addOnce(std::vector<std::string>& list, const std::string& item) {
   if (!item.empty() && std::find(list.begin(), list.end(), item) == list.end()) list.push_back(item);
@@ -39,56 +21,44 @@ void addOnce(std::vector<std::string>& list, const std::string& item) {
 
 } // namespace
 
-Result<store::IndexedRun> RunIndex::describe(const std::string& record, const Lookups& lookups) {
-  boost::system::error_code ec;
-  json::value v = json::parse(record, ec);
-  if (ec || !v.is_object() || text(v.as_object(), "id").empty())
-    return Status::error(Code::invalid_argument, "not a run's record");
-  const json::object& r = v.as_object();
+store::IndexedRun RunIndex::describe(const run::Record& r, const Lookups& lookups) {
   store::IndexedRun out;
-  out.id = text(r, "id");
-  out.lease_id = text(r, "lease_id");
-  out.state = text(r, "state");
-  out.failure_class = text(r, "failure_class");
-  out.suite = text(r, "suite");
-  out.commit = text(r, "commit");
-  out.reason = text(r, "reason");
-  out.created_ms = integer(r, "created_ms");
-  out.ended_ms = integer(r, "ended_ms");
+  out.id = r.id;
+  out.lease_id = r.lease_id;
+  out.state = std::string(run::stateName(r.state));
+  out.failure_class = r.failure == FailureClass::none ? "" : std::string(failureClassName(r.failure));
+  out.suite = r.suite;
+  out.commit = r.commit;
+  out.reason = r.reason;
+  out.created_ms = r.created_ms;
+  out.ended_ms = r.ended_ms;
   if (auto h = lookups.holder ? lookups.holder(out.lease_id) : std::nullopt) {
     out.holder_job = h->job, out.holder_build = h->build, out.holder_stage = h->stage, out.holder_url = h->url;
   }
-  for (const auto& i : array(r, "images"))
-    if (i.is_object()) addOnce(out.images, text(i.as_object(), "name"));
+  for (const auto& i : r.images) addOnce(out.images, i.name);
   std::map<std::string, std::string> type_of; // board -> type
-  for (const auto& t : array(r, "targets")) {
-    if (!t.is_object()) continue;
-    std::string board = text(t.as_object(), "board");
-    std::string type = lookups.board_type ? lookups.board_type(board) : "";
-    type_of[board] = type;
-    addOnce(out.boards, board);
-    addOnce(out.board_types, type);
+  auto typeOf = [&](const std::string& board) {
+    auto it = type_of.find(board);
+    if (it != type_of.end()) return it->second;
+    return type_of[board] = lookups.board_type ? lookups.board_type(board) : "";
+  };
+  for (const auto& t : r.targets) {
+    addOnce(out.boards, t.board);
+    addOnce(out.board_types, typeOf(t.board));
   }
-  for (const auto& a : array(r, "attempts")) {
-    if (!a.is_object()) continue;
-    const json::object& at = a.as_object();
-    const json::value* ref = at.if_contains("reference");
-    const json::value* retried = at.if_contains("retried");
-    if ((ref && ref->is_bool() && ref->as_bool()) || (retried && retried->is_bool() && retried->as_bool())) continue;
-    std::string image = text(at, "image"), target = text(at, "target"), board = text(at, "board");
+  for (const auto& a : r.attempts) {
+    if (a.reference || a.retried || !a.judgement) continue;
+    const run::Judgement& j = *a.judgement;
     // The list's reason: the run's own (a cancel, a restart), else its first failing attempt's.
-    if (out.reason.empty() && !text(at, "reason").empty()) out.reason = target + ": " + text(at, "reason");
-    std::string type = type_of.count(board) ? type_of[board] : (lookups.board_type ? lookups.board_type(board) : "");
-    for (const auto& c : array(at, "cases")) {
-      if (!c.is_object()) continue;
-      const json::object& k = c.as_object();
-      out.cases.push_back({image, target, text(k, "name"), dashboard::caseOutcomeFromName(text(k, "outcome")), text(k, "message")});
-      for (const auto& o : array(k, "outputs")) {
-        if (!o.is_object()) continue;
-        store::IndexedRun::Output x{image, target, board, type, text(o.as_object(), "key"), std::nullopt,
-                                    text(o.as_object(), "verdict") == "pass"};
-        if (const json::value* p = o.as_object().if_contains("actual_pcc"); p && p->is_number())
-          x.actual_pcc = p->to_number<double>();
+    if (out.reason.empty() && !j.reason.empty()) out.reason = a.target + ": " + j.reason;
+    std::string type = typeOf(a.board);
+    for (const auto& c : j.cases) {
+      out.cases.push_back({a.image, a.target, c.name, dashboard::caseOutcomeFromName(run::outcomeName(c.outcome)),
+                           c.message});
+      for (const auto& o : c.outputs) {
+        store::IndexedRun::Output x{a.image, a.target, a.board, type, o.key, std::nullopt,
+                                    o.verdict == run::Verdict::pass};
+        if (std::isfinite(o.actual_pcc)) x.actual_pcc = o.actual_pcc;
         out.outputs.push_back(std::move(x));
       }
     }
@@ -117,9 +87,9 @@ size_t RunIndex::catchUp() {
     batch.clear();
   };
   for (const auto& text : records) {
-    Result<store::IndexedRun> r = describe(text, lookups_);
+    Result<run::Record> r = run::Record::fromJson(text);
     if (!r) continue;
-    batch.push_back(std::move(*r));
+    batch.push_back(describe(*r, lookups_));
     ++indexed;
     if (batch.size() == kBatch) flush();
   }
@@ -128,11 +98,10 @@ size_t RunIndex::catchUp() {
   return indexed;
 }
 
-void RunIndex::runChanged(const std::string& record) {
-  Result<store::IndexedRun> r = describe(record, lookups_);
-  if (!r) return;
-  std::string id = r->id;
-  db_.commit({{store::RunIndexTables::write(std::move(*r)), [id](const Status& s) {
+void RunIndex::runChanged(const run::Record& record) {
+  store::IndexedRun r = describe(record, lookups_);
+  std::string id = r.id;
+  db_.commit({{store::RunIndexTables::write(std::move(r)), [id](const Status& s) {
                  if (!s.ok()) spdlog::error("run {}: cannot index it for the dashboard: {}", id, s.message());
                }}});
 }

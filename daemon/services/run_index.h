@@ -21,6 +21,7 @@
 #include "common/status.h"
 #include "daemon/core/dashboard/history.h"
 #include "daemon/core/lease/types.h"
+#include "daemon/core/run/record.h"
 #include "daemon/store/run_index_tables.h"
 
 namespace hwfarm {
@@ -40,8 +41,8 @@ class RunIndex {
   // Start-up, before the database starts: indexes the runs whose rows are
   // missing or stale, and forgets rows whose run is gone. The runs indexed.
   size_t catchUp();
-  // A run started or ended: its record (the JSON GET /v1/runs/{id} serves).
-  void runChanged(const std::string& record);
+  // A run started or ended: its record.
+  void runChanged(const run::Record& record);
   // Forgets the runs that ended before `cutoff_ms` (runs.history_days).
   void prune(int64_t cutoff_ms);
 
@@ -69,9 +70,9 @@ class RunIndex {
   // "<image>__<case>.<output>.json", each part normalized as artifact names.
   static std::string historyFileName(const std::string& image, const std::string& key);
 
-  // The index rows of a record (exposed for tests). Code::invalid_argument
-  // for text that is not a run's record.
-  static Result<store::IndexedRun> describe(const std::string& record, const Lookups& lookups);
+  // The index rows of a record (exposed for tests): its counted target
+  // attempts' cases and outputs (not the reference's, not a retried one's).
+  static store::IndexedRun describe(const run::Record& record, const Lookups& lookups);
 
  private:
   store::Database& db_;

@@ -17,14 +17,13 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
-#include <boost/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "daemon/core/health/format.h"
+#include "daemon/services/atomic_file.h"
 
 namespace hwfarm {
 namespace asio = boost::asio;
-namespace json = boost::json;
 using health::RunResult;
 using health::Transition;
 
@@ -33,37 +32,6 @@ namespace {
 // The timer re-reads the wall clock at least this often, so a stepped wall
 // clock delays no decision for long.
 constexpr int64_t kMaxWaitMs = 60'000;
-
-// Writes `bytes` to `path` so that a reader (a restart after a power cut)
-// finds the old text or the new one, never a mix: a temp file beside it,
-// fsync, rename over it, fsync of the directory.
-Status replaceFile(const std::string& path, const std::string& bytes) {
-  const std::string temp = path + ".tmp";
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-  if (fd < 0) return Status::fromErrno("cannot create " + temp, errno);
-  for (size_t off = 0; off < bytes.size();) {
-    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n >= 0) {
-      off += static_cast<size_t>(n);
-    } else if (errno != EINTR) {
-      Status failed = Status::fromErrno("cannot write " + temp, errno);
-      ::close(fd);
-      return failed;
-    }
-  }
-  bool synced = ::fsync(fd) == 0;
-  int sync_errno = errno;
-  if (::close(fd) != 0 || !synced) return Status::fromErrno("cannot sync " + temp, synced ? errno : sync_errno);
-  if (::rename(temp.c_str(), path.c_str()) != 0) return Status::fromErrno("cannot rename " + temp + " to " + path, errno);
-  std::string dir = path.substr(0, path.find_last_of('/') + 1);
-  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return Status::fromErrno("cannot open " + dir, errno);
-  bool dir_synced = ::fsync(dfd) == 0;
-  int dir_errno = errno;
-  ::close(dfd);
-  if (!dir_synced) return Status::fromErrno("cannot sync " + dir, dir_errno);
-  return Status::success();
-}
 
 int64_t hoursToMs(double h) { return static_cast<int64_t>(std::llround(h * 3600'000.0)); }
 
@@ -85,38 +53,23 @@ health::SlaOptions slaOptions(const config::FleetConfig& c) {
   return o;
 }
 
-std::vector<BoardOutcome> boardOutcomes(const std::string& summary_json) {
-  boost::system::error_code ec;
-  json::value v = json::parse(summary_json, ec);
+std::vector<BoardOutcome> boardOutcomes(const run::Record& run) {
   std::vector<BoardOutcome> out;
-  if (ec || !v.is_object()) return out;
-  const json::object& run = v.as_object();
-  const json::value* state = run.if_contains("state");
-  if (!state || !state->is_string() || state->as_string() == "cancelled" || state->as_string() == "running") return out;
-  const json::value* attempts = run.if_contains("attempts");
-  if (!attempts || !attempts->is_array()) return out;
-  auto str = [](const json::object& o, const char* key) {
-    const json::value* f = o.if_contains(key);
-    return f && f->is_string() ? std::string(f->as_string()) : std::string();
-  };
+  if (run.state == run::State::cancelled || run.state == run::State::running) return out;
   std::map<std::string, size_t> index; // board -> its entry in out, in first-attempt order
-  for (const auto& item : attempts->as_array()) {
-    const json::object* a = item.if_object();
-    if (!a) continue;
-    const json::value* ref = a->if_contains("reference");
-    std::string board = str(*a, "board");
-    if ((ref && ref->is_bool() && ref->as_bool()) || board.empty()) continue;
-    std::string cls = str(*a, "failure_class");
-    RunResult r = cls == "infrastructure" ? RunResult::infra_failure
-                  : cls == "test"         ? RunResult::test_failure
-                                          : RunResult::passed;
-    auto [it, fresh] = index.emplace(board, out.size());
-    if (fresh) out.push_back({board, RunResult::passed, ""});
+  for (const auto& a : run.attempts) {
+    if (a.reference || a.board.empty()) continue;
+    FailureClass cls = a.judgement ? a.judgement->failure : FailureClass::none;
+    RunResult r = cls == FailureClass::infrastructure ? RunResult::infra_failure
+                  : cls == FailureClass::test         ? RunResult::test_failure
+                                                      : RunResult::passed;
+    auto [it, fresh] = index.emplace(a.board, out.size());
+    if (fresh) out.push_back({a.board, RunResult::passed, ""});
     BoardOutcome& o = out[it->second];
     // The worst result wins: infra_failure > test_failure > passed.
     if (static_cast<int>(r) > static_cast<int>(o.result)) {
       o.result = r;
-      o.detail = str(*a, "reason");
+      o.detail = a.judgement->reason;
     }
   }
   return out;
@@ -320,9 +273,9 @@ void SlaService::infraFailure(const std::string& board, const std::string& detai
 
 bool SlaService::correlated(const std::string& board) const { return policy_->incidents().correlated(board); }
 
-void SlaService::runEnded(const std::string& summary_json) {
+void SlaService::runEnded(const run::Record& run) {
   if (stopped_) return;
-  std::vector<BoardOutcome> outcomes = boardOutcomes(summary_json);
+  std::vector<BoardOutcome> outcomes = boardOutcomes(run);
   if (outcomes.empty()) return;
   bool any = false;
   for (const auto& o : outcomes)

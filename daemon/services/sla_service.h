@@ -29,6 +29,7 @@
 #include "config/fleet_config.h"
 #include "daemon/core/clock.h"
 #include "daemon/core/health/sla_policy.h"
+#include "daemon/core/run/record.h"
 #include "daemon/services/sla_state_file.h"
 
 namespace boost::asio {
@@ -42,17 +43,17 @@ namespace hwfarm {
 // options correlation_window_s, ratio_max_runs and transitions_kept.
 health::SlaOptions slaOptions(const config::FleetConfig& config);
 
-// One run's outcome per board target, from its summary.json text: the
-// worst of its attempts on that board (an infrastructure failure, else a
-// test failure, else passed), with the first such attempt's reason.
-// Attempts on the reference simulator and runs that were cancelled (or
-// whose record is not readable) give nothing.
+// One run's outcome per board target, from its record: the worst of its
+// attempts on that board (an infrastructure failure, else a test failure,
+// else passed), with the first such attempt's reason. Attempts on the
+// reference simulator and runs that were cancelled (or still run) give
+// nothing.
 struct BoardOutcome {
   std::string board;
   health::RunResult result = health::RunResult::passed;
   std::string detail;
 };
-std::vector<BoardOutcome> boardOutcomes(const std::string& summary_json);
+std::vector<BoardOutcome> boardOutcomes(const run::Record& run);
 
 struct SlaMetrics {
   // Transitions made since start-up, by health::Transition::Kind.
@@ -91,9 +92,9 @@ class SlaService {
   // reference simulator's own failure) opens no incident: it is logged
   // only.
   void infraFailure(const std::string& board, const std::string& detail);
-  // An ended run's outcomes (boardOutcomes of its summary.json) on the
-  // configured boards (a simulator target is none).
-  void runEnded(const std::string& summary_json);
+  // An ended run's outcomes (boardOutcomes) on the configured boards (a
+  // simulator target is none).
+  void runEnded(const run::Record& run);
 
   // A health check of `board` ended (the board health service's input): a
   // pass resolves the board, a failure opens or joins an incident

@@ -4,8 +4,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -30,70 +28,10 @@
 namespace hwfarm {
 namespace asio = boost::asio;
 namespace json = boost::json;
-namespace fs = std::filesystem;
 using store::StoredUpload;
 
-namespace {
-
-std::string contentTypeOf(const std::string& path) {
-  auto ends = [&](std::string_view e) {
-    return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0;
-  };
-  if (ends(".json")) return "application/json";
-  if (ends(".xml")) return "application/xml";
-  if (ends(".txt")) return "text/plain; charset=utf-8";
-  return "application/octet-stream";
-}
-
-// The run's artifacts: regular files under `dir` (no symlinks, no hidden
-// names: the simulators' scratch), as relative paths, sorted.
-std::vector<std::string> artifacts(const std::string& dir, std::string* error) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end;
-  if (ec) {
-    *error = "cannot list " + dir + ": " + ec.message();
-    return out;
-  }
-  for (; it != end; it.increment(ec)) {
-    if (ec) {
-      *error = "cannot list " + dir + ": " + ec.message();
-      return {};
-    }
-    std::string name = it->path().filename().string();
-    if (!name.empty() && name[0] == '.') {
-      if (it->is_directory(ec)) it.disable_recursion_pending();
-      continue;
-    }
-    if (it->is_symlink(ec) || !it->is_regular_file(ec)) continue;
-    out.push_back(fs::relative(it->path(), dir, ec).string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-bool readAll(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream s;
-  s << in.rdbuf();
-  *out = s.str();
-  return !in.bad();
-}
-
-// The commit a run names in its record ("commit"), or "" for none.
-std::string commitOf(const std::string& record) {
-  boost::system::error_code ec;
-  json::value v = json::parse(record, ec);
-  if (ec || !v.is_object()) return {};
-  const json::value* c = v.as_object().if_contains("commit");
-  return c && c->is_string() ? std::string(c->as_string()) : std::string();
-}
-
-} // namespace
-
 struct UploadService::Impl : std::enable_shared_from_this<Impl> {
-  Impl(asio::io_context& i, const Clock& c, store::Database& d, const RunService& r)
+  Impl(asio::io_context& i, const Clock& c, store::Database& d, const RunDir& r)
       : io(i), clock(c), db(d), runs(r), timer(i), random(std::random_device{}()) {}
 
   // What the worker does for one run: its objects not in the bucket yet,
@@ -101,7 +39,6 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
   struct Job {
     std::string run_id;
     uint64_t generation = 0; // retry() in the meantime makes its outcome stale
-    std::string dir;
     std::string key;
     std::set<std::string> uploaded;
     std::string index_key;
@@ -119,7 +56,7 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
   asio::io_context& io;
   const Clock& clock;
   store::Database& db;
-  const RunService& runs;
+  const RunDir& runs;
   store::UploadTables tables;
   config::UploadConfig settings;
   std::string agent;
@@ -184,20 +121,21 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
 
   // On the worker thread.
   void runJob(const Job& j) {
-    std::string error;
-    std::vector<std::string> paths = artifacts(j.dir, &error);
+    Result<std::vector<std::string>> paths = runs.list(j.run_id);
     // The run's own files missing or unreadable: no later attempt would do better.
-    if (!error.empty())
-      return post([id = j.run_id, g = j.generation, error](Impl& s) { s.failed(id, g, 0, "", error, true); });
-    for (const auto& path : paths) {
+    if (!paths)
+      return post([id = j.run_id, g = j.generation, error = paths.status().message()](Impl& s) {
+        s.failed(id, g, 0, "", error, true);
+      });
+    for (const auto& path : *paths) {
       if (j.uploaded.count(path)) continue;
       if (quitting()) return;
-      std::string body;
-      if (!readAll(j.dir + "/" + path, &body))
+      Result<std::string> body = runs.read(j.run_id, path);
+      if (!body)
         return post([id = j.run_id, g = j.generation, path](Impl& s) {
           s.failed(id, g, 0, "", "cannot read artifact " + path, true);
         });
-      S3Answer a = j.client->put(j.key + "/" + path, body, contentTypeOf(path));
+      S3Answer a = j.client->put(j.key + "/" + path, *body, RunDir::contentType(path));
       if (!a.ok() && quitting()) return; // abandoned by the shutdown: not a failure of the bucket
       if (!a.ok())
         return post([id = j.run_id, g = j.generation, a, path](Impl& s) {
@@ -352,7 +290,7 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
     }
     timer.cancel();
     busy = next->run_id;
-    Job j{next->run_id,   generation[next->run_id], runs.runDir(next->run_id), next->key, next->uploaded,
+    Job j{next->run_id, generation[next->run_id], next->key, next->uploaded,
           upload::indexKey(settings.prefix, agent, next->day), indexBody(next->day, next->run_id), client};
     if (!dashboard) return hand(std::move(j));
     // The dashboard's objects come from the run index (a database read).
@@ -393,7 +331,7 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
 };
 
 UploadService::UploadService(asio::io_context& io, const config::FleetConfig& config, const Clock& clock,
-                             store::Database& db, const RunService& runs)
+                             store::Database& db, const RunDir& runs)
     : impl_(std::make_shared<Impl>(io, clock, db, runs)) {
   impl_->settings = config.upload;
   impl_->agent = config.agent.name;
@@ -425,7 +363,7 @@ void UploadService::configure(const config::FleetConfig& config, config::S3Crede
   s.pump();
 }
 
-void UploadService::runEnded(const RunSummary& run) {
+void UploadService::runEnded(const run::Record& run) {
   Impl& s = *impl_;
   if (!s.settings.enabled || s.stopping) return;
   StoredUpload u;
@@ -433,10 +371,9 @@ void UploadService::runEnded(const RunSummary& run) {
   u.lease_id = run.lease_id;
   u.ended_ms = run.ended_ms;
   u.day = upload::utcDay(run.ended_ms);
-  std::string commit = commitOf(run.json);
-  u.commit = commit.empty() ? "unknown" : commit;
+  u.commit = run.commit.empty() ? "unknown" : run.commit;
   u.key = upload::runKey(s.settings.prefix, s.agent, u.day, u.commit, run.id);
-  u.verdict = std::string(runStateName(run.state));
+  u.verdict = std::string(run::stateName(run.state));
   u.updated_ms = s.clock.wallMs();
   s.uploads[run.id] = u;
   s.save(u, true);

@@ -24,7 +24,8 @@
 #include "config/credentials.h"
 #include "config/fleet_config.h"
 #include "daemon/core/clock.h"
-#include "daemon/services/run_service.h"
+#include "daemon/core/run/record.h"
+#include "daemon/services/run_dir.h"
 #include "daemon/store/upload_tables.h"
 
 namespace boost::asio {
@@ -38,9 +39,9 @@ class RunIndex;
 class UploadService {
  public:
   // Adds its tables to `db` and loads the queue (REQUIRES: `db` not started).
-  // `runs` gives the runs' directories.
+  // `runs` holds the runs' artifacts (and must outlive the service).
   UploadService(boost::asio::io_context& io, const config::FleetConfig& config, const Clock& clock,
-                store::Database& db, const RunService& runs);
+                store::Database& db, const RunDir& runs);
   ~UploadService(); // stops the worker (an upload in flight is resumed by the next start)
 
   // The [upload] settings and the credentials of its credentials_file
@@ -48,7 +49,7 @@ class UploadService {
   // started.
   void configure(const config::FleetConfig& config, config::S3Credentials credentials);
   // Queues an ended run (when uploads are enabled).
-  void runEnded(const RunSummary& run);
+  void runEnded(const run::Record& run);
 
   // Uploads not done (pending and failed), oldest run first.
   std::vector<store::StoredUpload> unfinished() const;

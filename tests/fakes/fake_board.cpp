@@ -5,7 +5,10 @@
 //   fake_board serve --link PATH --control SOCK
 //       Creates a pty, links PATH to its slave (as udev links
 //       /dev/serial/by-id/...), and obeys commands on the unix socket SOCK.
-//   fake_board flash SOCK IMAGE       the board's flasher (exit 0 = flashed)
+//   fake_board flash SOCK IMAGE [reset]
+//                                     the board's flasher (exit 0 = flashed); with
+//                                     reset, the board then runs the image (a
+//                                     flasher that resets its target)
 //   fake_board power SOCK on|off|cycle
 //   fake_board mode SOCK MODE         normal | drop | garbage | stall |
 //                                     flash-fail | flash-hang | vanish
@@ -31,7 +34,7 @@
 namespace {
 
 int usage() {
-  std::fprintf(stderr, "usage: fake_board serve --link PATH --control SOCK | flash SOCK IMAGE | "
+  std::fprintf(stderr, "usage: fake_board serve --link PATH --control SOCK | flash SOCK IMAGE [reset] | "
                        "power SOCK on|off|cycle | mode SOCK MODE\n");
   return 2;
 }
@@ -83,8 +86,8 @@ struct Board {
   // Returns the reply, or "" for no reply at all (a hung tool).
   std::string obey(const std::string& line) {
     std::istringstream in(line);
-    std::string verb, arg;
-    in >> verb >> arg;
+    std::string verb, arg, option;
+    in >> verb >> arg >> option;
     if (verb == "mode") {
       mode = arg;
       if (mode == "vanish") {
@@ -101,6 +104,7 @@ struct Board {
       if (!file) return "error: cannot read image " + arg;
       image.clear();
       for (std::string l; std::getline(file, l);) image.push_back(l);
+      if (option == "reset") powerOn();
       return "ok";
     }
     if (verb == "power") {
@@ -154,6 +158,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> a(argv + 1, argv + argc);
   if (a.size() == 5 && a[0] == "serve" && a[1] == "--link" && a[3] == "--control") return serve(a[2], a[4]);
   if (a.size() == 3 && a[0] == "flash") return send(a[1], "flash " + a[2]);
+  if (a.size() == 4 && a[0] == "flash" && a[3] == "reset") return send(a[1], "flash " + a[2] + " reset");
   if (a.size() == 3 && a[0] == "power") return send(a[1], "power " + a[2]);
   if (a.size() == 3 && a[0] == "mode") return send(a[1], "mode " + a[2]);
   return usage();

@@ -314,7 +314,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::shared_ptr<CaptureSink>> sinks;
   {
     LeaseService leases(io, *state.config, clock);
-    BoardService boards(io, *state.config, [](const std::string&) { return std::string(); });
+    BoardService boards(io, *state.config, clock, [](const std::string&) { return std::string(); });
     leases.onLeaseEnded([&boards](const lease::Lease& l) { boards.leaseEnded(l); });
     // The USB boards' devices are there: offline -> recovering -> available.
     for (const char* b : {"b0", "b1", "b2"}) leases.presence(b, true);

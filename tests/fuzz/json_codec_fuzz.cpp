@@ -18,10 +18,10 @@ namespace json = boost::json;
 namespace {
 
 void checkAcquire(const std::string& body, const config::Limits& limits, const config::LeaseConfig& leases) {
-  std::string error;
-  auto r = api::parseAcquire(body, limits, leases, &error);
+  Result<api::AcquireRequest> r = api::parseAcquire(body, limits, leases);
   if (!r) {
-    FUZZ_CHECK(!error.empty(), "parseAcquire refused without a reason");
+    FUZZ_CHECK(r.status().is(Code::invalid_argument) && !r.status().message().empty(),
+               "parseAcquire refused without a reason");
     return;
   }
   const lease::LeaseRequest& q = r->request;
@@ -62,23 +62,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   leases.default_ttl_s = 0.5; // the loader keeps it within max_ttl_s
   checkAcquire(body, limits, leases);
 
-  std::string error;
-  if (auto ttl = api::parseRenew(body, limits, 1234, &error)) {
+  if (Result<int64_t> ttl = api::parseRenew(body, limits, 1234)) {
     FUZZ_CHECK(*ttl >= 1, "renew ttl %lld", static_cast<long long>(*ttl));
     FUZZ_CHECK(*ttl == 1234 || *ttl <= static_cast<int64_t>(limits.max_ttl_s * 1000), "renew ttl %lld",
                static_cast<long long>(*ttl));
   } else {
-    FUZZ_CHECK(!error.empty(), "parseRenew refused without a reason");
+    FUZZ_CHECK(!ttl.status().message().empty(), "parseRenew refused without a reason");
   }
-  error.clear();
-  if (auto reason = api::parseReason(body, &error)) FUZZ_CHECK(reason->size() <= 256, "reason of %zu", reason->size());
-  else FUZZ_CHECK(!error.empty(), "parseReason refused without a reason");
-  error.clear();
-  if (auto pin = api::parsePin(body, &error))
+  if (Result<std::string> reason = api::parseReason(body))
+    FUZZ_CHECK(reason->size() <= 256, "reason of %zu", reason->size());
+  else FUZZ_CHECK(!reason.status().message().empty(), "parseReason refused without a reason");
+  if (Result<api::PinRequest> pin = api::parsePin(body))
     FUZZ_CHECK(pin->tier >= 1 && pin->tier <= 3 && !pin->reason.empty() && pin->reason.size() <= 256, "pin tier %d",
                pin->tier);
-  else FUZZ_CHECK(!error.empty(), "parsePin refused without a reason");
-  error.clear();
-  if (!api::parseObject(body, &error)) FUZZ_CHECK(!error.empty(), "parseObject refused without a reason");
+  else FUZZ_CHECK(!pin.status().message().empty(), "parsePin refused without a reason");
+  if (Result<json::object> o = api::parseObject(body); !o)
+    FUZZ_CHECK(!o.status().message().empty(), "parseObject refused without a reason");
   return 0;
 }

@@ -1,6 +1,7 @@
 // Fuzz target: <state_dir>/sla.json's decoder (daemon/services/sla_state_file.h),
 // from bytes, and a policy resumed from what it accepts (what a restart does);
-// the same bytes as a run's summary.json for boardOutcomes (sla_service.h).
+// the same bytes as a run's record (core/run/record.h) for boardOutcomes
+// (sla_service.h) when they are one.
 // Invariants: a refusal says why; an accepted state has its tiers in range
 // and a pin record exactly when it is pinned, encodes to text that decodes
 // to the same text again, and resumes a policy whose effective tier is 1..4;
@@ -11,6 +12,7 @@
 #include <string_view>
 
 #include "daemon/core/health/sla_policy.h"
+#include "daemon/core/run/record.h"
 #include "daemon/services/sla_service.h"
 #include "daemon/services/sla_state_file.h"
 #include "tests/fuzz/fuzz_check.h"
@@ -20,10 +22,11 @@ using namespace hwfarm;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   std::set<std::string> boards;
-  for (const auto& o : boardOutcomes(std::string(text))) {
-    FUZZ_CHECK(!o.board.empty(), "an outcome without a board");
-    FUZZ_CHECK(boards.insert(o.board).second, "board %s twice", o.board.c_str());
-  }
+  if (Result<run::Record> record = run::Record::fromJson(text); record.ok())
+    for (const auto& o : boardOutcomes(*record)) {
+      FUZZ_CHECK(!o.board.empty(), "an outcome without a board");
+      FUZZ_CHECK(boards.insert(o.board).second, "board %s twice", o.board.c_str());
+    }
   Result<SlaFile> file = decodeSlaFile(text);
   if (!file.ok()) {
     FUZZ_CHECK(!file.status().message().empty(), "refused without a reason");

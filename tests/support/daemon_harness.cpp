@@ -143,6 +143,18 @@ void RunningDaemon::killAndRestart() {
   start();
 }
 
+std::string RunningDaemon::recordAtEnd(const std::string& id, const std::string& token) const {
+  std::string received, error;
+  int status = cli::HttpClient(url_, 120).stream("/v1/runs/" + id + "/events", token,
+                                                  [&](const std::string& piece) { received += piece; }, &error);
+  if (status != 200 || received.find("{\"event\":\"end\"") == std::string::npos)
+    throw std::runtime_error("the events of run " + id + " ended without their end line (" + std::to_string(status) +
+                             " " + error + "): " + received.substr(0, 2000));
+  cli::HttpResult r = get("/v1/runs/" + id, token);
+  if (r.status != 200) throw std::runtime_error("GET /v1/runs/" + id + ": " + std::to_string(r.status));
+  return r.body;
+}
+
 cli::HttpResult RunningDaemon::get(const std::string& target, const std::string& token) const {
   return request("GET", target, "", token);
 }

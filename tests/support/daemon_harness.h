@@ -53,6 +53,12 @@ class RunningDaemon {
   cli::HttpResult request(const std::string& method, const std::string& target, const std::string& body,
                           const std::string& token = "", double timeout_s = 30) const;
 
+  // Follows run `id`'s events (GET /v1/runs/{id}/events) until their end
+  // line, then returns its record (GET /v1/runs/{id}): the run's end,
+  // waited for as a client does, without polling. Throws when the stream
+  // fails or ends without its end line.
+  std::string recordAtEnd(const std::string& id, const std::string& token = "") const;
+
   // The daemon's reaper (drivers/reaper.h), 0 when none is found.
   pid_t reaperPid() const;
 

@@ -65,8 +65,9 @@ void InProcess::open() {
   // As the daemon wires them: one database, its services' tables in it.
   db = openDatabase(*state.config);
   leases = std::make_unique<LeaseService>(io, *state.config, clock, *db);
-  boards = std::make_unique<BoardService>(io, *state.config, [](const std::string&) { return std::string(); });
-  runs = std::make_unique<RunService>(io, *state.config, *boards, clock, *db);
+  boards = std::make_unique<BoardService>(io, *state.config, clock, [](const std::string&) { return std::string(); });
+  targets = std::make_unique<BoardTargets>(io, *state.config, *boards);
+  runs = std::make_unique<RunService>(io, *state.config, *targets, *leases, clock, *db);
   startDatabase(*db, io);
   leases->onLeaseEnded([this](const lease::Lease& l) {
     runs->leaseEnded(l);
@@ -94,6 +95,7 @@ void InProcess::close() {
   handlers.reset();
   db.reset(); // before the services whose tables it holds
   runs.reset();
+  targets.reset();
   sla.reset();
   boards.reset();
   leases.reset();
@@ -133,6 +135,7 @@ void InProcess::reload(const config::FleetConfig& next) {
   state.config = std::make_shared<const config::FleetConfig>(next);
   sla->reconfigure(next);
   boards->reconfigure(next);
+  targets->reconfigure(next);
   leases->reconfigure(next);
 }
 

@@ -20,6 +20,7 @@
 #include "daemon/api/handlers.h"
 #include "daemon/api/router.h"
 #include "daemon/services/board_service.h"
+#include "daemon/services/board_targets.h"
 #include "daemon/services/sla_service.h"
 #include "daemon/services/lease_service.h"
 #include "daemon/services/run_service.h"
@@ -133,6 +134,7 @@ class InProcess {
   std::unique_ptr<LeaseService> leases;
   std::unique_ptr<SlaService> sla; // fed the lease service's infrastructure failures, as hwfarmd does
   std::unique_ptr<BoardService> boards;
+  std::unique_ptr<BoardTargets> targets;
   std::unique_ptr<RunService> runs;
   std::unique_ptr<api::Handlers> handlers;
   std::unique_ptr<api::Router> router;

@@ -11,5 +11,7 @@
 namespace hwfarm {
 
 boost::json::object evidenceJson(const Evidence& evidence);
+// Back from what evidenceJson wrote; members of another type are left out.
+Evidence evidenceFromJson(const boost::json::object& object);
 
 } // namespace hwfarm

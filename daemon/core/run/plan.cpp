@@ -1,0 +1,470 @@
+#include "daemon/core/run/plan.h"
+
+#include <algorithm>
+
+#include "daemon/core/run/naming.h"
+
+namespace hwfarm::run {
+namespace {
+
+constexpr size_t kTraceTailLines = 40; // in junit.xml's <system-out>
+
+std::string tailLines(const std::string& text, size_t lines) {
+  size_t pos = text.size();
+  for (size_t n = 0; pos > 0 && n <= lines;) {
+    pos = text.rfind('\n', pos - 1);
+    if (pos == std::string::npos) return text;
+    ++n;
+    if (n > lines) return text.substr(pos + 1);
+  }
+  return text;
+}
+
+std::string baseName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+double secondsSince(Clock::SteadyTime start, Now now) {
+  return std::chrono::duration<double>(now.steady - start).count();
+}
+
+} // namespace
+
+Plan::Plan(Spec spec, Resolved targets, std::string id, std::string lease_id, Now now)
+    : spec_(std::move(spec)),
+      targets_(std::move(targets.targets)),
+      sim_label_(std::move(targets.sim_label)),
+      reference_name_(std::move(targets.reference)) {
+  Record& r = record_;
+  r.id = std::move(id);
+  r.lease_id = std::move(lease_id);
+  r.created_ms = now.wall_ms;
+  r.mode = spec_.mode;
+  r.reference = spec_.reference;
+  r.deadline_ms = spec_.deadline_ms;
+  r.suite = spec_.suite;
+  r.commit = spec_.commit;
+  std::vector<std::string> files;
+  for (const auto& img : spec_.images) files.push_back(img.name);
+  std::vector<std::string> names = imageNames(files);
+  for (size_t i = 0; i < spec_.images.size(); ++i) {
+    const ImageSpec& img = spec_.images[i];
+    r.images.push_back({names[i], img.name, img.reference_path.empty() ? "" : baseName(img.reference_path),
+                        img.golden_path.empty() ? "" : baseName(img.golden_path)});
+  }
+  for (const auto& t : targets_) r.targets.push_back({t.simulator() ? sim_label_ : t.board, t.name, ""});
+  per_target_.resize(targets_.size());
+  reference_of_.assign(spec_.images.size(), kReference);
+  for (size_t i = 0; i < spec_.images.size(); ++i) {
+    if (spec_.mode == Mode::shard) shard_queue_.push_back(i);
+    else
+      for (auto& q : per_target_) q.push_back(i);
+  }
+}
+
+Steps Plan::step(const Event& event, Now now) {
+  Steps out;
+  std::visit([&](const auto& e) { on(e, now, out); }, event);
+  return out;
+}
+
+// --- the attempts ---------------------------------------------------------------
+
+size_t Plan::addAttempt(size_t image, size_t target) {
+  bool reference = target == kReference;
+  AttemptEntry e;
+  e.image = record_.images[image].name;
+  e.reference = reference;
+  if (reference) {
+    e.target = reference_name_;
+    e.board = spec_.reference == ReferenceKind::golden ? "golden" : sim_label_;
+  } else {
+    e.target = targets_[target].name;
+    e.board = targets_[target].simulator() ? sim_label_ : targets_[target].board;
+  }
+  Work w;
+  w.image = image;
+  w.target = target;
+  w.result.image = e.image;
+  w.result.target = e.target;
+  w.result.board = e.board;
+  record_.attempts.push_back(std::move(e));
+  work_.push_back(std::move(w));
+  return work_.size() - 1;
+}
+
+void Plan::on(const Started&, Now now, Steps& out) {
+  if (stage_ != Stage::starting) return;
+  stage_ = Stage::running;
+  // References first (they run on their own simulators), then every target.
+  if (spec_.reference != ReferenceKind::none)
+    for (size_t i = 0; i < spec_.images.size(); ++i) startReference(i, now, out);
+  for (size_t t = 0; t < targets_.size(); ++t) nextOn(t, now, out);
+  out.changed = true;
+  finishIfDone(now, out);
+}
+
+void Plan::startReference(size_t image, Now now, Steps& out) {
+  size_t i = addAttempt(image, kReference);
+  reference_of_[image] = i;
+  Work& w = work_[i];
+  w.started = now.steady;
+  const ImageSpec& img = spec_.images[image];
+  if (spec_.reference == ReferenceKind::golden) {
+    record_.attempts[i].phase = Phase::running;
+    out.commands.push_back(ReadGolden{i, img.golden_path});
+    return;
+  }
+  // The reference runs the image's reference_image when it has one.
+  std::string path = img.reference_path.empty() ? img.path : img.reference_path;
+  out.commands.push_back(Simulate{i, std::move(path), std::chrono::milliseconds(spec_.deadline_ms)});
+}
+
+void Plan::nextOn(size_t t, Now now, Steps& out) {
+  if (stopping()) return;
+  std::optional<size_t> image;
+  std::optional<size_t> retry_of;
+  if (auto it = retry_on_.find(t); it != retry_on_.end()) {
+    retry_of = it->second;
+    image = work_[it->second].image;
+    retry_on_.erase(it);
+  } else {
+    std::deque<size_t>& queue = spec_.mode == Mode::shard ? shard_queue_ : per_target_[t];
+    if (!queue.empty()) {
+      image = queue.front();
+      queue.pop_front();
+    }
+  }
+  if (!image) return;
+  size_t i = addAttempt(*image, t);
+  Work& w = work_[i];
+  w.retry_of = retry_of;
+  if (retry_of) record_.attempts[i].retry_of_board = record_.attempts[*retry_of].board;
+  w.started = now.steady;
+  out.changed = true;
+  const Target& target = targets_[t];
+  const std::string& path = spec_.images[*image].path;
+  if (target.simulator()) {
+    out.commands.push_back(Simulate{i, path, std::chrono::milliseconds(spec_.deadline_ms)});
+    return;
+  }
+  w.boot.emplace(target.kind);
+  record_.attempts[i].phase = Phase::flashing;
+  out.commands.push_back(Watch{i, target.board});
+  w.boot->start();
+  out.commands.push_back(Flash{i, target.board, path});
+}
+
+void Plan::enterRunning(size_t i, Now now, Steps& out) {
+  record_.attempts[i].phase = Phase::running;
+  out.changed = true;
+  out.commands.push_back(ArmDeadline{i, now.steady + std::chrono::milliseconds(spec_.deadline_ms)});
+}
+
+void Plan::on(const Flashed& e, Now now, Steps& out) {
+  Work& w = work_.at(e.attempt);
+  if (!w.boot || w.boot->stage() != Boot::Stage::flashing) return;
+  w.flash_log = e.log;
+  if (stage_ == Stage::cancelling) return endBoot(e.attempt, cancelStatus(), now, out);
+  std::optional<BootStep> next = w.boot->flashed(e.status);
+  if (w.boot->stage() == Boot::Stage::failed) return endBoot(e.attempt, w.boot->failure(), now, out);
+  if (w.boot->running()) enterRunning(e.attempt, now, out);
+  if (next) out.commands.push_back(Power{e.attempt, targets_[w.target].board, next->power});
+  // An unswitched board's firmware may have ended while it was flashed.
+  if (w.boot->running() && w.parser.ended()) endBoardRun(e.attempt, "", now, out);
+}
+
+void Plan::on(const Powered& e, Now now, Steps& out) {
+  Work& w = work_.at(e.attempt);
+  if (!w.boot || record_.attempts[e.attempt].phase >= Phase::finishing) return;
+  if (w.boot->stage() == Boot::Stage::stopping && stage_ == Stage::cancelling)
+    return endBoot(e.attempt, cancelStatus(), now, out);
+  bool was_running = w.boot->running();
+  std::optional<BootStep> next = w.boot->powered(e.status);
+  if (w.boot->stage() == Boot::Stage::failed) {
+    work_[e.attempt].result.status = w.boot->failure();
+    return endBoardRun(e.attempt, "", now, out);
+  }
+  if (!was_running && w.boot->running()) enterRunning(e.attempt, now, out);
+  if (next) out.commands.push_back(Power{e.attempt, targets_[w.target].board, next->power});
+}
+
+void Plan::on(const ConsoleLine& e, Now now, Steps& out) {
+  Work& w = work_.at(e.attempt);
+  if (!w.boot || !w.boot->listening() || record_.attempts[e.attempt].phase >= Phase::finishing) return;
+  if (w.console.size() + e.text.size() + 1 > kMaxConsoleBytes) {
+    w.truncated = true;
+  } else {
+    w.console += e.text;
+    w.console += '\n';
+  }
+  w.parser.line(e.line()); // cut lines stay cut: never a record
+  if (w.parser.ended() && w.boot->running()) endBoardRun(e.attempt, "", now, out);
+}
+
+void Plan::on(const ConsoleClosed& e, Now now, Steps& out) {
+  Work& w = work_.at(e.attempt);
+  if (!w.boot || !w.boot->running() || record_.attempts[e.attempt].phase != Phase::running) return;
+  endBoardRun(e.attempt, e.reason, now, out);
+}
+
+void Plan::on(const DeadlinePassed& e, Now now, Steps& out) {
+  Work& w = work_.at(e.attempt);
+  if (record_.attempts[e.attempt].phase != Phase::running || w.result.timed_out) return;
+  w.result.timed_out = true;
+  // A simulator stops and reports what it printed; a board ends here.
+  if (!w.boot) return out.commands.push_back(StopSimulator{e.attempt});
+  endBoardRun(e.attempt, "", now, out);
+}
+
+void Plan::endBoardRun(size_t i, const std::string& closed, Now now, Steps& out) {
+  Work& w = work_[i];
+  record_.attempts[i].phase = Phase::finishing;
+  out.commands.push_back(Unwatch{i});
+  out.commands.push_back(CancelDeadline{i});
+  if (!closed.empty() && !w.parser.ended() && w.result.status.ok() && w.console.empty())
+    w.result.status = Status::infrastructure(Code::unavailable, "the console closed before any output: " + closed);
+  w.result.seconds = secondsSince(w.started, now);
+  bool timed_out = w.result.timed_out;
+  attemptDone(i, now, out);
+  // A board still running after its deadline is powered off before its
+  // next image (a board that ended its run is stopped by the board
+  // service, in order with its next operation).
+  if (timed_out) return out.commands.push_back(PowerOff{i, targets_[w.target].board});
+  targetFree(i, now, out);
+}
+
+void Plan::endBoot(size_t i, Status status, Now now, Steps& out) {
+  Work& w = work_[i];
+  w.result.status = std::move(status);
+  w.result.seconds = secondsSince(w.started, now);
+  out.commands.push_back(Unwatch{i});
+  attemptDone(i, now, out);
+  targetFree(i, now, out);
+}
+
+void Plan::on(const PoweredOff& e, Now now, Steps& out) { targetFree(e.attempt, now, out); }
+
+void Plan::on(const SimulatorStarted& e, Now now, Steps& out) {
+  if (record_.attempts.at(e.attempt).phase != Phase::waiting) return;
+  work_[e.attempt].started = now.steady;
+  enterRunning(e.attempt, now, out);
+}
+
+void Plan::on(const SimulatorEnded& e, Now now, Steps& out) {
+  Work& w = work_.at(e.attempt);
+  if (record_.attempts[e.attempt].phase >= Phase::finishing) return;
+  out.commands.push_back(CancelDeadline{e.attempt});
+  w.result.status = e.status;
+  w.parser.feed(e.console);
+  w.console = e.console;
+  w.truncated = e.truncated;
+  w.result.timed_out = w.result.timed_out || e.timed_out;
+  w.result.seconds = e.seconds;
+  attemptDone(e.attempt, now, out);
+  if (w.target != kReference) targetFree(e.attempt, now, out);
+}
+
+void Plan::on(const GoldenRead& e, Now now, Steps& out) {
+  Work& w = work_.at(e.attempt);
+  if (record_.attempts[e.attempt].phase != Phase::running) return;
+  w.result.status = e.status;
+  w.parser.feed(e.text);
+  w.console = e.text;
+  w.result.seconds = secondsSince(w.started, now);
+  attemptDone(e.attempt, now, out);
+}
+
+// The attempt's verdict: its own at once for the reference and for a
+// retry's decision; against the reference once that is done.
+void Plan::attemptDone(size_t i, Now now, Steps& out) {
+  Work& w = work_[i];
+  AttemptEntry& entry = record_.attempts[i];
+  w.parser.finish();
+  w.result.parsed = std::move(w.parser).take();
+  w.result.trace_tail = tailLines(w.console, kTraceTailLines);
+  if (w.truncated) w.result.trace_tail += "\n[console cut at 8 MiB]\n";
+  entry.phase = Phase::done;
+  entry.seconds = w.result.seconds;
+  out.changed = true;
+  bool board = w.boot.has_value();
+  if (w.target == kReference) entry.judgement = judgementOf(evaluate(w.result, nullptr, nullptr), true);
+  // A board target that failed the lab's way is retried once on another
+  // board (targetFree), unless the run is stopping.
+  if (board && !w.retry_of && spec_.retry && !stopping()) {
+    TargetReport own = evaluate(w.result, nullptr, nullptr);
+    if (own.failure == FailureClass::infrastructure) {
+      w.retry = Retry::wanted;
+      w.retry_reason = own.reason;
+    }
+  }
+  judgeReady();
+  finishIfDone(now, out);
+}
+
+void Plan::targetFree(size_t i, Now now, Steps& out) {
+  Work& w = work_[i];
+  if (w.retry != Retry::wanted) return nextOn(w.target, now, out);
+  w.retry = Retry::swapping;
+  out.commands.push_back(SwapBoard{i, targets_[w.target].board, "run " + record_.id + ": " + w.retry_reason});
+}
+
+void Plan::on(const Swapped& e, Now now, Steps& out) {
+  Work& w = work_.at(e.attempt);
+  if (w.retry != Retry::swapping) return;
+  out.changed = true;
+  if (!e.board.ok() || stopping()) {
+    w.retry = Retry::none;
+    if (!e.board.ok()) {
+      record_.attempts[e.attempt].not_retried = e.board.status().message();
+      nextOn(w.target, now, out); // without a swap the board stays in the run
+    }
+    return finishIfDone(now, out);
+  }
+  w.retry = Retry::superseded;
+  record_.attempts[e.attempt].retried = true;
+  record_.judge(); // its failure counts through its retry now
+  size_t old = w.target;
+  Target fresh = *e.board;
+  fresh.name = targets_[old].name;
+  targets_.push_back(fresh);
+  record_.targets.push_back({fresh.board, fresh.name, targets_[old].board});
+  size_t t = targets_.size() - 1;
+  per_target_.push_back(std::exchange(per_target_[old], {}));
+  retry_on_[t] = e.attempt;
+  nextOn(t, now, out);
+}
+
+// Targets are judged once their image's reference is done.
+void Plan::judgeReady() {
+  const auto thresholds = [this](std::string_view i, std::string_view c, std::string_view o) {
+    return resolveThresholds(spec_.thresholds, i, c, o);
+  };
+  for (size_t i = 0; i < work_.size(); ++i) {
+    Work& w = work_[i];
+    if (w.target == kReference || w.report || record_.attempts[i].phase != Phase::done) continue;
+    const Attempt* reference = nullptr;
+    if (spec_.reference != ReferenceKind::none) {
+      size_t r = reference_of_[w.image];
+      if (r == kReference || record_.attempts[r].phase != Phase::done) continue;
+      reference = &work_[r].result;
+    }
+    w.report = evaluate(w.result, reference, thresholds);
+    record_.attempts[i].judgement = judgementOf(*w.report, false);
+  }
+  record_.judge();
+}
+
+// --- cancel and the end ------------------------------------------------------------
+
+Status Plan::cancelStatus() const { return Status::error(Code::unavailable, "cancelled: " + record_.reason); }
+
+void Plan::on(const CancelRequested& e, Now now, Steps& out) {
+  if (stage_ != Stage::starting && stage_ != Stage::running) return;
+  stage_ = Stage::cancelling;
+  record_.reason = e.reason;
+  out.changed = true;
+  for (size_t i = 0; i < work_.size(); ++i) {
+    Work& w = work_[i];
+    if (w.retry == Retry::wanted) w.retry = Retry::none;
+    Phase phase = record_.attempts[i].phase;
+    if (!w.boot) {
+      // Simulators stop; a golden reference is only being read.
+      bool simulator = w.target != kReference || spec_.reference == ReferenceKind::qemu;
+      if (simulator && phase < Phase::finishing) out.commands.push_back(StopSimulator{i});
+      continue;
+    }
+    // Flashing boards end when their flasher does; no firmware keeps running.
+    if (phase != Phase::running) continue;
+    w.result.status = cancelStatus();
+    record_.attempts[i].phase = Phase::finishing;
+    out.commands.push_back(Unwatch{i});
+    out.commands.push_back(CancelDeadline{i});
+    out.commands.push_back(PowerOff{i, targets_[w.target].board});
+    attemptDone(i, now, out);
+  }
+  finishIfDone(now, out);
+}
+
+bool Plan::allDone() const {
+  for (size_t i = 0; i < work_.size(); ++i)
+    if (record_.attempts[i].phase != Phase::done || work_[i].retry == Retry::wanted ||
+        work_[i].retry == Retry::swapping)
+      return false;
+  if (stage_ == Stage::cancelling) return true;
+  if (!shard_queue_.empty() || !retry_on_.empty()) return false;
+  return std::all_of(per_target_.begin(), per_target_.end(), [](const auto& q) { return q.empty(); });
+}
+
+void Plan::finishIfDone(Now now, Steps& out) {
+  if ((stage_ == Stage::running || stage_ == Stage::cancelling) && allDone()) finish(now, out);
+}
+
+// The record says "running" until the artifacts are written and the final
+// record stored: a client that sees the run ended finds every file in place.
+void Plan::finish(Now now, Steps& out) {
+  final_ = stage_ == Stage::cancelling ? State::cancelled : record_.verdict();
+  stage_ = Stage::writing;
+  record_.ended_ms = now.wall_ms;
+  std::vector<AttemptOutput> outputs;
+  for (size_t i = 0; i < work_.size(); ++i) {
+    const Work& w = work_[i];
+    outputs.push_back({record_.attempts[i].image, record_.attempts[i].target, w.boot.has_value(),
+                       w.retry == Retry::superseded, &w.console, &w.flash_log, &w.result.parsed,
+                       w.report ? &*w.report : nullptr});
+  }
+  std::vector<std::string> names; // the targets' names in order, each once: their device ids
+  for (const auto& t : targets_)
+    if (std::find(names.begin(), names.end(), t.name) == names.end()) names.push_back(t.name);
+  std::vector<ArtifactFile> files =
+      artifactFiles(spec_.suite.empty() ? record_.id : spec_.suite, outputs, names, spec_.images.size() > 1);
+  for (const auto& f : files) record_.artifacts.push_back(f.path);
+  record_.artifacts.push_back("summary.json");
+  files.push_back({"summary.json", finalRecord().toJson()});
+  out.changed = true;
+  out.commands.push_back(WriteFiles{std::move(files)});
+}
+
+Record Plan::finalRecord() const {
+  Record r = record_;
+  r.state = final_;
+  return r;
+}
+
+void Plan::on(const ArtifactsWritten& e, Now, Steps& out) {
+  if (stage_ != Stage::writing) return;
+  stage_ = Stage::storing;
+  if (!e.status.ok()) {
+    final_ = State::error;
+    record_.reason = "its artifacts could not be written: " + e.status.message();
+    // The daemon's own I/O failed: the lab's failure, whatever the attempts'.
+    if (record_.failure == FailureClass::none) record_.failure = FailureClass::infrastructure;
+    out.changed = true;
+    out.commands.push_back(WriteFiles{{{"summary.json", finalRecord().toJson()}}});
+  }
+  out.commands.push_back(StoreRecord{finalRecord()});
+}
+
+void Plan::on(const RecordStored&, Now, Steps& out) {
+  if (stage_ != Stage::storing) return;
+  stage_ = Stage::over;
+  record_.state = final_;
+  out.changed = true;
+  out.commands.push_back(Finished{infraFailures()});
+}
+
+std::vector<InfraFailure> Plan::infraFailures() const {
+  std::vector<InfraFailure> out;
+  if (final_ == State::cancelled) return out;
+  for (size_t i = 0; i < work_.size(); ++i) {
+    const Work& w = work_[i];
+    if (w.target == kReference && !w.result.status.ok())
+      out.push_back({"", "run " + record_.id + ": reference simulator: " + w.result.status.message()});
+    if (w.report && w.report->failure == FailureClass::infrastructure)
+      out.push_back({w.boot ? targets_[w.target].board : "", "run " + record_.id + ": " + w.report->reason});
+  }
+  return out;
+}
+
+} // namespace hwfarm::run

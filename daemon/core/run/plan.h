@@ -1,0 +1,281 @@
+// A run as a plan (DESIGN.md, "One shape for every engine"; ninja's Plan):
+// its spec and resolved targets in; step(event, now) -> commands out. Pure:
+// the run service carries the commands out (flash, power, watch a console,
+// start a simulator, arm a deadline, swap a board, write the artifacts,
+// store the record) and feeds what happened back as events.
+//
+// Every decision of a run is made here, in one place: which image runs
+// on which target and when (shard: the first free target takes the next
+// image; each: every target runs every image), how a board boots (boot.h),
+// when an attempt ends (END, its deadline, its console closing, a failed
+// step), what is retried (a board target's infrastructure failure, once,
+// on a board swapped into the lease), what a cancel stops, and the verdict
+// (the record's rules, record.h). An attempt's phase is one enum
+// (Phase); the run's own life is another (Stage, below).
+//
+// Attempts are numbered in the order they start (the record's order):
+// references first, one per image, then the targets' as each takes its
+// next image. Events name the attempt they concern; an event that no
+// longer fits (a line after the attempt ended, a deadline after its END)
+// changes nothing.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/console_line.h"
+#include "common/status.h"
+#include "daemon/core/clock.h"
+#include "daemon/core/run/artifacts.h"
+#include "daemon/core/run/boot.h"
+#include "daemon/core/run/protocol.h"
+#include "daemon/core/run/record.h"
+#include "daemon/core/run/report.h"
+#include "daemon/core/run/spec.h"
+#include "daemon/core/run/targets.h"
+
+namespace hwfarm::run {
+
+// A console is kept up to this much per attempt (its trace); more is cut.
+inline constexpr size_t kMaxConsoleBytes = 8u << 20;
+
+// The time of an event: steady for deadlines and durations, wall (unix ms)
+// for what the record shows.
+struct Now {
+  Clock::SteadyTime steady{};
+  int64_t wall_ms = 0;
+};
+
+// --- Events: what happened, fed to step() ------------------------------------
+
+struct Started {}; // the record is stored: the attempts begin
+struct Flashed {
+  size_t attempt;
+  Status status;
+  std::string log; // what the flasher printed
+};
+struct Powered {
+  size_t attempt;
+  Status status;
+};
+struct ConsoleLine {
+  size_t attempt;
+  std::string text; // as the console's line reader cut it (common/console_line.h), without its line end
+  bool continued = false;                 // the tail of a longer line
+  LineEnd end = LineEnd::newline;         // how it ended
+  ::hwfarm::ConsoleLine line() const { return {text, continued, end}; }
+};
+struct ConsoleClosed {
+  size_t attempt;
+  std::string reason;
+};
+struct DeadlinePassed {
+  size_t attempt;
+};
+struct PoweredOff { // after a PowerOff
+  size_t attempt;
+};
+struct SimulatorStarted {
+  size_t attempt;
+};
+struct SimulatorEnded {
+  size_t attempt;
+  Status status;       // the simulator's own failure (did not start, crashed)
+  std::string console; // what it printed, at most kMaxConsoleBytes
+  bool truncated = false;
+  bool timed_out = false;
+  double seconds = 0;
+};
+struct GoldenRead {
+  size_t attempt;
+  Status status; // why the golden outputs could not be read
+  std::string text;
+};
+struct Swapped {
+  size_t attempt;
+  Result<Target> board; // the board swapped in (its name and kind), or why none was
+};
+struct CancelRequested {
+  std::string reason;
+};
+struct ArtifactsWritten {
+  Status status;
+};
+struct RecordStored {
+  Status status;
+};
+
+using Event = std::variant<Started, Flashed, Powered, ConsoleLine, ConsoleClosed, DeadlinePassed, PoweredOff,
+                           SimulatorStarted, SimulatorEnded, GoldenRead, Swapped, CancelRequested, ArtifactsWritten,
+                           RecordStored>;
+
+// --- Commands: what to do, returned by step() -----------------------------
+
+struct Watch { // feed `board`'s console lines (ConsoleLine, ConsoleClosed) until Unwatch
+  size_t attempt;
+  std::string board;
+};
+struct Unwatch {
+  size_t attempt;
+};
+struct Flash { // -> Flashed
+  size_t attempt;
+  std::string board;
+  std::string image;
+};
+struct Power { // -> Powered
+  size_t attempt;
+  std::string board;
+  PowerStep step;
+};
+struct PowerOff { // a board left running (deadline, cancel), once its work allows -> PoweredOff
+  size_t attempt;
+  std::string board;
+};
+struct Simulate { // a fresh simulator of the run's board type -> SimulatorStarted, SimulatorEnded
+  size_t attempt;
+  std::string image;
+  std::chrono::milliseconds deadline; // the simulator's own bound, beside ArmDeadline's
+};
+struct StopSimulator { // -> SimulatorEnded (soon)
+  size_t attempt;
+};
+struct ReadGolden { // -> GoldenRead
+  size_t attempt;
+  std::string path;
+};
+struct ArmDeadline { // -> DeadlinePassed at `at`
+  size_t attempt;
+  Clock::SteadyTime at;
+};
+struct CancelDeadline {
+  size_t attempt;
+};
+struct SwapBoard { // replace `board` in the lease with another of its type -> Swapped
+  size_t attempt;
+  std::string board;
+  std::string reason;
+};
+struct WriteFiles { // into the run's directory, each atomically -> ArtifactsWritten
+  std::vector<ArtifactFile> files;
+};
+struct StoreRecord { // the final record, to the database -> RecordStored
+  Record record;
+};
+// An attempt that failed the lab's way (the SLA's input): its board, ""
+// for a simulator.
+struct InfraFailure {
+  std::string board;
+  std::string why;
+};
+struct Finished { // the run is over: its record says its final state
+  std::vector<InfraFailure> infra; // none for a cancelled run
+};
+
+using Command = std::variant<Watch, Unwatch, Flash, Power, PowerOff, Simulate, StopSimulator, ReadGolden,
+                             ArmDeadline, CancelDeadline, SwapBoard, WriteFiles, StoreRecord, Finished>;
+
+struct Steps {
+  std::vector<Command> commands; // in order
+  bool changed = false;          // the record changed (its watchers want to know)
+};
+
+class Plan {
+ public:
+  // A run `id` of `lease_id` created at `now`. REQUIRES: check(spec) is ok
+  // and `targets` were resolved for it.
+  Plan(Spec spec, Resolved targets, std::string id, std::string lease_id, Now now);
+
+  Steps step(const Event& event, Now now);
+
+  const Record& record() const { return record_; }
+  bool over() const { return stage_ == Stage::over; }
+
+ private:
+  // The run's life: starting (until its record is stored), running,
+  // cancelling (its attempts stop), writing its artifacts, storing its
+  // final record, over.
+  enum class Stage { starting, running, cancelling, writing, storing, over };
+  // An infrastructure failure of a board target: none, wanted (once the
+  // board is free), swapping (the lease service replaces the board),
+  // superseded (the retry runs on the board swapped in).
+  enum class Retry { none, wanted, swapping, superseded };
+  static constexpr size_t kReference = SIZE_MAX; // an attempt's target: the reference
+
+  // An attempt's working state, beside its entry in the record.
+  struct Work {
+    size_t image = 0;
+    size_t target = kReference;
+    std::optional<Boot> boot; // a board's
+    Retry retry = Retry::none;
+    std::optional<size_t> retry_of;
+    std::string retry_reason; // the infrastructure failure a retry is for
+    Attempt result;           // what its verdict is made of
+    Parser parser;
+    std::string console;
+    bool truncated = false; // the console passed kMaxConsoleBytes
+    std::string flash_log;
+    Clock::SteadyTime started{};
+    std::optional<TargetReport> report; // a target's, against the reference
+  };
+
+  void on(const Started&, Now now, Steps& out);
+  void on(const Flashed& e, Now now, Steps& out);
+  void on(const Powered& e, Now now, Steps& out);
+  void on(const ConsoleLine& e, Now now, Steps& out);
+  void on(const ConsoleClosed& e, Now now, Steps& out);
+  void on(const DeadlinePassed& e, Now now, Steps& out);
+  void on(const PoweredOff& e, Now now, Steps& out);
+  void on(const SimulatorStarted& e, Now now, Steps& out);
+  void on(const SimulatorEnded& e, Now now, Steps& out);
+  void on(const GoldenRead& e, Now now, Steps& out);
+  void on(const Swapped& e, Now now, Steps& out);
+  void on(const CancelRequested& e, Now now, Steps& out);
+  void on(const ArtifactsWritten& e, Now now, Steps& out);
+  void on(const RecordStored& e, Now now, Steps& out);
+
+  size_t addAttempt(size_t image, size_t target);
+  void startReference(size_t image, Now now, Steps& out);
+  // Gives target `t` its next image, if any is left: first the retry it
+  // was swapped in for.
+  void nextOn(size_t t, Now now, Steps& out);
+  void enterRunning(size_t i, Now now, Steps& out);
+  // A board attempt's console run is over: END, its deadline, its console
+  // closed (`closed`), or a failed step.
+  void endBoardRun(size_t i, const std::string& closed, Now now, Steps& out);
+  // A board attempt that never ran (its flash failed, or the run was
+  // cancelled while it flashed).
+  void endBoot(size_t i, Status status, Now now, Steps& out);
+  void attemptDone(size_t i, Now now, Steps& out);
+  // Attempt `i` left its target free: the retry, or the target's next image.
+  void targetFree(size_t i, Now now, Steps& out);
+  void judgeReady();
+  bool allDone() const;
+  void finishIfDone(Now now, Steps& out);
+  void finish(Now now, Steps& out);
+  Record finalRecord() const;
+  std::vector<InfraFailure> infraFailures() const;
+  bool stopping() const { return stage_ != Stage::running; }
+  Status cancelStatus() const;
+
+  Spec spec_;
+  std::vector<Target> targets_; // in the record's order; swapped-in boards last
+  std::string sim_label_;
+  std::string reference_name_;
+  Record record_;
+  std::vector<Work> work_; // by attempt
+  std::vector<size_t> reference_of_; // by image: its reference attempt (kReference: none)
+  std::deque<size_t> shard_queue_;   // images no target took yet (shard mode)
+  std::vector<std::deque<size_t>> per_target_; // each mode: the images a target has left
+  std::map<size_t, size_t> retry_on_; // target -> the attempt it retries first
+  Stage stage_ = Stage::starting;
+  State final_ = State::running; // from finish() on
+};
+
+} // namespace hwfarm::run

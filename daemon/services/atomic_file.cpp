@@ -1,0 +1,39 @@
+#include "daemon/services/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace hwfarm {
+
+Status replaceFile(const std::string& path, std::string_view bytes) {
+  const std::string temp = path + ".tmp";
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+  if (fd < 0) return Status::fromErrno("cannot create " + temp, errno);
+  for (size_t off = 0; off < bytes.size();) {
+    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+    if (n >= 0) {
+      off += static_cast<size_t>(n);
+    } else if (errno != EINTR) {
+      Status failed = Status::fromErrno("cannot write " + temp, errno);
+      ::close(fd);
+      ::unlink(temp.c_str());
+      return failed;
+    }
+  }
+  bool synced = ::fsync(fd) == 0;
+  int sync_errno = errno;
+  if (::close(fd) != 0 || !synced) return Status::fromErrno("cannot sync " + temp, synced ? errno : sync_errno);
+  if (::rename(temp.c_str(), path.c_str()) != 0) return Status::fromErrno("cannot rename " + temp + " to " + path, errno);
+  std::string dir = path.substr(0, path.find_last_of('/') + 1);
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return Status::fromErrno("cannot open " + dir, errno);
+  bool dir_synced = ::fsync(dfd) == 0;
+  int dir_errno = errno;
+  ::close(dfd);
+  if (!dir_synced) return Status::fromErrno("cannot sync " + dir, dir_errno);
+  return Status::success();
+}
+
+} // namespace hwfarm

@@ -1,0 +1,18 @@
+// The daemon's one way to replace a file on disk: a reader (or a restart
+// after a power cut) finds the old bytes or the new ones, never a mix.
+// Blocking (fsync): call it off the event loop.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace hwfarm {
+
+// Writes `bytes` to a temp file beside `path` (path + ".tmp"), syncs it,
+// renames it over `path` and syncs the directory. An infrastructure Status
+// naming the step and the file when one fails.
+Status replaceFile(const std::string& path, std::string_view bytes);
+
+} // namespace hwfarm

@@ -1,0 +1,160 @@
+#include "daemon/services/board_targets.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "daemon/services/board_service.h"
+#include "drivers/simulator_run.h"
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+
+namespace hwfarm {
+namespace {
+
+drivers::PowerAction actionOf(run::PowerStep step) {
+  switch (step) {
+    case run::PowerStep::on: return drivers::PowerAction::on;
+    case run::PowerStep::off: return drivers::PowerAction::off;
+    case run::PowerStep::cycle: return drivers::PowerAction::cycle;
+  }
+  return drivers::PowerAction::off;
+}
+
+SimulatorResult resultOf(Result<drivers::SimulatorRun> ran) {
+  SimulatorResult r;
+  if (!ran) {
+    r.status = ran.status();
+    return r;
+  }
+  r.console = std::move(ran->console);
+  r.truncated = ran->truncated;
+  r.timed_out = ran->timed_out;
+  r.seconds = ran->seconds;
+  if (ran->qemu_exit) { // it ended on its own: how, with its status or signal as the evidence
+    Evidence evidence;
+    if (ran->qemu_signal) evidence.signal = ran->qemu_signal;
+    else evidence.exit_code = ran->qemu_exit;
+    r.status = Status::infrastructure(Code::unavailable, ran->qemu_end, std::move(evidence));
+  }
+  return r;
+}
+
+} // namespace
+
+struct BoardTargets::Impl {
+  Impl(asio::io_context& i, const config::FleetConfig& c, BoardService& b)
+      : io(i), config(c), boards(b), scratch(c.agent.state_dir + "/simulators"),
+        pool(static_cast<size_t>(std::max<int64_t>(1, c.runs.max_simulators))) {
+    std::error_code ec;
+    fs::remove_all(scratch, ec);
+  }
+
+  // Runs `fn` on the loop, after the call that asked for it returned.
+  template <typename F>
+  void later(F fn) {
+    asio::post(io, std::move(fn));
+  }
+
+  asio::io_context& io;
+  config::FleetConfig config;
+  BoardService& boards;
+  std::string scratch; // the simulators' work directories
+  asio::thread_pool pool;
+};
+
+BoardTargets::BoardTargets(asio::io_context& io, const config::FleetConfig& config, BoardService& boards)
+    : impl_(std::make_unique<Impl>(io, config, boards)) {}
+
+BoardTargets::~BoardTargets() { impl_->pool.join(); }
+
+void BoardTargets::reconfigure(const config::FleetConfig& config) { impl_->config = config; }
+
+std::optional<run::BoardInfo> BoardTargets::board(const std::string& name) const {
+  const config::BoardConfig* b = impl_->config.findBoard(name);
+  if (!b) return std::nullopt;
+  run::BoardKind kind = b->driver == "qemu"            ? run::BoardKind::simulated
+                        : b->power.driver == "none"    ? run::BoardKind::unswitched
+                                                       : run::BoardKind::switched;
+  return run::BoardInfo{b->type, kind};
+}
+
+void BoardTargets::flash(const lease::Lease& lease, const std::string& board, const std::string& image,
+                         FlashDone done) {
+  Impl* impl = impl_.get();
+  impl->boards.flash(lease, board, image, [impl, done = std::move(done)](Status s, double, std::string log) mutable {
+    impl->later([done = std::move(done), s = std::move(s), log = std::move(log)]() mutable {
+      done(std::move(s), std::move(log));
+    });
+  });
+}
+
+void BoardTargets::power(const lease::Lease& lease, const std::string& board, run::PowerStep step, Done done) {
+  Impl* impl = impl_.get();
+  impl->boards.power(lease, board, actionOf(step), [impl, done = std::move(done)](Status s, double) mutable {
+    impl->later([done = std::move(done), s = std::move(s)]() mutable { done(std::move(s)); });
+  });
+}
+
+void BoardTargets::powerOff(const lease::Lease& lease, const std::string& board, Done done) {
+  Impl* impl = impl_.get();
+  impl->boards.powerOffWhenIdle(lease, board, [impl, done = std::move(done)](Status s, double) mutable {
+    impl->later([done = std::move(done), s = std::move(s)]() mutable { done(std::move(s)); });
+  });
+}
+
+std::function<void()> BoardTargets::watch(const std::string& board, std::function<void(const ConsoleLine&)> on_line,
+                                          std::function<void(const std::string&)> on_closed) {
+  return impl_->boards.watchConsole(board, std::move(on_line), std::move(on_closed));
+}
+
+void BoardTargets::release(const std::string& lease_id, const std::string& board) {
+  impl_->boards.boardLeftLease(lease_id, board);
+}
+
+void BoardTargets::simulate(SimulatorJob job, std::function<void()> started,
+                            std::function<void(SimulatorResult)> ended) {
+  Impl* impl = impl_.get();
+  // A board's next image would remove this one from the store while the
+  // simulator waits for its turn to stage it.
+  std::function<void()> release = impl->boards.holdImage(job.image);
+  std::string work = impl->scratch + "/" + job.name;
+  asio::post(impl->pool, [impl, job = std::move(job), work, started = std::move(started), ended = std::move(ended),
+                          release = std::move(release)]() mutable {
+    Result<drivers::SimulatorRun> ran = Status::error(Code::unavailable, "stopped before it started");
+    if (!job.stop->load()) {
+      asio::post(impl->io, std::move(started));
+      drivers::SimulatorOptions options;
+      options.deadline = job.deadline;
+      options.max_bytes = job.max_bytes;
+      options.cancel = job.stop.get();
+      ran = drivers::runSimulator("ref", job.qemu, job.image, work, options);
+      std::error_code ec;
+      fs::remove_all(work, ec);
+    }
+    asio::post(impl->io, [release = std::move(release), ended = std::move(ended), ran = std::move(ran)]() mutable {
+      release();
+      ended(resultOf(std::move(ran)));
+    });
+  });
+}
+
+void BoardTargets::readGolden(const std::string& path, ReadDone done) {
+  Impl* impl = impl_.get();
+  asio::post(impl->pool, [impl, path, done = std::move(done)]() mutable {
+    std::ifstream in(path, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    Status status;
+    if (!in && !in.eof()) status = Status::infrastructure(Code::io_error, "cannot read the golden outputs " + path);
+    asio::post(impl->io, [done = std::move(done), status = std::move(status), text = std::move(text)]() mutable {
+      done(std::move(status), std::move(text));
+    });
+  });
+}
+
+} // namespace hwfarm

@@ -1,0 +1,154 @@
+#include "daemon/services/run_dir.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "daemon/services/atomic_file.h"
+
+namespace fs = std::filesystem;
+
+namespace hwfarm {
+namespace {
+
+// The parts of a plain path, or none when it is not one.
+std::vector<std::string> partsOf(std::string_view path) {
+  std::vector<std::string> parts;
+  if (path.empty() || path.size() >= 512 || path[0] == '/') return {};
+  for (size_t start = 0;;) {
+    size_t slash = path.find('/', start);
+    std::string_view part = path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    if (part.empty() || part[0] == '.') return {};
+    for (char ch : part)
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.')) return {};
+    parts.emplace_back(part);
+    if (slash == std::string_view::npos) return parts;
+    start = slash + 1;
+  }
+}
+
+Status notAnArtifact(const std::string& id, const std::string& path) {
+  return Status::error(Code::not_found, "run " + id + " has no artifact " + path);
+}
+
+} // namespace
+
+bool RunDir::plainPath(std::string_view path) { return !partsOf(path).empty(); }
+
+std::string RunDir::contentType(std::string_view path) {
+  auto ends = [&](std::string_view e) { return path.size() >= e.size() && path.substr(path.size() - e.size()) == e; };
+  if (ends(".json")) return "application/json";
+  if (ends(".xml")) return "application/xml";
+  if (ends(".txt")) return "text/plain; charset=utf-8";
+  return "application/octet-stream";
+}
+
+Status RunDir::create(const std::string& id) const {
+  std::error_code ec;
+  fs::create_directories(path(id), ec);
+  if (ec) return Status::infrastructure(Code::io_error, "cannot create " + path(id) + ": " + ec.message());
+  return Status::success();
+}
+
+Status RunDir::write(const std::string& id, const std::vector<run::ArtifactFile>& files) const {
+  Status first;
+  for (const auto& f : files) {
+    Status s;
+    std::string file = path(id) + "/" + f.path;
+    std::error_code ec;
+    fs::create_directories(fs::path(file).parent_path(), ec);
+    if (ec) s = Status::infrastructure(Code::io_error, "cannot create " + fs::path(file).parent_path().string() +
+                                                           ": " + ec.message());
+    else s = replaceFile(file, f.bytes);
+    if (!s.ok() && first.ok()) first = std::move(s);
+  }
+  return first;
+}
+
+Result<std::vector<std::string>> RunDir::list(const std::string& id) const {
+  std::vector<std::string> out;
+  const std::string dir = path(id);
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end;
+  if (ec) return Status::infrastructure(Code::io_error, "cannot list " + dir + ": " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) return Status::infrastructure(Code::io_error, "cannot list " + dir + ": " + ec.message());
+    std::string name = it->path().filename().string();
+    if (!name.empty() && name[0] == '.') {
+      if (it->is_directory(ec)) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_symlink(ec) || !it->is_regular_file(ec)) continue;
+    std::string relative = fs::relative(it->path(), dir, ec).string();
+    if (plainPath(relative)) out.push_back(std::move(relative));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Result<RunDir::Opened> RunDir::open(const std::string& id, const std::string& path_in_run) const {
+  std::vector<std::string> parts = partsOf(path_in_run);
+  if (parts.empty() || !plainPath(id))
+    return Status::error(Code::invalid_argument, "artifact path " + path_in_run + " is not plain");
+  int dir = ::open(path(id).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) return notAnArtifact(id, path_in_run);
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    int next = ::openat(dir, parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    ::close(dir);
+    if (next < 0) return notAnArtifact(id, path_in_run);
+    dir = next;
+  }
+  int fd = ::openat(dir, parts.back().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  ::close(dir);
+  struct stat st {};
+  if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= kMaxArtifactBytes)
+    return Opened{fd, static_cast<uint64_t>(st.st_size), st.st_mtime};
+  if (fd >= 0) ::close(fd);
+  return notAnArtifact(id, path_in_run);
+}
+
+Result<std::string> RunDir::read(const std::string& id, const std::string& path_in_run) const {
+  Result<Opened> opened = open(id, path_in_run);
+  if (!opened) return opened.status();
+  std::string bytes(opened->size, '\0');
+  size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t n = ::read(opened->fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Status failed = Status::fromErrno("cannot read " + path(id) + "/" + path_in_run, errno);
+      ::close(opened->fd);
+      return failed;
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(opened->fd);
+  bytes.resize(got);
+  return bytes;
+}
+
+std::vector<std::string> RunDir::ids() const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec))
+    if (std::error_code e; it->is_directory(e)) out.push_back(it->path().filename().string());
+  return out;
+}
+
+bool RunDir::remove(const std::string& id) const {
+  std::error_code ec;
+  fs::remove_all(path(id), ec);
+  if (!ec) return true;
+  spdlog::warn("cannot remove the run directory {}: {}", path(id), ec.message());
+  return false;
+}
+
+} // namespace hwfarm
