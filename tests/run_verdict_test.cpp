@@ -5,6 +5,7 @@
 // beyond the records it prints.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <regex>
 
 #include "daemon/core/run/console_limits.h"
@@ -365,4 +366,37 @@ TEST_CASE("verdict: a board's console is read for a drain window after END, and 
     REQUIRE(lab.over());
     CHECK(lab.record().state == State::passed);
   }
+}
+
+TEST_CASE("verdict: damaged records the reference shows too are the firmware's") {
+  // A console as a parsed attempt.
+  auto attempt = [](const std::string& target, const std::string& console) {
+    Attempt a;
+    a.image = "crc";
+    a.target = target;
+    Parser p;
+    p.feed(console);
+    p.finish();
+    a.parsed = std::move(p).take();
+    return a;
+  };
+  // Given an image whose TEST record carries a CRC that does not match its bytes,
+  char crc[16];
+  std::snprintf(crc, sizeof crc, " *%08x", crc32("HWFARM TEST t PASS") ^ 1u);
+  std::string bad = "HWFARM BEGIN suite=s\nHWFARM TEST t PASS" + std::string(crc) + "\nHWFARM END status=0\n";
+  std::string good = "HWFARM BEGIN suite=s\nHWFARM TEST t PASS\nHWFARM END status=0\n";
+  // on a board, against a reference that printed the same damaged record:
+  // the simulator's console is lossless, so the CRCs are the firmware's.
+  Attempt same = attempt("qemu_ref", bad);
+  TargetReport r = evaluate(attempt("nucleo", bad), &same, nullptr);
+  CHECK(r.failure == FailureClass::test);
+  CHECK(r.reason.find("(the reference shows damaged records too: the firmware's)") != std::string::npos);
+  // Against a reference that printed it whole, the damage happened on the way: the lab's.
+  Attempt whole = attempt("qemu_ref", good);
+  CHECK(evaluate(attempt("nucleo", bad), &whole, nullptr).failure == FailureClass::infrastructure);
+  // Without a simulator reference nothing clears the lab: the firmware's.
+  CHECK(evaluate(attempt("nucleo", bad), nullptr, nullptr).failure == FailureClass::test);
+  Attempt golden = whole;
+  golden.golden = true;
+  CHECK(evaluate(attempt("nucleo", bad), &golden, nullptr).failure == FailureClass::test);
 }

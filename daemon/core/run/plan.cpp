@@ -118,7 +118,8 @@ void Plan::startReference(size_t image, Now now, Steps& out) {
   }
   // The reference runs the image's reference_image when it has one.
   std::string path = img.reference_path.empty() ? img.path : img.reference_path;
-  out.commands.push_back(Simulate{i, std::move(path), std::chrono::milliseconds(spec_.deadline_ms)});
+  out.commands.push_back(Simulate{i, std::move(path), std::chrono::milliseconds(spec_.deadline_ms),
+                                   std::chrono::milliseconds(spec_.drain_ms)});
 }
 
 void Plan::nextOn(size_t t, Now now, Steps& out) {
@@ -146,7 +147,8 @@ void Plan::nextOn(size_t t, Now now, Steps& out) {
   const Target& target = targets_[t];
   const std::string& path = spec_.images[*image].path;
   if (target.simulator()) {
-    out.commands.push_back(Simulate{i, path, std::chrono::milliseconds(spec_.deadline_ms)});
+    out.commands.push_back(Simulate{i, path, std::chrono::milliseconds(spec_.deadline_ms),
+                                     std::chrono::milliseconds(spec_.drain_ms)});
     return;
   }
   w.boot.emplace(target.kind);

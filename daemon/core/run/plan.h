@@ -135,6 +135,7 @@ struct Simulate { // a fresh simulator of the run's board type -> SimulatorStart
   size_t attempt;
   std::string image;
   std::chrono::milliseconds deadline; // the simulator's own bound, beside ArmDeadline's
+  std::chrono::milliseconds drain;    // its console is read this long after END (or until it exits)
 };
 struct StopSimulator { // -> SimulatorEnded (soon)
   size_t attempt;

@@ -228,7 +228,8 @@ void firmwareVerdicts(Builder& b, const ParseResult& p, const Attempt* witness) 
     bool infra = pr.failure == FailureClass::infrastructure && witness_clean;
     std::string why = pr.message;
     if (pr.failure == FailureClass::infrastructure && !infra)
-      why += witness ? " (the reference shows damaged records too: the firmware's)" : " (no reference to clear it)";
+      why += witness ? " (the reference shows damaged records too: the firmware's)"
+                     : " (no simulator run shows the lab at fault)";
     std::string name = pr.case_name.empty() ? "(protocol)" : pr.case_name;
     b.mark(b.caseNamed(name), infra ? Outcome::error : Outcome::fail, why);
     b.fail(infra ? FailureClass::infrastructure : FailureClass::test, why);
