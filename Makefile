@@ -1,5 +1,6 @@
 # The two commands from README.md: `make demo` and `make test`; CI's extra
-# builds (README.md "CI"): `make test-asan`, `make test-tsan`, `make fuzz`.
+# builds (docs/testing.md): `make test-asan`, `make test-tsan`, `make fuzz`.
+SOURCE_DIR := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
@@ -34,21 +35,29 @@ ASAN_ENV = ASAN_OPTIONS=$(ASAN_BASE):log_path=$(CURDIR)/$(ASAN_DIR)/sanitizer/as
 UMOCKDEV_TESTS = ^usb_daemon_test:
 TSAN_ENV = TSAN_OPTIONS=$(SAN_COMMON):second_deadlock_stack=1:log_path=$(CURDIR)/$(TSAN_DIR)/sanitizer/tsan
 
+# No "make: Entering directory" lines from the makes CMake's build runs.
+MAKEFLAGS += --no-print-directory
+# For scripts/demo.sh, which builds the demo's targets itself.
+export BUILD_TYPE JOBS CMAKE_FLAGS
+
 .PHONY: all deps build test demo bench bench-against clean test-asan test-tsan fuzz
 
 all: build
 
+# Every package of the build, the tests and CI (scripts/install-deps.sh's
+# test group; `make demo` installs only its demo group).
 deps:
-	@./scripts/install-deps.sh
+	@./scripts/install-deps.sh test
 
-$(BUILD_DIR)/CMakeCache.txt:
-	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
-
-build: deps $(BUILD_DIR)/CMakeCache.txt
+# Configured with the tests, also a build dir that `make demo` configured
+# without them (the demo needs none of the test packages).
+build: deps
+	@grep -qs '^HWFARM_BUILD_TESTS:BOOL=ON$$' $(BUILD_DIR)/CMakeCache.txt || \
+	  cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DHWFARM_BUILD_TESTS=ON $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD_DIR) -j$(JOBS)
 
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
 
 # The whole suite with AddressSanitizer + UndefinedBehaviorSanitizer (g++);
 # the hwfarmd the tests start is the sanitized one of this build.
@@ -77,6 +86,7 @@ bench: build
 	$(BUILD_DIR)/bench/hwfarm_serial_bench
 	$(BUILD_DIR)/bench/hwfarm_metrics_bench
 	bench/run_bench.sh $(BUILD_DIR)
+	node bench/dashboard_bench.mjs $(BUILD_DIR)
 
 # The lease benchmark with another hwfarmd build as the baseline column:
 #   make bench-against AGAINST=/path/to/old/hwfarmd
@@ -84,8 +94,10 @@ bench-against: build
 	$(BUILD_DIR)/bench/hwfarm_lease_bench --fsync off --against $(AGAINST)
 	$(BUILD_DIR)/bench/hwfarm_lease_bench --fsync on --against $(AGAINST)
 
-demo: build
-	@./scripts/demo.sh $(BUILD_DIR)
+# Only the demo's packages and targets; exec: Ctrl-C stops the demo, not a
+# shell in between (make then has nothing to report).
+demo:
+	@exec $(SOURCE_DIR)scripts/demo.sh --build $(BUILD_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR)

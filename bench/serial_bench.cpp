@@ -91,7 +91,7 @@ Result runHwfarm(int ports, double seconds, size_t rate) {
     auto opened = hwfarm::drivers::SerialPort::open(io, p.path, o);
     if (!opened) throw std::runtime_error(opened.status().message());
     auto port = std::move(opened).value();
-    port->start([&](const std::string& line) { received += line.size() + 1; }, nullptr, nullptr);
+    port->start([&](const hwfarm::ConsoleLine& line) { received += line.text.size() + 1; }, nullptr, nullptr);
     readers.push_back(std::move(port));
   }
   std::atomic<uint64_t> sent{0};

@@ -11,6 +11,10 @@ namespace hwfarm::config {
 // prefix of it (or it of the candidate); otherwise empty.
 std::string closestMatch(std::string_view word, const std::vector<std::string>& candidates);
 
+// `candidates` without repeats, the closest to `word` (by edit distance)
+// first, ties in name order: for messages that list what exists.
+std::vector<std::string> closestFirst(std::string_view word, std::vector<std::string> candidates);
+
 // `word` joined with ", ", sorted, for "known: a, b, c" messages.
 std::string joinSorted(std::vector<std::string> words);
 

@@ -89,6 +89,12 @@ class SimulatedBoard : public Board {
     setConsole("", false);
   }
   bool consoleFollowsPower() const override { return true; }
+  Status processEnd(std::chrono::milliseconds timeout) override {
+    std::lock_guard lock(mutex_);
+    std::optional<QemuEnd> end = qemu_.waitEnd(timeout);
+    if (!end) return Status::success();
+    return Status::infrastructure(Code::unavailable, end->describe(), end->evidence());
+  }
 
  private:
   void setConsole(const std::string& console, bool starting) {

@@ -8,6 +8,7 @@
 // them off its event loop.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -29,6 +30,15 @@ class Board {
   virtual Result<std::string> console() = 0;
   // Leaves the board safe after a lease: simulated boards stop.
   virtual void reset() = 0;
+  // How the board's own process ended by itself, once its console closed:
+  // a simulated board's QEMU that crashed or was killed ("QEMU was killed
+  // by signal 6 (Aborted)", with the signal or exit code as evidence);
+  // ok when it did not (it runs, or was powered off), and always for a
+  // board on USB. Waits up to `timeout` for the process to end. Blocking.
+  virtual Status processEnd(std::chrono::milliseconds timeout) {
+    (void)timeout;
+    return Status::success();
+  }
   // True when the console exists only while powered (a simulator's socket);
   // false for a tty, which is opened before power or flash so that nothing
   // the board prints right after is lost.

@@ -181,6 +181,7 @@ Status flash(const config::FlashConfig& config, const std::string& image, const 
   ToolOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
   options.log_path = log_path;
+  options.what = "flasher of board " + target.board;
   Result<std::vector<std::string>> argv = flashArgv(config, image, target, scratch);
   if (!argv) return std::move(argv).takeStatus();
   return runTool(*argv, options).toStatus();

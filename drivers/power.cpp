@@ -48,6 +48,7 @@ Status power(const config::PowerConfig& c, PowerAction action, const FlashTarget
   ToolOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.timeout_s * 1000));
   options.log_path = log_path;
+  options.what = "power switch of board " + target.board;
   for (size_t i = 0; i < steps.size(); ++i) {
     // A cycle made of off and on waits off_s in between.
     if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(c.off_s * 1000)));

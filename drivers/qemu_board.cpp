@@ -3,7 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "drivers/reaper.h"
 #include "drivers/spawn.h"
 #include "drivers/tool_runner.h"
 
@@ -49,12 +50,23 @@ namespace {
 // top-level links into it read-only, a private /dev and /proc, its image
 // read-only, its socket directory, and nothing else; every namespace new
 // (no network, no host processes), no capabilities, no new user namespaces,
-// killed with its parent.
-std::vector<std::string> sandboxArgv(const std::string& bwrap, int info_fd, const std::string& qemu,
-                                     const std::string& image, const std::string& socket_dir, bool with_proc) {
-  std::vector<std::string> argv{bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+// and marked as hwfarmd's child. Not --die-with-parent: it ties bubblewrap
+// and the sandbox to the thread that started them, not to hwfarmd, and
+// leaves a gap while the sandbox is set up (docs/drivers.md, "When hwfarmd
+// dies"); hwfarmd's reaper and powerOff() stop the sandbox instead.
+std::vector<std::string> sandboxArgv(const std::string& bwrap, int info_fd, int status_fd, const std::string& what,
+                                     const std::string& qemu, const std::string& image, const std::string& socket_dir,
+                                     bool with_proc) {
+  std::vector<std::string> argv{bwrap, "--new-session", "--unshare-all", "--unshare-user",
                                 "--disable-userns", "--cap-drop", "ALL", "--clearenv", "--setenv", "PATH",
-                                "/usr/bin:/bin", "--info-fd", std::to_string(info_fd), "--ro-bind", "/usr", "/usr"};
+                                "/usr/bin:/bin"};
+  // QEMU carries hwfarmd's marks too (drivers/reaper.h).
+  for (const auto& mark : childMarks(what)) {
+    size_t eq = mark.find('=');
+    argv.insert(argv.end(), {"--setenv", mark.substr(0, eq), mark.substr(eq + 1)});
+  }
+  argv.insert(argv.end(), {"--info-fd", std::to_string(info_fd), "--json-status-fd", std::to_string(status_fd),
+                           "--ro-bind", "/usr", "/usr"});
   // Merged /usr (Debian 12): /bin, /lib... are links into /usr; otherwise
   // they are directories, bound read-only.
   for (const char* top : {"/bin", "/sbin", "/lib", "/lib64", "/lib32"}) {
@@ -154,10 +166,20 @@ Status QemuBoard::powerOn(std::string* console) {
 Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qemu, const std::string& image,
                                  const std::string& socket_dir, const std::string& socket, bool with_proc,
                                  std::string* console) {
+  // Two reports from bubblewrap: --info-fd (the sandbox's pid, then
+  // closed) and --json-status-fd (the same, then QEMU's exit status).
   int info[2];
+  int status[2];
   if (::pipe2(info, O_CLOEXEC) != 0)
     return Status::fromErrno("cannot confine QEMU for board " + name_ + ": pipe", errno);
-  std::vector<std::string> argv = sandboxArgv(bwrap, info[1], qemu, image, socket_dir, with_proc);
+  if (::pipe2(status, O_CLOEXEC | O_NONBLOCK) != 0) {
+    Status failed = Status::fromErrno("cannot confine QEMU for board " + name_ + ": pipe", errno);
+    ::close(info[0]);
+    ::close(info[1]);
+    return failed;
+  }
+  std::string what = "QEMU simulator " + name_;
+  std::vector<std::string> argv = sandboxArgv(bwrap, info[1], status[1], what, qemu, image, socket_dir, with_proc);
   // No semihosting: the firmware reports its status on the console.
   argv.insert(argv.end(), {qemu, "-M", config_.machine});
   if (!config_.cpu.empty()) argv.insert(argv.end(), {"-cpu", config_.cpu});
@@ -168,29 +190,33 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   argv.insert(argv.end(), config_.extra_args.begin(), config_.extra_args.end());
   std::string log = logPath();
   exit_status_.reset();
+  end_.reset();
   int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out < 0) {
     Status failed = Status::fromErrno("cannot open " + log, errno);
-    ::close(info[0]);
-    ::close(info[1]);
+    for (int fd : {info[0], info[1], status[0], status[1]}) ::close(fd);
     return failed;
   }
   SpawnOptions options;
   options.argv = std::move(argv);
   options.stdout_fd = out;
   options.stderr_fd = out;
-  options.keep_fds = {info[1]};
-  // A simulator must not outlive hwfarmd (kill -9 included): it would wait
-  // for its console forever.
-  options.die_with_parent = true;
+  options.keep_fds = {info[1], status[1]};
+  // It must not outlive hwfarmd (it would wait for its console forever):
+  // marked as hwfarmd's child, its reaper stops it (drivers/reaper.h).
+  options.what = what;
   Result<pid_t> child = spawnProcess(options);
   ::close(out);
   ::close(info[1]);
+  ::close(status[1]);
   if (!child) {
     ::close(info[0]);
+    ::close(status[0]);
     return std::move(child).takeStatus().withContext("cannot confine QEMU for board " + name_);
   }
   pid_ = *child;
+  status_fd_ = status[0];
+  pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0)); // unreaped: it names bubblewrap
   // QEMU creates the socket, then waits for the console to connect. It binds
   // the socket before it listens, and connecting in between would be
   // refused: wait until the kernel lists it as listening (without
@@ -199,6 +225,10 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   pid_t sandboxed = readSandboxPid(info[0], deadline);
   ::close(info[0]);
+  // Held from now on: the sandbox's pid 1 is bubblewrap's child, so while
+  // bubblewrap is unreaped nobody else can reap it and reuse its pid.
+  if (auto stat = sandboxed > 0 ? readProcessStat(sandboxed) : std::nullopt; stat && stat->ppid == pid_)
+    sandbox_ = ProcessHandle::open(sandboxed, stat->start_time);
   std::string table = "/proc/" + std::to_string(sandboxed) + "/net/unix";
   struct stat st {};
   while (sandboxed <= 0 || ::stat(socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) ||
@@ -208,7 +238,7 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
       // (it closed its report: it is exiting), and the end of its log.
       bool ending = sandboxed <= 0 || !running();
       for (int i = 0; ending && i < 100 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      Evidence evidence = running() ? Evidence{} : exit_evidence_;
+      Evidence evidence = running() || !end_ ? Evidence{} : end_->evidence();
       powerOff();
       evidence.tool_output = outputTail(log, 2048);
       std::string why = sandboxError(log);
@@ -242,19 +272,61 @@ bool unixSocketListening(const std::string& path, const std::string& table_path)
   return false;
 }
 
+std::string QemuEnd::describe(const std::string& subject) const {
+  std::string who = sandbox ? subject + "'s sandbox" : subject;
+  if (signal) return who + " was killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
+  return who + " exited with status " + std::to_string(exit_code.value_or(-1));
+}
+
+Evidence QemuEnd::evidence() const {
+  Evidence e;
+  if (signal) e.signal = signal;
+  else e.exit_code = exit_code;
+  return e;
+}
+
+std::optional<int> QemuBoard::reportedExit() {
+  std::string report;
+  char buf[512];
+  for (ssize_t n; (n = ::read(status_fd_, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR);)
+    if (n > 0) report.append(buf, static_cast<size_t>(n));
+  size_t key = report.find("\"exit-code\":");
+  if (key == std::string::npos) return std::nullopt;
+  return static_cast<int>(std::strtol(report.c_str() + key + 12, nullptr, 10));
+}
+
 void QemuBoard::reap(bool block) {
   if (pid_ <= 0) return;
   siginfo_t info{};
   int r = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
   if (r != 0 || info.si_pid != pid_) return;
   // Exited: its group goes with it before it is reaped (after that, its pid
-  // could name another process).
+  // could name another process), and so does the sandbox (its pid 1 has a
+  // session of its own, outside that group).
+  if (sandbox_) sandbox_->signal(SIGKILL);
   int raw = killGroupAndReap(pid_);
   exit_status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  exit_evidence_ = {};
-  if (WIFEXITED(raw)) exit_evidence_.exit_code = WEXITSTATUS(raw);
-  else exit_evidence_.signal = WTERMSIG(raw);
+  // bubblewrap wrote QEMU's status before it exited; without one, it ended
+  // by itself.
+  QemuEnd end;
+  if (std::optional<int> qemu = reportedExit()) {
+    if (*qemu > 128 && *qemu < 128 + NSIG) end.signal = *qemu - 128; // bubblewrap's way to say "signal N"
+    else end.exit_code = *qemu;
+  } else {
+    end.sandbox = true;
+    if (WIFEXITED(raw)) end.exit_code = WEXITSTATUS(raw);
+    else end.signal = WTERMSIG(raw);
+  }
+  end_ = end;
+  closeHandles();
   pid_ = -1;
+}
+
+void QemuBoard::closeHandles() {
+  if (pidfd_ >= 0) ::close(pidfd_);
+  if (status_fd_ >= 0) ::close(status_fd_);
+  pidfd_ = status_fd_ = -1;
+  sandbox_.reset();
 }
 
 bool QemuBoard::running() {
@@ -267,15 +339,46 @@ std::optional<int> QemuBoard::exitStatus() {
   return exit_status_;
 }
 
+std::optional<QemuEnd> QemuBoard::end() {
+  reap(false);
+  return end_;
+}
+
+std::optional<QemuEnd> QemuBoard::waitEnd(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (running()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    if (pidfd_ >= 0) {
+      pollfd p{pidfd_, POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(left.count()));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  return end_;
+}
+
 void QemuBoard::powerOff() {
   if (!running()) return;
-  ::kill(-pid_, SIGTERM); // the sandbox: QEMU dies with it (--die-with-parent)
-  for (int i = 0; i < 200 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // The sandbox's pid 1 first: QEMU's pid namespace ends with it. Signals
+  // to bubblewrap's group do not reach it (it has a session of its own, and
+  // as a namespace's init it ignores SIGTERM), and bubblewrap's
+  // --die-with-parent does not cover it while the sandbox is being set up.
+  if (!sandbox_) // not reported yet: bubblewrap's child, if it has one
+    for (pid_t child : childrenOf(pid_))
+      if (auto stat = readProcessStat(child))
+        if (auto handle = ProcessHandle::open(child, stat->start_time); handle && stat->ppid == pid_)
+          handle->signal(SIGKILL);
+  if (sandbox_) sandbox_->signal(SIGKILL);
+  ::kill(-pid_, SIGTERM);
+  waitEnd(std::chrono::seconds(2));
   if (running()) {
     ::kill(-pid_, SIGKILL);
     reap(true);
   }
   exit_status_.reset(); // stopped, not finished
+  end_.reset();
 }
 
 } // namespace hwfarm::drivers

@@ -9,6 +9,7 @@
 // Blocking calls (QEMU start-up, stop): run them off the event loop.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "config/fleet_config.h"
 #include "common/status.h"
+#include "drivers/process_table.h"
 
 namespace hwfarm::drivers {
 
@@ -35,6 +37,22 @@ enum class SimRole : uint32_t {
   target = 1,    // a fleet board (makeBoard, driver = "qemu"), or a simulator run as a target
 };
 inline constexpr uint32_t kSimIdentityAddress = 0x203FFF00;
+
+// How QEMU ended by itself (it crashed, aborted, was killed from outside,
+// or its sandbox failed), as its sandbox reported it: bubblewrap reports
+// QEMU's exit status on --json-status-fd, 128 + N for a signal N.
+struct QemuEnd {
+  std::optional<int> exit_code; // QEMU exited with this status
+  int signal = 0;               // or this signal killed it
+  // bubblewrap ended without reporting QEMU's end (it was killed itself,
+  // or could not start QEMU): exit_code or signal are bubblewrap's.
+  bool sandbox = false;
+  // `subject` and what happened: "the simulator exited with status 1",
+  // "the simulator was killed by signal 6 (Aborted)", "the simulator's
+  // sandbox was killed by signal 9 (Killed)".
+  std::string describe(const std::string& subject = "QEMU") const;
+  Evidence evidence() const; // the exit code or the signal
+};
 
 class QemuBoard {
  public:
@@ -60,16 +78,24 @@ class QemuBoard {
   // Forgets the staged image (a new lease starts from nothing).
   void clearImage();
   // Whether QEMU runs; once it has exited on its own (it crashed, or its
-  // sandbox failed), its exit status, or 128+signal. Nothing after
-  // powerOff(). The firmware's own status is on its console, not here.
+  // sandbox failed), its exit status, or 128+signal, and how it ended.
+  // Nothing after powerOff(). The firmware's own status is on its console,
+  // not here.
   bool running();
   std::optional<int> exitStatus();
-  pid_t pid() const { return pid_; }
+  std::optional<QemuEnd> end();
+  // Waits up to `timeout` for QEMU to end by itself (its console closed,
+  // say): how it ended, or nothing if it still runs or was powered off.
+  std::optional<QemuEnd> waitEnd(std::chrono::milliseconds timeout);
+  pid_t pid() const { return pid_; } // bubblewrap's (the sandbox's launcher)
   SimRole role() const { return role_; }
   std::string logPath() const { return work_dir_ + "/" + name_ + ".qemu.log"; }
 
  private:
   void reap(bool block);
+  // What bubblewrap reported on --json-status-fd: QEMU's exit status.
+  std::optional<int> reportedExit();
+  void closeHandles();
   // Starts QEMU inside bubblewrap, with or without a private /proc.
   Status startSandboxed(const std::string& bwrap, const std::string& qemu, const std::string& image,
                         const std::string& socket_dir, const std::string& socket, bool with_proc,
@@ -81,8 +107,11 @@ class QemuBoard {
   SimRole role_;
   std::string image_;
   pid_t pid_ = -1;
+  int pidfd_ = -1;                         // bubblewrap's, to wait for its end; -1 without pidfds
+  int status_fd_ = -1;                     // bubblewrap's --json-status-fd, read when it has ended
+  std::optional<ProcessHandle> sandbox_;   // the sandbox's pid 1: QEMU's pid namespace ends with it
   std::optional<int> exit_status_;
-  Evidence exit_evidence_; // how the last process ended (exit status or signal), for a failed start
+  std::optional<QemuEnd> end_;             // how the last process ended, for a failed start too
 };
 
 // Whether a unix socket at `path` is listening, per `table` (a

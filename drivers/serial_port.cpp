@@ -81,7 +81,7 @@ struct SerialPort::Impl : std::enable_shared_from_this<SerialPort::Impl> {
     std::function<void(std::optional<std::string>)> done;
   };
 
-  Impl(asio::io_context& io, int fd) : stream(io, fd) {}
+  Impl(asio::io_context& io, int fd, size_t max_line) : stream(io, fd), reader(max_line) {}
 
   void read() {
     stream.async_read_some(asio::buffer(buffer), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
@@ -95,21 +95,14 @@ struct SerialPort::Impl : std::enable_shared_from_this<SerialPort::Impl> {
   }
 
   void consume(std::string_view data) {
-    for (char c : data) {
-      if (c == '\n') {
-        emit();
-        continue;
-      }
-      if (c != '\r') partial += c;
-      if (partial.size() >= options.max_line) emit();
-    }
+    reader.feed(data, [this](const ConsoleLine& line) { emit(line); });
   }
 
-  void emit() {
-    std::string line = std::move(partial);
-    partial.clear();
+  void emit(const ConsoleLine& piece) {
+    if (is_closed) return; // closed by a callback of a line before
+    std::string line(piece.text);
     if (log) log->line(line);
-    if (on_line) on_line(line);
+    if (on_line) on_line(ConsoleLine{line, piece.continued, piece.end});
     for (auto it = expectations.begin(); it != expectations.end();) {
       if (std::regex_search(line, it->pattern)) {
         auto done = std::move(it->done);
@@ -124,7 +117,7 @@ struct SerialPort::Impl : std::enable_shared_from_this<SerialPort::Impl> {
 
   void ended(const std::string& reason) {
     if (is_closed) return;
-    if (!partial.empty()) emit();
+    reader.finish([this](const ConsoleLine& line) { emit(line); });
     is_closed = true;
     if (log) log->note("console closed: " + reason);
     auto pending = std::move(expectations);
@@ -145,7 +138,7 @@ struct SerialPort::Impl : std::enable_shared_from_this<SerialPort::Impl> {
   std::string path;
   std::string lock;
   std::array<char, 8192> buffer{};
-  std::string partial;
+  LineReader reader;
   uint64_t bytes = 0;
   bool is_closed = false;
   LineHandler on_line;
@@ -216,7 +209,7 @@ Result<std::unique_ptr<SerialPort>> SerialPort::open(asio::io_context& io, const
       return failed;
     }
   }
-  auto impl = std::make_shared<Impl>(io, fd);
+  auto impl = std::make_shared<Impl>(io, fd, options.max_line);
   impl->options = options;
   impl->path = path;
   impl->lock = lock;

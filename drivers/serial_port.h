@@ -13,6 +13,7 @@
 #include <regex>
 #include <string>
 
+#include "common/console_line.h"
 #include "common/status.h"
 
 namespace boost::asio {
@@ -26,7 +27,7 @@ class ConsoleLog;
 struct SerialOptions {
   int64_t baud = 115200;
   std::string lock_dir = "/var/lock"; // UUCP lock files (LCK..ttyACM0); empty: none
-  size_t max_line = 64 * 1024;        // longer lines are cut into pieces
+  size_t max_line = kMaxLineBytes;    // longer lines come out in pieces (common/console_line.h)
 };
 
 // A blocking stream socket connected to the unix socket at `path` (a
@@ -36,7 +37,9 @@ Result<int> connectUnixSocket(const std::string& path);
 
 class SerialPort {
  public:
-  using LineHandler = std::function<void(const std::string& line)>;
+  // A line (or a piece of a long one) as the one console line reader cut
+  // it; its text is valid during the call.
+  using LineHandler = std::function<void(const ConsoleLine& line)>;
   using ClosedHandler = std::function<void(const std::string& reason)>;
 
   // Opens a tty path or "unix:/path" (a connected socket). On failure an
@@ -46,10 +49,12 @@ class SerialPort {
                                                   const SerialOptions& options);
   ~SerialPort(); // closes and removes the lock file
 
-  // Starts reading. Lines (without the newline, "\r" stripped) go to
-  // `on_line` and to `log` (may be null); `on_closed` runs once when the port
-  // ends (EOF, hang-up, EIO when a USB device leaves). `log` must outlive
-  // the reading, or this port.
+  // Starts reading. Lines, as common/console_line.h's LineReader cuts them
+  // (without the newline and a "\r" before it; pieces of max_line bytes for
+  // a longer line), go to `on_line` and to `log` (may be null); a line
+  // without its end when the port ends goes out as LineEnd::console_end.
+  // `on_closed` runs once when the port ends (EOF, hang-up, EIO when a USB
+  // device leaves). `log` must outlive the reading, or this port.
   void start(LineHandler on_line, ClosedHandler on_closed, ConsoleLog* log);
 
   // Calls `done` with the first line matching `pattern` from now on, or with

@@ -6,27 +6,15 @@
 #include <cerrno>
 #include <filesystem>
 
+#include "common/console_line.h"
 #include "drivers/qemu_board.h"
 #include "drivers/serial_port.h"
 
 namespace hwfarm::drivers {
 namespace {
 
-// True once `text` holds a line that starts with "HWFARM END" and is
-// complete (its '\n' arrived).
-bool endSeen(const std::string& text, size_t& scanned) {
-  size_t start = scanned;
-  while (true) {
-    size_t nl = text.find('\n', start);
-    if (nl == std::string::npos) {
-      scanned = start;
-      return false;
-    }
-    std::string_view line(text.data() + start, nl - start);
-    if (line.rfind("HWFARM END", 0) == 0 && (line.size() == 10 || line[10] == ' ' || line[10] == '\r')) return true;
-    start = nl + 1;
-  }
-}
+// How long QEMU's sandbox may take to exit after QEMU closed its console.
+constexpr std::chrono::seconds kEndReportWait{5};
 
 } // namespace
 
@@ -48,38 +36,58 @@ Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuCon
   }
   SimulatorRun run;
   auto deadline = started + options.deadline;
-  size_t scanned = 0;
+  // After END the console is read for options.drain more (a record after
+  // END fails the run), or until QEMU ends.
+  std::optional<std::chrono::steady_clock::time_point> drain_until;
+  bool closed = false;
+  LineReader lines; // the one line reader and END rule of every console
   char buffer[65536];
   while (true) {
     if (options.cancel && options.cancel->load()) break;
     auto now = std::chrono::steady_clock::now();
+    if (drain_until && now >= *drain_until) break;
     if (now >= deadline) {
-      run.timed_out = true;
+      run.timed_out = !run.ended;
       break;
     }
+    auto until = drain_until ? std::min(deadline, *drain_until) : deadline;
     int wait_ms = static_cast<int>(
-        std::min<int64_t>(50, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1));
+        std::min<int64_t>(50, std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count() + 1));
     pollfd p{*fd, POLLIN, 0};
     int n = ::poll(&p, 1, wait_ms);
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) {
-      if (!qemu.running()) break; // QEMU exited: the socket closes too
+      if (!qemu.running()) {
+        closed = true; // QEMU exited: the socket closes too
+        break;
+      }
       continue;
     }
     ssize_t got = ::read(*fd, buffer, sizeof buffer);
     if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (got <= 0) break; // QEMU closed the console
-    size_t room = options.max_bytes - std::min(options.max_bytes, run.console.size());
-    if (static_cast<size_t>(got) > room) run.truncated = true;
-    run.console.append(buffer, std::min(room, static_cast<size_t>(got)));
-    if (endSeen(run.console, scanned)) {
-      run.ended = true;
+    if (got <= 0) {
+      closed = true; // QEMU closed the console: it is ending
       break;
     }
+    size_t room = options.max_bytes - std::min(options.max_bytes, run.console.size());
+    if (static_cast<size_t>(got) > room) run.truncated = true;
+    std::string_view kept(buffer, std::min(room, static_cast<size_t>(got)));
+    // Bytes after the END line's end stay in the console: whatever else
+    // the firmware printed by then.
+    run.console.append(kept);
+    lines.feed(kept, [&run](const ConsoleLine& line) { run.ended = run.ended || isEndRecord(line); });
+    if (run.ended && !drain_until) drain_until = std::chrono::steady_clock::now() + options.drain;
     if (run.truncated) break;
   }
   ::close(*fd);
-  if (!run.ended && !run.timed_out && !qemu.running()) run.qemu_exit = qemu.exitStatus();
+  // The console closes a moment before the sandbox reports QEMU's end (after
+  // END: the firmware's own way to stop, not a crash).
+  if (closed && !run.ended)
+    if (std::optional<QemuEnd> end = qemu.waitEnd(kEndReportWait)) {
+      run.qemu_exit = qemu.exitStatus();
+      run.qemu_signal = end->signal;
+      run.qemu_end = end->describe("the simulator");
+    }
   qemu.powerOff();
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return run;

@@ -17,23 +17,30 @@ namespace hwfarm::drivers {
 
 struct SimulatorRun {
   std::string console;          // every byte its UART printed, at most `max_bytes`
-  bool ended = false;           // a line starting "HWFARM END" arrived
+  bool ended = false;           // an END record arrived (isEndRecord, common/console_line.h)
   bool timed_out = false;       // the deadline passed first
   bool truncated = false;       // more than max_bytes were printed
-  std::optional<int> qemu_exit; // QEMU exited on its own (crashed): its status
+  std::optional<int> qemu_exit; // QEMU exited on its own (crashed): its status, or 128 + the signal
+  int qemu_signal = 0;          // the signal that ended it (aborted, killed from outside)
+  // How it ended, when it did on its own: "the simulator exited with status
+  // 1", "the simulator was killed by signal 6 (Aborted)", "the simulator's
+  // sandbox was killed by signal 9 (Killed)".
+  std::string qemu_end;
   double seconds = 0;
 };
 
 struct SimulatorOptions {
   std::chrono::milliseconds deadline{30000};
+  std::chrono::milliseconds drain{250}; // the console is still read this long after END
   size_t max_bytes = 8u << 20;
   const std::atomic<bool>* cancel = nullptr; // checked every 50 ms: stops QEMU and returns
 };
 
 // Boots `image` on QEMU `config` in `work_dir` (created; holds the staged
-// image, QEMU's log and its socket), reads its console until a line
-// starting with "HWFARM END", the deadline, a cancel, or QEMU's exit; then
-// stops QEMU. An infrastructure Status when QEMU could not be started or
+// image, QEMU's log and its socket), reads its console until its END record
+// (the one END rule of every console, common/console_line.h) and the drain
+// window after it (what follows END is kept), the deadline,
+// a cancel, or QEMU's exit; then stops QEMU. An infrastructure Status when QEMU could not be started or
 // its console not read.
 Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuConfig& config,
                                   const std::string& image, const std::string& work_dir,

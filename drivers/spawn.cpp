@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -11,6 +10,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+
+#include "drivers/reaper.h"
 
 namespace hwfarm::drivers {
 namespace {
@@ -55,6 +56,10 @@ Result<pid_t> spawnProcess(const SpawnOptions& options) {
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
+  std::vector<std::string> environment = childEnvironment(options.what);
+  std::vector<char*> envp;
+  for (auto& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
   int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   int report[2];
   if (null_fd < 0 || ::pipe2(report, O_CLOEXEC) != 0) {
@@ -74,7 +79,6 @@ Result<pid_t> spawnProcess(const SpawnOptions& options) {
   int limit = ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY
                   ? static_cast<int>(std::min<rlim_t>(nofile.rlim_cur, 1 << 20))
                   : 1 << 20;
-  pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
     Status failed = Status::fromErrno("fork", errno);
@@ -84,11 +88,10 @@ Result<pid_t> spawnProcess(const SpawnOptions& options) {
     return failed;
   }
   if (pid == 0) {
-    ::setpgid(0, 0); // its own group: killing the group kills every descendant
-    if (options.die_with_parent) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(1); // the parent died before prctl
-    }
+    // Its own group: killing the group kills every descendant. No
+    // PR_SET_PDEATHSIG: it follows the thread that forked, not hwfarmd
+    // (drivers/reaper.h stops children when hwfarmd dies).
+    ::setpgid(0, 0);
     // stdio first (dup2 clears close-on-exec on 0-2), from descriptors that
     // may themselves be 0-2.
     if (::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) childFails(report[1], errno);
@@ -107,7 +110,7 @@ Result<pid_t> spawnProcess(const SpawnOptions& options) {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execv(args[0], args.data());
+    ::execve(args[0], args.data(), envp.data());
     childFails(report[1], errno);
   }
   ::close(report[1]);

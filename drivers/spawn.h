@@ -5,7 +5,9 @@
 //     fork and exec (close_range), except the descriptors passed on purpose;
 //   - an empty signal mask and default dispositions (hwfarmd blocks and
 //     ignores signals its children must not inherit);
-//   - optionally killed when hwfarmd dies (PR_SET_PDEATHSIG, kill -9 included);
+//   - marked as hwfarmd's (HWFARM_INSTANCE, HWFARM_OWNER, HWFARM_CHILD in
+//     its environment, drivers/reaper.h), so that it and everything it
+//     starts die with hwfarmd, however hwfarmd dies;
 //   - an exec failure reported to the caller (over a close-on-exec pipe), not
 //     discovered later as a mysterious exit status.
 //
@@ -31,7 +33,9 @@ struct SpawnOptions {
   // Descriptors the child keeps at the same numbers (their close-on-exec
   // flag cleared in the child only). Every other descriptor above 2 is closed.
   std::vector<int> keep_fds;
-  bool die_with_parent = false; // SIGKILL when hwfarmd's thread that forked it exits
+  // What it is, for the log of whoever stops it after hwfarmd died
+  // ("QEMU simulator sim-0", "flasher of board b1"): its HWFARM_CHILD.
+  std::string what;
 };
 
 // The child's pid (> 0: it runs, a process group leader; the caller reaps

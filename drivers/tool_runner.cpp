@@ -106,6 +106,7 @@ ToolResult runTool(const std::vector<std::string>& argv, const ToolOptions& opti
   spawn.argv[0] = program;
   spawn.stdout_fd = log;
   spawn.stderr_fd = log;
+  spawn.what = options.what;
   Result<pid_t> child = spawnProcess(spawn);
   ::close(log); // the child has its own copy
   if (!child) {

@@ -44,6 +44,7 @@ struct ToolOptions {
   std::chrono::milliseconds kill_grace{2000}; // SIGTERM to SIGKILL
   std::string log_path;                        // appended to; empty: discarded
   size_t tail_bytes = 2048;
+  std::string what; // what the tool is ("flasher of board b1"), see SpawnOptions::what
 };
 
 ToolResult runTool(const std::vector<std::string>& argv, const ToolOptions& options);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 
 #include <boost/json.hpp>
 #include <regex>
@@ -434,9 +435,13 @@ TEST_CASE("issue 9: a flasher orphaned by kill -9 does not keep hwfarmd's port")
   REQUIRE(::getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
   std::string port = std::to_string(ntohs(addr.sin_port));
   ::close(probe);
-  // Given a flash whose tool runs on (and records its pid),
+  // Given a flash whose tool runs on (and records its pid), escaping
+  // hwfarmd's reaper on purpose (no environment, so no marks, and a session
+  // of its own): only then does a child outlive hwfarmd,
   std::string pidfile = dir.file("flasher.pid");
-  std::string flasher = R"(["/bin/sh", "-c", "echo $$ > )" + pidfile + R"(; exec sleep 60"])";
+  std::string escape = script(dir, "escape", "exec env -i setsid --wait /bin/sh -c 'echo $$ > " + pidfile +
+                                                 "; exec sleep 60'\n");
+  std::string flasher = R"([")" + escape + R"("])";
   std::string config = qemuFleet(dir.file("state"), 0, kFirmwareRoot + "[leases]\nrecovery_s = 0\n") +
                        toolBoard(dir, "tool-1", flasher, R"(["/bin/true"])");
   config.replace(config.find("127.0.0.1:0"), 11, "127.0.0.1:" + port);
@@ -498,4 +503,197 @@ TEST_CASE("issue 9: a firmware that locks up in a semihosting call leaves the bo
   REQUIRE(waitForText(dir.file("state/consoles/" + id2 + "/sim-0.log"), "-- console closed: end of file --", 10s));
   REQUIRE(readFile(dir.file("state/consoles/" + id2 + "/sim-0.log")).find("] HWFARM END status=0\n") !=
           std::string::npos);
+}
+
+// No process outlives hwfarmd (docs/operations.md, "When hwfarmd dies"):
+// hwfarmd killed with SIGKILL and SIGABRT in every phase of a simulator's
+// life and of a flash leaves nothing of its own running.
+namespace {
+
+// sim-0, whose QEMU starts only once <its sock dir>/go exists, and tool-1,
+// whose flasher runs on with two children of its own (one in a session of
+// its own) and touches <dir>/flashing once they run.
+std::string lifetimeFleet(const TempDir& dir) {
+  std::string sock_dir = dir.file("state/boards/sim-0/sock");
+  std::string qemu = script(dir, "qemu-gate",
+                            "touch " + sock_dir + "/started\nwhile [ ! -e " + sock_dir +
+                                "/go ]; do sleep 0.02; done\nexec qemu-system-arm \"$@\"\n");
+  std::string flasher = R"(["/bin/sh", "-c", "sleep 300 & setsid sleep 300 & touch )" + dir.file("flashing") +
+                        R"(; exec sleep 300"])";
+  return qemuFleet(dir.file("state"), 0, kFirmwareRoot + "[leases]\nrecovery_s = 0\n") +
+         "  [[worker.board]]\n  name = \"sim-0\"\n  type = \"mps2-an385\"\n  driver = \"qemu\"\n"
+         "  qemu = { binary = \"" + qemu + "\" }\n" + toolBoard(dir, "tool-1", flasher, R"(["/bin/true"])");
+}
+
+// Requests the daemon may never answer (it dies under them), each on a
+// thread of its own, joined at the end.
+class Requests {
+ public:
+  explicit Requests(const RunningDaemon& d) : d_(d) {}
+  ~Requests() {
+    for (auto& t : threads_) t.join();
+  }
+  void post(const std::string& target, const std::string& body) {
+    threads_.emplace_back([this, target, body] {
+      try {
+        d_.request("POST", target, body, "", 30);
+      } catch (const std::exception&) {
+        // The daemon died: no answer.
+      }
+    });
+  }
+
+ private:
+  const RunningDaemon& d_;
+  std::vector<std::thread> threads_;
+};
+
+enum class Phase { sim_starting, sim_waiting, sim_running, sim_ended, flashing };
+
+// Brings a child of `d` to `phase`; returns the lease it used.
+std::string reach(RunningDaemon& d, const TempDir& dir, Requests& requests, Phase phase) {
+  std::string sock_dir = dir.file("state/boards/sim-0/sock");
+  if (phase == Phase::flashing) {
+    auto lease = post(d, "/v1/leases", R"({"selector":{"type":"tool"},"context":"manual"})", 201);
+    std::string id(lease.at("id").as_string());
+    requests.post("/v1/leases/" + id + "/boards/tool-1/flash", R"({"image":")" + firmware("pass") + "\"}");
+    REQUIRE(waitFile(dir.file("flashing")));
+    return id;
+  }
+  auto lease = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", 201);
+  std::string id(lease.at("id").as_string());
+  std::string base = "/v1/leases/" + id + "/boards/sim-0/";
+  post(d, base + "flash", R"({"image":")" + firmware(phase == Phase::sim_ended ? "pass" : "hang") + "\"}", 200);
+  if (phase != Phase::sim_starting) {
+    std::filesystem::create_directories(sock_dir);
+    ::close(::open((sock_dir + "/go").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  }
+  requests.post(base + "power", R"({"action":"on"})");
+  std::string console = dir.file("state/consoles/" + id + "/sim-0.log");
+  switch (phase) {
+    case Phase::sim_starting: // its sandbox is up, QEMU not started yet
+      REQUIRE(waitFile(sock_dir + "/started"));
+      break;
+    case Phase::sim_waiting: // QEMU made its socket; hwfarmd connects a moment later
+      REQUIRE(waitFile(sock_dir + "/sim-0.uart", 10s));
+      break;
+    case Phase::sim_running:
+      REQUIRE(waitForText(console, "HWFARM BEGIN", 10s));
+      break;
+    default: // after END: hwfarmd is stopping QEMU
+      REQUIRE(waitForText(console, "HWFARM END", 10s));
+      break;
+  }
+  return id;
+}
+
+// Kills hwfarmd with `sig` once a child of it reached `phase`; what is
+// left of it (not even its reaper may be).
+std::vector<std::string> killInPhase(Phase phase, int sig) {
+  TempDir dir;
+  RunningDaemon d(dir, lifetimeFleet(dir));
+  Requests requests(d);
+  reach(d, dir, requests, phase);
+  // (after END, hwfarmd stops QEMU itself, racing the kill; the reaper's
+  // own test holds a QEMU alive after END: tests/drivers_reaper_test.cpp)
+  std::vector<std::string> children = processesUnder(dir.file("state"));
+  INFO("children: " << children.size());
+  if (phase != Phase::sim_ended) REQUIRE(!children.empty());
+  d.process().signal(sig);
+  auto ended = d.process().wait(10s);
+  REQUIRE(ended);
+  REQUIRE(ended->code == sig);
+  return waitForNoProcessUnder(dir.path(), 15s);
+}
+
+std::string lines(const std::vector<std::string>& list) {
+  std::string out;
+  for (const auto& l : list) out += l + "\n";
+  return out;
+}
+
+// hwfarmd killed with SIGKILL, then with SIGABRT, in `phase`: nothing of it
+// may be left.
+void requireNothingLeft(Phase phase) {
+  int sig = GENERATE(SIGKILL, SIGABRT);
+  auto left = killInPhase(phase, sig);
+  INFO("signal " << sig << "; still running:\n" << lines(left));
+  REQUIRE(left.empty());
+}
+
+} // namespace
+
+TEST_CASE("issue 21: hwfarmd killed while its simulator starts leaves nothing running") {
+  requireNothingLeft(Phase::sim_starting);
+}
+
+TEST_CASE("issue 21: hwfarmd killed while its simulator waits for its console leaves nothing running") {
+  requireNothingLeft(Phase::sim_waiting);
+}
+
+TEST_CASE("issue 21: hwfarmd killed while its simulator runs firmware leaves nothing running") {
+  requireNothingLeft(Phase::sim_running);
+}
+
+TEST_CASE("issue 21: hwfarmd killed after its simulator's firmware ended leaves nothing running") {
+  requireNothingLeft(Phase::sim_ended);
+}
+
+TEST_CASE("issue 21: hwfarmd killed during a flash leaves no flasher running, nor its children") {
+  requireNothingLeft(Phase::flashing);
+}
+
+TEST_CASE("issue 21: a restarted hwfarmd stops the simulator and the flasher its predecessor left, naming them") {
+  TempDir dir;
+  RunningDaemon d(dir, lifetimeFleet(dir));
+  std::vector<std::string> leases;
+  {
+    Requests requests(d);
+    // Given a simulator running firmware and a flash in progress,
+    leases.push_back(reach(d, dir, requests, Phase::sim_running));
+    leases.push_back(reach(d, dir, requests, Phase::flashing));
+    std::vector<std::string> before = processesUnder(dir.file("state"));
+    // when hwfarmd and its reaper die together (an OOM killer, a `kill -9`
+    // of both), their children run on,
+    pid_t reaper = d.reaperPid();
+    REQUIRE(reaper > 0);
+    ::kill(reaper, SIGKILL);
+    d.process().signal(SIGKILL);
+    REQUIRE(d.process().wait(10s));
+    for (int i = 0; i < 100 && processAlive(reaper); ++i) std::this_thread::sleep_for(10ms);
+    std::vector<std::string> orphans = processesUnder(dir.file("state"));
+    INFO("before:\n" << lines(before) << "orphans:\n" << lines(orphans));
+    REQUIRE(orphans.size() == before.size());
+    REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 1);
+  }
+  // and hwfarmd started again on that state directory stops each of them
+  // before it is ready, with a log line naming it,
+  size_t log_start = d.log().size();
+  REQUIRE_NOTHROW(d.killAndRestart());
+  std::string log = d.log().substr(log_start);
+  INFO(log);
+  std::string state = dir.file("state");
+  std::string earlier = "), left running by an earlier hwfarmd on " + state + ": ";
+  size_t ready = log.find(" ready: ");
+  size_t sim = log.find("stopped QEMU simulator sim-0 (pid ");
+  size_t flasher = log.find("stopped flasher of board tool-1 (pid ");
+  REQUIRE(sim < ready);
+  REQUIRE(flasher < ready);
+  REQUIRE(log.find("bwrap --new-session") != std::string::npos);
+  REQUIRE(log.find(earlier + "sleep 300") != std::string::npos);
+  // so that nothing but the new daemon and its reaper runs,
+  std::vector<std::string> left = processesUnder(dir.file("state"));
+  INFO("left:\n" << lines(left));
+  REQUIRE(left.empty());
+  REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 0);
+  // and the board runs the next lease's firmware.
+  for (const auto& id : leases) REQUIRE(d.request("DELETE", "/v1/leases/" + id, "").status == 200);
+  auto lease = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual","wait_s":10})", 201);
+  std::string id(lease.at("id").as_string());
+  std::string sock_dir = dir.file("state/boards/sim-0/sock");
+  std::filesystem::create_directories(sock_dir);
+  ::close(::open((sock_dir + "/go").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  post(d, "/v1/leases/" + id + "/boards/sim-0/flash", R"({"image":")" + firmware("pass") + "\"}", 200);
+  post(d, "/v1/leases/" + id + "/boards/sim-0/power", R"({"action":"on"})", 200);
+  REQUIRE(waitForText(dir.file("state/consoles/" + id + "/sim-0.log"), "HWFARM END status=0", 10s));
 }

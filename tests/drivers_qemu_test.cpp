@@ -3,8 +3,13 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <bit>
 #include <boost/asio/io_context.hpp>
 #include <cstdlib>
@@ -12,17 +17,22 @@
 #include <fstream>
 #include <iomanip>
 #include <regex>
+#include <sstream>
+#include <thread>
 
 #include "daemon/core/run/compare.h"
 #include "daemon/core/run/protocol.h"
 #include "drivers/console_log.h"
+#include "drivers/process_table.h"
 #include "drivers/qemu_board.h"
 #include "drivers/serial_port.h"
+#include "drivers/simulator_run.h"
 #include "tests/support/process.h"
 
 using namespace hwfarm::drivers;
 using hwfarm::Status;
 using hwfarm::test::readFile;
+using hwfarm::test::sandboxSocketConnected;
 using hwfarm::test::TempDir;
 using namespace std::chrono_literals;
 
@@ -168,20 +178,24 @@ struct Capture {
   std::string log;     // the console log (timestamped lines, hwfarmd's notes)
   std::string console; // the lines as the firmware printed them, each ended with "\n"
   bool ended = false;  // an END record arrived before the limit
+  std::shared_ptr<hwfarm::run::Parser> parser = std::make_shared<hwfarm::run::Parser>(); // fed every line
 };
 
-// Runs `board` (flashed) until its firmware's END record or `limit`, then
-// powers it off.
+// Runs `board` (flashed) until its firmware prints a line matching `until`
+// (its END record) or `limit`, then powers it off.
 Capture capture(QemuBoard& board, boost::asio::io_context& io, const std::string& log_path,
-                std::chrono::milliseconds limit = 20s) {
+                std::chrono::milliseconds limit = 20s, const std::string& until = "^HWFARM END") {
   io.restart(); // a previous run may have left it out of work, stopped
   Capture c;
   {
     ConsoleLog log(log_path, 1 << 20);
     bool closed = false;
-    auto port = boot(board, io, log, &closed, [&c](const std::string& line) { c.console += line + "\n"; });
+    auto port = boot(board, io, log, &closed, [&c](const hwfarm::ConsoleLine& line) {
+      c.console += std::string(line.text) + "\n";
+      c.parser->line(line);
+    });
     std::optional<std::optional<std::string>> end;
-    port->expect(std::regex("^HWFARM END"), limit, [&](auto line) { end = line; });
+    port->expect(std::regex(until), limit, [&](auto line) { end = line; });
     runUntil(io, [&] { return end.has_value(); });
     c.ended = end && end->has_value();
     board.powerOff();
@@ -386,16 +400,14 @@ struct VariantRun {
 };
 
 VariantRun runVariant(const TempDir& dir, const std::string& variant, SimRole role,
-                      std::chrono::milliseconds limit = 20s) {
+                      std::chrono::milliseconds limit = 20s, const std::string& until = "^HWFARM END") {
   std::string name = variant + (role == SimRole::target ? "-t" : "-r");
   QemuBoard board(name, machine(), dir.file("qemu"), role);
   REQUIRE(board.flash(firmware(variant)).ok());
   boost::asio::io_context io;
-  VariantRun r{capture(board, io, dir.file(name + ".txt"), limit), {}};
-  run::Parser parser;
-  parser.feed(r.capture.console);
-  parser.finish();
-  r.result = std::move(parser).take();
+  VariantRun r{capture(board, io, dir.file(name + ".txt"), limit, until), {}};
+  r.capture.parser->finish();
+  r.result = r.capture.parser->result();
   return r;
 }
 
@@ -586,4 +598,253 @@ TEST_CASE("issue 11: the large firmware's output arrives in 10 pieces and reasse
   REQUIRE(pieces == 10);
   REQUIRE(t.capture.console.find("HWFARM OUTPUT large.y f32x 1000 @900 ") != std::string::npos);
   requireSameOutput(t.result, r.result, "large", "y");
+}
+
+// QEMU's own end, told apart from its sandbox's: a QEMU that aborts,
+// crashes or is killed from outside mid-run is a simulator failure with the
+// signal as evidence (the infrastructure's, not the firmware's).
+namespace {
+
+// The QEMU process (not its sandbox) whose command line mentions `needle`;
+// 0 when there is none.
+pid_t qemuPid(const std::string& needle) {
+  for (pid_t pid : listProcesses()) {
+    std::vector<std::string> args = processArguments(pid);
+    if (args.empty() || args[0].size() < 15 || args[0].compare(args[0].size() - 15, 15, "qemu-system-arm") != 0)
+      continue;
+    for (const auto& a : args)
+      if (a.find(needle) != std::string::npos) return pid;
+  }
+  return 0;
+}
+
+// Reads the console `fd` until `needle` arrived (true) or it closed or 20 s
+// passed (false); "" reads to its end.
+bool readConsole(int fd, const std::string& needle) {
+  std::string text;
+  char buffer[4096];
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n <= 0) return needle.empty();
+    text.append(buffer, static_cast<size_t>(n));
+    if (!needle.empty() && text.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Boots the hang firmware on `board` and reads its console until the
+// firmware began; returns the console's descriptor.
+int bootHang(QemuBoard& board) {
+  REQUIRE(board.flash(firmware("hang")).ok());
+  std::string console;
+  REQUIRE(board.powerOn(&console).ok());
+  auto fd = connectUnixSocket(console.substr(5));
+  REQUIRE(fd);
+  REQUIRE(readConsole(*fd, "HWFARM BEGIN"));
+  return *fd;
+}
+
+} // namespace
+
+// Protocol version 2 and what a console can do to a run, on real QEMU: each
+// variant's console read by the serial driver's line reader and parsed.
+namespace {
+
+std::vector<run::ProblemKind> kindsOf(const run::ParseResult& r) {
+  std::vector<run::ProblemKind> out;
+  for (const auto& p : r.problems) out.push_back(p.kind);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("version 2: every record checks and the count is verified, and a miscount and a record lost on the wire are noticed") {
+  TempDir dir;
+  VariantRun v2 = runVariant(dir, "v2", SimRole::target), ref = runVariant(dir, "v2", SimRole::reference);
+  for (const VariantRun* v : {&v2, &ref}) {
+    INFO(v->capture.console);
+    REQUIRE(v->result.problems.empty());
+    REQUIRE(v->result.version == 2);
+    REQUIRE(v->result.checked_records == 8);
+    REQUIRE(v->result.countVerified());
+    REQUIRE(v->result.cases.size() == 3);
+  }
+  VariantRun pass = runVariant(dir, "pass", SimRole::target);
+  for (const char* key : {"square", "ramp", "precision"}) requireSameOutput(v2.result, pass.result, key, "y");
+  // An END that counts 8 records after 7,
+  VariantRun miscount = runVariant(dir, "v2count", SimRole::target);
+  REQUIRE(kindsOf(miscount.result) == std::vector<run::ProblemKind>{run::ProblemKind::count_mismatch});
+  REQUIRE(miscount.result.countMismatch());
+  // and a FAIL whose tag a flipped bit damaged (HWFARO): not read, and not lost.
+  VariantRun lost = runVariant(dir, "v2lost", SimRole::target);
+  INFO(lost.capture.console);
+  REQUIRE(lost.capture.console.find("\nHWFARO TEST ramp FAIL expected 3 got 4 *") != std::string::npos);
+  REQUIRE_FALSE(lost.result.findCase("ramp"));
+  REQUIRE(kindsOf(lost.result) ==
+          std::vector<run::ProblemKind>{run::ProblemKind::damaged_line, run::ProblemKind::count_mismatch});
+  REQUIRE(lost.result.problems[0].case_name == "ramp");
+  REQUIRE(lost.result.problems[0].line == 6);
+  REQUIRE(lost.result.intact_records == 6);
+  REQUIRE(lost.result.declared_records == 7u);
+  REQUIRE(lost.result.end_status == 1);
+}
+
+TEST_CASE("a FAIL message ending like a CRC suffix stays a FAIL message, in version 1 and in version 2") {
+  TempDir dir;
+  for (const char* variant : {"star", "v2star"}) {
+    INFO(variant);
+    VariantRun r = runVariant(dir, variant, SimRole::target);
+    INFO(r.capture.console);
+    REQUIRE(r.result.problems.empty());
+    const run::TestCase* ramp = r.result.findCase("ramp");
+    REQUIRE(ramp);
+    REQUIRE(ramp->result == run::CaseResult::fail);
+    REQUIRE(ramp->message == "bad word at *20003f00");
+    REQUIRE(r.result.end_status == 1);
+  }
+}
+
+TEST_CASE("records after END are counted as such, never read as cases") {
+  TempDir dir;
+  // Read until the record the firmware prints after its END.
+  VariantRun r = runVariant(dir, "afterend", SimRole::target, 20s, "^HWFARM TEST late ");
+  INFO(r.capture.console);
+  REQUIRE(r.capture.ended);
+  REQUIRE(r.result.ended);
+  REQUIRE(r.result.countVerified());
+  REQUIRE(r.result.records_after_end == 1);
+  REQUIRE(r.result.first_after_end_line == 11);
+  REQUIRE_FALSE(r.result.findCase("late"));
+  REQUIRE(kindsOf(r.result) == std::vector<run::ProblemKind>{run::ProblemKind::after_end});
+}
+
+TEST_CASE("a board that dies inside a record's line leaves no record of it") {
+  TempDir dir;
+  // Given "HWFARM OUTPUT ramp.y i32 4 0 1 2 3" of "... 2 37" and no line end,
+  VariantRun r = runVariant(dir, "cut", SimRole::target, 1500ms);
+  INFO(r.capture.console);
+  REQUIRE_FALSE(r.capture.ended);
+  // the serial driver hands the partial line over cut when the board stops,
+  REQUIRE(r.capture.console.size() >= 35);
+  REQUIRE(r.capture.console.substr(r.capture.console.size() - 35) == "HWFARM OUTPUT ramp.y i32 4 0 1 2 3\n");
+  // and the parser reads no ramp.y from it.
+  REQUIRE(r.result.last_line_cut);
+  REQUIRE(r.result.findOutput("ramp", "y") == nullptr);
+  REQUIRE(r.result.findOutput("square", "y") != nullptr);
+  REQUIRE(kindsOf(r.result) == std::vector<run::ProblemKind>{run::ProblemKind::cut_line});
+  REQUIRE(r.result.problems[0].case_name == "ramp");
+}
+
+TEST_CASE("a control byte before END and a record after 64 KiB of junk read the one way every console reads them") {
+  TempDir dir;
+  VariantRun ctrl = runVariant(dir, "ctrlend", SimRole::target, 20s, "HWFARM END");
+  INFO(ctrl.capture.console);
+  REQUIRE(ctrl.capture.console.find("\n\x01HWFARM END status=0\n") != std::string::npos);
+  REQUIRE(ctrl.result.ended);
+  REQUIRE(ctrl.result.end_status == 0);
+  REQUIRE(ctrl.result.problems.empty());
+  VariantRun junk = runVariant(dir, "longline", SimRole::target);
+  // (the serial driver hands the long line over in pieces of 4,096 bytes)
+  REQUIRE(std::count(junk.capture.console.begin(), junk.capture.console.end(), 'x') == 65536);
+  REQUIRE_FALSE(junk.result.findCase("hidden"));
+  REQUIRE(junk.result.cut_lines == 1);
+  REQUIRE(kindsOf(junk.result) == std::vector<run::ProblemKind>{run::ProblemKind::damaged_line});
+  REQUIRE(junk.result.problems[0].message ==
+          "line 4: a record after other text on its line (HWFARM TEST hidden FAIL after 65536 bytes): not read as a "
+          "record");
+  REQUIRE(junk.result.cases.size() == 3);
+}
+
+TEST_CASE("issue 19: a simulated board whose QEMU dies mid-run reports the signal, not its sandbox's status") {
+  auto [sig, said] = GENERATE(table<int, std::string>({{SIGKILL, "QEMU was killed by signal 9 (Killed)"},
+                                                       {SIGABRT, "QEMU was killed by signal 6 (Aborted)"},
+                                                       {SIGSEGV, "QEMU was killed by signal 11 (Segmentation fault)"}}));
+  TempDir dir;
+  QemuBoard board("sim", machine(), dir.file("qemu"));
+  // Given firmware running on a simulated board,
+  int fd = bootHang(board);
+  // when QEMU dies by a signal (an abort, a crash, an operator's kill),
+  pid_t qemu = qemuPid(dir.path());
+  REQUIRE(qemu > 0);
+  REQUIRE(::kill(qemu, sig) == 0);
+  // its console closes
+  REQUIRE(readConsole(fd, ""));
+  ::close(fd);
+  // and the board says how QEMU ended: the signal, as evidence too.
+  std::optional<QemuEnd> end = board.waitEnd(10s);
+  REQUIRE(end);
+  CHECK(end->describe() == said);
+  CHECK(end->signal == sig);
+  CHECK_FALSE(end->sandbox);
+  CHECK(end->evidence().signal == sig);
+  CHECK_FALSE(end->evidence().exit_code);
+  CHECK(board.exitStatus() == 128 + sig);
+  CHECK_FALSE(board.running());
+}
+
+TEST_CASE("issue 19: a sandbox killed from outside is told apart from QEMU's own end, and takes QEMU with it") {
+  TempDir dir;
+  QemuBoard board("sim", machine(), dir.file("qemu"));
+  int fd = bootHang(board);
+  // Given firmware running, when its sandbox (bubblewrap) is killed,
+  REQUIRE(::kill(board.pid(), SIGKILL) == 0);
+  std::optional<QemuEnd> end = board.waitEnd(10s);
+  // the board reports the sandbox's end,
+  REQUIRE(end);
+  CHECK(end->describe() == "QEMU's sandbox was killed by signal 9 (Killed)");
+  CHECK(end->sandbox);
+  // and QEMU is gone too.
+  CHECK(readConsole(fd, ""));
+  ::close(fd);
+  for (int i = 0; i < 500 && qemuPid(dir.path()) != 0; ++i) std::this_thread::sleep_for(10ms);
+  CHECK(qemuPid(dir.path()) == 0);
+}
+
+TEST_CASE("issue 19: the reference simulator reports how QEMU ended when it dies mid-run") {
+  auto [wrapped, sig, said] =
+      GENERATE(table<bool, int, std::string>({{false, SIGKILL, "the simulator was killed by signal 9 (Killed)"},
+                                              {false, SIGABRT, "the simulator was killed by signal 6 (Aborted)"},
+                                              {true, SIGKILL, "the simulator exited with status 3"}}));
+  TempDir dir;
+  hwfarm::config::QemuConfig c = machine();
+  // (wrapped: QEMU runs under a shell that exits 3 once QEMU is gone)
+  if (wrapped) c.binary = script(dir, "qemu-exits-3", "qemu-system-arm \"$@\"\nexit 3\n");
+  std::atomic<bool> cancel{false};
+  SimulatorOptions options;
+  options.deadline = 60s;
+  options.cancel = &cancel;
+  std::optional<hwfarm::Result<SimulatorRun>> ran;
+  std::thread simulator([&] { ran = runSimulator("ref", c, firmware("hang"), dir.file("sim"), options); });
+  struct Join {
+    std::thread& t;
+    std::atomic<bool>& cancel;
+    ~Join() {
+      cancel = true;
+      t.join();
+    }
+  } join{simulator, cancel};
+  // Given firmware running on the reference simulator (its console read),
+  pid_t qemu = 0;
+  for (int i = 0; i < 2000 && !(qemu && sandboxSocketConnected(dir.path(), "/sim/sock/ref.uart")); ++i) {
+    qemu = qemuPid(dir.path());
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(qemu > 0);
+  REQUIRE(sandboxSocketConnected(dir.path(), "/sim/sock/ref.uart"));
+  // when QEMU dies,
+  REQUIRE(::kill(qemu, sig) == 0);
+  simulator.join();
+  simulator = std::thread([] {}); // for Join
+  // the run says how: its exit status, or the signal.
+  REQUIRE(ran);
+  REQUIRE(ran->ok());
+  const SimulatorRun& r = **ran;
+  CHECK(r.qemu_end == said);
+  CHECK(r.qemu_signal == (wrapped ? 0 : sig));
+  CHECK(r.qemu_exit == (wrapped ? 3 : 128 + sig));
+  CHECK_FALSE(r.ended);
+  CHECK_FALSE(r.timed_out);
 }

@@ -100,7 +100,7 @@ TEST_CASE("no byte is lost from a fast stream and lines are logged with timestam
   ConsoleLog log(dir.file("console.log"), 1 << 30);
   auto port = openPort(io, uart.path, options(dir));
   size_t lines = 0, chars = 0;
-  port->start([&](const std::string& line) { ++lines, chars += line.size(); }, nullptr, &log);
+  port->start([&](const hwfarm::ConsoleLine& line) { ++lines, chars += line.text.size(); }, nullptr, &log);
   // 3 Mbaud for one second is ~300 KB: write that much as fast as the pty takes it.
   const size_t kLines = 5000;
   std::string line(59, 'x');
@@ -213,6 +213,50 @@ TEST_CASE("a port that vanishes mid-read is reported once and not spun on") {
   REQUIRE(text.find("] -- console closed: " + reason + " --\n") != std::string::npos);
 }
 
+TEST_CASE("a long line comes out in pieces of the protocol's limit, and a line the port ends inside of comes out cut") {
+  TempDir dir;
+  FakeUart uart;
+  boost::asio::io_context io;
+  ConsoleLog log(dir.file("console.log"), 1 << 20);
+  auto port = openPort(io, uart.path, options(dir));
+  struct Piece {
+    std::string text;
+    bool continued;
+    hwfarm::LineEnd end;
+    bool is_end;
+  };
+  std::vector<Piece> pieces;
+  bool closed = false;
+  port->start([&](const hwfarm::ConsoleLine& l) {
+    pieces.push_back({std::string(l.text), l.continued, l.end, hwfarm::isEndRecord(l)});
+  }, [&](const std::string&) { closed = true; }, &log);
+  // Given 5,000 bytes on one line, then an END record without its line end,
+  std::thread writer([&] { uart.send(std::string(5000, 'x') + "\nHWFARM END status=0"); });
+  const uint64_t sent = 5000 + 1 + 19;
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (port->bytesRead() < sent && std::chrono::steady_clock::now() < deadline) io.run_one_for(50ms);
+  writer.join();
+  REQUIRE(port->bytesRead() == sent);
+  // when the board goes away before the line ends,
+  uart.vanish();
+  deadline = std::chrono::steady_clock::now() + 5s;
+  while (!closed && std::chrono::steady_clock::now() < deadline) io.run_one_for(50ms);
+  // the long line came in two pieces, and the cut line is no END.
+  REQUIRE(pieces.size() == 3);
+  CHECK(pieces[0].text == std::string(4096, 'x'));
+  CHECK((!pieces[0].continued && pieces[0].end == hwfarm::LineEnd::too_long));
+  CHECK(pieces[1].text == std::string(904, 'x'));
+  CHECK((pieces[1].continued && pieces[1].end == hwfarm::LineEnd::newline));
+  CHECK(pieces[2].text == "HWFARM END status=0");
+  CHECK(pieces[2].end == hwfarm::LineEnd::console_end);
+  CHECK_FALSE(pieces[2].is_end);
+  // The log keeps every byte, a piece a line.
+  std::string text = readFile(dir.file("console.log"));
+  CHECK(text.find("] " + std::string(4096, 'x') + "\n") != std::string::npos);
+  CHECK(text.find("] " + std::string(904, 'x') + "\n") != std::string::npos);
+  CHECK(text.find("] HWFARM END status=0\n") != std::string::npos);
+}
+
 TEST_CASE("opening a console that is not there names the path") {
   TempDir dir;
   boost::asio::io_context io;
@@ -243,7 +287,7 @@ TEST_CASE("the fake board's line drop and stall end in an expect deadline, not a
     boost::asio::io_context io;
     auto port = openPort(io, link, options(dir));
     std::vector<std::string> lines;
-    port->start([&](const std::string& l) { lines.push_back(l); }, nullptr, nullptr);
+    port->start([&](const hwfarm::ConsoleLine& l) { lines.emplace_back(l.text); }, nullptr, nullptr);
     std::optional<std::optional<std::string>> end;
     port->expect(std::regex("^HWFARM END"), 800ms, [&](auto line) { end = line; });
     REQUIRE(hwfarm::test::runCommand({FAKE_BOARD_PATH, "power", sock, "on"}).status.code == 0);
@@ -299,7 +343,7 @@ TEST_CASE("issue 9: no line reaches on_line after close, even one already read")
   uart.send("late line\npartial");
   REQUIRE(inputWaiting(watch));
   std::vector<std::string> lines;
-  port->start([&](const std::string& line) { lines.push_back(line); }, nullptr, nullptr);
+  port->start([&](const hwfarm::ConsoleLine& line) { lines.emplace_back(line.text); }, nullptr, nullptr);
   // when the port is closed before the loop runs that handler,
   port->close();
   io.run_for(200ms);
@@ -318,7 +362,7 @@ TEST_CASE("issue 9: an expect deadline already due when its line arrives answers
   boost::asio::io_context io;
   auto port = openPort(io, uart.path, options(dir));
   bool close_on_line = false;
-  port->start([&](const std::string&) {
+  port->start([&](const hwfarm::ConsoleLine&) {
     if (close_on_line) port->close();
   }, nullptr, nullptr);
   io.poll(); // the read is waiting in the reactor

@@ -399,6 +399,38 @@ TEST_CASE("sla sim: a restart resumes from the saved state or from replayed inpu
   CHECK(r2[0].reason == r1[0].reason);
 }
 
+TEST_CASE("sla: a fresh agent's tier took effect when its history started and stays so until a transition") {
+  // Given a fresh policy (no saved state) advanced for the first time at T0,
+  SlaPolicy p(options());
+  p.advanceTo(T0);
+  // its registered tier took effect then,
+  CHECK(p.effectiveSinceMs() == T0);
+  CHECK(p.standing(T0).since_ms == T0);
+  CHECK(p.effectiveReason() == "registered tier 1");
+  // a day of inputs that change no tier keeps that time,
+  p.onRun(T0 + kHour, "stm32-1", "", RunResult::passed);
+  p.onCheck(T0 + 2 * kHour, "stm32-2", "", true);
+  p.advanceTo(T0 + kDay);
+  CHECK(p.effectiveSinceMs() == T0);
+  // and a policy resumed from its state keeps it too.
+  SlaPolicy resumed(options(), p.state());
+  resumed.advanceTo(T0 + 2 * kDay);
+  CHECK(resumed.effectiveSinceMs() == T0);
+}
+
+TEST_CASE("sla: a saved state that does not know since when its tier holds keeps it unknown") {
+  // Given a state saved before the start of the history was kept (0),
+  SlaPolicy p(options());
+  p.advanceTo(T0);
+  SlaState old = p.state();
+  old.effective_since_ms = 0;
+  // a policy resumed from it does not make up a time.
+  SlaPolicy resumed(options(), old);
+  resumed.advanceTo(T0 + kDay);
+  CHECK(resumed.effectiveSinceMs() == 0);
+  CHECK(resumed.standing(T0 + kDay).since_ms == 0);
+}
+
 TEST_CASE("sla sim: the next decision time is when the window ends") {
   SlaPolicy p(options());
   CHECK_FALSE(p.nextDecisionMs());

@@ -1,8 +1,13 @@
 // hwfarmctl as Jenkinsfiles run it: a real binary against a real hwfarmd.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <pty.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <boost/json.hpp>
 #include <regex>
@@ -262,4 +267,303 @@ TEST_CASE("issue 9: hwfarmctl sends no CR or LF in a header or the request line"
   CHECK(d.log().find("X-Injected") == std::string::npos);
   // Ordinary requests are unaffected.
   REQUIRE(ctl({"boards"}).status.code == 0);
+}
+
+namespace {
+
+std::string firmware(const std::string& variant) {
+  return std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf";
+}
+
+// The first word of hwfarmctl's output line "run ID: ...".
+std::string runIdOf(const std::string& out) {
+  std::smatch m;
+  REQUIRE(std::regex_search(out, m, std::regex("run (run-[0-9a-f]{16}): ")));
+  return m[1];
+}
+
+// Polls `path` until `pattern` matches its contents (test code only).
+bool waitForMatch(const std::string& path, const std::regex& pattern, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (std::regex_search(readFile(path), pattern)) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+size_t queueDepth(const RunningDaemon& d) { return json::parse(d.get("/v1/queue").body).at("queue").as_array().size(); }
+
+} // namespace
+
+TEST_CASE("every lease id hwfarmctl prints is taken back whole or by a unique prefix, and an ambiguous one lists the matches") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  Ctl ctl{d, {}};
+  // Given 17 leases that ended and one active: two ids share a first digit.
+  std::vector<std::string> ids;
+  for (int i = 0; i < 17; ++i) {
+    auto r = ctl({"lease", "acquire", "--type", "mps2-an385", "-q"});
+    REQUIRE(r.status.code == 0);
+    ids.push_back(r.out.substr(0, 32));
+    REQUIRE(ctl({"lease", "release", ids.back().substr(0, 12)}).status.code == 0);
+  }
+  std::string active = ctl({"lease", "acquire", "--type", "mps2-an385", "-q"}).out.substr(0, 32);
+  // What `boards` shows of the lease is accepted back.
+  std::smatch shown;
+  std::string boards = ctl({"boards"}).out;
+  REQUIRE(std::regex_search(boards, shown, std::regex("leased  +([0-9a-f]{12}) ")));
+  auto show = ctl({"lease", "show", shown[1]});
+  CHECK(show.status.code == 0);
+  CHECK(show.out.find("lease:    " + active + " (active)") == 0);
+  // The shortest prefix that is unique works for an ended lease too; upper case is the same id.
+  std::string ended = ids[3];
+  size_t unique_length = 1;
+  auto shared = [&](size_t n) {
+    return std::count_if(ids.begin(), ids.end(), [&](const std::string& id) { return id.compare(0, n, ended, 0, n) == 0; }) +
+           (active.compare(0, n, ended, 0, n) == 0);
+  };
+  while (shared(unique_length) > 1) ++unique_length;
+  std::string prefix = ended.substr(0, unique_length);
+  for (auto& c : prefix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  CHECK(ctl({"--json", "lease", "show", prefix}).out.find("\"id\":\"" + ended + "\"") != std::string::npos);
+  // A first digit two ids share is ambiguous: exit 1, the matches listed.
+  std::map<char, std::vector<std::string>> by_first;
+  for (const auto& id : ids) by_first[id[0]].push_back(id);
+  by_first[active[0]].push_back(active);
+  auto crowded = std::find_if(by_first.begin(), by_first.end(), [](const auto& e) { return e.second.size() > 1; });
+  REQUIRE(crowded != by_first.end());
+  auto ambiguous = ctl({"lease", "show", std::string(1, crowded->first)});
+  CHECK(ambiguous.status.code == 1);
+  CHECK(ambiguous.err.rfind("hwfarmctl: \"" + std::string(1, crowded->first) + "\" is ambiguous: " +
+                                std::to_string(crowded->second.size()) + " lease ids begin with it; give more of the id:\n",
+                            0) == 0);
+  for (const auto& id : crowded->second) CHECK(ambiguous.err.find("  " + id + " (") != std::string::npos);
+  // A prefix nothing begins with.
+  std::string nothing = "0";
+  while (std::any_of(ids.begin(), ids.end(), [&](const std::string& id) { return id.rfind(nothing, 0) == 0; }) ||
+         active.rfind(nothing, 0) == 0)
+    nothing += "0";
+  auto none = ctl({"lease", "renew", nothing});
+  CHECK(none.status.code == 1);
+  CHECK(none.err == "hwfarmctl: no lease id begins with \"" + nothing + "\"\n");
+  // The daemon's filter: only the matches come back.
+  auto listed = json::parse(d.get("/v1/leases?all=1&prefix=" + ended.substr(0, unique_length)).body);
+  CHECK(listed.at("leases").as_array().size() == 1);
+  REQUIRE(ctl({"lease", "release", active.substr(0, 8)}).status.code == 0);
+  CHECK(leaseState(d, active) == "released");
+}
+
+TEST_CASE("a viewer resolves a prefix among the leases it may list") {
+  TempDir dir;
+  RunningDaemon d(dir, tokenFleet(dir, 1));
+  auto r = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", "secret-pipeline");
+  REQUIRE(r.status == 201);
+  std::string id(json::parse(r.body).at("id").as_string());
+  Ctl viewer{d, {{"HWFARM_TOKEN", "secret-viewer"}}};
+  auto show = viewer({"lease", "show", id.substr(0, 10)});
+  CHECK(show.status.code == 0);
+  CHECK(show.out.find(id) != std::string::npos);
+  // Releasing needs the lease's holder: the prefix resolves, the role does not suffice.
+  CHECK(viewer({"lease", "release", id.substr(0, 10)}).status.code == 7);
+  Ctl nobody{d, {{"HWFARM_TOKEN", "wrong"}}};
+  CHECK(nobody({"lease", "show", id.substr(0, 10)}).status.code == 7);
+}
+
+TEST_CASE("a board type no board has is refused with the configured types, the closest first") {
+  TempDir dir;
+  std::string config = qemuFleet(dir.file("state"), 1) +
+                       "  [[worker.board]]\n  name = \"m4\"\n  type = \"mps2-an386\"\n  driver = \"qemu\"\n"
+                       "  [[worker.board]]\n  name = \"nucleo\"\n  type = \"nucleo-f429zi\"\n  driver = \"qemu\"\n"
+                       "  qemu = { machine = \"mps2-an385\" }\n";
+  RunningDaemon d(dir, config);
+  auto r = Ctl{d, {}}({"lease", "acquire", "--type", "mps2-an358"});
+  CHECK(r.status.code == 6);
+  CHECK(r.err == "hwfarmctl: HTTP 422: unsatisfiable: selector type=mps2-an358 matches 0 configured board(s), 1 "
+                 "requested; no configured board has type \"mps2-an358\"; did you mean \"mps2-an385\"? (configured "
+                 "types: mps2-an385, mps2-an386, nucleo-f429zi)\n");
+  auto answer = d.request("POST", "/v1/leases", R"({"selector":{"type":"nucleo-f492zi"},"context":"manual"})", "");
+  CHECK(answer.status == 422);
+  auto body = json::parse(answer.body);
+  CHECK(body.at("configured_types") == json::parse(R"(["nucleo-f429zi","mps2-an385","mps2-an386"])"));
+  // An unknown worker gets the same; a known type that labels rule out names no type.
+  auto worker = Ctl{d, {{"HWFARM_WORKER", "w9"}}}({"lease", "acquire", "--type", "mps2-an385"});
+  CHECK(worker.err.find("no configured worker or Jenkins node is named \"w9\"; did you mean \"w0\"? (workers: w0)") !=
+        std::string::npos);
+  auto labels = Ctl{d, {}}({"lease", "acquire", "--type", "mps2-an385", "--label", "nope"});
+  CHECK(labels.status.code == 6);
+  CHECK(labels.err.find("configured types") == std::string::npos);
+}
+
+TEST_CASE("a waiting lease acquire logs its place in the queue, and Ctrl-C ends the wait and leaves the queue") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  Ctl ctl{d, {}};
+  // Given the only board leased and one request waiting ahead.
+  std::string holder = ctl({"lease", "acquire", "--type", "mps2-an385", "-q"}).out.substr(0, 32);
+  std::map<std::string, std::string> env{{"HWFARM_WORKER", ""}, {"HWFARM_CONTEXT", ""}, {"CHANGE_ID", ""}};
+  Process first({HWFARMCTL_PATH, "--url", d.url(), "lease", "acquire", "--type", "mps2-an385", "-q"},
+                dir.file("first.out"), dir.file("first.err"), env);
+  for (int i = 0; i < 500 && queueDepth(d) < 1; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(queueDepth(d) == 1);
+  Process second({HWFARMCTL_PATH, "--url", d.url(), "lease", "acquire", "--type", "mps2-an385", "-q"},
+                 dir.file("second.out"), dir.file("second.err"), env);
+  // Then (no terminal) one line with its place.
+  CHECK(waitForMatch(dir.file("second.err"),
+                     std::regex("^hwfarmctl: waiting for 1 \u00d7 mps2-an385 \\(queue position 2, 1 ahead of you\\)\u2026\n$"),
+                     20s));
+  CHECK(waitForMatch(dir.file("first.err"),
+                     std::regex("^hwfarmctl: waiting for 1 \u00d7 mps2-an385 \\(queue position 1, next in line\\)\u2026\n$"),
+                     20s));
+  // When SIGINT ends the second's wait: exit 130, and it leaves the queue.
+  second.signal(SIGINT);
+  auto stopped = second.wait(10s);
+  REQUIRE(stopped);
+  CHECK(stopped->code == 130);
+  CHECK(readFile(dir.file("second.err")).find("hwfarmctl: Interrupt while waiting for boards; giving up\n") !=
+        std::string::npos);
+  for (int i = 0; i < 500 && queueDepth(d) > 1; ++i) std::this_thread::sleep_for(10ms);
+  CHECK(queueDepth(d) == 1);
+  // The first gets the board once it is free, and no line is left behind.
+  REQUIRE(ctl({"lease", "release", holder}).status.code == 0);
+  auto granted = first.wait(20s);
+  REQUIRE(granted);
+  CHECK(granted->code == 0);
+  std::string lease = readFile(dir.file("first.out")).substr(0, 32);
+  CHECK(leaseState(d, lease) == "active");
+  REQUIRE(ctl({"lease", "release", lease}).status.code == 0);
+  CHECK(activeLeases(d) == 0);
+}
+
+TEST_CASE("the queue answers a waiting client its own request by key, and no one else's") {
+  TempDir dir;
+  RunningDaemon d(dir, tokenFleet(dir, 1));
+  REQUIRE(d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", "secret-pipeline")
+              .status == 201);
+  std::thread waiting([&] {
+    d.request("POST", "/v1/leases",
+              R"({"selector":{"type":"mps2-an385"},"context":"manual","wait_s":3,"idempotency_key":"k 1"})",
+              "secret-pipeline", 10);
+  });
+  json::array own;
+  for (int i = 0; i < 500 && own.empty(); ++i) {
+    own = json::parse(d.get("/v1/queue?key=k%201", "secret-pipeline").body).at("queue").as_array();
+    if (own.empty()) std::this_thread::sleep_for(10ms);
+  }
+  CHECK(own.size() == 1);
+  CHECK(own.at(0).at("position").as_int64() == 1);
+  CHECK(json::parse(d.get("/v1/queue?key=k%201", "secret-pipeline2").body).at("queue").as_array().empty());
+  CHECK(json::parse(d.get("/v1/queue?key=other", "secret-pipeline").body).at("queue").as_array().empty());
+  waiting.join();
+}
+
+TEST_CASE("on a terminal lease acquire redraws its place in the queue in place and erases it at the grant") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  Ctl ctl{d, {}};
+  std::string holder = ctl({"lease", "acquire", "--type", "mps2-an385", "-q"}).out.substr(0, 32);
+  int master = -1, slave = -1;
+  char name[128] = {};
+  REQUIRE(::openpty(&master, &slave, name, nullptr, nullptr) == 0);
+  ::fcntl(master, F_SETFL, O_NONBLOCK);
+  Process waiting({HWFARMCTL_PATH, "--url", d.url(), "lease", "acquire", "--type", "mps2-an385", "-q"},
+                  dir.file("out"), name, {{"HWFARM_WORKER", ""}, {"HWFARM_CONTEXT", ""}, {"CHANGE_ID", ""}});
+  std::string screen;
+  auto drain = [&] {
+    char buffer[4096];
+    for (ssize_t n; (n = ::read(master, buffer, sizeof buffer)) > 0;) screen.append(buffer, static_cast<size_t>(n));
+  };
+  std::string line = "\r\x1b[Kwaiting for 1 \u00d7 mps2-an385 (queue position 1, next in line)\u2026";
+  for (int i = 0; i < 1000 && screen.find(line) == std::string::npos; ++i) {
+    drain();
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(screen.find(line) != std::string::npos);
+  REQUIRE(ctl({"lease", "release", holder}).status.code == 0);
+  auto granted = waiting.wait(20s);
+  drain();
+  ::close(slave);
+  ::close(master);
+  REQUIRE(granted);
+  CHECK(granted->code == 0);
+  INFO(screen);
+  CHECK(screen.substr(screen.size() - 4) == "\r\x1b[K"); // nothing of it is left on the line
+  CHECK(screen.find('\n') == std::string::npos);         // redrawn, never scrolled
+}
+
+TEST_CASE("runs started with --no-wait are listed, shown, waited for, cancelled and fetched by id or prefix") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  Ctl ctl{d, {}};
+  std::string lease = ctl({"lease", "acquire", "--type", "mps2-an385", "--ttl", "600", "-q"}).out.substr(0, 32);
+  // A passing run, started without waiting.
+  auto started = ctl({"run", "--lease", lease.substr(0, 8), "--reference", "none", "--no-wait", firmware("pass")});
+  REQUIRE(started.status.code == 0);
+  std::string pass = runIdOf(started.out);
+  auto waited = ctl({"run", "wait", pass.substr(4, 6)});
+  CHECK(waited.status.code == 0);
+  CHECK(waited.out.find("hwfarm_pass on mps2_an385 (sim-0): pass\n") != std::string::npos);
+  CHECK(waited.out.find("run " + pass + ": passed\n") != std::string::npos);
+  auto shown = ctl({"run", "show", pass.substr(0, 10)});
+  CHECK(shown.status.code == 0);
+  CHECK(shown.out.rfind("run " + pass + ": passed\n  lease " + lease + ", created ", 0) == 0);
+  CHECK(shown.out.find("hwfarm_pass on mps2_an385 (sim-0): pass\n") != std::string::npos);
+  TempDir out;
+  auto fetched = ctl({"run", "fetch", pass, "--out", out.path()});
+  CHECK(fetched.status.code == 0);
+  CHECK(json::parse(readFile(out.file("summary.json"))).at("state").as_string() == "passed");
+  CHECK(readFile(out.file("junit.xml")).find("<testsuite") != std::string::npos);
+  // A failing run: run wait exits as run does (10).
+  std::string fail = runIdOf(ctl({"run", "--lease", lease, "--reference", "none", "--no-wait", firmware("fail")}).out);
+  CHECK(ctl({"run", "wait", fail}).status.code == 10);
+  CHECK(ctl({"run", "fetch", fail, "--out", out.file("fail")}).status.code == 10);
+  // A hanging run: fetch refuses while it runs, cancel ends it (11), a second cancel is an error.
+  std::string hang = runIdOf(
+      ctl({"run", "--lease", lease, "--reference", "none", "--deadline", "120", "--no-wait", firmware("hang")}).out);
+  auto early = ctl({"run", "fetch", hang, "--out", out.file("hang")});
+  CHECK(early.status.code == 1);
+  CHECK(early.err.find("is still running") != std::string::npos);
+  auto running = ctl({"runs", "--state", "running"});
+  CHECK(running.out.find(hang + "  running  " + lease.substr(0, 12)) != std::string::npos);
+  CHECK(running.out.find(pass) == std::string::npos);
+  auto cancelled = ctl({"run", "cancel", hang.substr(4)});
+  CHECK(cancelled.status.code == 0);
+  CHECK(cancelled.out == "run " + hang + ": cancelled\n");
+  CHECK(ctl({"run", "wait", hang}).status.code == 11);
+  auto again = ctl({"run", "cancel", hang});
+  CHECK(again.status.code == 1);
+  CHECK(again.err.find("HTTP 409: run_ended") != std::string::npos);
+  // runs lists them newest first, filtered by state and lease (a prefix).
+  auto listed = ctl({"runs", "--lease", lease.substr(0, 6)});
+  CHECK(listed.status.code == 0);
+  size_t at_hang = listed.out.find(hang), at_fail = listed.out.find(fail), at_pass = listed.out.find(pass);
+  CHECK(at_hang < at_fail);
+  CHECK(at_fail < at_pass);
+  CHECK(at_pass != std::string::npos);
+  auto passed = json::parse(ctl({"--json", "runs", "--state", "passed"}).out).at("runs").as_array();
+  REQUIRE(passed.size() == 1);
+  CHECK(passed.at(0).at("id").as_string() == pass);
+  CHECK(d.get("/v1/runs?state=finished").status == 400);
+  // upload retry takes a run the same way (a prefix no run has is refused before anything is sent).
+  std::string unknown = "run-";
+  for (char c : std::string("0123456789abcdef"))
+    if (pass[4] != c && fail[4] != c && hang[4] != c) unknown += c;
+  unknown.resize(5);
+  auto retry = ctl({"upload", "retry", unknown});
+  CHECK(retry.status.code == 1);
+  CHECK(retry.err == "hwfarmctl: no run id begins with \"" + unknown + "\"\n");
+  CHECK(json::parse(d.get("/v1/runs?lease=" + lease + "&prefix=" + fail.substr(0, 8)).body).at("runs").as_array().size() ==
+        1);
+  REQUIRE(ctl({"lease", "release", lease}).status.code == 0);
+}
+
+TEST_CASE("without --ttl a lease gets the daemon's leases.default_ttl_s, with it its own") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1) + "[leases]\ndefault_ttl_s = 77\n");
+  Ctl ctl{d, {}};
+  auto plain = json::parse(ctl({"--json", "lease", "acquire", "--type", "mps2-an385"}).out);
+  CHECK(plain.at("ttl_s").as_int64() == 77);
+  REQUIRE(ctl({"lease", "release", std::string(plain.at("id").as_string())}).status.code == 0);
+  auto own = json::parse(ctl({"--json", "lease", "acquire", "--type", "mps2-an385", "--ttl=30"}).out);
+  CHECK(own.at("ttl_s").as_int64() == 30);
 }

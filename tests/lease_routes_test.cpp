@@ -230,14 +230,18 @@ TEST_CASE("a selector no configured board can match is 422 at once") {
                    callers::pipeline);
   REQUIRE(r->status() == 422);
   REQUIRE(r->json().at("error").as_string() == "unsatisfiable");
+  // The detail says which types there are (the closest first; none is close enough to suggest).
   REQUIRE(r->json().at("detail").as_string() ==
-          "selector type=nucleo-f429zi labels=stm32 matches 0 configured board(s), 1 requested");
+          "selector type=nucleo-f429zi labels=stm32 matches 0 configured board(s), 1 requested; no configured board "
+          "has type \"nucleo-f429zi\" (configured types: mps2-an385)");
   REQUIRE(r->json().at("selector").at("type").as_string() == "nucleo-f429zi");
+  REQUIRE(r->json().at("configured_types") == json::parse(R"(["mps2-an385"])"));
   auto three = acquire(d, acquireBody(3, 60, 60), callers::pipeline);
   REQUIRE(three->status() == 422);
   auto worker = acquire(d, R"({"selector":{"type":"mps2-an385","worker":"w7"},"context":"manual"})", callers::pipeline);
   REQUIRE(worker->status() == 422);
-  REQUIRE(worker->json().at("detail").as_string() == "no configured worker or Jenkins node is named \"w7\"");
+  REQUIRE(worker->json().at("detail").as_string() ==
+          "no configured worker or Jenkins node is named \"w7\"; did you mean \"w0\"? (workers: w0)");
   // None of them waits.
   REQUIRE(d.leases->scheduler().queueLength() == 0);
   REQUIRE(d.leases->scheduler().leases().empty());

@@ -100,6 +100,25 @@ TEST_CASE("higher priority goes first and waiting ages a request past newer ones
   REQUIRE(f.changes.granted.at(0).ticket == high.ticket);
 }
 
+TEST_CASE("a waiting request is found by its holder's idempotency key, and by no one else's") {
+  Fixture f({spec("a", "t")});
+  auto holder = f.submit("t", 1, 0, 0, "k0", "p");
+  auto ahead = f.submit("t", 1, 1, 0, "k1", "p");
+  auto mine = f.submit("t", 1, 2, 0, "k2", "p");
+  REQUIRE(mine.kind == Submitted::queued);
+  REQUIRE(f.s.waiting("p", "k2") == f.s.waiting(mine.ticket));
+  REQUIRE(f.s.waiting("p", "k2")->ticket == mine.ticket);
+  REQUIRE(f.s.position(mine.ticket, 2) == 2);
+  REQUIRE(f.s.waiting("q", "k2") == nullptr); // another principal's key
+  REQUIRE(f.s.waiting("p", "k0") == nullptr); // granted: not waiting
+  // Once the one ahead is granted, it is first.
+  f.changes = {};
+  f.s.release(holder.lease.id, 3, f.changes);
+  REQUIRE(f.s.waiting("p", "k1") == nullptr);
+  REQUIRE(f.s.position(mine.ticket, 3) == 1);
+  REQUIRE(f.s.position(ahead.ticket, 3) == 0);
+}
+
 TEST_CASE("a large request is not starved by a stream of small ones") {
   Fixture f({spec("a", "t"), spec("b", "t"), spec("c", "t")});
   auto s1 = f.submit("t", 1, 0);
@@ -288,6 +307,9 @@ TEST_CASE("random operations keep every board in at most one lease and the count
     }
     REQUIRE(leased == holder.size());
     REQUIRE(f.s.boards().size() == 12);
+    // Each waiting request's counted place is its place in the sorted order.
+    std::vector<const LeaseRequest*> order = f.s.queue(now);
+    for (size_t i = 0; i < order.size(); ++i) REQUIRE(f.s.position(order[i]->ticket, now) == i + 1);
     // Nobody waits while enough of its boards are available and nobody
     // ahead of it could use them.
     if (f.s.queueLength() > 0) {

@@ -4,6 +4,7 @@
 // in every phase) are stories of the plan in run_plan_test, without QEMU.
 #include <catch2/catch.hpp>
 #include <dirent.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -79,8 +80,9 @@ json::object runVariant(const RunningDaemon& d, const std::string& lease, const 
   return waitRun(d, startRun(d, lease, R"({"images":)" + images({{image, variant + ".elf"}}) + options + "}"));
 }
 
-int qemuProcesses(const std::string& needle) {
-  int n = 0;
+// QEMU processes (not their sandboxes) whose command line mentions `needle`.
+std::vector<pid_t> qemuPids(const std::string& needle) {
+  std::vector<pid_t> pids;
   for (const auto& e : fs::directory_iterator("/proc")) {
     std::string name = e.path().filename().string();
     if (!std::all_of(name.begin(), name.end(), ::isdigit)) continue;
@@ -88,10 +90,12 @@ int qemuProcesses(const std::string& needle) {
     std::string program = cmd.substr(0, cmd.find('\0'));
     if (program.size() >= 15 && program.compare(program.size() - 15, 15, "qemu-system-arm") == 0 &&
         cmd.find(needle) != std::string::npos)
-      ++n;
+      pids.push_back(std::stoi(name));
   }
-  return n;
+  return pids;
 }
+
+int qemuProcesses(const std::string& needle) { return static_cast<int>(qemuPids(needle).size()); }
 
 // Waits (10 s at most) until the QEMU processes whose command line holds
 // `needle` are as many as `holds` wants: processes of their own, not the
@@ -182,6 +186,60 @@ TEST_CASE("a failing case fails the run as a test failure, and a hang is a test 
       said = a.at("reason").as_string() == "BEGIN but no END before the deadline (the firmware hung)";
   CHECK(said);
   CHECK(qemuProcesses(dir.file("state")) == 0);
+}
+
+TEST_CASE("issue 19: a reference simulator killed mid-run fails its part as infrastructure, with the signal") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  std::string hang = uploadImage(d, lease, "hang");
+  std::string id = startRun(d, lease, R"({"images":)" + images({{hang, "hang.elf"}}) + R"(,"deadline_s":5})");
+  // Given the reference's QEMU running the image (its work dir is the
+  // run's place among the simulators'), and its console connected,
+  std::vector<pid_t> reference;
+  for (int i = 0; i < 2000 && (reference.size() != 1 || !sandboxSocketConnected(dir.path(), "/ref.uart")); ++i) {
+    reference = qemuPids(dir.file("state/simulators/" + id + "-"));
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(reference.size() == 1);
+  REQUIRE(sandboxSocketConnected(dir.path(), "/ref.uart"));
+  // when it is killed from outside,
+  REQUIRE(::kill(reference[0], SIGKILL) == 0);
+  // the reference's attempt says so, as the lab's failure.
+  json::object run = waitRun(d, id);
+  INFO(json::serialize(run));
+  bool said = false;
+  for (const auto& a : run.at("attempts").as_array())
+    if (a.at("reference").as_bool()) {
+      CHECK(a.at("reason").as_string() == "the simulator was killed by signal 9 (Killed)");
+      CHECK(a.at("failure_class").as_string() == "infrastructure");
+      said = true;
+    }
+  CHECK(said);
+}
+
+TEST_CASE("issue 21: hwfarmd killed while a run's reference simulator and target run leaves nothing running") {
+  int sig = GENERATE(SIGKILL, SIGABRT);
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  std::string hang = uploadImage(d, lease, "hang");
+  startRun(d, lease, R"({"images":)" + images({{hang, "hang.elf"}}) + R"(,"deadline_s":600})");
+  // Given a run whose reference simulator (started on the run service's
+  // thread) and target board (on the board's) both run QEMU,
+  for (int i = 0; i < 1000 && qemuProcesses(dir.file("state")) < 2; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(qemuProcesses(dir.file("state")) == 2);
+  // when hwfarmd dies by SIGKILL or SIGABRT,
+  d.process().signal(sig);
+  auto ended = d.process().wait(10s);
+  REQUIRE(ended);
+  REQUIRE(ended->code == sig);
+  // nothing of it is left running: no QEMU, no sandbox, no reaper.
+  std::vector<std::string> left = waitForNoProcessUnder(dir.path(), 15s);
+  std::string names;
+  for (const auto& p : left) names += p + "\n";
+  INFO("signal " << sig << "; still running:\n" << names);
+  REQUIRE(left.empty());
 }
 
 TEST_CASE("bad run requests are 4xx with a reason and start nothing") {
@@ -343,7 +401,7 @@ TEST_CASE("runs older than runs.history_days are removed with their artifacts at
   CHECK(d.get("/v1/runs/run-old").status == 404);
 }
 
-TEST_CASE("outputs that drift from the reference pass or fail by their PCC, and a corrupt record is infrastructure") {
+TEST_CASE("outputs that drift from the reference pass or fail by their PCC, and a corrupt record is the lab's only when the reference's is whole") {
   TempDir dir;
   auto daemon = std::make_unique<RunningDaemon>(dir, qemuFleet(dir.file("state"), 1));
   RunningDaemon& d = *daemon;
@@ -371,14 +429,28 @@ TEST_CASE("outputs that drift from the reference pass or fail by their PCC, and 
   CHECK(bad.at("state").as_string() == "failed");
   CHECK(bt.at("failure_class").as_string() == "test");
   CHECK(std::string(bt.at("reason").as_string()).rfind("square.y: actual_pcc 0.4986", 0) == 0);
-  // crc: a record corrupted on the wire is the lab's failure, never compared.
+  // crc: a record whose CRC does not match, on the board and on the
+  // reference alike (the simulator's console is lossless): the firmware's.
   auto [crc, ct] = verdictOf("crc");
   INFO(json::serialize(crc));
-  CHECK(crc.at("state").as_string() == "error");
-  CHECK(ct.at("failure_class").as_string() == "infrastructure");
+  CHECK(crc.at("state").as_string() == "failed");
+  CHECK(ct.at("failure_class").as_string() == "test");
   CHECK(std::string(ct.at("reason").as_string()).find("CRC mismatch") != std::string::npos);
+  CHECK(std::string(ct.at("reason").as_string()).find("the reference shows damaged records too") != std::string::npos);
+  // The same damage on the board while the reference's build printed its
+  // records whole points at the lab: an infrastructure failure, never compared.
+  std::string crc_image = uploadImage(d, lease, "crc");
+  std::string pass_image = uploadImage(d, lease, "pass");
+  json::object wire = waitRun(d, startRun(d, lease, R"({"images":[{"image":")" + crc_image +
+                                                        R"(","name":"crc.elf","reference_image":")" + pass_image + R"("}]})"));
+  INFO(json::serialize(wire));
+  CHECK(wire.at("state").as_string() == "error");
+  json::object wt;
+  for (const auto& a : wire.at("attempts").as_array())
+    if (!a.at("reference").as_bool()) wt = a.as_object();
+  CHECK(wt.at("failure_class").as_string() == "infrastructure");
   // That infrastructure failure is an event against the board, in the
-  // database (for the tier SLA); the test failures are not.
+  // database (for the tier SLA); the firmware's failures are not.
   daemon.reset();
   std::string events = sh("/usr/bin/python3 -c \"import sqlite3; c = sqlite3.connect('" + dir.file("state/hwfarm.db") +
                           "'); print([(b, d[:40]) for b, d in c.execute(\\\"SELECT board, detail FROM events WHERE "
@@ -462,7 +534,7 @@ TEST_CASE("run records are rows of the database, and an older hwfarmd's summary.
     CHECK(run.at("state").as_string() == "passed");
   }
   // Read with Python's sqlite3 module, not through hwfarmd.
-  std::string rows = sh("python3 -c \"import sqlite3,sys; [print(f'{i}|{s}') for i, s in sqlite3.connect(sys.argv[1])"
+  std::string rows = sh("/usr/bin/python3 -c \"import sqlite3,sys; [print(f'{i}|{s}') for i, s in sqlite3.connect(sys.argv[1])"
                         ".execute('SELECT id, state FROM runs ORDER BY created_ms')]\" " +
                         dir.file("state/hwfarm.db"));
   CHECK(rows == "0:run-00000000000000aa|interrupted\n" + id + "|passed\n");

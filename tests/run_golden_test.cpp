@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <regex>
 
 #include "daemon/core/run/golden.h"
 #include "daemon/core/run/npy.h"
@@ -147,7 +148,12 @@ TEST_CASE("golden text is result protocol the parser reads back to the very same
   for (size_t start = 0, nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
     longest = std::max(longest, nl - start);
   CHECK(longest < 4096);
-  CHECK(text.rfind("HWFARM BEGIN suite=golden\nHWFARM TEST square PASS\nHWFARM TEST ramp PASS\nHWFARM TEST large PASS\n", 0) == 0);
+  // Version 2: every record with its CRC suffix, END with the number of
+  // records before it (BEGIN, 3 TEST, 3 outputs of one record, 4 pieces of 256).
+  std::string first_lines = text.substr(0, text.find("HWFARM OUTPUT"));
+  CHECK(std::regex_replace(first_lines, std::regex(" \\*[0-9a-f]{8}\n"), "|") ==
+        "HWFARM BEGIN v=2 suite=golden|HWFARM TEST square PASS|HWFARM TEST ramp PASS|HWFARM TEST large PASS|");
+  CHECK(std::regex_search(text, std::regex("\nHWFARM END status=0 records=11 \\*[0-9a-f]{8}\n$")));
   Parser p;
   p.feed(text);
   p.finish();
@@ -156,6 +162,9 @@ TEST_CASE("golden text is result protocol the parser reads back to the very same
   CHECK(r.problems.empty());
   CHECK(r.ended);
   CHECK(r.end_status == 0);
+  CHECK(r.version == 2);
+  CHECK(r.countVerified());
+  CHECK(r.checked_records == 12);
   CHECK(r.cases.size() == 3);
   for (const auto& o : outputs) {
     const Output* got = r.findOutput(o.case_name, o.output);

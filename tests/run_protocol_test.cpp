@@ -91,15 +91,15 @@ TEST_CASE("any chunking of the console gives the same result, byte by byte inclu
   }
 }
 
-TEST_CASE("CRLF, noise, binary garbage and a last line without a newline are tolerated") {
+TEST_CASE("CRLF, noise and binary garbage are tolerated, and counted") {
   using namespace std::string_literals; // "..."s keeps the NULs
   std::string text = "boot\r\n"
                      "\xff\xfe\x80 garbage \x01\x02\r\n"
                      "\x00\x00HWFARM BEGIN suite=s\r\n"s  // NULs of a line break before a record
                      "HWFARM is mentioned in a log line\r\n"  // not a known record: a problem, not a crash
-                     "   HWFARM TEST a PASS\r\n"           // indented: not a record
+                     "hwfarm test firmware: HWFARM\r\n"      // a log line: no record tag and keyword in it
                      "HWFARM TEST a PASS all good\r\n"
-                     "HWFARM END status=0";
+                     "HWFARM END status=0\r\n";
   REQUIRE(text.find('\0') != std::string::npos);
   ParseResult r = parse(text);
   REQUIRE(r.suite);
@@ -108,6 +108,10 @@ TEST_CASE("CRLF, noise, binary garbage and a last line without a newline are tol
   CHECK(r.ended);
   CHECK(r.end_status == 0);
   CHECK(messages(r) == std::vector<std::string>{"line 4: unknown record HWFARM is"});
+  CHECK(r.noise_lines == 3);
+  CHECK(r.noise_bytes == 4 + 14 + 28);
+  CHECK(r.begins == 1);
+  CHECK(r.damaged_lines == 0);
 }
 
 TEST_CASE("values round-trip exactly: f32 in decimal and as bit patterns, every integer type at its limits") {
@@ -261,8 +265,9 @@ TEST_CASE("lines longer than max_line_bytes are cut and flagged, and a cut recor
   REQUIRE(r.cases.size() == 1); // the line after a cut one is read whole
   REQUIRE(r.problems.size() == 1);
   CHECK(r.problems[0].case_name == "a");
-  CHECK(r.problems[0].message == "line 3: longer than 64 bytes (runs.max_line_bytes), cut: record not read; split "
-                                 "large outputs with @<offset>");
+  CHECK(r.problems[0].message == "line 3: longer than 64 bytes, cut: record not read; split large outputs with "
+                                 "@<offset>");
+  CHECK(r.problems[0].kind == ProblemKind::cut_line);
 }
 
 TEST_CASE("what a firmware declares is bounded: counts, cases, outputs and problems") {
@@ -311,4 +316,318 @@ TEST_CASE("the CRC example of docs/protocol.md checks, and is zlib's crc32") {
   CHECK(r.checked_records == 1);
   CHECK(r.corrupt_records == 0);
   REQUIRE(r.cases.size() == 1);
+}
+
+// --- protocol version 2 and what a UART can do to a record --------------------------------
+
+namespace {
+
+// `records` (each without "HWFARM "), as a version-2 firmware prints them:
+// every record with its CRC, END with the number of records before it.
+std::string v2(const std::vector<std::string>& records, int status = 0) {
+  std::string out = "boot\n";
+  for (const auto& r : records) out += withCrc("HWFARM " + r) + "\n";
+  out += withCrc("HWFARM END status=" + std::to_string(status) + " records=" + std::to_string(records.size())) + "\n";
+  return out;
+}
+
+const std::vector<std::string> kV2Run = {
+    "BEGIN v=2 suite=s",
+    "TEST a PASS",
+    "OUTPUT a.y i32 4 0 1 2 3",
+    "TEST b FAIL expected 3 got 4",
+    "OUTPUT b.y f32x 2 3dcccccd 80000000",
+};
+
+std::vector<ProblemKind> kinds(const ParseResult& r) {
+  std::vector<ProblemKind> out;
+  for (const auto& p : r.problems) out.push_back(p.kind);
+  return out;
+}
+
+// `text` with the first `from` replaced by `to`.
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+} // namespace
+
+TEST_CASE("a version-2 console is read with every CRC checked and its record count verified") {
+  ParseResult r = parse(v2(kV2Run, 1));
+  CHECK(r.problems.empty());
+  CHECK(r.version == 2);
+  CHECK(r.suite == "s");
+  CHECK(r.end_status == 1);
+  CHECK(r.checked_records == 6);
+  CHECK(r.corrupt_records == 0);
+  CHECK(r.intact_records == 5);
+  CHECK(r.declared_records == 5u);
+  CHECK(r.countVerified());
+  CHECK_FALSE(r.countMismatch());
+  REQUIRE(r.cases.size() == 2);
+  CHECK(r.cases[1].message == "expected 3 got 4");
+  CHECK(r.findOutput("a", "y")->values == std::vector<double>{0, 1, 2, 3});
+  CHECK(std::signbit(r.findOutput("b", "y")->values[1]));
+  CHECK(r.hasCases());
+}
+
+TEST_CASE("version 1 still parses, and its records are flagged unverified count") {
+  ParseResult r = parse(kPass);
+  CHECK(r.problems.empty());
+  CHECK(r.version == 1);
+  CHECK_FALSE(r.declared_records);
+  CHECK_FALSE(r.countVerified());
+  CHECK_FALSE(r.countMismatch());
+  CHECK(r.intact_records == 5);
+  // A version-1 END may count its records too, and then they are checked.
+  ParseResult counted = parse("HWFARM BEGIN suite=s\nHWFARM TEST a PASS\nHWFARM END status=0 records=3\n");
+  CHECK(counted.version == 1);
+  CHECK(kinds(counted) == std::vector<ProblemKind>{ProblemKind::count_mismatch});
+  CHECK(messages(counted) == std::vector<std::string>{
+                                 "line 3: END: counts 3 records before it, 2 arrived intact: 1 lost on the way"});
+}
+
+TEST_CASE("version 2: a FAIL line lost on the way is noticed, whatever the UART did to it") {
+  const std::string clean = v2(kV2Run, 1);
+  const std::string fail_line = withCrc("HWFARM TEST b FAIL expected 3 got 4");
+  struct Damage {
+    const char* what;
+    std::string console;
+    std::vector<ProblemKind> kinds; // besides the count mismatch, which comes last
+  };
+  std::vector<Damage> damages = {
+      // One bit of the tag flipped: M (0x4d) arrives as O (0x4f).
+      {"a flipped bit in the tag", replaced(clean, "HWFARM TEST b", "HWFARO TEST b"), {ProblemKind::damaged_line}},
+      // A bit of the H: a control byte, dropped as noise before a record.
+      {"a flipped bit in the H", replaced(clean, "HWFARM TEST b", "\x08WFARM TEST b"), {ProblemKind::damaged_line}},
+      {"a byte of the tag lost", replaced(clean, "HWFARM TEST b", "HWFRM TEST b"), {ProblemKind::damaged_line}},
+      {"log text before the tag", replaced(clean, "HWFARM TEST b", "xx HWFARM TEST b"), {ProblemKind::damaged_line}},
+      {"bytes lost inside", replaced(clean, "expected 3", "expec3"), {ProblemKind::crc_mismatch}},
+      {"a flipped bit in the message", replaced(clean, "got 4", "got 5"), {ProblemKind::crc_mismatch}},
+      // The CRC's own '*' (0x2a) arrives as '+' (0x2b): no suffix at all.
+      {"a flipped bit of the CRC's star", replaced(clean, "got 4 *", "got 4 +"), {ProblemKind::crc_missing}},
+      {"the whole line lost", replaced(clean, fail_line + "\n", ""), {}},
+  };
+  for (const auto& d : damages) {
+    INFO(d.what);
+    ParseResult r = parse(d.console);
+    // The FAIL is not read, and the count says a record is missing.
+    CHECK_FALSE(r.findCase("b"));
+    CHECK(r.countMismatch());
+    std::vector<ProblemKind> want = d.kinds;
+    want.push_back(ProblemKind::count_mismatch);
+    CHECK(kinds(r) == want);
+    INFO(messages(r).back());
+    CHECK(messages(r).back() == "line " + std::to_string(r.end_line) +
+                                    ": END: counts 5 records before it, 4 arrived intact: 1 lost on the way");
+    // A damaged line names its case when it can.
+    if (!d.kinds.empty()) CHECK(r.problems[0].case_name == "b");
+  }
+}
+
+TEST_CASE("version 2: a lost line end merges two records, and both are missing") {
+  std::string merged = replaced(v2(kV2Run), "\nHWFARM TEST b", "HWFARM TEST b");
+  ParseResult r = parse(merged);
+  CHECK(kinds(r) == std::vector<ProblemKind>{ProblemKind::damaged_line, ProblemKind::crc_mismatch,
+                                             ProblemKind::count_mismatch});
+  CHECK_FALSE(r.findOutput("a", "y"));
+  CHECK_FALSE(r.findCase("b"));
+  CHECK(r.intact_records == 3);
+}
+
+TEST_CASE("the CRC suffix is unambiguous in version 2: a message may end in a star and hex digits") {
+  // Given a FAIL whose message ends like a CRC suffix, with its real CRC after it,
+  ParseResult r = parse(v2({"BEGIN v=2 suite=s", "TEST mem FAIL bad word at *20003f00"}, 1));
+  // the message is kept whole and the record checks.
+  CHECK(r.problems.empty());
+  REQUIRE(r.findCase("mem"));
+  CHECK(r.findCase("mem")->result == CaseResult::fail);
+  CHECK(r.findCase("mem")->message == "bad word at *20003f00");
+  CHECK(r.countVerified());
+  // A star flipped in an OUTPUT's suffix is a damaged record, not a wrong
+  // number of values.
+  std::string output = v2({"BEGIN v=2 suite=s", "OUTPUT a.y i32 4 0 1 2 3"});
+  ParseResult flipped = parse(replaced(output, "2 3 *", "2 3 +"));
+  CHECK(kinds(flipped) == std::vector<ProblemKind>{ProblemKind::crc_missing, ProblemKind::count_mismatch});
+  CHECK(flipped.problems[0].failure == FailureClass::infrastructure);
+  CHECK(flipped.problems[0].case_name == "a");
+  CHECK(flipped.missing_crc_records == 1);
+  CHECK(messages(flipped)[0] == "line 3: no CRC suffix (every version-2 record ends in \" *<crc>\"): damaged on the "
+                                "way, record not used");
+}
+
+TEST_CASE("version 1: a FAIL message ending in a star and hex digits stays a FAIL message until CRCs are in use") {
+  // Given a version-1 firmware without CRCs whose FAIL message ends like a suffix,
+  ParseResult r = parse("HWFARM BEGIN suite=s\nHWFARM TEST mem FAIL bad word at *20003f00\nHWFARM END status=1\n");
+  // the case fails with its message, and no CRC was checked.
+  CHECK(r.problems.empty());
+  REQUIRE(r.findCase("mem"));
+  CHECK(r.findCase("mem")->message == "bad word at *20003f00");
+  CHECK(r.checked_records == 0);
+  CHECK_FALSE(r.hasInfrastructureProblem());
+  // Once a record of the run carried a matching CRC, every suffix is one.
+  ParseResult crc = parse(withCrc("HWFARM BEGIN suite=s") + "\nHWFARM TEST mem FAIL bad word at *20003f00\n");
+  CHECK(kinds(crc) == std::vector<ProblemKind>{ProblemKind::crc_mismatch});
+  CHECK(crc.problems[0].case_name == "mem");
+  // A suffix where no message can hold it (OUTPUT, BEGIN, END) is always a CRC.
+  ParseResult output = parse("HWFARM BEGIN suite=s\nHWFARM OUTPUT a.y i32 1 5 *20003f00\n");
+  CHECK(kinds(output) == std::vector<ProblemKind>{ProblemKind::crc_mismatch});
+}
+
+TEST_CASE("version 1: lines that look like damaged records are problems, ordinary logs are noise") {
+  ParseResult r = parse("HWFARM BEGIN suite=s\n"
+                        "HWFARO TEST b FAIL\n"         // 2: a flipped bit in the tag
+                        "xx HWFARM TEST c FAIL\n"      // 3: text before the tag
+                        "   HWFARM TEST d PASS\n"      // 4: indented
+                        "HWFARMTEST e FAIL\n"          // 5: the blank lost
+                        "HWFARM TEST a PASS see HWFARM OUTPUT a.y\n" // 6: a second record on the line
+                        "HWFARMS are busy\n"           // a log line: no keyword after it
+                        "our HWFARM setup is fine\n"   // neither
+                        "HWFARM TEST f PASS\n"
+                        "HWFARM END status=0\n");
+  CHECK(messages(r) == std::vector<std::string>{
+                           "line 2: a damaged record tag (HWFARO TEST b FAIL): not read as a record",
+                           "line 3: a record after other text on its line (HWFARM TEST c FAIL after 3 bytes): not read "
+                           "as a record",
+                           "line 4: a record after other text on its line (HWFARM TEST d PASS after 3 bytes): not read "
+                           "as a record",
+                           "line 5: a damaged record tag (HWFARMTEST e FAIL): not read as a record",
+                           "line 6: a second record on the line of another (HWFARM OUTPUT a.y after 23 bytes): not "
+                           "read as a record",
+                       });
+  std::vector<std::string> cases;
+  for (const auto& p : r.problems) cases.push_back(p.case_name);
+  CHECK(cases == std::vector<std::string>{"b", "c", "d", "e", "a"});
+  for (const auto& p : r.problems) CHECK(p.failure == FailureClass::test);
+  CHECK(r.damaged_lines == 5);
+  CHECK(r.cases.size() == 2); // a and f
+  CHECK(r.noise_lines == 6);
+}
+
+TEST_CASE("a line the console ended inside of is never a record") {
+  // Given a console cut inside "HWFARM OUTPUT a.y i32 4 0 1 2 37",
+  std::string cut = "HWFARM BEGIN suite=s\nHWFARM TEST a PASS\nHWFARM OUTPUT a.y i32 4 0 1 2 3";
+  ParseResult r = parse(cut);
+  // the output is not complete: its line is cut and not read.
+  CHECK_FALSE(r.findOutput("a", "y"));
+  CHECK(r.last_line_cut);
+  CHECK(r.lines == 3);
+  CHECK(kinds(r) == std::vector<ProblemKind>{ProblemKind::cut_line});
+  CHECK(messages(r) == std::vector<std::string>{
+                           "line 3: the console ended inside this record (no line end): record not read"});
+  CHECK(r.problems[0].case_name == "a");
+  // The same when a serial port hands the cut line over.
+  Parser p;
+  LineReader reader;
+  reader.feed(cut, [&](const ConsoleLine& l) { p.line(l); });
+  reader.finish([&](const ConsoleLine& l) { p.line(l); });
+  p.finish();
+  CHECK_FALSE(p.result().findOutput("a", "y"));
+  CHECK(messages(p.result()) == messages(r));
+  // An END cut the same way has not ended the run.
+  ParseResult end = parse("HWFARM BEGIN suite=s\nHWFARM END status=0");
+  CHECK_FALSE(end.ended);
+  CHECK(kinds(end) == std::vector<ProblemKind>{ProblemKind::cut_line});
+}
+
+TEST_CASE("a record hidden after more than a line's limit of other bytes is never a record") {
+  // Given a record after 70,000 bytes of junk on one line, then a run,
+  std::string junk(70000, 'x');
+  ParseResult r = parse(junk + "HWFARM TEST hidden FAIL\n" + kPass);
+  // it starts no record: its line is noise, and the record in it a damaged line.
+  CHECK_FALSE(r.findCase("hidden"));
+  CHECK(r.cut_lines == 1);
+  CHECK(r.lines == 1 + 7);
+  CHECK(r.noise_lines == 2);
+  CHECK(r.noise_bytes == junk.size() + 23 + 28);
+  CHECK(kinds(r) == std::vector<ProblemKind>{ProblemKind::damaged_line});
+  CHECK(r.problems[0].case_name == "hidden");
+  CHECK(r.cases.size() == 2);
+}
+
+TEST_CASE("END is what the one END rule says: control bytes before it as everywhere, a blank or the line end after it") {
+  using namespace std::string_literals;
+  ParseResult ctrl = parse("HWFARM BEGIN suite=s\n\x01HWFARM END status=0\n");
+  CHECK(ctrl.ended);
+  CHECK(ctrl.end_status == 0);
+  for (std::string end : {"HWFARM ENDED\n"s, "HWFARM  END\n"s, " HWFARM END\n"s}) {
+    INFO(end);
+    Parser p;
+    p.feed("HWFARM BEGIN suite=s\n" + end);
+    CHECK_FALSE(p.ended());
+  }
+  // A corrupt END still ends the run (the console said so), without a status.
+  std::string bad = withCrc("HWFARM END status=0 records=1");
+  ParseResult corrupt = parse(withCrc("HWFARM BEGIN v=2 suite=s") + "\n" + replaced(bad, "status=0", "status=4") + "\n");
+  CHECK(corrupt.ended);
+  CHECK_FALSE(corrupt.end_status);
+  CHECK_FALSE(corrupt.declared_records);
+  CHECK(kinds(corrupt) == std::vector<ProblemKind>{ProblemKind::crc_mismatch});
+}
+
+TEST_CASE("the facts the verdict rules need: records after END, a second BEGIN, noise alone, no case") {
+  ParseResult after = parse(v2({"BEGIN v=2 suite=s", "TEST a PASS"}) + withCrc("HWFARM TEST b FAIL") + "\n" +
+                            withCrc("HWFARM END status=1 records=2") + "\n");
+  CHECK(after.records_after_end == 2);
+  CHECK(after.first_after_end_line == 5);
+  CHECK(kinds(after) == std::vector<ProblemKind>{ProblemKind::after_end, ProblemKind::after_end});
+  CHECK_FALSE(after.findCase("b"));
+  CHECK(after.countVerified()); // of the records before END
+  ParseResult twice = parse("HWFARM BEGIN suite=s\nHWFARM TEST a PASS\nHWFARM BEGIN suite=s\nHWFARM END status=0\n");
+  CHECK(twice.begins == 2);
+  CHECK(twice.second_begin_line == 3);
+  CHECK(kinds(twice) == std::vector<ProblemKind>{ProblemKind::second_begin});
+  ParseResult noise = parse("\x95\xff\x13garbage at the wrong baud rate\n\xfe\xfe\xfe\n");
+  CHECK(noise.records == 0);
+  CHECK(noise.begins == 0);
+  CHECK(noise.noise_lines == 2);
+  CHECK(noise.problems.empty());
+  ParseResult empty = parse(v2({"BEGIN v=2 suite=s"}));
+  CHECK_FALSE(empty.hasCases());
+  CHECK(empty.test_records == 0);
+  CHECK(empty.countVerified());
+}
+
+TEST_CASE("version 2 asks for its fields: END's count, a known version, and a CRC on BEGIN") {
+  ParseResult no_count = parse(withCrc("HWFARM BEGIN v=2 suite=s") + "\n" + withCrc("HWFARM END status=0") + "\n");
+  CHECK(messages(no_count) == std::vector<std::string>{"line 2: END: expected status=<n> records=<n>, got status=0"});
+  CHECK(no_count.ended);
+  CHECK_FALSE(no_count.countVerified());
+  ParseResult v3 = parse("HWFARM BEGIN v=3 suite=s\n");
+  CHECK(kinds(v3) == std::vector<ProblemKind>{ProblemKind::unsupported});
+  CHECK(messages(v3) == std::vector<std::string>{"line 1: BEGIN: protocol version 3: this hwfarmd reads versions 1 and 2"});
+  CHECK_FALSE(v3.suite);
+  ParseResult bare = parse("HWFARM BEGIN v=2 suite=s\nHWFARM TEST a PASS\n");
+  CHECK(kinds(bare) == std::vector<ProblemKind>{ProblemKind::crc_missing, ProblemKind::malformed});
+  CHECK(bare.version == 1); // the BEGIN was not used
+  ParseResult odd = parse("HWFARM BEGIN suite=s colour=blue\n");
+  CHECK(messages(odd) == std::vector<std::string>{
+                             "line 1: BEGIN: expected [v=2] suite=<name> (1 to 256 printable bytes, no blank), got "
+                             "suite=s colour=blue"});
+  ParseResult either_order = parse(withCrc("HWFARM BEGIN suite=s v=2") + "\n");
+  CHECK(either_order.version == 2);
+  CHECK(either_order.problems.empty());
+}
+
+TEST_CASE("version 2 read through lines or bytes, in any pieces, gives one result") {
+  std::string text = replaced(v2(kV2Run, 1), "HWFARM TEST b", "xx HWFARM TEST b");
+  ParseResult whole = parse(text);
+  for (size_t piece : {1, 5, 13, 4096}) {
+    INFO(piece);
+    Parser bytes, lines;
+    LineReader reader;
+    for (size_t i = 0; i < text.size(); i += piece) {
+      std::string_view chunk = std::string_view(text).substr(i, piece);
+      bytes.feed(chunk);
+      reader.feed(chunk, [&](const ConsoleLine& l) { lines.line(l); });
+    }
+    reader.finish([&](const ConsoleLine& l) { lines.line(l); });
+    bytes.finish();
+    lines.finish();
+    CHECK(messages(bytes.result()) == messages(whole));
+    CHECK(messages(lines.result()) == messages(whole));
+    CHECK(lines.result().intact_records == whole.intact_records);
+  }
 }

@@ -354,7 +354,7 @@ TEST_CASE("verdict: a board's console is read for a drain window after END, and 
     CHECK(lab.record().state == State::passed);
     CHECK(lab.attempt("pass", "nucleo").seconds == Approx(0.25));
     // A line after the window is not the attempt's.
-    lab.feed(ConsoleLine{1, "HWFARM TEST late FAIL"});
+    lab.feed(run::ConsoleLine{1, "HWFARM TEST late FAIL"});
     CHECK(lab.record().state == State::passed);
   }
   SECTION("the console closing in the window ends the attempt, not as a failure") {
@@ -380,10 +380,12 @@ TEST_CASE("verdict: damaged records the reference shows too are the firmware's")
     a.parsed = std::move(p).take();
     return a;
   };
-  // Given an image whose TEST record carries a CRC that does not match its bytes,
-  char crc[16];
+  // Given an image whose records carry CRCs, its TEST record's not matching its bytes,
+  char begin_crc[16], crc[16];
+  std::snprintf(begin_crc, sizeof begin_crc, " *%08x", crc32("HWFARM BEGIN suite=s"));
   std::snprintf(crc, sizeof crc, " *%08x", crc32("HWFARM TEST t PASS") ^ 1u);
-  std::string bad = "HWFARM BEGIN suite=s\nHWFARM TEST t PASS" + std::string(crc) + "\nHWFARM END status=0\n";
+  std::string bad = "HWFARM BEGIN suite=s" + std::string(begin_crc) + "\nHWFARM TEST t PASS" + std::string(crc) +
+                    "\nHWFARM END status=0\n";
   std::string good = "HWFARM BEGIN suite=s\nHWFARM TEST t PASS\nHWFARM END status=0\n";
   // on a board, against a reference that printed the same damaged record:
   // the simulator's console is lossless, so the CRCs are the firmware's.

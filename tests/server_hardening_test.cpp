@@ -90,7 +90,7 @@ std::string dechunk(const std::string& raw) {
   return body;
 }
 
-// A sample of /metrics, e.g. metric(d, "hwfarm_stream_count"); -1 when absent.
+// A sample of /metrics, e.g. metric(d, "hwfarm_streams_open"); -1 when absent.
 double metric(const RunningDaemon& d, const std::string& name) {
   std::string text = d.get("/metrics").body;
   std::smatch m;
@@ -266,7 +266,7 @@ TEST_CASE("issue 9: console readers that never read hold bounded memory and are 
     readers.push_back(std::make_unique<Raw>(d.url(), 4096));
     readers.back()->send(b.consoleRequest());
   }
-  CHECK(eventually([&] { return metric(d, "hwfarm_stream_count") == 6; }));
+  CHECK(eventually([&] { return metric(d, "hwfarm_streams_open") == 6; }));
   std::this_thread::sleep_for(300ms); // the backlog is being read meanwhile
   // the daemon holds at most a 64 KiB piece of the backlog per reader,
   double queued = metric(d, "hwfarm_stream_queued_bytes");
@@ -279,7 +279,7 @@ TEST_CASE("issue 9: console readers that never read hold bounded memory and are 
 #endif
   // and closes each one once it has taken nothing for idle_timeout_s
   // (reading from them before that would let their streams go on).
-  REQUIRE(eventually([&] { return metric(d, "hwfarm_stream_count") == 0; }, 10s));
+  REQUIRE(eventually([&] { return metric(d, "hwfarm_streams_open") == 0; }, 10s));
   REQUIRE(metric(d, "hwfarm_stream_queued_bytes") == 0);
   for (auto& r : readers) REQUIRE(r->closedByPeer(5s));
 }
@@ -324,7 +324,7 @@ TEST_CASE("issue 9: console streams per lease are capped with a 429") {
                                      "first\"}"));
   // and admitted once another one has left.
   first.reset();
-  REQUIRE(eventually([&] { return metric(d, "hwfarm_stream_count") == 1; }));
+  REQUIRE(eventually([&] { return metric(d, "hwfarm_streams_open") == 1; }));
   Raw fourth(d.url());
   fourth.send(b.consoleRequest());
   REQUIRE(fourth.readUntil(b.last).rfind("HTTP/1.1 200 OK\r\n", 0) == 0);

@@ -6,11 +6,14 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include <boost/json.hpp>
 
+#include "daemon/api/json_codec.h"
 #include "daemon/cli/http_client.h"
+#include "daemon/services/system_clock.h"
 #include "tests/support/daemon_harness.h"
 #include "tests/support/process.h"
 
@@ -180,9 +183,47 @@ TEST_CASE("sla api: reading the standing needs a token and pinning the operator 
   std::string metrics = d.get("/metrics", kViewer).body;
   REQUIRE(metrics.find("hwfarm_tier{agent=\"test-lab\",kind=\"pinned\"} 2\n") != std::string::npos);
   REQUIRE(metrics.find("hwfarm_sla_transitions_total{agent=\"test-lab\",kind=\"pinned\"} 1\n") != std::string::npos);
-  REQUIRE(metrics.find("hwfarm_sla_seconds_to_demotion{agent=\"test-lab\"} +Inf\n") != std::string::npos);
+  REQUIRE(metrics.find("hwfarm_sla_time_to_demotion_seconds{agent=\"test-lab\"} +Inf\n") != std::string::npos);
   // Unknown options and a tier that is not one are usage errors.
   REQUIRE(ctl(d, kOperator, {"tier", "pin", "9", "--reason", "x"}).status.code == 2);
   REQUIRE(ctl(d, kOperator, {"tier", "pin", "3"}).status.code == 2);
   REQUIRE(ctl(d, kOperator, {"sla", "extra"}).status.code == 2);
+}
+
+TEST_CASE("sla api: status tier and sla show since when the tier holds: the agent's start, or nothing when unknown") {
+  // Given a fresh agent that never changed tier,
+  TempDir dir;
+  std::string before = hwfarm::api::rfc3339(hwfarm::SystemClock().wallMs());
+  RunningDaemon d(dir, tokenFleet(dir, 1));
+  // its tier holds since its history started: at its first start, not in 1970,
+  std::string since = str(tier(d).at("since"));
+  CHECK(since >= before);
+  CHECK(since <= hwfarm::api::rfc3339(hwfarm::SystemClock().wallMs()));
+  CHECK(str(standing(d).at("since")) == since);
+  CHECK(str(parsed(d.get("/v1/healthz")).at("tier_since")) == since);
+  // and hwfarmctl says so.
+  CommandResult status = ctl(d, kViewer, {"status"});
+  CHECK(status.out.find("tier:       1 (registered 1, since " + since + ")\n") != std::string::npos);
+  CommandResult shown = ctl(d, kViewer, {"tier"});
+  CHECK(shown.out.find("effective tier 1 (registered 1, policy 1, pinned -) since " + since + "\n") == 0);
+  CommandResult sla = ctl(d, kViewer, {"sla"});
+  CHECK(sla.out.find("effective tier 1 (registered 1, policy 1, pinned -) since " + since + "\n") == 0);
+  for (const auto& out : {status.out, shown.out, sla.out}) CHECK(out.find("1970") == std::string::npos);
+
+  // Given an SLA state saved by a version that did not keep that time,
+  TempDir old;
+  std::filesystem::create_directories(old.file("state"));
+  old.write("state/sla.json", R"({"version":1,"policy_tier":1,"pin":null,"now_ms":)" +
+                                  std::to_string(hwfarm::SystemClock().wallMs() - 60000) +
+                                  R"(,"last_transition_ms":0,"healthy_since_ms":0,"effective_since_ms":0,)"
+                                  R"("effective_reason":"registered tier 1","next_incident_id":1,"incidents":[],)"
+                                  R"("transitions":[],"runs":[]})");
+  RunningDaemon resumed(old, tokenFleet(old, 1));
+  // the API says it does not know (null) and hwfarmctl shows no time.
+  CHECK(tier(resumed).at("since").is_null());
+  CHECK(standing(resumed).at("since").is_null());
+  CHECK(parsed(resumed.get("/v1/healthz")).at("tier_since").is_null());
+  CHECK(ctl(resumed, kViewer, {"status"}).out.find("tier:       1 (registered 1)\n") != std::string::npos);
+  CHECK(ctl(resumed, kViewer, {"tier"}).out.find("effective tier 1 (registered 1, policy 1, pinned -)\n  registered tier 1\n") == 0);
+  CHECK(ctl(resumed, kViewer, {"sla"}).out.find("effective tier 1 (registered 1, policy 1, pinned -)\n") == 0);
 }

@@ -64,7 +64,7 @@ TEST_CASE("sla routes: a fresh agent stands at its registered tier with nothing 
   REQUIRE(t.at("effective_tier").as_int64() == 1);
   REQUIRE(t.at("pinned").is_null());
   REQUIRE(t.at("transitions").as_array().empty());
-  REQUIRE(metric(d, "hwfarm_sla_seconds_to_demotion{agent=\"test-lab\"}") == "+Inf");
+  REQUIRE(metric(d, "hwfarm_sla_time_to_demotion_seconds{agent=\"test-lab\"}") == "+Inf");
   REQUIRE(metric(d, "hwfarm_tier{agent=\"test-lab\",kind=\"pinned\"}") == "0");
   REQUIRE(d.send("POST", "/v1/sla")->status() == 405);
   REQUIRE(d.send("GET", "/v1/tier/pin")->status() == 405);
@@ -97,7 +97,7 @@ TEST_CASE("sla routes: an infrastructure failure the lease service records is an
   std::string left_text = o.at("ms_to_demotion").as_int64() == 86400000 ? "24 h 0 m" : "23 h 59 m";
   REQUIRE(str(o.at("warning")) == "tier 1 → 2 in " + left_text + " unless sim-0 recovers");
   // and so does /metrics.
-  double metric_left = std::stod(metric(d, "hwfarm_sla_seconds_to_demotion{agent=\"test-lab\"}"));
+  double metric_left = std::stod(metric(d, "hwfarm_sla_time_to_demotion_seconds{agent=\"test-lab\"}"));
   REQUIRE(metric_left <= left);
   REQUIRE(metric_left > 86400 - 60);
   REQUIRE(metric(d, "hwfarm_sla_open_incidents{agent=\"test-lab\"}") == "1");

@@ -17,6 +17,7 @@
 #include "daemon/services/s3_client.h"
 #include "tests/support/daemon_harness.h"
 #include "tests/support/process.h"
+#include "tests/support/s3rver.h"
 
 using namespace hwfarm;
 using namespace hwfarm::test;
@@ -26,57 +27,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kBucket = "hw-results";
+const char* kBucket = S3rver::kBucket;
 const char* kAgent = "test-lab"; // qemuFleet's agent.name
-
-// s3rver on 127.0.0.1 with the bucket, its data under `data`; the node
-// process itself (not an npx wrapper), stopped by its pid.
-class S3rver {
- public:
-  S3rver(const TempDir& dir, const std::string& data, int port = 0) {
-    REQUIRE(fs::exists(HWFARM_S3RVER)); // installed by scripts/install-deps.sh (npm ci in tests/s3)
-    std::string log = dir.file("s3rver-" + std::to_string(++starts_) + ".log");
-    process_ = std::make_unique<Process>(
-        std::vector<std::string>{HWFARM_NODE, HWFARM_S3RVER, "-d", data, "-a", "127.0.0.1", "-p",
-                                 std::to_string(port), "--configure-bucket", kBucket},
-        log, log);
-    auto text = waitForText(log, "listening on 127.0.0.1:", 20s);
-    REQUIRE(text);
-    auto at = text->find("listening on 127.0.0.1:");
-    port_ = std::stoi(text->substr(at + 23));
-    REQUIRE(port_ > 0);
-  }
-  ~S3rver() { stop(); }
-  void stop() {
-    if (!process_) return;
-    process_->signal(SIGTERM);
-    if (!process_->wait(10s)) process_->signal(SIGKILL);
-    process_.reset();
-  }
-  int port() const { return port_; }
-  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
-
- private:
-  static inline int starts_ = 0;
-  std::unique_ptr<Process> process_;
-  int port_ = 0;
-};
 
 // A client of the test server with its default key, to read the bucket back.
 S3Client reader(int port) {
   return S3Client({"http://127.0.0.1:" + std::to_string(port), "us-east-1", kBucket}, {"S3RVER", "S3RVER"});
 }
 
-std::string credentials(const TempDir& dir, const std::string& key = "S3RVER", const std::string& name = "s3.toml") {
-  std::string path = dir.write(name, "access_key_id = \"" + key + "\"\nsecret_access_key = \"S3RVER\"\n");
-  ::chmod(path.c_str(), 0600);
-  return path;
-}
-
 std::string fleet(const TempDir& dir, int port, const std::string& prefix, const std::string& creds) {
-  return qemuFleet(dir.file("state"), 1) + "\n[upload]\nenabled = true\nendpoint = \"http://127.0.0.1:" +
-         std::to_string(port) + "\"\nbucket = \"" + kBucket + "\"\nprefix = '" + prefix + "'\ncredentials_file = \"" +
-         creds + "\"\nconnect_timeout_s = 2\ntimeout_s = 10\nretry_initial_s = 0.2\nretry_max_s = 1\n";
+  return qemuFleet(dir.file("state"), 1) + uploadTable(port, prefix, creds);
 }
 
 json::value parsed(const cli::HttpResult& r) { return json::parse(r.body); }
@@ -191,7 +151,7 @@ TEST_CASE("a run's artifacts go to the bucket byte for byte under keys of every 
   S3rver s3(dir, dir.file("s3data"));
   // A prefix holding every kind of character a key may carry.
   std::string prefix = "lab results/a+b%c&d=e;f,g$h@i!j(k)*l[m]{n}^o`p|q\"r<s>t#u?v\xc3\xbc/w.x~y";
-  RunningDaemon d(dir, fleet(dir, s3.port(), prefix, credentials(dir)));
+  RunningDaemon d(dir, fleet(dir, s3.port(), prefix, s3Credentials(dir)));
   // and a commit of such characters (a tag, a ref) named by the run.
   json::object run = passRun(d, "v1.2+rc 1~\xc3\xbc&=%;@!'()*$,");
   CHECK(run.at("state") == "passed");
@@ -208,7 +168,7 @@ TEST_CASE("a run's artifacts go to the bucket byte for byte under keys of every 
 TEST_CASE("with s3rver down the upload is retried with backoff and completes when it is back with nothing lost") {
   TempDir dir;
   int port = stoppedServerPort(dir);
-  RunningDaemon d(dir, fleet(dir, port, "down", credentials(dir)));
+  RunningDaemon d(dir, fleet(dir, port, "down", s3Credentials(dir)));
   json::object run = passRun(d);
   // Given failed attempts while the server is away
   json::array pending =
@@ -227,7 +187,7 @@ TEST_CASE("with s3rver down the upload is retried with backoff and completes whe
 TEST_CASE("uploads pending when hwfarmd is killed complete after its restart") {
   TempDir dir;
   int port = stoppedServerPort(dir);
-  RunningDaemon d(dir, fleet(dir, port, "restart", credentials(dir)));
+  RunningDaemon d(dir, fleet(dir, port, "restart", s3Credentials(dir)));
   json::object run = passRun(d);
   REQUIRE(unfinished(d).size() == 1);
   d.killAndRestart();
@@ -240,7 +200,7 @@ TEST_CASE("uploads pending when hwfarmd is killed complete after its restart") {
 TEST_CASE("wrong credentials fail the upload once with a clear permanent error and no retry storm") {
   TempDir dir;
   S3rver s3(dir, dir.file("s3data"));
-  RunningDaemon d(dir, fleet(dir, s3.port(), "wrong", credentials(dir, "NOT-A-KEY")));
+  RunningDaemon d(dir, fleet(dir, s3.port(), "wrong", s3Credentials(dir, "NOT-A-KEY")));
   json::object run = passRun(d);
   auto failed = [](const json::array& l) { return l.size() == 1 && l[0].at("state") == "failed"; };
   json::array list = waitUploads(d, failed);
@@ -269,9 +229,23 @@ TEST_CASE("wrong credentials fail the upload once with a clear permanent error a
   CHECK(d.request("POST", "/v1/uploads/nope/retry", "{}").status == 404);
 }
 
+TEST_CASE("with uploads disabled upload retry says that uploads are disabled whatever the run") {
+  // Given a daemon without [upload] (a run's upload is never queued there),
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  for (const char* run : {"run-0000000000000001", "nope"}) {
+    // when hwfarmctl retries a run's upload,
+    CommandResult retry = runCommand({HWFARMCTL_PATH, "--url", d.url(), "upload", "retry", run});
+    // then the answer is that uploads are disabled, not that the run has no upload.
+    CHECK(retry.status.code == 1);
+    CHECK(retry.out.empty());
+    CHECK(retry.err == "hwfarmctl: HTTP 409: uploads_disabled: uploads are disabled ([upload] enabled = false)\n");
+  }
+}
+
 TEST_CASE("a credentials file its group may read stops hwfarmd from starting and fails check-config naming it") {
   TempDir dir;
-  std::string creds = credentials(dir);
+  std::string creds = s3Credentials(dir);
   ::chmod(creds.c_str(), 0640);
   std::string config = dir.write("fleet.toml", fleet(dir, 9, "x", creds));
   CommandResult r = runCommand({HWFARMD_PATH, "--config", config}, {}, 20s);
@@ -290,7 +264,7 @@ TEST_CASE("a credentials file its group may read stops hwfarmd from starting and
 TEST_CASE("a reload turns uploads on with the credentials file read again and a bad one fails the reload") {
   TempDir dir;
   S3rver s3(dir, dir.file("s3data"));
-  std::string creds = credentials(dir);
+  std::string creds = s3Credentials(dir);
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
   // Given uploads off, a run is not queued.
   json::object before = passRun(d);

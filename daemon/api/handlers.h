@@ -28,6 +28,7 @@
 #include "daemon/services/board_service.h"
 #include "daemon/services/health_service.h"
 #include "daemon/services/lease_service.h"
+#include "daemon/services/run_index.h"
 #include "daemon/services/run_service.h"
 #include "daemon/services/upload_service.h"
 #include "daemon/services/sla_service.h"
@@ -85,6 +86,19 @@ class Handlers {
   Handlers(const AgentState& state, LeaseService& leases, BoardService& boards, RunService* runs = nullptr,
            HealthService* health = nullptr, UploadService* uploads = nullptr)
       : state_(state), leases_(leases), boards_(boards), runs_(runs), health_(health), uploads_(uploads) {}
+
+  // The dashboard (routes_ui.cpp): its static files (GET /, /site.json,
+  // /ui/...; no token needed) and GET /v1/whoami (the caller's name and role;
+  // null ones without a valid token).
+  void staticFile(Call& call);
+  void whoami(Call& call);
+  // The dashboard's questions about many runs, from the run index
+  // (routes_dashboard.cpp): GET /v1/runs paged and filtered (listRuns
+  // answers from it once setRunIndex() gave one), GET /v1/history, GET
+  // /v1/compare. Without a run index: 503 (listRuns: the runs in memory).
+  void setRunIndex(RunIndex* index) { run_index_ = index; }
+  void history(Call& call);
+  void compare(Call& call);
 
   // GET /v1/healthz (routes_health.cpp).
   void healthz(Call& call);
@@ -157,6 +171,8 @@ class Handlers {
 
  private:
   SlaService* sla_ = nullptr;
+  RunIndex* run_index_ = nullptr;
+  void listIndexedRuns(Call& call);
 
   // The active lease `id` holding `board` that the caller may operate, or
   // nullptr once the refusal is answered.

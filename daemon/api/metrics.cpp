@@ -22,7 +22,7 @@ void single(std::ostringstream& out, const char* name, const char* type, const c
 
 std::string renderMetrics(const AgentState& state, const LeaseService& leases,
                           const std::map<int, uint64_t>& http_responses, const RunService* runs,
-                          const SlaService* sla) {
+                          const SlaService* sla, const UploadService* uploads) {
   std::ostringstream out;
   const auto& scheduler = leases.scheduler();
   const auto& m = leases.metrics();
@@ -66,7 +66,7 @@ std::string renderMetrics(const AgentState& state, const LeaseService& leases,
            "limits.max_connections as applied (fitted under RLIMIT_NOFILE at start-up).", agent, st.max_connections);
     single(out, "hwfarm_http_accept_errors_total", "counter", "Failed accept() calls (EMFILE, ENFILE, ...).", agent,
            st.accept_errors);
-    single(out, "hwfarm_stream_count", "gauge", "Open streamed responses (console readers).", agent, st.streams);
+    single(out, "hwfarm_streams_open", "gauge", "Open streamed responses (console readers).", agent, st.streams);
     single(out, "hwfarm_stream_queued_bytes", "gauge",
            "Bytes held in memory for streamed responses and not yet sent, all streams together.", agent,
            st.stream_bytes_queued);
@@ -97,9 +97,9 @@ std::string renderMetrics(const AgentState& state, const LeaseService& leases,
     health::Standing st = p.standing(sla->nowMs());
     out << "hwfarm_tier{" << agent << ",kind=\"policy\"} " << p.policyTier() << '\n';
     out << "hwfarm_tier{" << agent << ",kind=\"pinned\"} " << (st.pinned ? *st.pinned : 0) << '\n';
-    family(out, "hwfarm_sla_seconds_to_demotion", "gauge",
+    family(out, "hwfarm_sla_time_to_demotion_seconds", "gauge",
            "Seconds until the SLA policy demotes the agent one tier unless an incident is resolved (+Inf: none ahead).");
-    out << "hwfarm_sla_seconds_to_demotion{" << agent << "} ";
+    out << "hwfarm_sla_time_to_demotion_seconds{" << agent << "} ";
     if (st.ms_to_demotion) { // to the millisecond (the stream's 6 digits would round up a countdown)
       char seconds[32];
       std::snprintf(seconds, sizeof seconds, "%.3f", static_cast<double>(*st.ms_to_demotion) / 1000.0);
@@ -116,6 +116,12 @@ std::string renderMetrics(const AgentState& state, const LeaseService& leases,
           << sla->metrics().transitions[static_cast<size_t>(kind)] << '\n';
     single(out, "hwfarm_sla_save_errors_total", "counter", "Writes of <state_dir>/sla.json that failed.", agent,
            sla->metrics().save_errors);
+  }
+  if (uploads) {
+    family(out, "hwfarm_uploads", "gauge", "Runs whose upload to the S3 bucket is not done, by state.");
+    std::map<std::string, int> by_state{{"pending", 0}, {"failed", 0}};
+    for (const auto& u : uploads->unfinished()) ++by_state[u.state];
+    for (const auto& [s, n] : by_state) out << "hwfarm_uploads{" << agent << ",state=\"" << s << "\"} " << n << '\n';
   }
   single(out, "hwfarm_config_generation", "gauge", "Configuration generation served.", agent,
          state.config_status.generation);

@@ -136,6 +136,11 @@ void Router::route(Call& c) {
     c.respond(withAllow(jsonError(405, "method_not_allowed", echoed(m) + " is not allowed on " + echoed(c.target.path)), allowed));
     return false;
   };
+  // The dashboard's files: public, GET only.
+  if (s.empty() || (s.size() >= 2 && s[0] == "ui") || c.target.path == "/site.json") {
+    if (method("GET")) handlers_.staticFile(c);
+    return;
+  }
   if (s.size() == 1 && s[0] == "metrics") {
     if (method("GET") && allowed(c, Role::viewer)) handlers_.metrics(c, responses_);
     return;
@@ -143,6 +148,10 @@ void Router::route(Call& c) {
   if (s.size() >= 2 && s[0] == "v1") {
     if (s.size() == 2 && s[1] == "healthz") {
       if (method("GET")) handlers_.healthz(c);
+      return;
+    }
+    if (s.size() == 2 && s[1] == "whoami") {
+      if (method("GET")) handlers_.whoami(c); // needs no token: it says whether one is needed
       return;
     }
     if (s.size() == 2 && s[1] == "boards") {
@@ -207,6 +216,10 @@ void Router::route(Call& c) {
     }
     if (s.size() == 4 && s[1] == "leases" && s[3] == "runs") {
       if (method("POST") && allowed(c, Role::pipeline)) handlers_.startRun(c, s[2]);
+      return;
+    }
+    if (s.size() == 2 && (s[1] == "history" || s[1] == "compare")) {
+      if (method("GET") && allowed(c, Role::viewer)) s[1] == "history" ? handlers_.history(c) : handlers_.compare(c);
       return;
     }
     if (s.size() == 2 && s[1] == "runs") {

@@ -29,6 +29,8 @@ class Router {
 
   // The tier SLA routes' service (Handlers::setSla).
   void setSla(SlaService* sla) { handlers_.setSla(sla); }
+  // The dashboard's run index (Handlers::setRunIndex).
+  void setRunIndex(RunIndex* index) { handlers_.setRunIndex(index); }
 
   // HTTP responses sent, by status code (for /metrics).
   const std::map<int, uint64_t>& responseCounts() const { return responses_; }

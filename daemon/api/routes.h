@@ -26,6 +26,12 @@ inline HttpResponse okText(std::string body, int status = 200) {
 
 inline HttpResponse ok(const json::value& body, int status = 200) { return okText(toJson(body), status); }
 
+// Since when the tier is what it is (SlaPolicy::effectiveSinceMs): null when
+// unknown (0).
+inline json::value tierSince(int64_t unix_ms) {
+  return unix_ms > 0 ? json::value(rfc3339(unix_ms)) : json::value(nullptr);
+}
+
 // A value from the request (a path, an id from the URL) in a message:
 // escaped and bounded (config/echo.h).
 inline std::string echoed(std::string_view s) { return config::echo(s); }
@@ -44,11 +50,14 @@ inline std::string percentDecode(const std::string& text) {
   return out;
 }
 
-// The uploaded image's original file name (?name=, percent-encoded), or "".
-inline std::string uploadName(const Target& target) {
+// The query parameter `key`, percent-decoded (the first if repeated), or "".
+inline std::string queryValue(const Target& target, std::string_view key) {
   for (const auto& [k, v] : target.query)
-    if (k == "name") return percentDecode(v);
+    if (k == key) return percentDecode(v);
   return {};
 }
+
+// The uploaded image's original file name (?name=, percent-encoded), or "".
+inline std::string uploadName(const Target& target) { return queryValue(target, "name"); }
 
 } // namespace hwfarm::api

@@ -13,11 +13,21 @@
 namespace hwfarm::api {
 using config::Role;
 
+namespace {
+std::optional<json::object> healthJson(const HealthService* health, const std::string& name, bool with_history);
+} // namespace
+
 void Handlers::boards(Call& c) {
   json::array list;
   const auto& scheduler = leases_.scheduler();
   for (const auto& worker : state_.config->workers)
-    for (const auto& board : worker.boards) list.push_back(boardJson(worker, board, scheduler.board(board.name)));
+    for (const auto& board : worker.boards) {
+      json::object b = boardJson(worker, board, scheduler.board(board.name));
+      // ?health=1: each board's health without its check history (the dashboard's fleet view).
+      if (c.target.has("health"))
+        if (auto health = healthJson(health_, board.name, false)) b["health"] = std::move(*health);
+      list.push_back(std::move(b));
+    }
   json::object body{{"boards", std::move(list)}};
   if (c.target.has("all")) {
     // Devices of a configured vendor:product that no board claims.
@@ -67,6 +77,26 @@ json::object checkJson(const health::CheckRecord& r) {
   return o;
 }
 
+// Board `name`'s health (GET /v1/boards/{name}; ?health=1 of the list), with
+// its checks or without; nothing without a health service or such a board.
+std::optional<json::object> healthJson(const HealthService* health, const std::string& name, bool with_history) {
+  const health::BoardHealth* h = health ? health->board(name) : nullptr;
+  if (!h) return std::nullopt;
+  const health::BoardHealthState& s = h->state();
+  json::object o{{"state", health::toString(s.health)}, {"failed_ladders", s.failed_ladders},
+                 {"quarantine_after", h->options().quarantine_after}};
+  if (!s.reason.empty()) o["reason"] = s.reason;
+  if (s.backoff_ms > 0) o["backoff_s"] = static_cast<double>(s.backoff_ms) / 1000.0;
+  if (s.last_check_ms > 0 && !s.history.empty()) o["last_check"] = rfc3339(s.last_check_ms);
+  if (auto next = health->nextCheckMs(name)) o["next_check"] = rfc3339(*next);
+  if (!s.history.empty()) o["last_passed"] = s.history.back().passed();
+  if (!with_history) return o;
+  json::array history;
+  for (auto it = s.history.rbegin(); it != s.history.rend(); ++it) history.push_back(checkJson(*it));
+  o["history"] = std::move(history); // newest first
+  return o;
+}
+
 } // namespace
 
 void Handlers::board(Call& c, const std::string& name) {
@@ -77,19 +107,7 @@ void Handlers::board(Call& c, const std::string& name) {
   for (const auto& worker : state_.config->workers)
     for (const auto& wb : worker.boards)
       if (wb.name == name) body = boardJson(worker, wb, b);
-  if (const health::BoardHealth* h = health_ ? health_->board(name) : nullptr) {
-    const health::BoardHealthState& s = h->state();
-    json::object o{{"state", health::toString(s.health)}, {"failed_ladders", s.failed_ladders},
-                   {"quarantine_after", h->options().quarantine_after}};
-    if (!s.reason.empty()) o["reason"] = s.reason;
-    if (s.backoff_ms > 0) o["backoff_s"] = static_cast<double>(s.backoff_ms) / 1000.0;
-    if (s.last_check_ms > 0 && !s.history.empty()) o["last_check"] = rfc3339(s.last_check_ms);
-    if (auto next = health_->nextCheckMs(name)) o["next_check"] = rfc3339(*next);
-    json::array history;
-    for (auto it = s.history.rbegin(); it != s.history.rend(); ++it) history.push_back(checkJson(*it));
-    o["history"] = std::move(history); // newest first
-    body["health"] = std::move(o);
-  }
+  if (auto health = healthJson(health_, name, true)) body["health"] = std::move(*health);
   c.respond(ok(body));
 }
 

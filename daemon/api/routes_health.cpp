@@ -18,7 +18,7 @@ void Handlers::healthz(Call& c) {
       {"pid", static_cast<int64_t>(::getpid())},
       {"registered_tier", state_.config->agent.tier},
       {"effective_tier", state_.effective_tier},
-      {"tier_since", rfc3339(state_.tier_since_ms)},
+      {"tier_since", tierSince(state_.tier_since_ms)},
       {"tier_reason", state_.tier_reason},
       {"started_at", rfc3339(state_.started_at_ms)},
       {"config",

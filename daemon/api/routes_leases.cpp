@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "config/suggest.h"
 #include "daemon/api/json_writer.h"
 #include "daemon/api/routes.h"
 #include "daemon/core/health/format.h"
@@ -9,23 +10,76 @@
 namespace hwfarm::api {
 using config::Role;
 
+namespace {
+
+// What a 422 adds for a selector no configured boards satisfy: to
+// `detail`, a suggestion when the type (or the worker) is unknown and a
+// configured one is close, with the configured ones listed; returned, the
+// configured board types, the closest to the selector's first. Computed on
+// this error path only, never on a grant.
+std::vector<std::string> explainUnsatisfiable(const config::FleetConfig& config, const lease::Selector& selector,
+                                              std::string* detail) {
+  std::vector<std::string> types, workers;
+  for (const auto& worker : config.workers) {
+    workers.push_back(worker.name);
+    for (const auto& b : worker.boards) types.push_back(b.type);
+  }
+  types = config::closestFirst(selector.type, types);
+  auto listed = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (size_t i = 0; i < names.size() && i < 10; ++i) out += (i ? ", " : "") + names[i];
+    if (names.size() > 10) out += ", ... (" + std::to_string(names.size() - 10) + " more)";
+    return out;
+  };
+  auto suggest = [&](const std::string& what, const std::string& word, const std::vector<std::string>& known) {
+    *detail += "; no configured board has " + what + " \"" + word + "\"";
+    if (std::string close = config::closestMatch(word, known); !close.empty())
+      *detail += "; did you mean \"" + close + "\"?";
+  };
+  bool type_known = selector.type.empty() || std::find(types.begin(), types.end(), selector.type) != types.end();
+  if (!type_known) {
+    suggest("type", selector.type, types);
+    *detail += " (configured types: " + listed(types) + ")";
+  }
+  std::vector<std::string> nodes = workers;
+  for (const auto& worker : config.workers) nodes.push_back(worker.node);
+  if (!selector.worker.empty() && std::find(nodes.begin(), nodes.end(), selector.worker) == nodes.end()) {
+    workers = config::closestFirst(selector.worker, workers);
+    if (std::string close = config::closestMatch(selector.worker, nodes); !close.empty())
+      *detail += "; did you mean \"" + close + "\"?";
+    *detail += " (workers: " + listed(workers) + ")";
+  }
+  return types;
+}
+
+} // namespace
+
 void Handlers::queue(Call& c) {
   JsonWriter w;
   w.beginObject().key("queue").beginArray();
   int64_t now = leases_.nowMs();
-  size_t position = 0;
-  for (const lease::LeaseRequest* r : leases_.scheduler().queue(now))
-    writeQueueEntry(w, *r, ++position, now, static_cast<int64_t>(state_.config->leases.aging_s * 1000));
+  auto aging_ms = static_cast<int64_t>(state_.config->leases.aging_s * 1000);
+  const lease::Scheduler& scheduler = leases_.scheduler();
+  if (c.target.has("key")) {
+    // The caller's own request sent with this idempotency key: what a
+    // waiting client polls for its place, counted without sorting the queue.
+    if (const lease::LeaseRequest* r = scheduler.waiting(c.principal->name, queryValue(c.target, "key")))
+      writeQueueEntry(w, *r, scheduler.position(r->ticket, now), now, aging_ms);
+  } else {
+    size_t position = 0;
+    for (const lease::LeaseRequest* r : scheduler.queue(now)) writeQueueEntry(w, *r, ++position, now, aging_ms);
+  }
   w.endArray().endObject();
   c.respond(okText(w.take()));
 }
 
 void Handlers::listLeases(Call& c) {
   bool all = c.target.has("all");
+  std::string prefix = queryValue(c.target, "prefix"); // what hwfarmctl resolves an id prefix with
   // Oldest grant first.
   std::vector<const lease::Lease*> list;
   for (const auto& [id, l] : leases_.scheduler().leases())
-    if (all || l.state == lease::LeaseState::active) list.push_back(&l);
+    if ((all || l.state == lease::LeaseState::active) && id.rfind(prefix, 0) == 0) list.push_back(&l);
   std::sort(list.begin(), list.end(), [](const lease::Lease* a, const lease::Lease* b) {
     return a->granted_ms != b->granted_ms ? a->granted_ms < b->granted_ms : a->id < b->id;
   });
@@ -55,7 +109,8 @@ void Handlers::acquire(Call& c) {
     // 2026-12-01T03:12Z: infrastructure failure on stm32-2 (flash timeout)
     // unresolved for 24h".
     std::string why = state_.tier_reason.empty()
-                          ? "serving " + health::tierName(state_.effective_tier) + " since " + rfc3339(state_.tier_since_ms)
+                          ? "serving " + health::tierName(state_.effective_tier) +
+                                (state_.tier_since_ms > 0 ? " since " + rfc3339(state_.tier_since_ms) : "")
                           : state_.tier_reason;
     HttpResponse refused = jsonError(409, "tier_refused",
                                      why + "; " + health::tierName(state_.effective_tier) + " does not take \"" +
@@ -63,7 +118,7 @@ void Handlers::acquire(Call& c) {
     json::object body = json::parse(refused.body).as_object();
     body["effective_tier"] = state_.effective_tier;
     body["registered_tier"] = state_.config->agent.tier;
-    body["since"] = rfc3339(state_.tier_since_ms);
+    body["since"] = tierSince(state_.tier_since_ms);
     body["reason"] = why;
     refused.body = toJson(body);
     return c.respond(refused);
@@ -85,10 +140,14 @@ void Handlers::acquire(Call& c) {
             return respond(ok(body, 408));
           }
           case Code::invalid_argument: {
+            std::string detail = o.status.message();
+            std::vector<std::string> types = explainUnsatisfiable(*state_.config, selector, &detail);
             JsonWriter w;
-            w.beginObject().member("error", "unsatisfiable").member("detail", o.status.message()).key("selector");
+            w.beginObject().member("error", "unsatisfiable").member("detail", detail).key("selector");
             writeSelector(w, selector);
-            w.endObject();
+            w.key("configured_types").beginArray();
+            for (const auto& t : types) w.value(t);
+            w.endArray().endObject();
             return respond(okText(w.take(), 422));
           }
           case Code::busy: return respond(jsonError(503, "queue_full", o.status.message()));

@@ -8,7 +8,7 @@ void Handlers::metrics(Call& c, const std::map<int, uint64_t>& responses) {
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";
   if (sla_) sla_->tick(); // decisions due now first
-  r.body = renderMetrics(state_, leases_, responses, runs_, sla_);
+  r.body = renderMetrics(state_, leases_, responses, runs_, sla_, uploads_);
   c.respond(r);
 }
 

@@ -233,6 +233,7 @@ void Handlers::startRun(Call& c, const std::string& id) {
   Status refused = runs_->start(*l, std::move(spec), [this, respond](const Result<std::string>& started) {
     if (!started) return respond(jsonError(500, "storage_error", started.status().message()));
     const run::Record* run = runs_->find(*started);
+    if (run && run_index_) run_index_->runChanged(*run); // listed while it runs
     respond(okText(run ? run->toJson() : "{\"id\":\"" + *started + "\"}", 201));
   });
   // The exception: runs.max_runs reached is 429 too_many_runs.
@@ -242,8 +243,19 @@ void Handlers::startRun(Call& c, const std::string& id) {
 
 void Handlers::listRuns(Call& c) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
+  if (run_index_) return listIndexedRuns(c); // paged and filtered (routes_dashboard.cpp)
+  // Filters: ?state=S, ?lease=ID, ?prefix=P (what hwfarmctl resolves an id prefix with).
+  std::string state = queryValue(c.target, "state"), lease = queryValue(c.target, "lease"),
+              prefix = queryValue(c.target, "prefix");
+  if (!state.empty() && !run::stateFromName(state))
+    return c.respond(jsonError(400, "invalid_request",
+                               "state: expected running, passed, failed, error, cancelled or interrupted, got " +
+                                   echoed(state)));
   json::array list;
   for (const run::Record* r : runs_->list()) {
+    if ((!state.empty() && run::stateName(r->state) != state) || (!lease.empty() && r->lease_id != lease) ||
+        r->id.rfind(prefix, 0) != 0)
+      continue;
     json::object o{{"id", r->id}, {"lease_id", r->lease_id}, {"state", run::stateName(r->state)},
                    {"created_ms", r->created_ms}};
     if (r->ended_ms) o["ended_ms"] = r->ended_ms;

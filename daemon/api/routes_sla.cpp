@@ -68,7 +68,7 @@ void Handlers::sla(Call& c) {
                     {"effective_tier", st.effective},
                     {"policy_tier", st.policy},
                     {"pinned_tier", st.pinned ? json::value(*st.pinned) : json::value(nullptr)},
-                    {"since", rfc3339(st.since_ms)},
+                    {"since", tierSince(st.since_ms)},
                     {"reason", st.reason},
                     {"incidents", incidents},
                     {"ratio", ratio},
@@ -91,7 +91,7 @@ json::object tierJson(SlaService& sla) {
           {"effective_tier", p.effectiveTier()},
           {"policy_tier", p.policyTier()},
           {"pinned", pinJson(sla.pinRecord())},
-          {"since", rfc3339(p.effectiveSinceMs())},
+          {"since", tierSince(p.effectiveSinceMs())},
           {"reason", p.effectiveReason()},
           {"transitions", transitions}};
 }

@@ -36,6 +36,9 @@ void Handlers::listUploads(Call& c) {
 
 void Handlers::retryUpload(Call& c, const std::string& run) {
   if (!uploads_) return c.respond(jsonError(503, "unavailable", "uploads are not served here"));
+  // Disabled: no run has an upload to retry, whatever the id.
+  if (!uploads_->enabled())
+    return c.respond(jsonError(409, "uploads_disabled", "uploads are disabled ([upload] enabled = false)"));
   const store::StoredUpload* u = uploads_->find(run);
   if (!u) return c.respond(jsonError(404, "not_found", "no upload of run " + echoed(run)));
   if (const lease::Lease* l = leases_.scheduler().lease(u->lease_id);

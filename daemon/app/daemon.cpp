@@ -27,6 +27,7 @@
 #include "daemon/services/board_targets.h"
 #include "daemon/services/health_service.h"
 #include "daemon/services/lease_service.h"
+#include "daemon/services/run_index.h"
 #include "daemon/services/run_service.h"
 #include "daemon/services/upload_service.h"
 #include "config/credentials.h"
@@ -34,6 +35,7 @@
 #include "daemon/services/presence.h"
 #include "daemon/services/system_clock.h"
 #include "daemon/store/database.h"
+#include "drivers/reaper.h"
 #include "drivers/usb_discovery.h"
 
 namespace hwfarm {
@@ -48,6 +50,16 @@ std::map<std::string, std::string> watchedPaths(const config::FleetConfig& c) {
     for (const auto& b : w.boards)
       if (b.driver == "usb" && b.serial.port != "auto") paths[b.name] = b.serial.port;
   return paths;
+}
+
+// Marks every child from now on with the state directory, and stops what an
+// earlier daemon on it left running (a simulator, a flasher still holding a
+// board: its reaper died with it), before any board is used.
+void takeOverChildren(const std::string& state_dir) {
+  drivers::setChildOwner(state_dir);
+  for (const auto& p : drivers::stopLeftovers(state_dir, std::chrono::seconds(10)))
+    spdlog::warn("stopped {} (pid {}), left running by an earlier hwfarmd on {}: {}", p.what, p.pid, state_dir,
+                 p.command);
 }
 
 // Loads the tokens file named by the config (none: no tokens). Errors are
@@ -150,6 +162,7 @@ struct Daemon::Impl {
   void beginStop(const char* why);
   void pingWatchdog();
   void pruneLogs(); // now, then hourly
+  void openRunIndex(); // REQUIRES: the database not started yet
 
   DaemonOptions options;
   asio::io_context io;
@@ -169,6 +182,7 @@ struct Daemon::Impl {
   std::unique_ptr<RunService> runs;
   std::unique_ptr<HealthService> health;
   std::unique_ptr<UploadService> uploads;
+  std::unique_ptr<RunIndex> run_index; // the dashboard's index of runs
   // The services' tables live in it: it goes first (its last commits use
   // their tables), and they do not use it once it is gone.
   std::unique_ptr<store::Database> db;
@@ -250,6 +264,7 @@ int Daemon::Impl::run() {
 
   try {
     state_lock = std::make_unique<StateDirLock>(config->agent.state_dir);
+    takeOverChildren(config->agent.state_dir);
     db = openDatabase(*config);
     leases = std::make_unique<LeaseService>(io, *config, clock, *db);
     boards = std::make_unique<BoardService>(io, *config, clock, [this](const std::string& board) {
@@ -260,6 +275,7 @@ int Daemon::Impl::run() {
     targets = std::make_unique<BoardTargets>(io, *config, *boards);
     runs = std::make_unique<RunService>(io, *config, *targets, *leases, clock, *db);
     uploads = std::make_unique<UploadService>(io, *config, clock, *db, runs->dir());
+    openRunIndex();
     startDatabase(*db, io);
     uploads->configure(*config, std::move(upload_credentials));
     runs->onRunEnded([this](const run::Record& run) { uploads->runEnded(run); });
@@ -318,6 +334,7 @@ int Daemon::Impl::run() {
     server->setBodyPolicy([this](const api::HttpRequest& head) { return router->planBody(head); });
     state.server_stats = [this] { return server ? server->stats() : api::ServerStats{}; };
     router->setSla(sla.get());
+    router->setRunIndex(run_index.get());
     for (const auto& address : config->agent.listen)
       spdlog::info("listening on {}", server->listen(address));
   } catch (const std::exception& e) {
@@ -364,6 +381,25 @@ void Daemon::Impl::onSignal(int signal) {
   beginStop(strsignal(signal));
 }
 
+// The dashboard's run index: who held a run's lease and a board's type come
+// from the lease service and the configuration; it follows every run's end
+// (and, through the run routes, its start).
+void Daemon::Impl::openRunIndex() {
+  RunIndex::Lookups lookups;
+  lookups.holder = [this](const std::string& lease_id) -> std::optional<lease::Holder> {
+    const lease::Lease* l = leases->scheduler().lease(lease_id);
+    return l ? std::optional<lease::Holder>(l->holder) : std::nullopt;
+  };
+  lookups.board_type = [this](const std::string& board) {
+    const config::BoardConfig* b = state.config->findBoard(board);
+    return b ? b->type : std::string();
+  };
+  run_index = std::make_unique<RunIndex>(*db, std::move(lookups));
+  run_index->catchUp();
+  runs->onRunEnded([this](const run::Record& run) { run_index->runChanged(run); });
+  uploads->publishDashboard(run_index.get()); // the bucket's copy of the dashboard
+}
+
 // Console, flash and power logs live as long as the lease history
 // (leases.history_days) and never while their lease is active.
 void Daemon::Impl::pruneLogs() {
@@ -373,6 +409,7 @@ void Daemon::Impl::pruneLogs() {
     if (l.state == lease::LeaseState::active) active.insert(id);
   double days = state.config->leases.history_days;
   runs->pruneOld();
+  run_index->prune(leases->nowMs() - static_cast<int64_t>(state.config->runs.history_days * 86400000.0));
   boards->pruneLogs(cutoff, std::move(active), [days](size_t removed) {
     if (removed > 0) spdlog::info("removed the logs of {} lease(s) older than leases.history_days = {}", removed, days);
   });

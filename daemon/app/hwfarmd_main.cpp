@@ -3,28 +3,23 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include <spdlog/spdlog.h>
 
 #include "config/credentials.h"
 #include "config/tokens.h"
+#include "daemon/app/command_line.h"
 #include "daemon/app/daemon.h"
 #include "daemon/app/log.h"
 #include "daemon/app/version.h"
+#include "drivers/reaper.h"
 
 namespace {
-
-constexpr const char* kUsage =
-    "usage: hwfarmd [--config FILE]          run in the foreground\n"
-    "       hwfarmd --check-config [FILE]    validate FILE (or --config's), exit 0 or 1\n"
-    "       hwfarmd --version | --help\n"
-    "\n"
-    "Without --config, hwfarmd serves the built-in simulated fleet\n"
-    "(config/examples/sim-fleet.toml) with state in ./.hwfarm-state.\n"
-    "Signals: SIGHUP reloads the config, SIGTERM/SIGINT stop gracefully.\n";
 
 // Prints `errors` of `file` and their count; exit code 1.
 int reportErrors(const std::vector<hwfarm::config::ConfigError>& errors, const std::string& file) {
@@ -56,47 +51,58 @@ int checkConfig(const std::string& path) {
   return 0;
 }
 
+// Prints `path` with its generated blocks rewritten from the option table
+// (docs/hwfarmd.md; the docs test compares).
+int generateDocs(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), {}), out, error;
+  if (!in || !hwfarm::regenerateDaemonDocs(text, &out, &error)) {
+    std::fprintf(stderr, "hwfarmd: %s: %s\n", path.c_str(), in ? error.c_str() : "cannot read it");
+    return 1;
+  }
+  std::fputs(out.c_str(), stdout);
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-  std::string config_path;
-  bool check = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](const char* flag) -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "hwfarmd: %s needs a value\n%s", flag, kUsage);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (arg == "--config" || arg == "-c") {
-      config_path = value("--config");
-    } else if (arg.rfind("--config=", 0) == 0) {
-      config_path = arg.substr(9);
-    } else if (arg == "--check-config" || arg == "-t") {
-      check = true;
-      if (i + 1 < argc && argv[i + 1][0] != '-') config_path = argv[++i];
-    } else if (arg == "--version") {
-      std::printf("hwfarmd %s\n", hwfarm::kVersion);
-      return 0;
-    } else if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else {
-      std::fprintf(stderr, "hwfarmd: unknown argument \"%s\"\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
+  hwfarm::DaemonArgs args;
+  if (auto error = hwfarm::parseDaemonArgs(std::vector<std::string>(argv + 1, argv + argc), &args)) {
+    std::fprintf(stderr, "hwfarmd: %s\n%s", error->c_str(), hwfarm::daemonUsage().c_str());
+    return 2;
   }
+  if (args.help) {
+    std::fputs(hwfarm::daemonUsage().c_str(), stdout);
+    return 0;
+  }
+  if (args.version) {
+    std::printf("hwfarmd %s\n", hwfarm::kVersion);
+    return 0;
+  }
+  if (!args.generate_docs.empty()) return generateDocs(args.generate_docs);
+  const std::string& config_path = args.config_path;
+  bool check = args.check;
   if (check) return checkConfig(config_path);
   // Descriptors inherited from whoever started hwfarmd are not passed on to
   // its children either (every descriptor hwfarmd opens is close-on-exec).
   ::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
+  // Before any thread: the process that stops every child of hwfarmd when
+  // hwfarmd ends, however it ends (drivers/reaper.h).
+  hwfarm::Result<pid_t> reaper = hwfarm::drivers::startReaper();
   hwfarm::setupLogging("info");
-  try {
-    return hwfarm::Daemon({config_path}).run();
-  } catch (const std::exception& e) {
-    spdlog::critical("fatal: {}", e.what());
+  if (!reaper) {
+    spdlog::critical("{}", reaper.status().message());
     return 1;
   }
+  int code;
+  try {
+    code = hwfarm::Daemon({config_path}).run();
+  } catch (const std::exception& e) {
+    spdlog::critical("fatal: {}", e.what());
+    code = 1;
+  }
+  // Every child is stopped by now; the reaper checks and ends before hwfarmd.
+  if (!hwfarm::drivers::stopReaper(std::chrono::seconds(15))) spdlog::warn("the reaper did not end in time");
+  return code;
 }

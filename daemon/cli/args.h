@@ -1,5 +1,6 @@
-// A small command-line parser for hwfarmctl: options with values, flags,
-// repeated options, positionals and everything after "--".
+// hwfarmctl's command-line parser, driven by the command table
+// (command_table.h): an option the command's table does not list is
+// unknown, and every option it lists is parsed.
 #pragma once
 
 #include <map>
@@ -8,23 +9,32 @@
 #include <string>
 #include <vector>
 
+#include "daemon/cli/command_table.h"
+
 namespace hwfarm::cli {
 
 class Args {
  public:
-  // `valued`: options that take a value ("--url"); `flags`: those that do not.
-  // Unknown options and missing values make error() non-empty.
-  Args(const std::vector<std::string>& argv, const std::set<std::string>& valued, const std::set<std::string>& flags);
+  // Parses `argv`, the words after the command's name: options as
+  // "--opt VALUE", "--opt=VALUE" or a flag (by name or alias), positionals,
+  // and everything after "--". error() is non-empty for an unknown option
+  // (with a suggestion), a missing value, a value given to a flag, a missing
+  // required option, too few or too many positionals, or "--" where the
+  // command takes nothing after it.
+  Args(const std::vector<std::string>& argv, const CommandSpec& command);
 
   const std::string& error() const { return error_; }
   const std::vector<std::string>& positional() const { return positional_; }
   const std::vector<std::string>& rest() const { return rest_; } // after "--"
   bool hasRest() const { return has_rest_; }
+  // By the option's name ("--quiet"), not its alias.
   bool flag(const std::string& name) const { return flags_.count(name) > 0; }
   std::optional<std::string> value(const std::string& name) const;
   std::vector<std::string> values(const std::string& name) const;
 
  private:
+  void check(const CommandSpec& command);
+
   std::map<std::string, std::vector<std::string>> values_;
   std::set<std::string> flags_;
   std::vector<std::string> positional_;
@@ -32,5 +42,9 @@ class Args {
   bool has_rest_ = false;
   std::string error_;
 };
+
+// "unknown option --typ (did you mean --type?)"; names the commands that
+// take it when another command does.
+std::string unknownOptionMessage(const std::string& option, const CommandSpec& command);
 
 } // namespace hwfarm::cli

@@ -7,7 +7,6 @@
 
 #include <boost/json.hpp>
 
-#include "daemon/cli/args.h"
 #include "daemon/cli/session.h"
 
 namespace hwfarm::cli {
@@ -63,14 +62,7 @@ std::string twisterYaml(const json::array& boards) {
 
 } // namespace
 
-int shouldRunCommand(Session& s, const std::vector<std::string>& argv) {
-  Args a(argv, {"--context", "--title", "--labels", "--comment"}, {});
-  if (!a.error().empty() || !a.positional().empty()) {
-    s.err << "hwfarmctl should-run: " << (a.error().empty() ? "unexpected argument " + a.positional()[0] : a.error())
-          << "\nusage: should-run [--context pr|pr-tagged|nightly|manual] [--title TEXT] [--labels A,B] "
-             "[--comment TEXT]\n";
-    return kUsage;
-  }
+int shouldRunCommand(Session& s, const Args& a) {
   json::array labels;
   for (auto& l : splitLabels(a.values("--labels"))) labels.emplace_back(l);
   json::object body{
@@ -89,11 +81,7 @@ int shouldRunCommand(Session& s, const std::vector<std::string>& argv) {
   return run ? kOk : kApiError;
 }
 
-int jenkinsCommand(Session& s, const std::vector<std::string>& argv) {
-  if (argv != std::vector<std::string>{"labels"}) {
-    s.err << "hwfarmctl: usage: jenkins labels\n";
-    return kUsage;
-  }
+int jenkinsLabelsCommand(Session& s, const Args&) {
   int code = kOk;
   auto health = s.call("GET", "/v1/healthz", "", &code);
   if (!health) return code;
@@ -128,16 +116,20 @@ int jenkinsCommand(Session& s, const std::vector<std::string>& argv) {
   return kOk;
 }
 
-int exportLease(Session& s, const std::string& format, const std::string& lease, const std::string& out_path) {
+int leaseExportCommand(Session& s, const Args& a) {
+  std::string format = *a.value("--format");
+  std::string given = a.value("--lease").value_or(env("HWFARM_LEASE_ID")), out_path = a.value("--out").value_or("");
   if (format != "twister-hwmap") {
     s.err << "hwfarmctl: lease export: unknown --format \"" << format << "\" (known: twister-hwmap)\n";
     return kUsage;
   }
-  if (lease.empty()) {
+  if (given.empty()) {
     s.err << "hwfarmctl: lease export: name the lease with --lease ID (or $HWFARM_LEASE_ID)\n";
     return kUsage;
   }
-  int code = kOk;
+  std::string lease;
+  int code = resolveLease(s, given, &lease);
+  if (code != kOk) return code;
   auto r = s.call("GET", "/v1/leases/" + percentEncode(lease) + "/twister-hwmap", "", &code, 30, 2);
   if (!r) return code;
   std::string yaml = s.json ? json::serialize(*r) + "\n" : twisterYaml(r->at("boards").as_array());

@@ -16,7 +16,31 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 
-HttpClient::HttpClient(const std::string& url, double timeout_s) : timeout_s_(timeout_s) {
+void Cancellation::cancel() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cancelled_ = true;
+  if (stop_) stop_();
+}
+
+bool Cancellation::cancelled() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cancelled_;
+}
+
+bool Cancellation::attach(std::function<void()> stop) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (cancelled_) return false;
+  stop_ = std::move(stop);
+  return true;
+}
+
+void Cancellation::detach() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stop_ = nullptr;
+}
+
+HttpClient::HttpClient(const std::string& url, double timeout_s, Cancellation* cancellation)
+    : timeout_s_(timeout_s), cancellation_(cancellation) {
   if (url.rfind("unix:", 0) == 0) {
     unix_path_ = url.substr(5);
     if (unix_path_.empty()) throw std::invalid_argument("empty unix socket path in \"" + url + "\"");
@@ -98,8 +122,11 @@ HttpResult runToCompletion(asio::io_context& io, Awaitable awaitable) {
   });
   io.run();
   if (error) std::rethrow_exception(error);
+  if (!result) throw Cancelled("the request was cancelled"); // io.stop() from Cancellation
   return std::move(*result);
 }
+
+
 
 } // namespace
 
@@ -109,6 +136,15 @@ HttpResult HttpClient::request(const std::string& method, const std::string& tar
   checkRequest(target, token);
   asio::io_context io;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
+  // io_context::stop is safe from any thread; the streams below are
+  // destroyed (their sockets closed) when this returns.
+  if (cancellation_ && !cancellation_->attach([&io] { io.stop(); })) throw Cancelled("the request was cancelled");
+  struct Detach {
+    Cancellation* c;
+    ~Detach() {
+      if (c) c->detach();
+    }
+  } detach{cancellation_};
   try {
     if (!unix_path_.empty()) {
       beast::basic_stream<asio::local::stream_protocol> stream(io);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -25,11 +26,37 @@ class Unreachable : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The request was ended by Cancellation::cancel(); its connection is closed.
+class Cancelled : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Ends the requests of the clients it is given to, from any thread: a
+// request in flight throws Cancelled and closes its connection; one that
+// starts later throws at once.
+class Cancellation {
+ public:
+  void cancel();
+  bool cancelled() const;
+
+ private:
+  friend class HttpClient;
+  // The running request's stop (REQUIRES: called by its thread).
+  bool attach(std::function<void()> stop);
+  void detach();
+
+  mutable std::mutex mutex_;
+  bool cancelled_ = false;
+  std::function<void()> stop_;
+};
+
 class HttpClient {
  public:
   // `url`: "http://HOST:PORT" or "unix:/path/to.sock". Throws
-  // std::invalid_argument for anything else.
-  explicit HttpClient(const std::string& url, double timeout_s = 30);
+  // std::invalid_argument for anything else. With `cancellation`, request()
+  // can be ended from another thread.
+  explicit HttpClient(const std::string& url, double timeout_s = 30, Cancellation* cancellation = nullptr);
 
   // One request on a fresh connection. Throws Unreachable on transport
   // errors, UnsafeRequest for a target or token with control characters.
@@ -53,6 +80,7 @@ class HttpClient {
   std::string port_;
   std::string unix_path_;
   double timeout_s_;
+  Cancellation* cancellation_;
 };
 
 } // namespace hwfarm::cli

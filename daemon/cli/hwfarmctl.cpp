@@ -11,7 +11,9 @@
 
 #include <boost/json.hpp>
 
+#include "config/suggest.h"
 #include "daemon/cli/args.h"
+#include "daemon/cli/help.h"
 #include "daemon/cli/session.h"
 #include "config/tokens.h"
 
@@ -48,74 +50,6 @@ std::string percentEncode(const std::string& text) {
 }
 
 namespace {
-
-constexpr const char* kUsageText =
-    "usage: hwfarmctl [--url URL] [--token TOKEN] [--json] [-q] COMMAND ...\n"
-    "\n"
-    "commands:\n"
-    "  status                         health, tiers and loaded configuration\n"
-    "  boards [--unclaimed]           boards with their state and lease; --unclaimed:\n"
-    "                                 attached devices no board claims, as config\n"
-    "  queue                          lease requests waiting for boards\n"
-    "  lease acquire SELECTOR [OPTS]  lease boards (prints the lease)\n"
-    "  lease renew ID [--ttl S]       extend a lease\n"
-    "  lease release ID               give a lease back\n"
-    "  lease show ID                  one lease\n"
-    "  lease list [--all]             active leases (--all: with ended ones)\n"
-    "  lease run SELECTOR [OPTS] -- CMD ARGS...\n"
-    "                                 lease, run CMD with the boards in its\n"
-    "                                 environment, renew meanwhile, release\n"
-    "  flash LEASE BOARD IMAGE        upload the local file IMAGE and write it\n"
-    "  power LEASE BOARD on|off|cycle switch a leased board\n"
-    "  console LEASE BOARD            stream a leased board's console\n"
-    "  run [--lease ID] [RUN OPTS] IMAGE...\n"
-    "                                 run test images on the lease's boards and\n"
-    "                                 the reference simulator; prints each verdict\n"
-    "  lease export --format twister-hwmap [--lease ID] [--out FILE]\n"
-    "                                 the lease's boards as a Zephyr twister\n"
-    "                                 hardware map (YAML)\n"
-    "  should-run [--context C] [--title T] [--labels A,B] [--comment TEXT]\n"
-    "                                 whether this agent's tier and tags take the\n"
-    "                                 build: exit 0 yes, 1 no, with the reason\n"
-    "  jenkins labels                 per worker: its Jenkins node and labels\n"
-    "  board maintenance NAME [--reason TEXT] | board resume NAME   (operator)\n"
-    "  board check NAME [--wait S] (operator) | board show NAME\n"
-    "  uploads                        runs waiting to go, or failed to go, to the\n"
-    "                                 S3 bucket ([upload])\n"
-    "  upload retry RUN               queue a run's upload again\n"
-    "  token new NAME --role viewer|pipeline|operator\n"
-    "                                 make a token and its tokens-file entry\n"
-    "  sla                            the tier SLA standing: open incidents, the\n"
-    "                                 failure ratio, the time left to a demotion\n"
-    "  tier                           registered, effective and pinned tier, and\n"
-    "                                 the last transitions with their reasons\n"
-    "  tier pin 1|2|3 --reason TEXT | tier unpin [--reason TEXT]   (operator)\n"
-    "\n"
-    "SELECTOR: --type T and/or --label L (repeatable); OPTS: --count N,\n"
-    "  --worker W (default $HWFARM_WORKER), --ttl S (default: the daemon's\n"
-    "  leases.default_ttl_s), --wait S\n"
-    "  (default 1800), --priority P, --context pr|pr-tagged|nightly|manual\n"
-    "  (default $HWFARM_CONTEXT, else pr when $CHANGE_ID is set, else manual),\n"
-    "  --key K (idempotency key; default: a fresh one per invocation)\n"
-    "RUN OPTS: --lease ID (default $HWFARM_LEASE_ID), --mode shard|each,\n"
-    "  --reference qemu|none, --board NAME (repeatable; default: all),\n"
-    "  --deadline S (per image and target), --out DIR (fetch the artifacts),\n"
-    "  --no-wait (print the run id and return), --commit SHA (the upload\n"
-    "  bucket's commit part; default $GIT_COMMIT)\n"
-    "\n"
-    "options:\n"
-    "  --url URL      http://HOST:PORT or unix:/PATH (default $HWFARM_URL or\n"
-    "                 http://127.0.0.1:7420)\n"
-    "  --token TOKEN  bearer token (default $HWFARM_TOKEN)\n"
-    "  --json         print the daemon's JSON instead of a table\n"
-    "  -q, --quiet    lease commands: print only the lease id\n"
-    "\n"
-    "exit codes: 0 ok, 1 other daemon error, 2 bad usage, 3 daemon unreachable,\n"
-    "  4 no board within --wait, 5 refused by the agent's tier, 6 no configured\n"
-    "  board matches, 7 authentication or role, 8 lease lost during lease run,\n"
-    "  9 a flash or power operation failed, or a run's infrastructure failed;\n"
-    "  10 a run's test failed; 11 a run was cancelled;\n"
-    "  lease run otherwise exits with CMD's exit code\n";
 
 std::string joined(const json::value& v) {
   std::string out;
@@ -161,7 +95,7 @@ int printStatus(const json::value& body, std::ostream& out) {
   const auto& c = o.at("config").as_object();
   out << "agent:      " << text(o.at("agent")) << " (hwfarmd " << text(o.at("version")) << ")\n"
       << "tier:       " << text(o.at("effective_tier")) << " (registered " << text(o.at("registered_tier"))
-      << ", since " << text(o.at("tier_since")) << ")\n";
+      << (o.at("tier_since").is_null() ? "" : ", since " + text(o.at("tier_since"))) << ")\n";
   if (const auto* why = o.if_contains("tier_reason"); why && why->is_string() && !why->as_string().empty())
     out << "            " << text(*why) << "\n";
   out << "started:    " << text(o.at("started_at")) << "\n"
@@ -203,119 +137,15 @@ int unclaimed(Session& s) {
 }
 
 
-// board show NAME: the board, its health and its last checks.
-int boardShow(Session& s, const std::string& name) {
-  int code = kOk;
-  auto r = s.call("GET", "/v1/boards/" + name, "", &code);
-  if (!r) return code;
-  if (s.json) {
-    s.out << json::serialize(*r) << "\n";
-    return kOk;
-  }
-  const json::object& b = r->as_object();
-  s.out << text(b.at("name")) << ": " << text(b.at("state"));
-  if (const json::value* reason = b.if_contains("reason"); reason && reason->is_string() && !reason->as_string().empty())
-    s.out << " (" << text(*reason) << ")";
-  s.out << "\n  type " << text(b.at("type")) << ", worker " << text(b.at("worker")) << "\n";
-  const json::value* h = b.if_contains("health");
-  if (!h || !h->is_object()) return kOk;
-  const json::object& health = h->as_object();
-  s.out << "  health: " << text(health.at("state"));
-  if (const json::value* why = health.if_contains("reason")) s.out << ": " << text(*why);
-  s.out << "\n";
-  if (const json::value* next = health.if_contains("next_check")) s.out << "  next check: " << text(*next) << "\n";
-  std::vector<std::vector<std::string>> rows{{"STARTED", "TRIGGER", "RESULT", "MS", "EVIDENCE"}};
-  for (const auto& c : health.at("history").as_array()) {
-    const json::object& o = c.as_object();
-    std::string evidence = o.contains("evidence") ? text(o.at("evidence")) : "";
-    if (evidence.size() > 100) evidence = evidence.substr(0, 97) + "...";
-    for (auto& ch : evidence)
-      if (ch == '\n') ch = ' ';
-    rows.push_back({text(o.at("started")), text(o.at("trigger")), o.at("passed").as_bool() ? "pass" : "fail",
-                    std::to_string(o.at("duration_ms").to_number<int64_t>()), evidence});
-  }
-  if (rows.size() > 1) s.out << formatTable(rows);
-  return kOk;
-}
-
-// board check NAME [--wait S]: queues a health check; with --wait, waits
-// for its result (exit 0 passed, 9 failed, 4 no result in time).
-int boardCheck(Session& s, const std::string& name, std::optional<std::string> wait) {
-  double seconds = 0;
-  if (wait) {
-    try {
-      seconds = std::stod(*wait);
-    } catch (const std::exception&) {
-      s.err << "hwfarmctl board check: --wait: expected seconds, got \"" << *wait << "\"\n";
-      return kUsage;
-    }
-  }
-  // The newest check in the board's history (newest first), as a string to
-  // tell a new one from it.
-  auto newest = [&](int* code) -> std::optional<json::object> {
-    auto b = s.call("GET", "/v1/boards/" + name, "", code);
-    if (!b) return std::nullopt;
-    const json::value* h = b->as_object().if_contains("health");
-    if (!h || h->at("history").as_array().empty()) return json::object{};
-    return h->at("history").as_array().front().as_object();
-  };
-  int code = kOk;
-  std::optional<json::object> before;
-  if (wait && !(before = newest(&code))) return code;
-  auto r = s.call("POST", "/v1/boards/" + name + "/check", "", &code);
-  if (!r) return code;
-  if (!wait) {
-    if (s.json) s.out << json::serialize(*r) << "\n";
-    else s.out << name << ": health check queued\n";
-    return kOk;
-  }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::optional<json::object> last = newest(&code);
-    if (!last) return code;
-    if (*last != *before && last->contains("trigger") && last->at("trigger").as_string() == "operator_request") {
-      bool passed = last->at("passed").as_bool();
-      if (s.json) s.out << json::serialize(*last) << "\n";
-      else s.out << name << ": health check " << (passed ? "passed" : "failed: " + text(last->at("evidence"))) << "\n";
-      return passed ? kOk : kInfrastructure;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  s.err << "hwfarmctl board check: no result within " << *wait << " s\n";
-  return kWaitTimeout;
-}
-
-int boardCommand(Session& s, const std::vector<std::string>& argv) {
-  Args a(argv, {"--reason", "--wait"}, {});
-  if (!a.error().empty()) {
-    s.err << "hwfarmctl board: " << a.error() << "\n";
-    return kUsage;
-  }
-  const auto& p = a.positional();
-  if (p.size() == 2 && p[0] == "show") return boardShow(s, p[1]);
-  if (p.size() == 2 && p[0] == "check") return boardCheck(s, p[1], a.value("--wait"));
-  if (p.size() != 2 || (p[0] != "maintenance" && p[0] != "resume")) {
-    s.err << "hwfarmctl: usage: board maintenance NAME [--reason TEXT] | board resume NAME | board check NAME "
-             "[--wait S] | board show NAME\n";
-    return kUsage;
-  }
-  std::string body;
-  if (auto reason = a.value("--reason")) body = json::serialize(json::object{{"reason", *reason}});
-  int code = kOk;
-  auto r = s.call("POST", "/v1/boards/" + p[1] + "/" + p[0], body, &code);
-  if (!r) return code;
-  if (s.json) s.out << json::serialize(*r) << "\n";
-  else s.out << text(r->at("name")) << ": " << text(r->at("state")) << "\n";
-  return kOk;
-}
-
 // flash LEASE BOARD IMAGE | power LEASE BOARD on|off|cycle
 int boardAction(Session& s, const std::string& verb, const std::vector<std::string>& p) {
-  if (p.size() != 3 || (verb == "power" && p[2] != "on" && p[2] != "off" && p[2] != "cycle")) {
-    s.err << "hwfarmctl: usage: flash LEASE BOARD IMAGE | power LEASE BOARD on|off|cycle\n";
+  if (verb == "power" && p[2] != "on" && p[2] != "off" && p[2] != "cycle") {
+    s.err << "hwfarmctl power: the action is on, off or cycle, not \"" << p[2] << "\"\n";
     return kUsage;
   }
-  std::string target = "/v1/leases/" + p[0] + "/boards/" + p[1] + "/" + verb;
+  std::string lease;
+  if (int code = resolveLease(s, p[0], &lease); code != kOk) return code;
+  std::string target = "/v1/leases/" + lease + "/boards/" + p[1] + "/" + verb;
   std::string body, type = "application/json";
   if (verb == "flash") {
     // The image travels in the request: the daemon may run elsewhere, or
@@ -339,17 +169,117 @@ int boardAction(Session& s, const std::string& verb, const std::vector<std::stri
   return kOk;
 }
 
-int consoleCommand(Session& s, const std::vector<std::string>& p) {
-  if (p.size() != 2) {
-    s.err << "hwfarmctl: usage: console LEASE BOARD\n";
+// The global options (the table's), wherever they stand before "--"; the
+// other words, "--" and what follows it in `words`. False after printing
+// an error.
+bool takeGlobalOptions(Session& s, const std::vector<std::string>& args, std::vector<std::string>* words, bool* help) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      words->insert(words->end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      return true;
+    }
+    size_t eq = a.rfind("--", 0) == 0 ? a.find('=') : std::string::npos;
+    std::string name = a.substr(0, eq);
+    const OptionSpec* option = nullptr;
+    for (const auto& o : globalOptions())
+      if (name == o.name || (*o.alias && name == o.alias)) option = &o;
+    if (!option) {
+      words->push_back(a);
+      continue;
+    }
+    std::string value;
+    if (!*option->value && eq != std::string::npos) {
+      s.err << "hwfarmctl: " << option->name << " takes no value\n";
+      return false;
+    }
+    if (*option->value && eq != std::string::npos) {
+      value = a.substr(eq + 1);
+    } else if (*option->value) {
+      if (i + 1 >= args.size()) {
+        s.err << "hwfarmctl: " << option->name << " needs a value (" << option->value << ")\n";
+        return false;
+      }
+      value = args[++i];
+    }
+    std::string o = option->name;
+    if (o == "--url") s.url = value;
+    else if (o == "--token") s.token = value;
+    else if (o == "--json") s.json = true;
+    else if (o == "--quiet") s.quiet = true;
+    else if (o == "--help") *help = true;
+  }
+  return true;
+}
+
+// The command the first one or two words name; *used says how many.
+const CommandSpec* matchCommand(const std::vector<std::string>& words, size_t* used) {
+  if (words.size() >= 2 && words[1].rfind("-", 0) != 0)
+    if (const CommandSpec* c = findCommand(words[0] + " " + words[1])) {
+      *used = 2;
+      return c;
+    }
+  if (const CommandSpec* c = words.empty() ? nullptr : findCommand(words[0])) {
+    *used = 1;
+    return c;
+  }
+  return nullptr;
+}
+
+// The visible commands' names that begin with "`first` " (a group's).
+std::vector<std::string> subcommands(const std::string& first) {
+  std::vector<std::string> out;
+  for (const auto& c : commands())
+    if (!c.hidden && std::string(c.name).rfind(first + " ", 0) == 0) out.emplace_back(std::string(c.name).substr(first.size() + 1));
+  return out;
+}
+
+// No command is called so: say what is closest.
+int unknownCommand(Session& s, const std::vector<std::string>& words) {
+  const std::string& first = words[0];
+  std::vector<std::string> subs = subcommands(first);
+  if (!subs.empty() && (words.size() == 1 || words[1].rfind("-", 0) == 0)) {
+    s.err << "hwfarmctl: " << first << " needs a command: " << config::joinSorted(subs) << "\n"
+          << "(hwfarmctl " << first << " --help: what each does)\n";
     return kUsage;
   }
+  std::string name = subs.empty() ? first : first + " " + words[1];
+  s.err << "hwfarmctl: unknown command \"" << name << "\"";
+  std::string close;
+  if (!subs.empty()) {
+    close = config::closestMatch(words[1], subs);
+    if (!close.empty()) close = first + " " + close;
+  } else {
+    std::vector<std::string> names;
+    for (const auto& c : commands())
+      if (!c.hidden) names.emplace_back(std::string(c.name).substr(0, std::string(c.name).find(' ')));
+    close = config::closestMatch(first, names);
+  }
+  if (!close.empty()) s.err << " (did you mean \"" << close << "\"?)";
+  s.err << "\n(hwfarmctl --help lists the commands)\n";
+  return kUsage;
+}
+
+} // namespace
+
+int statusCommand(Session& s, const Args&) { return simpleGet(s, "/v1/healthz", printStatus); }
+int queueCommand(Session& s, const Args&) { return simpleGet(s, "/v1/queue", printQueue); }
+int boardsCommand(Session& s, const Args& a) {
+  return a.flag("--unclaimed") ? unclaimed(s) : simpleGet(s, "/v1/boards", printBoards);
+}
+int flashCommand(Session& s, const Args& a) { return boardAction(s, "flash", a.positional()); }
+int powerCommand(Session& s, const Args& a) { return boardAction(s, "power", a.positional()); }
+
+int consoleCommand(Session& s, const Args& a) {
+  const auto& p = a.positional();
+  std::string lease;
+  if (int code = resolveLease(s, p[0], &lease); code != kOk) return code;
   try {
     std::string error_body;
     int signal = 0;
     // Each piece is flushed as it arrives, so a file or pipe has every line
     // received when the stream is stopped (timeout, Ctrl-C, a killed stage).
-    int status = HttpClient(s.url, 30).stream("/v1/leases/" + p[0] + "/boards/" + p[1] + "/console", s.token,
+    int status = HttpClient(s.url, 30).stream("/v1/leases/" + lease + "/boards/" + p[1] + "/console", s.token,
                                                [&](const std::string& data) { s.out << data << std::flush; },
                                                &error_body, &signal);
     s.out << std::flush;
@@ -373,25 +303,20 @@ int consoleCommand(Session& s, const std::vector<std::string>& p) {
   }
 }
 
-int tokenCommand(Session& s, const std::vector<std::string>& argv) {
-  Args a(argv, {"--role"}, {});
-  const auto& p = a.positional();
-  auto role = a.value("--role");
-  if (!a.error().empty() || p.size() != 2 || p[0] != "new" || !role ||
-      (*role != "viewer" && *role != "pipeline" && *role != "operator")) {
-    s.err << "hwfarmctl: usage: token new NAME --role viewer|pipeline|operator\n";
+int tokenNewCommand(Session& s, const Args& a) {
+  std::string role = *a.value("--role");
+  if (role != "viewer" && role != "pipeline" && role != "operator") {
+    s.err << "hwfarmctl token new: --role is viewer, pipeline or operator, not \"" << role << "\"\n";
     return kUsage;
   }
   std::string token = "hwf_" + config::randomHex(24);
   s.out << "# token (give it to the client; it is not stored anywhere):\n"
         << "# " << token << "\n"
         << "# tokens-file entry (append it, then: systemctl reload hwfarmd):\n"
-        << "[[token]]\nname = \"" << p[1] << "\"\nrole = \"" << *role << "\"\nsha256 = \"" << config::sha256Hex(token)
-        << "\"\n";
+        << "[[token]]\nname = \"" << a.positional()[0] << "\"\nrole = \"" << role << "\"\nsha256 = \""
+        << config::sha256Hex(token) << "\"\n";
   return kOk;
 }
-
-} // namespace
 
 std::string text(const json::value& v) {
   if (v.is_string()) return std::string(v.as_string());
@@ -421,7 +346,7 @@ std::optional<json::value> Session::call(const std::string& method, const std::s
   double backoff = 0.5;
   for (int attempt = 0;; ++attempt) {
     try {
-      HttpResult result = HttpClient(url, timeout_s).request(method, target, body, token, content_type);
+      HttpResult result = HttpClient(url, timeout_s, cancellation).request(method, target, body, token, content_type);
       if (status) *status = result.status;
       boost::system::error_code ec;
       json::value parsed = json::parse(result.body, ec);
@@ -454,6 +379,9 @@ std::optional<json::value> Session::call(const std::string& method, const std::s
     } catch (const std::invalid_argument& e) {
       err << "hwfarmctl: --url: " << e.what() << "\n";
       *code = kUsage;
+      return std::nullopt;
+    } catch (const Cancelled&) {
+      *code = kApiError;
       return std::nullopt;
     } catch (const Unreachable& e) {
       if (attempt >= retries) {
@@ -488,64 +416,42 @@ std::string formatTable(const std::vector<std::vector<std::string>>& rows) {
 
 int runHwfarmctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   Session s{env("HWFARM_URL", "http://127.0.0.1:7420"), env("HWFARM_TOKEN"), false, false, out, err};
-  // Global options may stand anywhere before "--"; the rest is the command's.
   std::vector<std::string> words;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--") {
-      words.insert(words.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-      break;
-    }
-    if (a.rfind("--url=", 0) == 0 || a.rfind("--token=", 0) == 0) {
-      size_t eq = a.find('=');
-      (a[2] == 'u' ? s.url : s.token) = a.substr(eq + 1);
-      continue;
-    }
-    if (a == "--url" || a == "--token") {
-      if (i + 1 >= args.size()) {
-        err << "hwfarmctl: " << a << " needs a value\n" << kUsageText;
-        return kUsage;
-      }
-      (a == "--url" ? s.url : s.token) = args[++i];
-    } else if (a == "--json") {
-      s.json = true;
-    } else if (a == "-q" || a == "--quiet") {
-      s.quiet = true;
-    } else if (a == "--help" || a == "-h") {
-      out << kUsageText;
-      return kOk;
-    } else {
-      words.push_back(a);
-    }
+  bool help = false;
+  if (!takeGlobalOptions(s, args, &words, &help)) {
+    err << "(hwfarmctl --help lists the options)\n";
+    return kUsage;
+  }
+  size_t used = 0;
+  const CommandSpec* command = matchCommand(words, &used);
+  if (help) {
+    std::vector<std::string> named;
+    for (const auto& w : words)
+      if (w.rfind("-", 0) != 0) named.push_back(w);
+    const CommandSpec* c = matchCommand(named, &used);
+    if (named.empty()) out << usageText();
+    else if (c && !c->hidden) out << commandHelp(*c);
+    else if (auto group = groupHelp(named[0])) out << *group;
+    else return unknownCommand(s, named);
+    return kOk;
   }
   if (words.empty()) {
-    err << "hwfarmctl: expected a command\n" << kUsageText;
+    err << "hwfarmctl: expected a command\n" << usageText();
     return kUsage;
   }
-  std::string command = words[0];
-  std::vector<std::string> rest(words.begin() + 1, words.end());
-  if (command == "boards" && rest == std::vector<std::string>{"--unclaimed"}) return unclaimed(s);
-  if ((command == "status" || command == "boards" || command == "queue") && !rest.empty()) {
-    err << "hwfarmctl: " << command << " takes no arguments\n";
+  if (!command) return unknownCommand(s, words);
+  Args parsed(std::vector<std::string>(words.begin() + static_cast<std::ptrdiff_t>(used), words.end()), *command);
+  if (!parsed.error().empty()) {
+    err << "hwfarmctl " << command->name << ": " << parsed.error();
+    // "tier pni": a command of the group was meant.
+    if (std::vector<std::string> subs = subcommands(command->name);
+        !subs.empty() && parsed.error().rfind("unexpected argument", 0) == 0)
+      if (std::string close = config::closestMatch(parsed.positional()[0], subs); !close.empty())
+        err << " (did you mean \"" << command->name << " " << close << "\"?)";
+    err << "\nusage: " << usageLine(*command) << "\n(hwfarmctl " << command->name << " --help: more)\n";
     return kUsage;
   }
-  if (command == "status") return simpleGet(s, "/v1/healthz", printStatus);
-  if (command == "boards") return simpleGet(s, "/v1/boards", printBoards);
-  if (command == "queue") return simpleGet(s, "/v1/queue", printQueue);
-  if (command == "should-run") return shouldRunCommand(s, rest);
-  if (command == "jenkins") return jenkinsCommand(s, rest);
-  if (command == "lease") return leaseCommand(s, rest);
-  if (command == "board") return boardCommand(s, rest);
-  if (command == "token") return tokenCommand(s, rest);
-  if (command == "flash" || command == "power") return boardAction(s, command, rest);
-  if (command == "console") return consoleCommand(s, rest);
-  if (command == "run") return runCommand(s, rest);
-  if (command == "uploads") return uploadsCommand(s, rest);
-  if (command == "upload") return uploadCommand(s, rest);
-  if (command == "sla") return slaCommand(s, rest);
-  if (command == "tier") return tierCommand(s, rest);
-  err << "hwfarmctl: unknown command \"" << command << "\"\n" << kUsageText;
-  return kUsage;
+  return command->run(s, parsed);
 }
 
 } // namespace hwfarm::cli

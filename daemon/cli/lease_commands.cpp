@@ -11,16 +11,13 @@
 #include <boost/json.hpp>
 
 #include "config/tokens.h"
-#include "daemon/cli/args.h"
+#include "daemon/cli/lease_wait.h"
 #include "daemon/cli/session.h"
 
 namespace hwfarm::cli {
 namespace json = boost::json;
 
 namespace {
-
-const std::set<std::string> kSelectorOptions{"--type",  "--label",    "--count",   "--worker", "--ttl",
-                                             "--wait",  "--priority", "--context", "--key"};
 
 std::string randomKey() { return "hwfarmctl-" + config::randomHex(12); }
 
@@ -111,35 +108,29 @@ bool endedReplay(Session& s, const json::value& lease) {
   return false;
 }
 
-int acquire(Session& s, const Args& a) {
-  double wait_s = 0, ttl_s = 0;
-  std::string body = acquireBody(a, s.err, &wait_s, &ttl_s);
-  if (body.empty()) return kUsage;
-  int code = kOk;
-  auto lease = s.call("POST", "/v1/leases", body, &code, wait_s + 30, 3);
-  if (!lease) return code;
-  if (!endedReplay(s, *lease)) return kApiError;
-  printLease(s, *lease);
-  return kOk;
-}
+// The signals that end a wait for boards, blocked while it lasts (a thread
+// waits; the caller's thread takes them synchronously).
+class BlockedSignals {
+ public:
+  explicit BlockedSignals(std::initializer_list<int> signals) {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : signals) sigaddset(&set, sig);
+    sigprocmask(SIG_BLOCK, &set, &original_);
+  }
+  ~BlockedSignals() { sigprocmask(SIG_SETMASK, &original_, nullptr); }
+  const sigset_t& original() const { return original_; }
 
-int listLeases(Session& s, const Args& a) {
+ private:
+  sigset_t original_;
+};
+
+// A stop signal came once the lease `id` was granted: it is released.
+int releaseOnStop(Session& s, const std::string& id, int sig, const char* when) {
   int code = kOk;
-  auto body = s.call("GET", a.flag("--all") ? "/v1/leases?all=1" : "/v1/leases", "", &code);
-  if (!body) return code;
-  if (s.json) {
-    s.out << json::serialize(*body) << "\n";
-    return kOk;
-  }
-  std::vector<std::vector<std::string>> rows{{"ID", "STATE", "HOLDER", "JOB", "BOARDS", "EXPIRES"}};
-  for (const auto& l : body->at("leases").as_array()) {
-    std::string boards;
-    for (const auto& b : l.at("boards").as_array()) boards += (boards.empty() ? "" : ",") + text(b.at("name"));
-    rows.push_back({text(l.at("id")), text(l.at("state")), text(l.at("holder").at("principal")),
-                    text(l.at("holder").at("job")), boards, text(l.at("expires_at"))});
-  }
-  s.out << formatTable(rows);
-  return kOk;
+  s.call("DELETE", "/v1/leases/" + id, "", &code, 30, 3);
+  s.err << "hwfarmctl: " << strsignal(sig) << " " << when << "; lease " << id << " released\n";
+  return 128 + sig;
 }
 
 // Environment for the command of `lease run`.
@@ -185,37 +176,15 @@ int run(Session& s, const Args& a) {
   double wait_s = 0, ttl_s = 0;
   std::string body = acquireBody(a, s.err, &wait_s, &ttl_s);
   if (body.empty()) return kUsage;
-  // Signals arrive synchronously through sigtimedwait from here on, so a
-  // Jenkins abort (SIGTERM) during the acquire still releases the lease.
-  sigset_t handled, original;
+  // Signals arrive synchronously from here on, so a Jenkins abort (SIGTERM)
+  // ends the wait for boards cleanly, and while CMD runs is forwarded to it.
+  BlockedSignals blocked{SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGUSR1};
+  sigset_t handled;
   sigemptyset(&handled);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&handled, sig);
-  sigprocmask(SIG_BLOCK, &handled, &original);
-
-  // The acquire may wait long for boards: run it on a thread and stay
-  // responsive to signals. An abort meanwhile exits at once; the daemon sees
-  // the connection close and drops the request (or releases a grant that
-  // arrives too late).
-  sigaddset(&handled, SIGUSR1);
-  sigprocmask(SIG_BLOCK, &handled, nullptr);
-  int code = kOk;
-  std::optional<json::value> lease;
-  std::ostringstream acquire_err;
-  Session quiet{s.url, s.token, s.json, s.quiet, s.out, acquire_err};
-  std::thread acquirer([&] {
-    lease = quiet.call("POST", "/v1/leases", body, &code, wait_s + 30, 3);
-    ::kill(::getpid(), SIGUSR1);
-  });
-  int sig = 0;
-  while ((sig = sigwaitinfo(&handled, nullptr)) != SIGUSR1) {
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-      s.err << "hwfarmctl: " << strsignal(sig) << " while waiting for boards; giving up\n";
-      std::_Exit(128 + sig);
-    }
-  }
-  acquirer.join();
-  s.err << acquire_err.str();
-  if (!lease) return code;
+  Waited waited = waitForLease(s, body, wait_s);
+  if (!waited.lease) return waited.code;
+  std::optional<json::value>& lease = waited.lease;
   if (!endedReplay(s, *lease)) return kApiError;
   std::string id = text(lease->at("id"));
   ttl_s = lease->at("ttl_s").to_number<double>();
@@ -223,17 +192,9 @@ int run(Session& s, const Args& a) {
   for (const auto& b : lease->at("boards").as_array()) s.err << " " << text(b.at("name"));
   s.err << "\n";
 
-  // Aborted while waiting for boards: give them back without starting CMD.
-  sigset_t pending;
-  sigpending(&pending);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    if (!sigismember(&pending, sig)) continue;
-    int release_code = kOk;
-    s.call("DELETE", "/v1/leases/" + id, "", &release_code, 30, 3);
-    s.err << "hwfarmctl: " << strsignal(sig) << " before the command started; lease " << id << " released\n";
-    return 128 + sig;
-  }
-  pid_t child = spawn(a.rest(), leaseEnvironment(*lease), original);
+  // Aborted as the boards came: give them back without starting CMD.
+  if (int sig = takePendingStop()) return releaseOnStop(s, id, sig, "before the command started");
+  pid_t child = spawn(a.rest(), leaseEnvironment(*lease), blocked.original());
   double renew_every = std::max(0.1, ttl_s / 3);
   bool lease_lost = false;
   int status = 0;
@@ -278,7 +239,6 @@ int run(Session& s, const Args& a) {
     s.err << "hwfarmctl: lease " << id << " could not be released; it expires at its TTL\n";
   else if (!lease_lost)
     s.err << "hwfarmctl: lease " << id << " released\n";
-  sigprocmask(SIG_SETMASK, &original, nullptr);
   if (lease_lost) return kLeaseLost;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -287,49 +247,78 @@ int run(Session& s, const Args& a) {
 
 } // namespace
 
-int leaseCommand(Session& s, const std::vector<std::string>& argv) {
-  std::set<std::string> valued = kSelectorOptions;
-  valued.insert({"--format", "--lease", "--out"}); // lease export
-  Args a(argv, valued, {"--all"});
-  if (!a.error().empty()) {
-    s.err << "hwfarmctl lease: " << a.error() << "\n";
-    return kUsage;
-  }
-  const auto& p = a.positional();
-  std::string verb = p.empty() ? "" : p[0];
+int leaseAcquireCommand(Session& s, const Args& a) {
+  double wait_s = 0, ttl_s = 0;
+  std::string body = acquireBody(a, s.err, &wait_s, &ttl_s);
+  if (body.empty()) return kUsage;
+  BlockedSignals blocked{SIGINT, SIGTERM, SIGHUP, SIGUSR1};
+  Waited waited = waitForLease(s, body, wait_s);
+  if (!waited.lease) return waited.code;
+  if (!endedReplay(s, *waited.lease)) return kApiError;
+  // Aborted as the boards came: nobody would know of the lease.
+  if (int sig = takePendingStop()) return releaseOnStop(s, text(waited.lease->at("id")), sig, "as the lease came");
+  printLease(s, *waited.lease);
+  return kOk;
+}
+
+int leaseRunCommand(Session& s, const Args& a) { return run(s, a); }
+
+int leaseListCommand(Session& s, const Args& a) {
   int code = kOk;
-  if (verb == "acquire" && p.size() == 1) return acquire(s, a);
-  if (verb == "run" && p.size() == 1) return run(s, a);
-  if (verb == "list" && p.size() == 1) return listLeases(s, a);
-  if (verb == "export" && p.size() == 1)
-    return exportLease(s, a.value("--format").value_or(""), a.value("--lease").value_or(env("HWFARM_LEASE_ID")),
-                       a.value("--out").value_or(""));
-  if ((verb == "show" || verb == "release" || verb == "renew") && p.size() == 2) {
-    std::optional<json::value> lease;
-    if (verb == "show") {
-      lease = s.call("GET", "/v1/leases/" + p[1], "", &code);
-    } else if (verb == "release") {
-      lease = s.call("DELETE", "/v1/leases/" + p[1], "", &code, 30, 3);
-    } else {
-      std::string body;
-      double ttl = 0;
-      if (auto t = a.value("--ttl")) {
-        if (!number(*t, &ttl)) {
-          s.err << "hwfarmctl: --ttl expects a number, got \"" << *t << "\"\n";
-          return kUsage;
-        }
-        body = json::serialize(json::object{{"ttl_s", ttl}});
-      }
-      lease = s.call("POST", "/v1/leases/" + p[1] + "/renew", body, &code, 30, 3);
-    }
-    if (!lease) return code;
-    printLease(s, *lease);
+  auto body = s.call("GET", a.flag("--all") ? "/v1/leases?all=1" : "/v1/leases", "", &code);
+  if (!body) return code;
+  if (s.json) {
+    s.out << json::serialize(*body) << "\n";
     return kOk;
   }
-  s.err << "hwfarmctl: usage: lease acquire|run SELECTOR [OPTS] [-- CMD...] | lease renew ID [--ttl S] | "
-           "lease release ID | lease show ID | lease list [--all] | "
-           "lease export --format twister-hwmap [--lease ID] [--out FILE]\n";
-  return kUsage;
+  std::vector<std::vector<std::string>> rows{{"ID", "STATE", "HOLDER", "JOB", "BOARDS", "EXPIRES"}};
+  for (const auto& l : body->at("leases").as_array()) {
+    std::string boards;
+    for (const auto& b : l.at("boards").as_array()) boards += (boards.empty() ? "" : ",") + text(b.at("name"));
+    rows.push_back({text(l.at("id")), text(l.at("state")), text(l.at("holder").at("principal")),
+                    text(l.at("holder").at("job")), boards, text(l.at("expires_at"))});
+  }
+  s.out << formatTable(rows);
+  return kOk;
+}
+
+int leaseShowCommand(Session& s, const Args& a) {
+  std::string id;
+  int code = resolveLease(s, a.positional()[0], &id);
+  if (code != kOk) return code;
+  auto lease = s.call("GET", "/v1/leases/" + id, "", &code);
+  if (!lease) return code;
+  printLease(s, *lease);
+  return kOk;
+}
+
+int leaseReleaseCommand(Session& s, const Args& a) {
+  std::string id;
+  int code = resolveLease(s, a.positional()[0], &id);
+  if (code != kOk) return code;
+  auto lease = s.call("DELETE", "/v1/leases/" + id, "", &code, 30, 3);
+  if (!lease) return code;
+  printLease(s, *lease);
+  return kOk;
+}
+
+int leaseRenewCommand(Session& s, const Args& a) {
+  std::string body;
+  double ttl = 0;
+  if (auto t = a.value("--ttl")) {
+    if (!number(*t, &ttl)) {
+      s.err << "hwfarmctl: --ttl expects a number, got \"" << *t << "\"\n";
+      return kUsage;
+    }
+    body = json::serialize(json::object{{"ttl_s", ttl}});
+  }
+  std::string id;
+  int code = resolveLease(s, a.positional()[0], &id);
+  if (code != kOk) return code;
+  auto lease = s.call("POST", "/v1/leases/" + id + "/renew", body, &code, 30, 3);
+  if (!lease) return code;
+  printLease(s, *lease);
+  return kOk;
 }
 
 } // namespace hwfarm::cli

@@ -8,6 +8,7 @@
 
 #include <boost/json/value.hpp>
 
+#include "daemon/cli/args.h"
 #include "daemon/cli/http_client.h"
 #include "daemon/cli/hwfarmctl.h"
 
@@ -20,6 +21,8 @@ struct Session {
   bool quiet = false;
   std::ostream& out;
   std::ostream& err;
+  // Ends call()s in flight from another thread (they return nothing, quietly).
+  Cancellation* cancellation = nullptr;
 
   // One request. On success (2xx) returns the parsed body; otherwise prints
   // the error and sets `code` to the matching exit code. Transport failures
@@ -32,6 +35,13 @@ struct Session {
 };
 
 std::string text(const boost::json::value& v);
+// The lease or run an id argument names: a whole id (32 hex digits; "run-"
+// and 16) is taken as it is, anything else as the beginning of one, looked
+// up in GET /v1/leases?all=1 (GET /v1/runs): the one id it begins, else an
+// error printed (exit 1): none begins so, or several do (listed). A run's
+// prefix may leave out "run-".
+int resolveLease(Session& s, const std::string& arg, std::string* id);
+int resolveRun(Session& s, const std::string& arg, std::string* id);
 // `text` percent-encoded for a query value (unreserved characters stay).
 std::string percentEncode(const std::string& text);
 // Reads a local image file (a regular file) into `data`; false with `error`.
@@ -40,21 +50,50 @@ std::string env(const char* name, const std::string& fallback = "");
 // GET `path` and print it with `print` (--json: the daemon's answer).
 int simpleGet(Session& s, const std::string& path, int (*print)(const boost::json::value&, std::ostream&));
 
-// hwfarmctl should-run, jenkins labels, lease export (ci_commands.cpp).
-// should-run exits 0 (run) or 1 (do not run); export writes to `out_path`
-// ("" or "-": stdout).
-int shouldRunCommand(Session& s, const std::vector<std::string>& args);
-int jenkinsCommand(Session& s, const std::vector<std::string>& args);
-int exportLease(Session& s, const std::string& format, const std::string& lease, const std::string& out_path);
-// Lease commands (lease_commands.cpp).
-int leaseCommand(Session& s, const std::vector<std::string>& args);
-// hwfarmctl run (run_command.cpp).
-int runCommand(Session& s, const std::vector<std::string>& args);
-// hwfarmctl uploads, hwfarmctl upload retry RUN (upload_commands.cpp).
-int uploadsCommand(Session& s, const std::vector<std::string>& args);
-int uploadCommand(Session& s, const std::vector<std::string>& args);
-// hwfarmctl sla, tier (tier_commands.cpp).
-int slaCommand(Session& s, const std::vector<std::string>& args);
-int tierCommand(Session& s, const std::vector<std::string>& args);
+// The commands of the table (command_table.cpp), by file. Each gets the
+// arguments the table's parser accepted and returns the exit code.
+// hwfarmctl.cpp
+int statusCommand(Session& s, const Args& a);
+int boardsCommand(Session& s, const Args& a);
+int queueCommand(Session& s, const Args& a);
+int flashCommand(Session& s, const Args& a);
+int powerCommand(Session& s, const Args& a);
+int consoleCommand(Session& s, const Args& a);
+int tokenNewCommand(Session& s, const Args& a);
+// board_commands.cpp
+int boardShowCommand(Session& s, const Args& a);
+int boardCheckCommand(Session& s, const Args& a);
+int boardMaintenanceCommand(Session& s, const Args& a);
+int boardResumeCommand(Session& s, const Args& a);
+// lease_commands.cpp
+int leaseAcquireCommand(Session& s, const Args& a);
+int leaseRunCommand(Session& s, const Args& a);
+int leaseRenewCommand(Session& s, const Args& a);
+int leaseReleaseCommand(Session& s, const Args& a);
+int leaseShowCommand(Session& s, const Args& a);
+int leaseListCommand(Session& s, const Args& a);
+// ci_commands.cpp: should-run exits 0 (run) or 1 (do not run).
+int leaseExportCommand(Session& s, const Args& a);
+int shouldRunCommand(Session& s, const Args& a);
+int jenkinsLabelsCommand(Session& s, const Args& a);
+// run_command.cpp, run_commands.cpp
+int runCommand(Session& s, const Args& a);
+int runsCommand(Session& s, const Args& a);
+int runShowCommand(Session& s, const Args& a);
+int runWaitCommand(Session& s, const Args& a);
+int runCancelCommand(Session& s, const Args& a);
+int runFetchCommand(Session& s, const Args& a);
+// upload_commands.cpp
+int uploadsCommand(Session& s, const Args& a);
+int uploadRetryCommand(Session& s, const Args& a);
+// tier_commands.cpp
+int slaCommand(Session& s, const Args& a);
+int tierShowCommand(Session& s, const Args& a);
+int tierPinCommand(Session& s, const Args& a);
+int tierUnpinCommand(Session& s, const Args& a);
+// help.cpp
+int helpCommand(Session& s, const Args& a);
+int generateDocsCommand(Session& s, const Args& a);
+int generateCompletionCommand(Session& s, const Args& a);
 
 } // namespace hwfarm::cli

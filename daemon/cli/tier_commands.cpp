@@ -5,7 +5,6 @@
 
 #include <boost/json.hpp>
 
-#include "daemon/cli/args.h"
 #include "daemon/cli/session.h"
 
 namespace hwfarm::cli {
@@ -48,8 +47,8 @@ void printTiers(const json::object& o, std::ostream& out) {
   out << "effective tier " << tierText(o.at("effective_tier")) << " (registered " << tierText(o.at("registered_tier"))
       << ", policy " << tierText(o.at("policy_tier")) << ", pinned ";
   const json::value& pinned = o.contains("pinned_tier") ? o.at("pinned_tier") : o.at("pinned");
-  out << (pinned.is_object() ? tierText(pinned.at("tier")) : tierText(pinned)) << ") since " << text(o.at("since"))
-      << "\n  " << text(o.at("reason")) << "\n";
+  out << (pinned.is_object() ? tierText(pinned.at("tier")) : tierText(pinned)) << ")"
+      << (o.at("since").is_null() ? "" : " since " + text(o.at("since"))) << "\n  " << text(o.at("reason")) << "\n";
 }
 
 int printSla(const json::value& body, std::ostream& out) {
@@ -98,48 +97,38 @@ int printTier(const json::value& body, std::ostream& out) {
   return kOk;
 }
 
-constexpr const char* kTierUsage = "hwfarmctl: usage: tier | tier pin 1|2|3 --reason TEXT | tier unpin [--reason TEXT]\n";
 
 } // namespace
 
-int slaCommand(Session& s, const std::vector<std::string>& args) {
-  if (!args.empty()) {
-    s.err << "hwfarmctl: sla takes no arguments\n";
-    return kUsage;
-  }
-  return simpleGet(s, "/v1/sla", printSla);
-}
+int slaCommand(Session& s, const Args&) { return simpleGet(s, "/v1/sla", printSla); }
+int tierShowCommand(Session& s, const Args&) { return simpleGet(s, "/v1/tier", printTier); }
 
-int tierCommand(Session& s, const std::vector<std::string>& argv) {
-  Args a(argv, {"--reason"}, {});
-  if (!a.error().empty()) {
-    s.err << "hwfarmctl tier: " << a.error() << "\n" << kTierUsage;
-    return kUsage;
-  }
-  const auto& p = a.positional();
-  if (p.empty() && !a.value("--reason")) return simpleGet(s, "/v1/tier", printTier);
-  json::object body;
-  if (auto reason = a.value("--reason")) body["reason"] = *reason;
-  if (p.size() == 2 && p[0] == "pin") {
-    if (p[1] != "1" && p[1] != "2" && p[1] != "3") {
-      s.err << "hwfarmctl: tier pin: the tier is 1, 2 or 3, not \"" << p[1] << "\"\n";
-      return kUsage;
-    }
-    if (!a.value("--reason")) {
-      s.err << "hwfarmctl: tier pin needs --reason TEXT (it is recorded with the pin)\n";
-      return kUsage;
-    }
-    body["tier"] = std::stoi(p[1]);
-  } else if (!(p.size() == 1 && p[0] == "unpin")) {
-    s.err << kTierUsage;
-    return kUsage;
-  }
+namespace {
+
+int tierChange(Session& s, const std::string& path, const json::object& body) {
   int code = kOk;
-  auto r = s.call("POST", p[0] == "pin" ? "/v1/tier/pin" : "/v1/tier/unpin", json::serialize(body), &code);
+  auto r = s.call("POST", path, json::serialize(body), &code);
   if (!r) return code;
   if (s.json) s.out << json::serialize(*r) << "\n";
   else s.out << text(r->at("transition").at("reason")) << "\n";
   return kOk;
+}
+
+} // namespace
+
+int tierPinCommand(Session& s, const Args& a) {
+  const std::string& tier = a.positional()[0];
+  if (tier != "1" && tier != "2" && tier != "3") {
+    s.err << "hwfarmctl: tier pin: the tier is 1, 2 or 3, not \"" << tier << "\"\n";
+    return kUsage;
+  }
+  return tierChange(s, "/v1/tier/pin", json::object{{"tier", std::stoi(tier)}, {"reason", *a.value("--reason")}});
+}
+
+int tierUnpinCommand(Session& s, const Args& a) {
+  json::object body;
+  if (auto reason = a.value("--reason")) body["reason"] = *reason;
+  return tierChange(s, "/v1/tier/unpin", body);
 }
 
 } // namespace hwfarm::cli

@@ -2,17 +2,12 @@
 // docs/uploads.md): the daemon's queue of runs going to the S3 bucket.
 #include <boost/json.hpp>
 
-#include "daemon/cli/args.h"
 #include "daemon/cli/session.h"
 
 namespace hwfarm::cli {
 namespace json = boost::json;
 
-int uploadsCommand(Session& s, const std::vector<std::string>& argv) {
-  if (!argv.empty()) {
-    s.err << "hwfarmctl: usage: uploads\n";
-    return kUsage;
-  }
+int uploadsCommand(Session& s, const Args&) {
   int code = kOk;
   auto body = s.call("GET", "/v1/uploads", "", &code);
   if (!body) return code;
@@ -33,16 +28,14 @@ int uploadsCommand(Session& s, const std::vector<std::string>& argv) {
   return kOk;
 }
 
-int uploadCommand(Session& s, const std::vector<std::string>& argv) {
-  if (argv.size() != 2 || argv[0] != "retry") {
-    s.err << "hwfarmctl: usage: upload retry RUN\n";
-    return kUsage;
-  }
-  int code = kOk;
-  auto body = s.call("POST", "/v1/uploads/" + percentEncode(argv[1]) + "/retry", "{}", &code);
+int uploadRetryCommand(Session& s, const Args& a) {
+  std::string run;
+  int code = resolveRun(s, a.positional()[0], &run);
+  if (code != kOk) return code;
+  auto body = s.call("POST", "/v1/uploads/" + percentEncode(run) + "/retry", "{}", &code);
   if (!body) return code;
   if (s.json) s.out << json::serialize(*body) << "\n";
-  else s.out << "run " << argv[1] << ": upload queued\n";
+  else s.out << "run " << run << ": upload queued\n";
   return kOk;
 }
 

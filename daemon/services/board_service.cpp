@@ -201,7 +201,7 @@ struct BoardService::Impl {
     RecentLines recent; // of this lease
   };
   struct Watcher {
-    std::function<void(const std::string&)> line;
+    std::function<void(const ConsoleLine&)> line;
     std::function<void(const std::string&)> closed;
   };
   std::map<std::string, std::map<uint64_t, Watcher>> watchers; // by board
@@ -306,11 +306,12 @@ struct BoardService::Impl {
     }
     console.log->note("console " + *path + " opened");
     console.port->start(
-        [this, name](const std::string& line) {
+        [this, name](const ConsoleLine& line) {
           auto it = consoles.find(name);
           if (it == consoles.end() || !it->second.log) return; // its lease ended
-          it->second.recent.add(line);
-          broadcast(name, it->second.log->stamped(line));
+          std::string text(line.text);
+          it->second.recent.add(text);
+          broadcast(name, it->second.log->stamped(text));
           tellWatchers(name, [&](const Watcher& w) { w.line(line); });
           stopAfterEnd(name, line);
         },
@@ -318,9 +319,24 @@ struct BoardService::Impl {
           spdlog::info("console of board {} closed: {}", name, reason);
           endReaders(name);
           tellWatchers(name, [&](const Watcher& w) { w.closed(reason); });
+          logProcessEnd(name);
         },
         console.log.get());
     return Status::success();
+  }
+
+  // A simulated board's console closes when QEMU ends: if it ended by
+  // itself (a crash, a kill from outside), says how, off the loop and in
+  // order with the board's other work (a power-off queued first is no
+  // crash).
+  void logProcessEnd(const std::string& name) {
+    auto board = boards.find(name);
+    if (board == boards.end() || !board->second->consoleFollowsPower()) return;
+    std::shared_ptr<drivers::Board> b = board->second;
+    asio::post(strandOf(name), [b, name] {
+      Status end = b->processEnd(std::chrono::seconds(5));
+      if (!end.ok()) spdlog::warn("board {}: {}", name, end.message());
+    });
   }
 
   // `status` (a failure of board work) with the last lines `name`'s console
@@ -355,8 +371,8 @@ struct BoardService::Impl {
   // A simulated board whose firmware reported the end of its run
   // (`HWFARM END`, docs/protocol.md) is stopped, off the loop and in order
   // with the board's other work; its console then closes (end of file).
-  void stopAfterEnd(const std::string& name, const std::string& line) {
-    if (line.rfind("HWFARM END", 0) != 0 || (line.size() > 10 && line[10] != ' ')) return;
+  void stopAfterEnd(const std::string& name, const ConsoleLine& line) {
+    if (!isEndRecord(line)) return; // the one END rule of every console
     auto board = boards.find(name);
     if (board == boards.end() || !board->second->consoleFollowsPower()) return;
     consoles[name].log->note("the firmware ended: stopping the simulator");
@@ -628,7 +644,7 @@ void BoardService::flashCopy(const lease::Lease& lease, const std::string& name,
 }
 
 std::function<void()> BoardService::watchConsole(const std::string& board,
-                                                 std::function<void(const std::string& line)> on_line,
+                                                 std::function<void(const ConsoleLine& line)> on_line,
                                                  std::function<void(const std::string& reason)> on_closed) {
   uint64_t id = impl_->next_watcher++;
   impl_->watchers[board][id] = {std::move(on_line), std::move(on_closed)};

@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 
+#include "common/console_line.h"
 #include "common/status.h"
 #include "config/fleet_config.h"
 #include "daemon/core/clock.h"
@@ -75,12 +76,13 @@ class BoardService {
   };
   Status readConsole(const lease::Lease& lease, const std::string& board, Reader reader,
                      std::function<void()>* cancel);
-  // Every console line `board` prints from now on, as the board sent it
-  // (no timestamp, no line end), goes to `on_line`, and each close of its
-  // console (a simulator stopped, a tty gone) to `on_closed`, until the
-  // returned function runs (it must run before this service ends). The run
-  // service watches its targets this way.
-  std::function<void()> watchConsole(const std::string& board, std::function<void(const std::string& line)> on_line,
+  // Every console line `board` prints from now on, as the console's line
+  // reader cut it (no timestamp, no line end; whole() or a cut piece),
+  // goes to `on_line`, and each close of its console (a simulator stopped,
+  // a tty gone) to `on_closed`, until the returned function runs (it must
+  // run before this service ends). The run service watches its targets
+  // this way.
+  std::function<void()> watchConsole(const std::string& board, std::function<void(const ConsoleLine& line)> on_line,
                                      std::function<void(const std::string& reason)> on_closed);
   // Console readers open for `lease_id`, over all its boards.
   size_t consoleReaders(const std::string& lease_id) const;

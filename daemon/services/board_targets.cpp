@@ -36,9 +36,12 @@ SimulatorResult resultOf(Result<drivers::SimulatorRun> ran) {
   r.truncated = ran->truncated;
   r.timed_out = ran->timed_out;
   r.seconds = ran->seconds;
-  if (ran->qemu_exit)
-    r.status = Status::infrastructure(Code::unavailable,
-                                      "the simulator exited with status " + std::to_string(*ran->qemu_exit));
+  if (ran->qemu_exit) { // it ended on its own: how, with its status or signal as the evidence
+    Evidence evidence;
+    if (ran->qemu_signal) evidence.signal = ran->qemu_signal;
+    else evidence.exit_code = ran->qemu_exit;
+    r.status = Status::infrastructure(Code::unavailable, ran->qemu_end, std::move(evidence));
+  }
   return r;
 }
 
@@ -105,7 +108,7 @@ void BoardTargets::powerOff(const lease::Lease& lease, const std::string& board,
   });
 }
 
-std::function<void()> BoardTargets::watch(const std::string& board, std::function<void(const std::string&)> on_line,
+std::function<void()> BoardTargets::watch(const std::string& board, std::function<void(const ConsoleLine&)> on_line,
                                           std::function<void(const std::string&)> on_closed) {
   return impl_->boards.watchConsole(board, std::move(on_line), std::move(on_closed));
 }
@@ -128,6 +131,7 @@ void BoardTargets::simulate(SimulatorJob job, std::function<void()> started,
       asio::post(impl->io, std::move(started));
       drivers::SimulatorOptions options;
       options.deadline = job.deadline;
+      options.drain = job.drain;
       options.max_bytes = job.max_bytes;
       options.cancel = job.stop.get();
       ran = drivers::runSimulator("ref", job.qemu, job.image, work, options);

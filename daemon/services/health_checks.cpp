@@ -112,8 +112,9 @@ void HealthChecks::Impl::bootImage(const std::shared_ptr<Boot>& b, const std::st
   bool simulated = b->boot.kind() == run::BoardKind::simulated;
   b->unwatch = targets.watch(
       b->board,
-      [b](const std::string& line) {
+      [b](const ConsoleLine& piece) {
         if (!b->boot.listening()) return;
+        std::string line(piece.text);
         b->tail.push_back(line.size() > 200 ? line.substr(0, 200) : line);
         if (b->tail.size() > 5) b->tail.pop_front();
         if (std::regex_search(line, b->banner)) b->end(true, "banner: " + line);

@@ -145,7 +145,10 @@ struct RunService::Impl::Carry {
 
   void operator()(run::Watch& c) {
     r.unwatch[c.attempt] = d.targets.watch(
-        c.board, [back = back(), i = c.attempt](const std::string& line) { back(run::ConsoleLine{i, line}); },
+        c.board,
+        [back = back(), i = c.attempt](const ConsoleLine& line) {
+          back(run::ConsoleLine{i, std::string(line.text), line.continued, line.end});
+        },
         [back = back(), i = c.attempt](const std::string& why) { back(run::ConsoleClosed{i, why}); });
   }
   void operator()(run::Unwatch& c) {

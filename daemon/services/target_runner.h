@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "common/console_line.h"
 #include "common/status.h"
 #include "config/fleet_config.h"
 #include "daemon/core/lease/types.h"
@@ -64,11 +65,13 @@ class TargetRunner {
   // Powers `board` off once the work it has under way is done (a power-on
   // starting QEMU): no firmware keeps running for a run that ended.
   virtual void powerOff(const lease::Lease& lease, const std::string& board, Done done) = 0;
-  // Every line `board`'s console prints from now on, as the board sent it
-  // (no line end), goes to `on_line`, and each close of its console to
-  // `on_closed`, until the returned function runs (it may run from either).
+  // Every line `board`'s console prints from now on, as the console's line
+  // reader cut it (common/console_line.h: no line end; whole() or a piece
+  // of a longer line), goes to `on_line` (its text valid during the call),
+  // and each close of its console to `on_closed`, until the returned
+  // function runs (it may run from either).
   virtual std::function<void()> watch(const std::string& board,
-                                      std::function<void(const std::string& line)> on_line,
+                                      std::function<void(const ConsoleLine& line)> on_line,
                                       std::function<void(const std::string& reason)> on_closed) = 0;
   // `board` left lease `lease_id` (swapped out): its console closes, it is
   // reset.

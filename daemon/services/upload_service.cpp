@@ -8,6 +8,8 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
+#include <sstream>
 #include <thread>
 #include <tuple>
 
@@ -18,6 +20,8 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/core/upload/policy.h"
+#include "daemon/services/dashboard_publish.h"
+#include "daemon/services/run_index.h"
 #include "daemon/services/s3_client.h"
 #include "daemon/store/database.h"
 
@@ -40,6 +44,13 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
     std::string index_key;
     std::string index_body;
     std::shared_ptr<const S3Client> client;
+    // The dashboard's static copy (publishDashboard): objects made for this
+    // run (its comparison, its outputs' histories), the page's files (once
+    // per start), and this lab's labs.json entry ("" agent: none).
+    std::vector<BucketObject> dashboard;
+    bool page = false;
+    LabEntry lab;
+    std::string prefix;
   };
 
   asio::io_context& io;
@@ -50,6 +61,8 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
   config::UploadConfig settings;
   std::string agent;
   std::shared_ptr<const S3Client> client;
+  RunIndex* dashboard = nullptr;       // publishDashboard
+  std::atomic<bool> page_published{false};
   std::map<std::string, StoredUpload> uploads; // by run id
   std::string busy;                             // the run the worker has, or ""
   std::map<std::string, uint64_t> generation;   // by run id: retries so far
@@ -131,13 +144,49 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
       post([id = j.run_id, path](Impl& s) { s.objectDone(id, path); });
     }
     if (quitting()) return;
+    if (std::string error = publishDashboard(j); !error.empty())
+      return post([id = j.run_id, g = j.generation, error](Impl& s) { s.failed(id, g, 0, "", error); });
+    if (quitting()) return;
     S3Answer a = j.client->put(j.index_key, j.index_body, "application/json");
     if (!a.ok() && quitting()) return;
     if (!a.ok())
       return post([id = j.run_id, g = j.generation, a](Impl& s) {
         s.failed(id, g, a.http_status, a.s3_code, "PUT index.json: " + a.error);
       });
+    if (!j.lab.agent.empty()) {
+      // labs.json: read, this lab's entry put in, written back. A lab whose
+      // entry a concurrent writer lost puts it back at its next publish.
+      S3Answer labs = j.client->get(labsKey(j.prefix));
+      if (!labs.ok() && labs.http_status != 404 && quitting()) return;
+      if (!labs.ok() && labs.http_status != 404)
+        return post([id = j.run_id, g = j.generation, labs](Impl& s) {
+          s.failed(id, g, labs.http_status, labs.s3_code, "GET labs.json: " + labs.error);
+        });
+      S3Answer put = j.client->put(labsKey(j.prefix), mergeLabs(labs.ok() ? labs.body : "", j.lab), "application/json");
+      if (!put.ok() && quitting()) return;
+      if (!put.ok())
+        return post([id = j.run_id, g = j.generation, put](Impl& s) {
+          s.failed(id, g, put.http_status, put.s3_code, "PUT labs.json: " + put.error);
+        });
+    }
     post([id = j.run_id, g = j.generation](Impl& s) { s.finished(id, g); });
+  }
+
+  // On the worker thread: the dashboard's objects of job `j`; the error of
+  // the first that failed, or "".
+  std::string publishDashboard(const Job& j) {
+    std::vector<BucketObject> objects = j.dashboard;
+    if (j.page && !page_published) {
+      std::vector<BucketObject> page = dashboardPage(j.prefix);
+      objects.insert(objects.end(), page.begin(), page.end());
+    }
+    for (const auto& o : objects) {
+      if (quitting()) return "";
+      S3Answer a = j.client->put(o.key, o.body, o.content_type);
+      if (!a.ok()) return "PUT " + o.key + ": " + a.error;
+    }
+    if (j.page) page_published = true;
+    return "";
   }
 
   void save(const StoredUpload& u, bool clear_objects = false, std::function<void(const Status&)> done = nullptr) {
@@ -243,6 +292,36 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
     busy = next->run_id;
     Job j{next->run_id, generation[next->run_id], next->key, next->uploaded,
           upload::indexKey(settings.prefix, agent, next->day), indexBody(next->day, next->run_id), client};
+    if (!dashboard) return hand(std::move(j));
+    // The dashboard's objects come from the run index (a database read).
+    std::weak_ptr<Impl> self = weak_from_this();
+    dashboard->publication(next->run_id, kHistoryRuns, [self, j = std::move(j)](Result<RunIndex::Publication> p) mutable {
+      auto s = self.lock();
+      if (!s) return;
+      if (!p) spdlog::warn("run {}: the dashboard's files are not published: {}", j.run_id, p.status().message());
+      else s->addDashboard(j, std::move(*p));
+      s->hand(std::move(j));
+    });
+  }
+
+  static constexpr size_t kHistoryRuns = 30; // per board, in the bucket's history files
+
+  void addDashboard(Job& j, RunIndex::Publication p) {
+    std::string agent_root = (settings.prefix.empty() ? "" : settings.prefix + "/") + agent;
+    if (!p.compare.empty()) j.dashboard.push_back({j.key + "/compare.json", std::move(p.compare), "application/json"});
+    for (auto& [name, body] : p.histories)
+      j.dashboard.push_back({agent_root + "/history/" + name, std::move(body), "application/json"});
+    j.page = !page_published;
+    j.prefix = settings.prefix;
+    j.lab.agent = agent;
+    j.lab.updated = upload::utcTime(clock.wallMs());
+    std::set<std::string> days;
+    for (const auto& [id, u] : uploads) days.insert(u.day);
+    for (auto it = days.rbegin(); it != days.rend() && j.lab.days.size() < 60; ++it) j.lab.days.push_back(*it);
+    j.lab.history = std::move(p.history_names);
+  }
+
+  void hand(Job j) {
     {
       std::lock_guard lock(mutex);
       job = std::move(j);
@@ -336,6 +415,8 @@ Status UploadService::retry(const std::string& run_id, std::function<void(const 
   s.pump();
   return Status();
 }
+
+void UploadService::publishDashboard(RunIndex* index) { impl_->dashboard = index; }
 
 void UploadService::stop() {
   impl_->stopping = true;

@@ -34,6 +34,8 @@ class io_context;
 
 namespace hwfarm {
 
+class RunIndex;
+
 class UploadService {
  public:
   // Adds its tables to `db` and loads the queue (REQUIRES: `db` not started).
@@ -57,6 +59,12 @@ class UploadService {
   Status retry(const std::string& run_id, std::function<void(const Status&)> done);
   const store::StoredUpload* find(const std::string& run_id) const;
   bool enabled() const;
+
+  // The dashboard's static copy (docs/dashboard.md): from now on each run's
+  // upload also puts its comparison with the run before it and its outputs'
+  // histories (from `index`), the page's files (at the first upload after
+  // the start) and this lab's entry in <prefix>/dashboard/labs.json.
+  void publishDashboard(RunIndex* index);
 
   // Shutdown: nothing new starts; the worker ends after its current request.
   void stop();

@@ -107,6 +107,24 @@ class Database {
   // Groups are committed and completed in submission order. Called from the
   // event loop only.
   void commit(std::vector<Pending> group);
+  // Runs `fn` (a read: it writes nothing) on the connection, after every
+  // commit submitted before it, and `done` on the event loop with what it
+  // returned, or with the error it threw (Code::io_error). Reads are short
+  // (an index lookup, a page of rows): they share the writer's connection,
+  // so they never see a half-written group. Called from the event loop only.
+  template <typename T>
+  void read(std::function<T(sqlite3*)> fn, std::function<void(Result<T>)> done) {
+    auto out = std::make_shared<std::optional<T>>();
+    commit({{[fn = std::move(fn), out](sqlite3* c) {
+               *out = fn(c);
+               return false;
+             },
+             [out, done = std::move(done)](const Status& s) {
+               if (!s.ok() || !*out) return done(s.ok() ? Status::error(Code::io_error, "the read returned nothing") : s);
+               done(std::move(**out));
+             }}});
+  }
+
   // No commit is queued or waiting for its completion to run.
   bool idle() const { return in_flight_ == 0; }
   // fdatasyncs of the WAL so far (with fsync).

@@ -30,6 +30,10 @@ Statement& Statement::bind(int i, const char* v) { return bound(i, sqlite3_bind_
 
 Statement& Statement::bind(int i, int64_t v) { return bound(i, sqlite3_bind_int64(stmt_, i, v)); }
 
+Statement& Statement::bind(int i, double v) { return bound(i, sqlite3_bind_double(stmt_, i, v)); }
+
+Statement& Statement::bindNull(int i) { return bound(i, sqlite3_bind_null(stmt_, i)); }
+
 Statement& Statement::bound(int i, int rc) {
   if (rc != SQLITE_OK)
     throw std::runtime_error("sqlite bind of parameter " + std::to_string(i) + " of \"" + sqlite3_sql(stmt_) +
@@ -65,5 +69,9 @@ std::string Statement::text(int col) const {
 }
 
 int64_t Statement::integer(int col) const { return sqlite3_column_int64(stmt_, col); }
+
+double Statement::real(int col) const { return sqlite3_column_double(stmt_, col); }
+
+bool Statement::isNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
 
 } // namespace hwfarm::store

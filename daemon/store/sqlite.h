@@ -27,6 +27,8 @@ class Statement {
   Statement& bind(int i, const std::string& v);
   Statement& bind(int i, const char* v);
   Statement& bind(int i, int64_t v);
+  Statement& bind(int i, double v);
+  Statement& bindNull(int i);
   // A row is ready (true) or the statement is done (false).
   bool step();
   // Every use binds every parameter again, so the old bindings need no
@@ -36,6 +38,8 @@ class Statement {
   // Every byte of the column, NULs included.
   std::string text(int col) const;
   int64_t integer(int col) const;
+  double real(int col) const;
+  bool isNull(int col) const;
 
  private:
   // A bind that failed (a value too big, a wrong index) throws: a row must

@@ -15,6 +15,16 @@ String only = args.length > 3 ? args[3] : ''
 
 File tmp = File.createTempDir('hwfarm-jenkins-', '')
 File state = new File(tmp, 'state')
+// A pipeline token, as withCredentials(string(..., variable: 'HWFARM_TOKEN'))
+// puts it into the environment of the tests that set it.
+String token = "hwfarm-secret-${UUID.randomUUID()}"
+File tokens = new File(tmp, 'tokens.toml')
+tokens.text = """[[token]]
+name = "jenkins"
+role = "pipeline"
+sha256 = "${java.security.MessageDigest.getInstance('SHA-256').digest(token.bytes).encodeHex()}"
+"""
+java.nio.file.Files.setPosixFilePermissions(tokens.toPath(), java.nio.file.attribute.PosixFilePermissions.fromString('rw-------'))
 new File(tmp, 'fleet.toml').text = """
 [agent]
 name = "jenkins-lab"
@@ -23,6 +33,7 @@ state_dir = "${state}"
 lock_dir = "${state}"
 tier = 2
 anonymous = "loopback"
+tokens_file = "${tokens}"
 
 [[worker]]
 name = "w0"
@@ -137,6 +148,60 @@ test('hwfarmLease releases the lease when the build is aborted while the body ru
   assert lease.state == 'released' && lease.end_reason == 'released'
 }
 
+// The files under the workspace and its @tmp sibling whose bytes hold `text`.
+def filesHolding = { PipelineHarness h, String text ->
+  List found = []
+  [h.workspace, new File(h.workspace.path + '@tmp')].findAll { it.exists() }.each { File root ->
+    root.eachFileRecurse(groovy.io.FileType.FILES) { File f -> if (new String(f.bytes, 'ISO-8859-1').contains(text)) found << f.path }
+  }
+  return found
+}
+
+test('hwfarmLease leaves no file holding the token on the agent after the body ends, throws or is aborted') {
+  ['ends', 'throws', 'is aborted'].each { String ending ->
+    // Given the token in the environment only (withCredentials),
+    PipelineHarness h = harness()
+    h.env.HWFARM_TOKEN = token
+    Map during = [:]
+    Closure seen = { Map lease ->
+      File leaseEnv = null
+      new File(h.workspace.path + '@tmp').eachFileRecurse(groovy.io.FileType.FILES) { if (it.name == 'lease.env') leaseEnv = it }
+      during.putAll([id: lease.id, lines: leaseEnv.readLines(),
+                     mode: java.nio.file.attribute.PosixFilePermissions.toString(java.nio.file.Files.getPosixFilePermissions(leaseEnv.toPath())),
+                     holding: filesHolding(h, token)])
+    }
+    Thread aborter = ending != 'is aborted' ? null : Thread.start {
+      for (int i = 0; i < 400 && !during.id; ++i) Thread.sleep(25)
+      Thread.sleep(300) // the body's sleep is running
+      h.abort()
+    }
+    String last = [ends: "return 'done'", throws: "throw new IllegalStateException('boom')", 'is aborted': "sh 'sleep 60'"][ending]
+    // when a lease's body ends, throws or is aborted,
+    try {
+      def r = h.script("return hwfarmLease(type: 'mps2-an385', context: 'manual') { lease -> seen(lease); ${last} }", [seen: seen]).run()
+      assert ending == 'ends' && r == 'done'
+    } catch (IllegalStateException e) {
+      assert ending == 'throws' && e.message == 'boom'
+    } catch (PipelineInterrupted e) {
+      assert ending == 'is aborted'
+    }
+    aborter?.join()
+    // then while the body ran the lease's file had its variables alone, for its owner only,
+    assert during.id : "the body did not run (${ending})"
+    assert during.mode == 'rw-------'
+    assert during.lines.contains("HWFARM_LEASE_ID=${during.id}".toString())
+    assert during.lines.every { it ==~ /HWFARM_(LEASE_ID|BOARD_COUNT|BOARD_\d+_[A-Z_]+)=.*/ } : during.lines
+    assert during.holding == []
+    // the token was the one used (the lease is its holder's),
+    def lease = api("/v1/leases/${during.id}")
+    assert lease.state == 'released' && lease.holder.principal == 'jenkins'
+    // and afterwards no file under the workspace holds the token, and the lease's directory is gone.
+    assert filesHolding(h, token) == [] : "${ending}: ${filesHolding(h, token)}"
+    File tmpDir = new File(h.workspace.path + '@tmp')
+    assert !tmpDir.exists() || tmpDir.list().findAll { it.startsWith('hwfarm-lease-') } == []
+  }
+}
+
 test('hwfarmRun on a test failure records junit and archives the artifacts and the build is UNSTABLE not FAILURE') {
   PipelineHarness h = harness(['publishChecks'] as Set)
   Map r = h.script("""
@@ -159,6 +224,30 @@ test('hwfarmRun on a test failure records junit and archives the artifacts and t
      detailsURL: 'https://ci.example/job/tvm/12/testReport/'],
     [name: 'hw/cortexm-zephyr', title: 'hw/cortexm-zephyr', summary: 'hardware tests failed (advisory)', status: 'COMPLETED',
      conclusion: 'FAILURE', detailsURL: 'https://ci.example/job/tvm/12/testReport/']]
+}
+
+test('hwfarmRun streams the run lines to the build log while the run goes on') {
+  PipelineHarness h = harness()
+  // Two images on one board, one after the other: the pass is judged while
+  // the hanging one still runs (until its 4 s deadline).
+  Map stateWhenSeen = [:]
+  String runId = null
+  h.onLine = { String line ->
+    def started = line =~ /^run (run-[0-9a-f]+): 2 image\(s\)/
+    if (started.find()) runId = started.group(1)
+    if (runId && line.startsWith('hwfarm_pass on ')) stateWhenSeen[line] = api("/v1/runs/${runId}").state
+  }
+  Map r = h.script("""
+    hwfarmLease(type: 'mps2-an385', context: 'manual') { lease ->
+      hwfarmRun(image: ['${firmware}/hwfarm-pass.elf', '${firmware}/hwfarm-hang.elf'], reference: 'none',
+                mode: 'shard', deadline: 4, status: false)
+    }
+  """).run()
+  assert r.verdict == 'test_failed' && r.exitCode == 10
+  assert stateWhenSeen == ['hwfarm_pass on mps2_an385 (sim-m3-a): pass': 'running']
+  // The log file holds the same lines.
+  assert new File(h.workspace, 'hwfarm-results.log').text.contains('hwfarm_pass on mps2_an385 (sim-m3-a): pass')
+  assert !new File(h.workspace, 'hwfarm-results.rc').exists()
 }
 
 test('hwfarmRun on a pass keeps SUCCESS and posts githubNotify statuses when publishChecks is missing') {

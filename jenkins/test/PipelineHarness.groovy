@@ -7,7 +7,8 @@ import org.codehaus.groovy.control.customizers.ImportCustomizer
 // vars/ run in plain Groovy: `sh` REALLY runs its script (sh -e, in the
 // workspace, in its own session so an abort can signal its whole process
 // group as Jenkins does), files are real files, `parallel` branches are
-// threads. Every step call is recorded in `calls` ([step:, args:, ...]);
+// threads, `dir` changes the directory of the steps in its body (and
+// `deleteDir` removes it). Every step call is recorded in `calls` ([step:, args:, ...]);
 // `currentBuild.result` moves as Jenkins moves it (UNSTABLE, ABORTED).
 // publishChecks and githubNotify exist only when `plugins` names them.
 class PipelineHarness {
@@ -18,8 +19,11 @@ class PipelineHarness {
   final List calls = new CopyOnWriteArrayList()
   final List<String> log = new CopyOnWriteArrayList()
   Set<String> plugins = [] as Set
+  // Called with each line of a step's output as it is read (before the step ends).
+  Closure onLine = null
   private final List<Process> running = new CopyOnWriteArrayList()
   private final ThreadLocal<List<String>> scoped = ThreadLocal.withInitial { [] }
+  private final ThreadLocal<File> cwd = new ThreadLocal<File>()
   private volatile boolean aborted = false
   private final GroovyShell shell
 
@@ -70,7 +74,9 @@ class PipelineHarness {
       unstable: { Object m -> record('unstable', "${m}"); worsen('UNSTABLE'); say("WARNING: ${m}") },
       junit: { Map a -> record('junit', a) },
       archiveArtifacts: { Map a -> record('archiveArtifacts', a) },
-      pwd: { Map a = [:] -> a.tmp ? mkdirs(new File(workspace.path + '@tmp')).path : workspace.path },
+      pwd: { Map a = [:] -> a.tmp ? mkdirs(new File(workspace.path + '@tmp')).path : here().path },
+      dir: { Object p, Closure body -> inDir(file("${p}"), body) },
+      deleteDir: { -> record('deleteDir', here().path); here().deleteDir(); null },
       writeFile: { Map a -> File f = file("${a.file}"); mkdirs(f.parentFile); f.text = a.text; null },
       readFile: { Object a -> file("${a instanceof Map ? a.file : a}").text },
       fileExists: { Object p -> file("${p}").exists() },
@@ -95,9 +101,14 @@ class PipelineHarness {
   List callsOf(String step) { calls.findAll { it.step == step } }
 
   private void record(String step, Object args) { calls << [step: step, args: args] }
-  private void say(Object m) { log << String.valueOf(m); println "  | ${m}" }
+  private void say(Object m) {
+    log << String.valueOf(m)
+    if (onLine) onLine(String.valueOf(m))
+    println "  | ${m}"
+  }
   private static File mkdirs(File d) { d.mkdirs(); d }
-  private File file(String p) { p.startsWith('/') ? new File(p) : new File(workspace, p) }
+  private File here() { cwd.get() ?: workspace }
+  private File file(String p) { p.startsWith('/') ? new File(p) : new File(here(), p) }
 
   private void worsen(String result) {
     List order = ['SUCCESS', 'UNSTABLE', 'FAILURE', 'NOT_BUILT', 'ABORTED']
@@ -110,7 +121,7 @@ class PipelineHarness {
     if (aborted) throw new PipelineInterrupted()
     Map call = [step: 'sh', args: a, script: a.script]
     calls << call
-    ProcessBuilder pb = new ProcessBuilder('setsid', 'sh', '-ec', a.script as String).directory(workspace)
+    ProcessBuilder pb = new ProcessBuilder('setsid', 'sh', '-ec', a.script as String).directory(mkdirs(here()))
     Map<String, String> e = pb.environment()
     env.each { k, v -> if (v != null) e.put(k as String, v as String) }
     scoped.get().each { String kv -> int i = kv.indexOf('='); e.put(kv.substring(0, i), kv.substring(i + 1)) }
@@ -134,14 +145,23 @@ class PipelineHarness {
     try { return body() } finally { scoped.set(saved) }
   }
 
-  // Each branch on its own thread with the caller's withEnv; the first
+  // As Jenkins' dir: the directory is made when a step needs it.
+  private Object inDir(File d, Closure body) {
+    File saved = cwd.get()
+    cwd.set(d)
+    try { return body() } finally { cwd.set(saved) }
+  }
+
+  // Each branch on its own thread with the caller's withEnv and dir; the first
   // branch error is rethrown once all have ended (failFast: false).
   private Object parallel(Map branches) {
     List<String> inherited = scoped.get()
+    File inheritedDir = cwd.get()
     List<Throwable> errors = new CopyOnWriteArrayList()
     List<Thread> threads = branches.findAll { k, v -> k != 'failFast' }.collect { name, Closure body ->
       Thread.start("branch ${name}") {
         scoped.set(inherited)
+        cwd.set(inheritedDir)
         try { body() } catch (Throwable t) { errors << t }
       }
     }

@@ -20,17 +20,29 @@ import org.hwfarm.Hwfarm
 // step echoes the reason and returns null. Any other failure to lease is
 // an error; a lease lost while the body ran (revoked, expired) makes the
 // stage UNSTABLE. Returns what the body returned.
+//
+// The lease's variables pass through a file of the agent's temp workspace
+// (mode 600, only HWFARM_LEASE_ID and HWFARM_BOARD_*, never HWFARM_TOKEN);
+// its directory is removed when the step ends, also on an error or an abort.
 def call(Map args = [:], Closure body) {
   if (!args.type && !args.label) error('hwfarmLease: give type: and/or label:')
-  String dir = "${pwd(tmp: true)}/hwfarm-lease-${UUID.randomUUID().toString().take(8)}"
-  String envFile = "${dir}/lease.env", stopFile = "${dir}/stop", errFile = "${dir}/hwfarmctl.err"
-  writeFile(file: "${dir}/hold-lease.sh", text: libraryResource('org/hwfarm/hold-lease.sh'))
+  String work = "${pwd(tmp: true)}/hwfarm-lease-${UUID.randomUUID().toString().take(8)}"
+  try {
+    return leaseFor(args, work, body)
+  } finally {
+    dir(work) { deleteDir() }
+  }
+}
+
+private def leaseFor(Map args, String work, Closure body) {
+  String envFile = "${work}/lease.env", stopFile = "${work}/stop", errFile = "${work}/hwfarmctl.err"
+  writeFile(file: "${work}/hold-lease.sh", text: libraryResource('org/hwfarm/hold-lease.sh'))
   List opts = []
   if (args.type) opts << '--type' << args.type
   (args.label instanceof List ? args.label : (args.label ? [args.label] : [])).each { opts << '--label' << it }
   ['count', 'context', 'ttl', 'wait', 'worker', 'priority'].each { k -> if (args[k] != null) opts << "--${k}" << args[k] }
   String command = "exec ${Hwfarm.ctl(this)} lease run ${opts.collect { Hwfarm.quote(it) }.join(' ')} -- " +
-                   "sh ${Hwfarm.quote(dir + '/hold-lease.sh')} ${Hwfarm.quote(envFile)} ${Hwfarm.quote(stopFile)} " +
+                   "sh ${Hwfarm.quote(work + '/hold-lease.sh')} ${Hwfarm.quote(envFile)} ${Hwfarm.quote(stopFile)} " +
                    "2> ${Hwfarm.quote(errFile)}"
   Map state = [holder: null, lease: null, result: null, error: null]
   parallel(

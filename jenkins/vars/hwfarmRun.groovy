@@ -4,7 +4,8 @@ import org.hwfarm.Hwfarm
 //           suite: 'tests/hw.toml', reference: 'qemu', status: 'hw/cortexm-zephyr')
 //
 // Runs test images on the current lease (inside hwfarmLease) with
-// `hwfarmctl run --out DIR`, then:
+// `hwfarmctl run --out DIR`, its lines streamed to the build log as they
+// come (and kept in DIR.log), then:
 //   - records DIR/junit.xml with the junit step and archives DIR/** (the
 //     run's summary.json, junit.xml, golden_results, traces, outputs, logs);
 //   - test failures (exit 10) set the stage and build UNSTABLE, not
@@ -36,10 +37,15 @@ def call(Map args = [:]) {
   if (args.targets) opts << '--targets' << asList(args.targets).join(',')
   opts.addAll(asList(args.image))
   if (statusName) Hwfarm.status(this, statusName, 'pending', 'hardware tests running', url)
-  String log = "${out}.log"
-  // Jenkins runs sh -e: the exit code is kept with ||, not $? after the fact.
-  int code = sh(script: "rm -rf ${Hwfarm.quote(out)}; rc=0; ${Hwfarm.ctl(this)} run ${opts.collect { Hwfarm.quote(it) }.join(' ')} " +
-                        "> ${Hwfarm.quote(log)} 2>&1 || rc=\$?; cat ${Hwfarm.quote(log)}; exit \$rc",
+  String log = "${out}.log", rcFile = "${out}.rc"
+  // The run's lines reach the build log as they come (tee), and its file.
+  // Jenkins runs sh -e without pipefail: the exit code crosses the pipe in
+  // a file (kept with ||, not $? after the fact), 1 if it never got there.
+  int code = sh(script: "rm -rf ${Hwfarm.quote(out)} ${Hwfarm.quote(rcFile)}; " +
+                        "{ rc=0; ${Hwfarm.ctl(this)} run ${opts.collect { Hwfarm.quote(it) }.join(' ')} 2>&1 || rc=\$?; " +
+                        "echo \$rc > ${Hwfarm.quote(rcFile)}; } | tee ${Hwfarm.quote(log)}; " +
+                        "rc=1; [ -s ${Hwfarm.quote(rcFile)} ] && read rc < ${Hwfarm.quote(rcFile)}; " +
+                        "rm -f ${Hwfarm.quote(rcFile)}; exit \$rc",
                 returnStatus: true, label: 'hwfarm run')
   String summary = fileExists(log) ? (readFile(log).readLines().reverse().find { it.startsWith('run ') } ?: '') : ''
   if (fileExists("${out}/junit.xml")) junit(testResults: "${out}/junit.xml", allowEmptyResults: true)

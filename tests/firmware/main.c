@@ -1,13 +1,14 @@
 /* hwfarm test firmware. Speaks the result protocol (docs/protocol.md) on
-   UART0. The variant is chosen at build time with -DVARIANT_<NAME>:
-     PASS     three passing tests with outputs, status 0
+   UART0 through the emitter firmware authors get (firmware/hwfarm_report.h).
+   The variant is chosen at build time with -DVARIANT_<NAME>:
+     PASS     three passing tests with outputs, status 0 (protocol version 1)
      FAIL     one test fails (firmware-reported), status 1
      SLIGHT   passes; as a run's target (identity word 1) its square.y is
               perturbed a little (PCC about 0.995 against the reference)
      BAD      the same, perturbed a lot (PCC about 0.5)
      HANG     begins, then never ends (a stuck board)
      GARBAGE  prints non-protocol noise, then a valid run
-     CRCOK    the pass run, every record with its CRC-32 suffix
+     CRCOK    the pass run, every record with its CRC-32 suffix (version 1)
      CRC      the same, but one record is corrupted after its CRC was taken
      LARGE    the pass run plus a 1000-value output in pieces of 100
      HEALTH   prints the health banner, status 0
@@ -16,6 +17,23 @@
               status 0
      LOCKUP   begins, then exits the old way, with a semihosting call: without
               semihosting that is a HardFault, and the core locks up
+   Protocol version 2 and the ways a console can go wrong:
+     V2       the pass run in version 2: CRCs on every record, END counts them
+     V2COUNT  the same, but END counts one record more than were printed
+     V2LOST   the fail run in version 2, the FAIL record's tag damaged on the
+              wire (HWFARO): lost, and the count says so
+     STAR     the fail run, the FAIL message ending in " *20003f00"
+              (version 1, no CRCs)
+     V2STAR   the same in version 2
+     AFTEREND the pass run in version 2, then a FAIL record after END
+     CUT      the pass run until ramp.y's last value, 37, of which only the
+              3 is printed: the board dies inside the line (no END)
+     CTRLEND  the pass run, a control byte (0x01) before its END record
+     LONGLINE the pass run, with a FAIL record after 65,536 bytes of junk on
+              one line
+     XSS      the pass run plus a failing case and an output whose names,
+              message and console lines are HTML and script (the dashboard
+              must show them as text: tests/dashboard)
    Every variant prints the board's identity word (hw.h) after its boot line.
    main's return value is the status of the `HWFARM END status=<n>` record
    that startup.c prints. */
@@ -31,48 +49,64 @@
 #define TARGET_PERTURBATION 0.0f
 #endif
 
-__attribute__((unused)) static void test_record(const char* name, const char* verdict) {
-  rec_begin();
-  rec_puts("TEST ");
-  rec_puts(name);
-  rec_putc(' ');
-  rec_puts(verdict);
-  rec_end();
+#if defined(VARIANT_V2) || defined(VARIANT_V2COUNT) || defined(VARIANT_V2LOST) || defined(VARIANT_V2STAR) || \
+    defined(VARIANT_AFTEREND)
+#define REPORT_MODE HWFARM_V2
+#elif defined(VARIANT_CRC) || defined(VARIANT_CRCOK)
+#define REPORT_MODE HWFARM_V1_CRC
+#else
+#define REPORT_MODE HWFARM_V1
+#endif
+
+hwfarm_report report;
+
+/* The wire between the report and the UART. A variant that shows what a
+   line can do to a record arms it: the next `from` byte arrives as `to`, or
+   (`to` 0) the board dies before sending it. The report took its CRC over
+   the byte it meant. */
+static char wire_from, wire_to;
+static int wire_armed;
+
+static void wire(void* user, char c) {
+  (void)user;
+  if (wire_armed && c == wire_from) {
+    wire_armed = 0;
+    if (!wire_to)
+      for (;;) __asm__ volatile("wfi");
+    c = wire_to;
+  }
+  uart_putc(c);
 }
 
-/* Starts "HWFARM OUTPUT <key> <dtype> <count>"; the values follow. */
-__attribute__((unused)) static void output_begin(const char* key, const char* dtype, int count) {
-  rec_begin();
-  rec_puts("OUTPUT ");
-  rec_puts(key);
-  rec_putc(' ');
-  rec_puts(dtype);
-  rec_putc(' ');
-  rec_put_int(count);
+__attribute__((unused)) static void damage_next(char from, char to) {
+  wire_from = from;
+  wire_to = to;
+  wire_armed = 1;
 }
 
 /* A tiny "model": y[i] = x[i]^2 / 8 - 1 over x = 0..7, perturbed on a target. */
 __attribute__((unused)) static void output_square(int target) {
   float delta = target ? TARGET_PERTURBATION : 0.0f;
-  output_begin("square.y", "f32", 8);
+  hwfarm_output_start(&report, "square", "y", HWFARM_F32, 8);
   for (int i = 0; i < 8; ++i) {
     float y = (float)(i * i) / 8.0f - 1.0f;
     if (delta != 0.0f) y += (i & 1) ? -delta : delta;
-    rec_putc(' ');
-    rec_put_f32(y);
+    hwfarm_value_f32(&report, y);
   }
-  rec_end();
 }
 
 __attribute__((unused)) static void output_ramp(void) {
-  output_begin("ramp.y", "i32", 4);
-  rec_puts(" 0 1 2 ");
+  hwfarm_output_start(&report, "ramp", "y", HWFARM_I32, 4);
+  for (int i = 0; i < 3; ++i) hwfarm_value_int(&report, i);
 #if defined(VARIANT_CRC)
-  rec_putc_corrupted('3', '7'); /* one flipped bit (0x33 -> 0x37) */
-#else
-  rec_putc('3');
+  damage_next('3', '7'); /* one flipped bit (0x33 -> 0x37) */
 #endif
-  rec_end();
+#if defined(VARIANT_CUT)
+  damage_next('7', 0); /* the board dies inside the line: "... 2 3" */
+  hwfarm_value_int(&report, 37);
+#else
+  hwfarm_value_int(&report, 3);
+#endif
 }
 
 /* Values that six fixed decimals would lose: a third, 0.1, 1e-7, the largest
@@ -80,31 +114,32 @@ __attribute__((unused)) static void output_ramp(void) {
 __attribute__((unused)) static void output_precision(void) {
   static const float values[] = {1.0f / 3.0f,    -2.0f / 3.0f,    0.1f,           1e-7f,
                                  6.02214076e23f, 3.40282347e+38f, 1.40129846e-45f, -0.0f};
-  output_begin("precision.y", "f32", 8);
-  for (int i = 0; i < 8; ++i) {
-    rec_putc(' ');
-    rec_put_f32(values[i]);
-  }
-  rec_end();
+  hwfarm_output_f32(&report, "precision", "y", values, 8);
 }
 
 #if defined(VARIANT_LARGE)
 /* large.y[i] = i / 7 for i = 0..999, as f32x in records of 100 values, each
    at its @offset. */
 static void output_large(void) {
-  enum { count = 1000, piece = 100 };
-  for (int at = 0; at < count; at += piece) {
-    output_begin("large.y", "f32x", count);
-    rec_puts(" @");
-    rec_put_int(at);
-    for (int i = at; i < at + piece; ++i) {
-      rec_putc(' ');
-      rec_put_f32x((float)i / 7.0f);
-    }
-    rec_end();
-  }
+  report.values_per_record = 100;
+  hwfarm_output_start(&report, "large", "y", HWFARM_F32X, 1000);
+  for (int i = 0; i < 1000; ++i) hwfarm_value_f32(&report, (float)i / 7.0f);
 }
 #endif
+
+/* The ramp case's verdict: passes, or fails with a message. */
+__attribute__((unused)) static void test_ramp(void) {
+#if defined(VARIANT_FAIL)
+  hwfarm_test(&report, "ramp", HWFARM_FAIL, "expected 3 got 4");
+#elif defined(VARIANT_V2LOST)
+  damage_next('M', 'O'); /* HWFARM -> HWFARO: the record is lost */
+  hwfarm_test(&report, "ramp", HWFARM_FAIL, "expected 3 got 4");
+#elif defined(VARIANT_STAR) || defined(VARIANT_V2STAR)
+  hwfarm_test(&report, "ramp", HWFARM_FAIL, "bad word at *20003f00");
+#else
+  hwfarm_test(&report, "ramp", HWFARM_PASS, 0);
+#endif
+}
 
 static void print_identity(uint32_t id) {
   uart_puts("hwfarm board identity ");
@@ -137,7 +172,7 @@ static int32_t host_open(const char* path, uint32_t mode) { /* mode 0: "r", 4: "
   return semihost(SYS_OPEN, block);
 }
 
-static void report(const char* what, int32_t result) {
+static void report_call(const char* what, int32_t result) {
   uart_puts("SEMIHOST ");
   uart_puts(what);
   uart_puts(" -> ");
@@ -148,11 +183,11 @@ static void report(const char* what, int32_t result) {
 static void probe_host(void) {
   static char buf[128];
   int32_t in = host_open(PROBE_DIR "/secret", 0);
-  report("open " PROBE_DIR "/secret", in);
+  report_call("open " PROBE_DIR "/secret", in);
   if (in >= 0) {
     uint32_t block[3] = {(uint32_t)in, (uint32_t)buf, sizeof buf - 1};
     int32_t left = semihost(SYS_READ, block);
-    report("read", left);
+    report_call("read", left);
     if (left >= 0 && left < (int32_t)sizeof buf) {
       buf[sizeof buf - 1 - left] = 0;
       uart_puts("SEMIHOST read: ");
@@ -163,11 +198,11 @@ static void probe_host(void) {
     semihost(SYS_CLOSE, close_block);
   }
   int32_t out = host_open(PROBE_DIR "/written", 4);
-  report("open " PROBE_DIR "/written", out);
+  report_call("open " PROBE_DIR "/written", out);
   if (out >= 0) {
     static const char text[] = "written by firmware\n";
     uint32_t block[3] = {(uint32_t)out, (uint32_t)text, sizeof text - 1};
-    report("write", semihost(SYS_WRITE, block));
+    report_call("write", semihost(SYS_WRITE, block));
     uint32_t close_block[1] = {(uint32_t)out};
     semihost(SYS_CLOSE, close_block);
   }
@@ -186,11 +221,12 @@ static void probe_host(void) {
 
 int main(void) {
   uart_init();
+  hwfarm_init(&report, wire, 0, REPORT_MODE);
   uart_puts("hwfarm test firmware booting\n");
   uint32_t identity = board_identity();
   print_identity(identity);
 #if defined(VARIANT_LOCKUP)
-  uart_puts("HWFARM BEGIN suite=hwfarm-selftest\n");
+  hwfarm_begin(&report, "hwfarm-selftest");
   /* SYS_EXIT_EXTENDED {ADP_Stopped_ApplicationExit, 0} */
   static const uint32_t block[2] = {0x20026u, 0u};
   register uint32_t r0 __asm__("r0") = 0x20;
@@ -210,31 +246,46 @@ int main(void) {
   for (int i = 0; i < 64; ++i) uart_putc((char)(0x80 + (i * 37) % 120));
   uart_puts("\n\x01\x02 not a protocol line\n");
 #endif
-  rec_begin();
-  rec_puts("BEGIN suite=hwfarm-selftest");
-  rec_end();
-  test_record("square", "PASS");
+  hwfarm_begin(&report, "hwfarm-selftest");
+#if defined(VARIANT_LONGLINE)
+  /* One line: 64 KiB of junk, then a record. */
+  for (int i = 0; i < 65536; ++i) uart_putc('x');
+  hwfarm_test(&report, "hidden", HWFARM_FAIL, 0);
+#endif
+  hwfarm_test(&report, "square", HWFARM_PASS, 0);
   output_square(identity == HWFARM_IDENTITY_TARGET);
 #if defined(VARIANT_HANG)
   for (;;) {
   }
 #endif
-#if defined(VARIANT_FAIL)
-  test_record("ramp", "FAIL expected 3 got 4");
-#else
-  test_record("ramp", "PASS");
-#endif
+  test_ramp();
   output_ramp();
-  test_record("precision", "PASS");
+  hwfarm_test(&report, "precision", HWFARM_PASS, 0);
   output_precision();
 #if defined(VARIANT_LARGE)
-  test_record("large", "PASS");
+  hwfarm_test(&report, "large", HWFARM_PASS, 0);
   output_large();
 #endif
-#if defined(VARIANT_FAIL)
-  return 1;
-#else
-  return 0;
+#if defined(VARIANT_V2COUNT)
+  report.records += 1; /* a miscount on purpose */
 #endif
+#if defined(VARIANT_XSS)
+  uart_puts("<script>window.__xss='trace'</script><img src=x onerror=\"window.__xss='trace-img'\">\n");
+  hwfarm_test(&report, "<img/src=x/onerror=window.__xss='case'>", HWFARM_FAIL,
+              "<img src=x onerror=\"window.__xss='message'\"><script>window.__xss='msg'</script>");
+  {
+    static const float xss_values[2] = {1.0f, 2.0f};
+    hwfarm_output_f32(&report, "<svg/onload=window.__xss='output'>", "y", xss_values, 2);
+  }
+#endif
+#if defined(VARIANT_CTRLEND)
+  uart_putc('\x01'); /* a control byte before END, as after a break */
+#endif
+#if defined(VARIANT_AFTEREND)
+  hwfarm_end(&report, 0);
+  hwfarm_test(&report, "late", HWFARM_FAIL, "printed after END");
+  for (;;) __asm__ volatile("wfi");
+#endif
+  return hwfarm_failed(&report);
 #endif
 }

@@ -31,10 +31,7 @@ void reset_handler(void) {
 }
 
 void firmware_end(int status) {
-  rec_begin();
-  rec_puts("END status=");
-  rec_put_int(status);
-  rec_end();
+  hwfarm_end(&report, status);
   for (;;) __asm__ volatile("wfi");
 }
 

@@ -1,6 +1,7 @@
 #include "tests/support/daemon_harness.h"
 
 #include "config/tokens.h"
+#include "drivers/process_table.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 
 #include <regex>
+#include <sstream>
 #include <thread>
 #include <stdexcept>
 
@@ -125,6 +127,14 @@ void RunningDaemon::start() {
   if (!std::regex_search(text, m, std::regex("listening on (http://[^\\s]+|unix:[^\\s]+)")))
     throw std::runtime_error("hwfarmd logged no listen address; log:\n" + text);
   url_ = m[1];
+}
+
+pid_t RunningDaemon::reaperPid() const {
+  std::string pid = std::to_string(process_->pid());
+  std::istringstream children(readFile("/proc/" + pid + "/task/" + pid + "/children"));
+  for (pid_t child; children >> child;)
+    if (auto stat = drivers::readProcessStat(child); stat && stat->comm == "hwfarmd-reaper") return child;
+  return 0;
 }
 
 void RunningDaemon::killAndRestart() {

@@ -59,6 +59,9 @@ class RunningDaemon {
   // fails or ends without its end line.
   std::string recordAtEnd(const std::string& id, const std::string& token = "") const;
 
+  // The daemon's reaper (drivers/reaper.h), 0 when none is found.
+  pid_t reaperPid() const;
+
   // SIGKILLs the daemon and starts it again on the same config and state.
   void killAndRestart();
 

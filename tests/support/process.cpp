@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +15,9 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+
+#include "drivers/process_table.h"
+#include "drivers/reaper.h"
 
 namespace hwfarm::test {
 
@@ -52,6 +57,10 @@ bool processAlive(pid_t pid) {
 
 Process::Process(std::vector<std::string> argv, const std::string& stdout_path, const std::string& stderr_path,
                  const std::map<std::string, std::string>& env, const std::string& cwd) {
+  pid_t parent = getpid();
+  // Marked as this test's child (drivers/reaper.h): if the test dies, its
+  // reaper stops the process and what it started, a hwfarmd's QEMU included.
+  std::vector<std::string> marks = drivers::childMarks("started by a test: " + argv[0]);
   pid_ = fork();
   if (pid_ > 0) setpgid(pid_, pid_); // also here: no window before the child's own call
   if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
@@ -59,11 +68,18 @@ Process::Process(std::vector<std::string> argv, const std::string& stdout_path, 
     // Its own process group, so that the destructor also ends what it started
     // (hwfarmd under umockdev-run, say).
     setpgid(0, 0);
+    // A test that dies (an abort, a failed REQUIRE on a thread, a timeout's
+    // SIGKILL) takes its hwfarmd with it, and hwfarmd's reaper its children.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(126);
+    rlimit no_core{0, 0}; // tests abort daemons on purpose
+    setrlimit(RLIMIT_CORE, &no_core);
     int out = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     int err = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     int in = ::open("/dev/null", O_RDONLY);
     if (out < 0 || err < 0 || in < 0) _exit(126);
     if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
+    for (auto& mark : marks) putenv(mark.data());
     for (const auto& [k, v] : env) {
       if (v.empty()) unsetenv(k.c_str());
       else setenv(k.c_str(), v.c_str(), 1);
@@ -133,6 +149,48 @@ CommandResult runCommand(const std::vector<std::string>& argv, const std::map<st
   result.out = readFile(dir.file("out"));
   result.err = readFile(dir.file("err"));
   return result;
+}
+
+} // namespace hwfarm::test
+
+namespace hwfarm::test {
+
+std::vector<std::string> processesUnder(const std::string& path) {
+  std::vector<std::string> found;
+  pid_t self = getpid();
+  auto mentions = [&](const std::vector<std::string>& strings) {
+    for (const auto& s : strings)
+      if (s.find(path) != std::string::npos) return true;
+    return false;
+  };
+  for (pid_t pid : drivers::listProcesses()) {
+    auto stat = drivers::readProcessStat(pid);
+    if (pid == self || !stat || stat->zombie()) continue;
+    if (mentions(drivers::processArguments(pid)) || mentions({drivers::processCwd(pid)}) ||
+        mentions(drivers::processEnvironment(pid)))
+      found.push_back("pid " + std::to_string(pid) + " (" + stat->comm + "): " + drivers::processCommand(pid));
+  }
+  return found;
+}
+
+bool sandboxSocketConnected(const std::string& dir, const std::string& name) {
+  std::istringstream table(readFile("/proc/self/net/unix"));
+  for (std::string line; std::getline(table, line);) {
+    size_t path = line.find(" " + dir + "/");
+    if (path != std::string::npos && line.size() >= name.size() &&
+        line.compare(line.size() - name.size(), name.size(), name) == 0)
+      return true;
+  }
+  return false;
+}
+
+std::vector<std::string> waitForNoProcessUnder(const std::string& path, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::vector<std::string> left = processesUnder(path);
+    if (left.empty() || std::chrono::steady_clock::now() >= deadline) return left;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 } // namespace hwfarm::test

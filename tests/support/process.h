@@ -40,7 +40,9 @@ struct ExitStatus {
   int code = 0;        // exit code, or the signal number
 };
 
-// A child process with stdout and stderr appended to files.
+// A child process with stdout and stderr appended to files. It is killed
+// (SIGKILL) when the thread that started it ends: start it on the test's
+// own thread.
 class Process {
  public:
   // Starts argv[0] (a path) with the current environment plus `env`
@@ -66,6 +68,20 @@ class Process {
 // daemon itself never polls). Returns the contents, or nothing at timeout.
 std::optional<std::string> waitForText(const std::string& path, const std::string& needle,
                                        std::chrono::milliseconds timeout);
+
+// Live processes (not this one, not zombies) whose command line, working
+// directory or environment mentions `path` (a test's temp dir: what the
+// test started, and what those started), each "pid N (comm): command".
+std::vector<std::string> processesUnder(const std::string& path);
+// Waits until processesUnder(path) is empty, at most `timeout` (test code
+// only: a reaper works asynchronously). Returns what is left.
+std::vector<std::string> waitForNoProcessUnder(const std::string& path, std::chrono::milliseconds timeout);
+
+// Whether a client of this network namespace is connected to a sandboxed
+// QEMU's UART socket whose path is under `dir` and ends with `name`: the
+// socket listens in the sandbox's namespace, and the kernel lists the
+// accepted end, under the same path, in the client's.
+bool sandboxSocketConnected(const std::string& dir, const std::string& name);
 
 // Runs a command to completion, capturing stdout and stderr.
 struct CommandResult {

@@ -161,7 +161,7 @@ class Lab {
     size_t n = 0;
     for (const auto& line : firmware(image)) {
       if (n++ == board.closes_after) return later(ConsoleClosed{attempt, "/dev/ttyACM0 vanished"});
-      later(ConsoleLine{attempt, line});
+      later(run::ConsoleLine{attempt, line});
     }
   }
 

@@ -171,6 +171,8 @@ void SlaPolicy::prune(int64_t t) {
 
 std::vector<Transition> SlaPolicy::advanceTo(int64_t now_ms) {
   std::vector<Transition> out;
+  // A fresh agent's history starts now: its registered tier takes effect.
+  if (s_.now_ms == 0 && s_.effective_since_ms == 0) s_.effective_since_ms = now_ms;
   for (auto next = nextDecisionAfter(s_.now_ms); next && *next <= now_ms; next = nextDecisionAfter(s_.now_ms)) {
     s_.now_ms = *next;
     decideAt(s_.now_ms, out);

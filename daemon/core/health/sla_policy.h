@@ -80,6 +80,9 @@ struct SlaState {
   int64_t now_ms = 0;             // the time decisions were made up to
   int64_t last_transition_ms = 0; // of the policy tier
   int64_t healthy_since_ms = 0;   // no infrastructure failure and no open incident since
+  // Since when the effective tier is what it is: its last change, or the
+  // start of the agent's history (the time of the first advanceTo()). 0:
+  // unknown (a state saved before it was kept).
   int64_t effective_since_ms = 0;
   std::string effective_reason;   // why the effective tier is what it is
   std::deque<RunSample> runs;     // within the longest ratio window
@@ -156,8 +159,8 @@ class SlaPolicy {
   int registeredTier() const { return options_.registered_tier; }
   int policyTier() const { return s_.policy_tier; }
   int effectiveTier() const { return s_.pinned.value_or(s_.policy_tier); }
-  // Since when the effective tier is what it is, and why: the text of a
-  // refused lease's 409.
+  // Since when the effective tier is what it is (0: unknown), and why: the
+  // text of a refused lease's 409.
   int64_t effectiveSinceMs() const { return s_.effective_since_ms; }
   const std::string& effectiveReason() const { return s_.effective_reason; }
 

@@ -185,21 +185,22 @@ std::string Scheduler::unsatisfiableReason(const LeaseRequest& r) const {
          std::to_string(r.count) + " requested";
 }
 
-std::vector<size_t> Scheduler::order(int64_t now) const {
-  std::vector<size_t> order(queue_.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+bool Scheduler::servedBefore(const LeaseRequest& x, const LeaseRequest& y, int64_t now) const {
   auto effective = [&](const LeaseRequest& r) {
     return static_cast<double>(r.priority) +
            static_cast<double>(std::max<int64_t>(0, now - r.arrived_ms)) / static_cast<double>(options_.aging_ms);
   };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const LeaseRequest& x = queue_[a];
-    const LeaseRequest& y = queue_[b];
-    double ex = effective(x), ey = effective(y);
-    if (ex != ey) return ex > ey;
-    if (x.arrived_ms != y.arrived_ms) return x.arrived_ms < y.arrived_ms;
-    return x.ticket < y.ticket;
-  });
+  double ex = effective(x), ey = effective(y);
+  if (ex != ey) return ex > ey;
+  if (x.arrived_ms != y.arrived_ms) return x.arrived_ms < y.arrived_ms;
+  return x.ticket < y.ticket;
+}
+
+std::vector<size_t> Scheduler::order(int64_t now) const {
+  std::vector<size_t> order(queue_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return servedBefore(queue_[a], queue_[b], now); });
   return order;
 }
 
@@ -210,10 +211,23 @@ std::vector<const LeaseRequest*> Scheduler::queue(int64_t now) const {
 }
 
 size_t Scheduler::position(uint64_t ticket, int64_t now) const {
-  auto o = order(now);
-  for (size_t i = 0; i < o.size(); ++i)
-    if (queue_[o[i]].ticket == ticket) return i + 1;
-  return 0;
+  const LeaseRequest* mine = waiting(ticket);
+  if (!mine) return 0;
+  size_t ahead = 0;
+  for (const auto& r : queue_)
+    if (r.ticket != ticket && servedBefore(r, *mine, now)) ++ahead;
+  return ahead + 1;
+}
+
+const LeaseRequest* Scheduler::waiting(uint64_t ticket) const {
+  for (const auto& r : queue_)
+    if (r.ticket == ticket) return &r;
+  return nullptr;
+}
+
+const LeaseRequest* Scheduler::waiting(const std::string& principal, const std::string& key) const {
+  auto it = idempotent_tickets_.find({principal, key});
+  return it == idempotent_tickets_.end() ? nullptr : waiting(it->second);
 }
 
 std::vector<size_t> Scheduler::pick(const LeaseRequest& r, const std::unordered_set<size_t>* held) const {

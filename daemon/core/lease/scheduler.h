@@ -172,7 +172,13 @@ class Scheduler {
   size_t activeLeaseCount() const { return expiry_.size(); }
   // Waiting requests in grant order with their 1-based positions.
   std::vector<const LeaseRequest*> queue(int64_t now) const;
+  // The 1-based place of the waiting request `ticket` in the order (0: not
+  // waiting); counts, does not sort.
   size_t position(uint64_t ticket, int64_t now) const;
+  // The waiting request `ticket`, or the one `principal` sent with
+  // idempotency key `key`; nullptr when there is none.
+  const LeaseRequest* waiting(uint64_t ticket) const;
+  const LeaseRequest* waiting(const std::string& principal, const std::string& key) const;
   size_t queueLength() const { return queue_.size(); }
   // Whether `principal` already used `key` for a lease or a waiting request
   // (a retry, answered by submit() as existing or joined).
@@ -196,6 +202,8 @@ class Scheduler {
   size_t matchingCount(const Selector& selector, size_t enough) const;
   std::string unsatisfiableReason(const LeaseRequest& request) const;
   std::vector<size_t> order(int64_t now) const;
+  // Whether `x` comes before `y` in the order at `now`.
+  bool servedBefore(const LeaseRequest& x, const LeaseRequest& y, int64_t now) const;
   Board* findBoard(const std::string& name);
   void dropQueued(size_t queue_index);
   LeaseRequest takeQueued(size_t queue_index); // removes and returns it

@@ -1,14 +1,16 @@
 #include "daemon/core/run/artifacts.h"
 
+#include <algorithm>
 #include <map>
 
 #include "daemon/core/run/naming.h"
 #include "daemon/core/run/npy.h"
+#include "daemon/core/run/overlay.h"
 
 namespace hwfarm::run {
 
 std::vector<ArtifactFile> artifactFiles(std::string_view run_name, const std::vector<AttemptOutput>& attempts,
-                                        bool by_image) {
+                                        const std::vector<std::string>& targets, bool by_image) {
   std::vector<ArtifactFile> out;
   std::vector<TargetReport> reports;
   // A superseded attempt's files are "<target>__attempt<n>" (no target
@@ -34,6 +36,14 @@ std::vector<ArtifactFile> artifactFiles(std::string_view run_name, const std::ve
   std::map<std::string, std::vector<const TargetReport*>> by_target;
   for (const auto& rep : reports) by_target[rep.target].push_back(&rep);
   for (const auto& [target, list] : by_target) out.push_back({goldenPath(target), goldenResultsJson(list, by_image)});
+  // The accuracy overlay (docs/dashboard.md): ttrt's nested file of every
+  // target, and Model Explorer's node data of each image on each target.
+  std::vector<const TargetReport*> all;
+  for (const auto& rep : reports) all.push_back(&rep);
+  out.push_back({"golden_results.json", nestedGoldenResultsJson(all, targets, by_image)});
+  for (const auto& rep : reports)
+    if (std::find(targets.begin(), targets.end(), rep.target) != targets.end())
+      out.push_back({nodeDataPath(rep.image, rep.target), nodeDataJson(rep)});
   out.push_back({"junit.xml", junitXml(run_name, reports)});
   return out;
 }

@@ -1,6 +1,6 @@
 // What a run leaves in its directory (docs/runs.md, "Artifacts"), rendered
 // from its attempts: traces, flash logs, outputs as .npy, golden_results per
-// target, junit.xml. The one place that says what an artifact is; the run
+// target, the accuracy overlay (golden_results.json, nodedata/), junit.xml. The one place that says what an artifact is; the run
 // directory (services/run_dir.h) writes them and summary.json. Pure.
 #pragma once
 
@@ -31,10 +31,12 @@ struct AttemptOutput {
 };
 
 // The files of a run named `run_name` (its suite, else its id), in the
-// order of its attempts, then golden_results per target and junit.xml (the
-// counted attempts' verdicts); `by_image`: golden_results keys carry the
-// image (a run of several images).
+// order of its attempts, then golden_results per target, the accuracy
+// overlay (overlay.h: golden_results.json over `targets`, the run's target
+// names in order and each once, and node data per image and target) and
+// junit.xml (the counted attempts' verdicts); `by_image`: golden_results
+// keys carry the image (a run of several images).
 std::vector<ArtifactFile> artifactFiles(std::string_view run_name, const std::vector<AttemptOutput>& attempts,
-                                        bool by_image);
+                                        const std::vector<std::string>& targets, bool by_image);
 
 } // namespace hwfarm::run

@@ -1,6 +1,9 @@
 #include "daemon/core/run/golden.h"
 
+#include "daemon/core/run/protocol.h"
+
 #include <bit>
+#include <cstdio>
 #include <cstdint>
 #include <set>
 
@@ -22,33 +25,35 @@ void putValue(std::string& out, Dtype dtype, double v) {
 } // namespace
 
 std::string goldenText(const std::vector<GoldenOutput>& outputs, std::string_view suite) {
-  std::string out = "HWFARM BEGIN suite=" + std::string(suite) + "\n";
+  std::string out;
+  size_t records = 0;
+  // Each record with its CRC suffix, as version 2 has it.
+  auto record = [&](const std::string& text) {
+    char suffix[16];
+    std::snprintf(suffix, sizeof suffix, " *%08x\n", static_cast<unsigned>(crc32(text)));
+    out += text;
+    out += suffix;
+    ++records;
+  };
+  record("HWFARM BEGIN v=2 suite=" + std::string(suite));
   std::set<std::string> cases;
   for (const auto& o : outputs)
-    if (cases.insert(o.case_name).second) out += "HWFARM TEST " + o.case_name + " PASS\n";
+    if (cases.insert(o.case_name).second) record("HWFARM TEST " + o.case_name + " PASS");
   for (const auto& o : outputs) {
     std::string head = "HWFARM OUTPUT " + o.case_name + "." + o.output + " " +
                        (o.dtype == Dtype::f32 ? "f32x" : std::string(dtypeName(o.dtype))) + " " +
                        std::to_string(o.values.size());
-    if (o.values.size() <= kValuesPerRecord) {
-      out += head;
-      for (double v : o.values) {
-        out += ' ';
-        putValue(out, o.dtype, v);
-      }
-      out += '\n';
-      continue;
-    }
-    for (size_t at = 0; at < o.values.size(); at += kValuesPerRecord) {
-      out += head + " @" + std::to_string(at);
+    for (size_t at = 0; at < o.values.size() || at == 0; at += kValuesPerRecord) {
+      std::string text = o.values.size() <= kValuesPerRecord ? head : head + " @" + std::to_string(at);
       for (size_t i = at; i < o.values.size() && i < at + kValuesPerRecord; ++i) {
-        out += ' ';
-        putValue(out, o.dtype, o.values[i]);
+        text += ' ';
+        putValue(text, o.dtype, o.values[i]);
       }
-      out += '\n';
+      record(text);
     }
   }
-  out += "HWFARM END status=0\n";
+  std::string end = "HWFARM END status=0 records=" + std::to_string(records);
+  record(end);
   return out;
 }
 

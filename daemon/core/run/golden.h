@@ -18,10 +18,11 @@ struct GoldenOutput {
   std::vector<double> values;    // exact values of `dtype`
 };
 
-// "HWFARM BEGIN suite=<suite>", a passing TEST record per case (in the order
-// of its first output), every output in records of at most 256 values
-// (f32 as f32x bit patterns, so each value is exact; each piece at its
-// @<offset>), "HWFARM END status=0". Lines stay under 4096 bytes for names
+// Protocol version 2: "HWFARM BEGIN v=2 suite=<suite>", a passing TEST
+// record per case (in the order of its first output), every output in
+// records of at most 256 values (f32 as f32x bit patterns, so each value is
+// exact; each piece at its @<offset>), "HWFARM END status=0 records=<n>",
+// every record with its CRC suffix. Lines stay under 4096 bytes for names
 // of up to 256 bytes.
 std::string goldenText(const std::vector<GoldenOutput>& outputs, std::string_view suite = "golden");
 

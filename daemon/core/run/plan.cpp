@@ -201,8 +201,7 @@ void Plan::on(const ConsoleLine& e, Now now, Steps& out) {
     w.console += e.text;
     w.console += '\n';
   }
-  w.parser.feed(e.text);
-  w.parser.feed("\n");
+  w.parser.line(e.line()); // cut lines stay cut: never a record
   if (w.parser.ended() && w.boot->running() && !w.drain_until) drain(e.attempt, now, out);
 }
 
@@ -461,8 +460,11 @@ void Plan::finish(Now now, Steps& out) {
                        w.retry == Retry::superseded, &w.console, &w.flash_log, &w.result.parsed,
                        w.report ? &*w.report : nullptr});
   }
+  std::vector<std::string> names; // the targets' names in order, each once: their device ids
+  for (const auto& t : targets_)
+    if (std::find(names.begin(), names.end(), t.name) == names.end()) names.push_back(t.name);
   std::vector<ArtifactFile> files =
-      artifactFiles(spec_.suite.empty() ? record_.id : spec_.suite, outputs, spec_.images.size() > 1);
+      artifactFiles(spec_.suite.empty() ? record_.id : spec_.suite, outputs, names, spec_.images.size() > 1);
   for (const auto& f : files) record_.artifacts.push_back(f.path);
   record_.artifacts.push_back("summary.json");
   files.push_back({"summary.json", finalRecord().toJson()});

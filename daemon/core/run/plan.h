@@ -29,6 +29,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/console_line.h"
 #include "common/status.h"
 #include "daemon/core/clock.h"
 #include "daemon/core/run/artifacts.h"
@@ -62,7 +63,10 @@ struct Powered {
 };
 struct ConsoleLine {
   size_t attempt;
-  std::string text; // as the board sent it, without its line end
+  std::string text; // as the console's line reader cut it (common/console_line.h), without its line end
+  bool continued = false;                 // the tail of a longer line
+  LineEnd end = LineEnd::newline;         // how it ended
+  ::hwfarm::ConsoleLine line() const { return {text, continued, end}; }
 };
 struct ConsoleClosed {
   size_t attempt;

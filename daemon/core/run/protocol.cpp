@@ -1,130 +1,12 @@
 #include "daemon/core/run/protocol.h"
 
-#include <array>
-#include <bit>
-#include <charconv>
-#include <cmath>
 #include <cstdio>
-#include <limits>
+
+#include "daemon/core/run/record_text.h"
 
 namespace hwfarm::run {
-namespace {
 
-constexpr std::string_view kPrefix = "HWFARM ";
-
-// Splits `text` at runs of spaces and tabs.
-std::vector<std::string_view> fields(std::string_view text) {
-  std::vector<std::string_view> out;
-  size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
-    size_t start = i;
-    while (i < text.size() && text[i] != ' ' && text[i] != '\t') ++i;
-    if (i > start) out.push_back(text.substr(start, i - start));
-  }
-  return out;
-}
-
-// The first field of `text` and what follows it (leading blanks dropped).
-std::pair<std::string_view, std::string_view> firstField(std::string_view text) {
-  size_t start = text.find_first_not_of(" \t");
-  if (start == std::string_view::npos) return {{}, {}};
-  size_t end = text.find_first_of(" \t", start);
-  if (end == std::string_view::npos) return {text.substr(start), {}};
-  size_t rest = text.find_first_not_of(" \t", end);
-  return {text.substr(start, end - start), rest == std::string_view::npos ? std::string_view() : text.substr(rest)};
-}
-
-// `text` shown in a message: at most 40 bytes, non-printable bytes as \xNN.
-std::string shown(std::string_view text) {
-  std::string out;
-  for (size_t i = 0; i < text.size() && i < 40; ++i) {
-    auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  if (text.size() > 40) out += "...";
-  return out;
-}
-
-// The case a TEST or OUTPUT record (after "HWFARM ") is about, read without
-// checking the rest: for the problem of a record that is not read.
-std::string caseOf(std::string_view record) {
-  auto f = fields(record);
-  if (f.size() < 2) return {};
-  if (f[0] == "TEST") return std::string(f[1]);
-  size_t dot = f[1].rfind('.');
-  if (f[0] == "OUTPUT" && dot != std::string_view::npos) return std::string(f[1].substr(0, dot));
-  return {};
-}
-
-template <typename T>
-bool parseInteger(std::string_view s, T& out) {
-  if (!s.empty() && s[0] == '+') s.remove_prefix(1);
-  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size() && !s.empty();
-}
-
-bool isHex(std::string_view s) {
-  for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) return false;
-  return true;
-}
-
-// One value of an OUTPUT record, as `wire` (f32x: the bit pattern) says;
-// an error message on failure.
-std::optional<std::string> parseValue(std::string_view s, Dtype dtype, bool hex_bits, double& out) {
-  if (dtype == Dtype::f32) {
-    if (hex_bits) {
-      if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s.remove_prefix(2);
-      uint32_t bits = 0;
-      if (s.size() != 8 || !isHex(s) || std::from_chars(s.data(), s.data() + 8, bits, 16).ec != std::errc())
-        return "not eight hex digits";
-      out = static_cast<double>(std::bit_cast<float>(bits));
-      return std::nullopt;
-    }
-    if (!s.empty() && s[0] == '+') s.remove_prefix(1);
-    float f = 0;
-    auto r = std::from_chars(s.data(), s.data() + s.size(), f);
-    if (r.ec == std::errc::result_out_of_range) return "out of the f32 range";
-    if (r.ec != std::errc() || r.ptr != s.data() + s.size() || s.empty()) return "not a number";
-    out = static_cast<double>(f);
-    return std::nullopt;
-  }
-  int64_t v = 0;
-  if (!parseInteger(s, v)) return "not an integer";
-  int64_t lo = 0, hi = 0;
-  switch (dtype) {
-    case Dtype::i8: lo = -128, hi = 127; break;
-    case Dtype::u8: lo = 0, hi = 255; break;
-    case Dtype::i16: lo = -32768, hi = 32767; break;
-    case Dtype::i32: lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max(); break;
-    case Dtype::f32: break;
-  }
-  if (v < lo || v > hi) return "out of the " + std::string(dtypeName(dtype)) + " range";
-  out = static_cast<double>(v);
-  return std::nullopt;
-}
-
-constexpr std::array<uint32_t, 256> makeCrcTable() {
-  std::array<uint32_t, 256> table{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    table[i] = c;
-  }
-  return table;
-}
-
-constexpr auto kCrcTable = makeCrcTable();
-
-} // namespace
+using namespace text;
 
 std::optional<Dtype> dtypeFromString(std::string_view s) {
   if (s == "f32" || s == "f32x") return Dtype::f32;
@@ -144,10 +26,22 @@ std::string_view caseResultName(CaseResult r) {
   return "?";
 }
 
-uint32_t crc32(std::string_view data) {
-  uint32_t c = 0xFFFFFFFFu;
-  for (char ch : data) c = kCrcTable[(c ^ static_cast<unsigned char>(ch)) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
+
+std::string_view problemKindName(ProblemKind k) {
+  switch (k) {
+    case ProblemKind::malformed: return "malformed";
+    case ProblemKind::crc_mismatch: return "crc_mismatch";
+    case ProblemKind::crc_missing: return "crc_missing";
+    case ProblemKind::damaged_line: return "damaged_line";
+    case ProblemKind::cut_line: return "cut_line";
+    case ProblemKind::count_mismatch: return "count_mismatch";
+    case ProblemKind::second_begin: return "second_begin";
+    case ProblemKind::after_end: return "after_end";
+    case ProblemKind::incomplete: return "incomplete";
+    case ProblemKind::over_limit: return "over_limit";
+    case ProblemKind::unsupported: return "unsupported";
+  }
+  return "?";
 }
 
 const TestCase* ParseResult::findCase(std::string_view name) const {
@@ -168,47 +62,70 @@ bool ParseResult::hasInfrastructureProblem() const {
   return false;
 }
 
-Parser::Parser(ParseOptions options) : options_(options) {}
+bool ParseResult::hasProblem(ProblemKind kind) const {
+  for (const auto& p : problems)
+    if (p.kind == kind) return true;
+  return false;
+}
+
+Parser::Parser(ParseOptions options) : options_(options), reader_(options.max_line_bytes) {}
 
 void Parser::feed(std::string_view bytes) {
   if (finished_) return;
-  while (!bytes.empty()) {
-    size_t nl = bytes.find('\n');
-    std::string_view piece = bytes.substr(0, nl);
-    size_t room = options_.max_line_bytes > partial_.size() ? options_.max_line_bytes - partial_.size() : 0;
-    if (piece.size() > room) {
-      partial_.append(piece.substr(0, room));
-      cutting_ = true;
-    } else {
-      partial_.append(piece);
-    }
-    if (nl == std::string_view::npos) return;
-    line(partial_, cutting_);
-    partial_.clear();
-    cutting_ = false;
-    bytes.remove_prefix(nl + 1);
+  reader_.feed(bytes, [this](const ConsoleLine& l) { line(l); });
+}
+
+void Parser::line(const ConsoleLine& l) {
+  if (finished_) return;
+  if (l.continued) {
+    // The tail of a long line is never a record; a record's tail was
+    // reported with its first piece.
+    if (in_noise_) noise(l.text, false);
+    piece_at_ += l.text.size();
+    return;
   }
+  piece_at_ = l.text.size();
+  ++line_no_;
+  ++result_.lines;
+  if (l.end == LineEnd::too_long) ++result_.cut_lines;
+  if (l.end == LineEnd::console_end) result_.last_line_cut = true;
+  std::string_view text = recordStart(l.text);
+  in_noise_ = text.substr(0, kRecordTag.size()) != kRecordTag;
+  if (in_noise_) return noise(l.text, true);
+  ++result_.records;
+  std::string_view body = text.substr(kRecordTag.size());
+  if (l.end == LineEnd::too_long)
+    return problem(caseOf(body),
+                   "line " + std::to_string(line_no_) + ": longer than " + std::to_string(options_.max_line_bytes) +
+                       " bytes, cut: record not read; split large outputs with @<offset>",
+                   ProblemKind::cut_line);
+  if (l.end == LineEnd::console_end)
+    return problem(caseOf(body),
+                   "line " + std::to_string(line_no_) +
+                       ": the console ended inside this record (no line end): record not read",
+                   ProblemKind::cut_line);
+  wholeRecord(text);
 }
 
 void Parser::finish() {
   if (finished_) return;
-  if (!partial_.empty() || cutting_) line(partial_, cutting_);
-  partial_.clear();
+  reader_.finish([this](const ConsoleLine& l) { line(l); });
   finished_ = true;
   line_no_ = 0;
   for (const auto& o : result_.outputs)
     if (!o.complete() && !o.refused)
-      problem(o.case_name, "output " + o.key() + ": " + std::to_string(o.values.size()) + " of " +
-                               std::to_string(o.count) + " values before the console ended (first record at line " +
-                               std::to_string(o.line) + ")");
+      problem(o.case_name,
+              "output " + o.key() + ": " + std::to_string(o.values.size()) + " of " + std::to_string(o.count) +
+                  " values before the console ended (first record at line " + std::to_string(o.line) + ")",
+              ProblemKind::incomplete);
 }
 
-void Parser::problem(std::string case_name, std::string message, FailureClass failure) {
+void Parser::problem(std::string case_name, std::string message, ProblemKind kind, FailureClass failure) {
   if (result_.problems.size() >= options_.max_problems) {
     ++result_.problems_dropped;
     return;
   }
-  result_.problems.push_back({line_no_, std::move(case_name), failure, std::move(message)});
+  result_.problems.push_back({line_no_, std::move(case_name), failure, std::move(message), kind});
 }
 
 bool Parser::validName(std::string_view name) const {
@@ -220,79 +137,126 @@ bool Parser::validName(std::string_view name) const {
   return true;
 }
 
-void Parser::line(std::string_view text, bool cut) {
-  ++line_no_;
-  ++result_.lines;
-  while (!text.empty() && text.back() == '\r') text.remove_suffix(1);
-  // Serial noise before a record (a NUL, a break, bytes of a baud-rate
-  // change) is dropped; a record starts at the first printable byte.
-  size_t start = 0;
-  while (start < text.size() && (static_cast<unsigned char>(text[start]) < 0x20 ||
-                                 static_cast<unsigned char>(text[start]) >= 0x7f))
-    ++start;
-  text.remove_prefix(start);
-  bool is_record = text.substr(0, kPrefix.size()) == kPrefix;
-  if (cut) ++result_.cut_lines;
-  if (!is_record) return;
-  ++result_.records;
-  if (cut) {
-    problem(caseOf(text.substr(kPrefix.size())), "line " + std::to_string(line_no_) + ": longer than " +
-                           std::to_string(options_.max_line_bytes) +
-                           " bytes (runs.max_line_bytes), cut: record not read; split large outputs with @<offset>");
+// A line (or a piece of a long one) that is no record: counted, and a
+// problem when it looks like a record damaged on the way.
+void Parser::noise(std::string_view text, bool first_piece) {
+  if (first_piece) ++result_.noise_lines;
+  result_.noise_bytes += text.size();
+  std::string_view start = recordStart(text);
+  if (size_t tag = first_piece ? nearMissTag(start) : 0) {
+    problem(caseOf(start.substr(tag)), "line " + std::to_string(line_no_) + ": a damaged record tag (" + shown(start) +
+                                           "): not read as a record",
+            ProblemKind::damaged_line);
+    ++result_.damaged_lines;
     return;
   }
-  record(text.substr(kPrefix.size()));
+  damaged(text, first_piece ? 1 : 0, "a record after other text on its line", first_piece ? 0 : piece_at_);
 }
 
-void Parser::record(std::string_view text) {
-  // An optional CRC-32 suffix: " *" and eight hex digits, over the bytes
-  // from "HWFARM" up to the blank before "*".
-  if (size_t star = text.rfind(" *"); star != std::string_view::npos && text.size() - star == 10 &&
-                                      isHex(text.substr(star + 2))) {
-    ++result_.checked_records;
-    uint32_t said = 0;
-    std::from_chars(text.data() + star + 2, text.data() + star + 10, said, 16);
-    std::string covered(kPrefix);
-    covered.append(text.substr(0, star));
-    uint32_t computed = crc32(covered);
-    if (said != computed) {
-      ++result_.corrupt_records;
-      std::string case_name = caseOf(text.substr(0, star));
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "record says %08x, its bytes give %08x", said, computed);
-      problem(case_name,
-              "line " + std::to_string(line_no_) + ": CRC mismatch (" + buf + "): serial corruption, record not used",
-              FailureClass::infrastructure);
-      return;
-    }
-    text = text.substr(0, star);
-  }
-  auto [keyword, rest] = firstField(text);
+// `text` (a piece `line_offset` bytes into its line) holds a record tag and
+// keyword at or after `from`: a problem.
+void Parser::damaged(std::string_view text, size_t from, const char* how, size_t line_offset) {
+  size_t at = embeddedRecord(text, from);
+  if (at == std::string_view::npos) return;
+  ++result_.damaged_lines;
+  problem(caseOf(text.substr(at + kRecordTag.size())),
+          "line " + std::to_string(line_no_) + ": " + how + " (" + shown(text.substr(at)) + " after " +
+              std::to_string(line_offset + at) + " bytes): not read as a record",
+          ProblemKind::damaged_line);
+}
+
+// A whole line that starts with "HWFARM ".
+void Parser::wholeRecord(std::string_view text) {
+  std::string_view body = text.substr(kRecordTag.size());
+  std::string_view keyword = body.substr(0, body.find_first_of(" \t"));
   if (keyword == "HEALTH") return; // a health image's banner, not a result
   if (result_.ended) {
-    problem("", "line " + std::to_string(line_no_) + ": " + shown(keyword) + " record after END: ignored");
-    return;
+    ++result_.records_after_end;
+    if (!result_.first_after_end_line) result_.first_after_end_line = line_no_;
+    return problem("", "line " + std::to_string(line_no_) + ": " + shown(keyword) + " record after END: ignored",
+                   ProblemKind::after_end);
   }
+  damaged(text, 1, "a second record on the line of another");
+  bool v2_begin = false;
+  if (keyword == "BEGIN") {
+    if (++result_.begins == 2) result_.second_begin_line = line_no_;
+    for (std::string_view f : fields(body)) v2_begin = v2_begin || f == "v=2";
+  }
+  if (keyword == "END") {
+    // One END rule (isEndRecord): the firmware ended, even when this record
+    // turns out corrupt.
+    result_.ended = true;
+    result_.end_line = line_no_;
+  }
+  if (!checkCrc(keyword, body, v2_begin)) return;
+  std::string_view rest = body.substr(keyword.size());
+  rest.remove_prefix(std::min(rest.size(), rest.find_first_not_of(" \t")));
+  if (keyword == "END") return end(rest);
+  ++result_.intact_records;
+  if (keyword == "TEST") ++result_.test_records;
   if (keyword == "BEGIN") begin(rest);
   else if (keyword == "TEST") test(rest);
   else if (keyword == "OUTPUT") output(rest);
-  else if (keyword == "END") end(rest);
   else problem("", "line " + std::to_string(line_no_) + ": unknown record HWFARM " + shown(keyword));
+}
+
+// The record's CRC suffix, checked; `body` loses it. False: the record is
+// damaged and not used (a problem says why).
+bool Parser::checkCrc(std::string_view keyword, std::string_view& body, bool v2_begin) {
+  bool v2 = result_.version == 2 || v2_begin;
+  std::optional<uint32_t> said = crcSuffix(body);
+  std::string at = "line " + std::to_string(line_no_) + ": ";
+  if (!said) {
+    if (!v2) return true;
+    ++result_.missing_crc_records;
+    problem(caseOf(body), at + "no CRC suffix (every version-2 record ends in \" *<crc>\"): damaged on the way, "
+                               "record not used",
+            ProblemKind::crc_missing, FailureClass::infrastructure);
+    return false;
+  }
+  std::string covered(kRecordTag);
+  covered.append(body.substr(0, body.size() - 10));
+  uint32_t computed = crc32(covered);
+  if (computed == *said) {
+    ++result_.checked_records;
+    crc_seen_ = true;
+    body.remove_suffix(10);
+    return true;
+  }
+  // Version 1 without a CRC so far: a TEST message may end in " *" and eight
+  // hex digits ("FAIL bad word at *20003f00").
+  if (!v2 && !crc_seen_ && keyword == "TEST") return true;
+  ++result_.checked_records;
+  ++result_.corrupt_records;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "record says %08x, its bytes give %08x", *said, computed);
+  problem(caseOf(body.substr(0, body.size() - 10)),
+          at + "CRC mismatch (" + buf + "): serial corruption, record not used", ProblemKind::crc_mismatch,
+          FailureClass::infrastructure);
+  return false;
 }
 
 void Parser::begin(std::string_view rest) {
   std::string at = "line " + std::to_string(line_no_) + ": BEGIN: ";
-  auto f = fields(rest);
-  if (result_.suite) {
-    problem("", at + "a second BEGIN (the suite is " + *result_.suite + ")");
-    return;
+  if (result_.suite)
+    return problem("", at + "a second BEGIN (the suite is " + *result_.suite + ")", ProblemKind::second_begin);
+  std::optional<std::string_view> suite, version;
+  bool bad = false;
+  for (std::string_view f : fields(rest)) {
+    std::optional<std::string_view>* slot = f.substr(0, 6) == "suite=" ? &suite
+                                            : f.substr(0, 2) == "v="    ? &version
+                                                                        : nullptr;
+    if (!slot || *slot) bad = true;
+    else *slot = f.substr(f.find('=') + 1);
   }
-  if (f.size() != 1 || f[0].substr(0, 6) != "suite=" || !validName(f[0].substr(6))) {
-    problem("", at + "expected suite=<name> (1 to " + std::to_string(options_.max_name_bytes) +
-                    " printable bytes, no blank), got " + shown(rest));
-    return;
-  }
-  result_.suite = std::string(f[0].substr(6));
+  if (bad || !suite || !validName(*suite))
+    return problem("", at + "expected [v=2] suite=<name> (1 to " + std::to_string(options_.max_name_bytes) +
+                           " printable bytes, no blank), got " + shown(rest));
+  if (version && *version != "1" && *version != "2")
+    return problem("", at + "protocol version " + shown(*version) + ": this hwfarmd reads versions 1 and 2",
+                   ProblemKind::unsupported);
+  result_.suite = std::string(*suite);
+  result_.version = version == "2" ? 2 : 1;
 }
 
 void Parser::test(std::string_view rest) {
@@ -322,7 +286,8 @@ void Parser::test(std::string_view rest) {
     return;
   }
   if (result_.cases.size() >= options_.max_cases) {
-    problem(case_name, at + "more than " + std::to_string(options_.max_cases) + " cases: not kept");
+    problem(case_name, at + "more than " + std::to_string(options_.max_cases) + " cases: not kept",
+            ProblemKind::over_limit);
     return;
   }
   case_index_.emplace(case_name, result_.cases.size());
@@ -411,12 +376,15 @@ void Parser::output(std::string_view rest) {
       return;
     }
     if (count > options_.max_values - std::min(options_.max_values, values_)) {
-      problem(case_name, at + full + ": " + std::to_string(count) + " values pass the limit of " +
-                             std::to_string(options_.max_values) + " over all outputs: not kept");
+      problem(case_name,
+              at + full + ": " + std::to_string(count) + " values pass the limit of " +
+                  std::to_string(options_.max_values) + " over all outputs: not kept",
+              ProblemKind::over_limit);
       return;
     }
     if (result_.outputs.size() >= options_.max_outputs) {
-      problem(case_name, at + full + ": more than " + std::to_string(options_.max_outputs) + " outputs: not kept");
+      problem(case_name, at + full + ": more than " + std::to_string(options_.max_outputs) + " outputs: not kept",
+              ProblemKind::over_limit);
       return;
     }
   }
@@ -446,16 +414,36 @@ void Parser::output(std::string_view rest) {
 }
 
 void Parser::end(std::string_view rest) {
-  auto f = fields(rest);
-  result_.ended = true;
-  result_.end_line = line_no_;
-  if (f.empty()) return; // END without a status
-  int status = 0;
-  if (f.size() != 1 || f[0].substr(0, 7) != "status=" || !parseInteger(f[0].substr(7), status)) {
-    problem("", "line " + std::to_string(line_no_) + ": END: expected status=<n>, got " + shown(rest));
-    return;
+  std::string at = "line " + std::to_string(line_no_) + ": END: ";
+  std::optional<int> status;
+  std::optional<size_t> records;
+  bool bad = false;
+  for (std::string_view f : fields(rest)) {
+    if (f.substr(0, 7) == "status=" && !status) {
+      int v = 0;
+      if (parseInteger(f.substr(7), v)) status = v;
+      else bad = true;
+    } else if (f.substr(0, 8) == "records=" && !records) {
+      size_t v = 0;
+      if (parseInteger(f.substr(8), v)) records = v;
+      else bad = true;
+    } else {
+      bad = true;
+    }
   }
+  bool v2 = result_.version == 2;
+  if (bad || (v2 && (!status || !records)))
+    return problem("", at + (v2 ? "expected status=<n> records=<n>, got " : "expected status=<n>, got ") + shown(rest));
   result_.end_status = status;
+  result_.declared_records = records;
+  if (!records || *records == result_.intact_records) return;
+  std::string said = "counts " + std::to_string(*records) + " records before it, " +
+                     std::to_string(result_.intact_records) + " arrived intact: ";
+  if (*records > result_.intact_records)
+    problem("", at + said + std::to_string(*records - result_.intact_records) + " lost on the way",
+            ProblemKind::count_mismatch);
+  else
+    problem("", at + said + "the firmware counted too few", ProblemKind::count_mismatch);
 }
 
 } // namespace hwfarm::run

@@ -1,18 +1,31 @@
 // The result protocol a firmware speaks on its console (docs/protocol.md),
-// parsed as the console streams in: pure (bytes in, records out), any
-// chunking, never trusting the firmware.
+// parsed as the console streams in: pure (bytes or lines in, records out),
+// any chunking, bounded, never trusting the firmware.
 //
-//   HWFARM BEGIN suite=<name>
+//   HWFARM BEGIN [v=2] suite=<name>
 //   HWFARM TEST <case> PASS|FAIL|SKIP [message]
 //   HWFARM OUTPUT <case>.<output> <dtype> <count> [@<offset>] <values...>
-//   HWFARM END status=<n>
+//   HWFARM END [status=<n>] [records=<n>]
 //
-// A record may end in " *<crc>" (CRC-32 of the bytes before " *", eight hex
-// digits): then it is checked, and a record that fails is corrupt (serial
-// corruption: an infrastructure problem) and never used. Every other line
-// (boot messages, noise, binary garbage) is ignored; CRLF is fine. A
-// malformed record is a problem of its case (a test failure) with its line
-// number. Everything the parser keeps is bounded by ParseOptions.
+// Version 1 (a BEGIN without v=2): a record may end in " *<crc>" (CRC-32 of
+// every byte before " *", eight hex digits); once a record of the run
+// carried a matching one, every suffix is a CRC, and before that a TEST
+// record's suffix that does not match is the end of its message. Version 2
+// (BEGIN v=2): every record ends in its CRC suffix, always the last field,
+// and END says how many records came before it (records=<n>), so a record
+// lost on the way (a flipped bit in its tag, text before it, lost bytes)
+// shows as a count mismatch.
+//
+// Lines come from the one console line reader (common/console_line.h): only
+// a whole line (not cut at the length limit, not cut by the console's end)
+// is read as a record, and END is what isEndRecord() says. Every other line
+// is noise, counted; a line that looks like a damaged record (a near-miss
+// tag, a record after other text on its line) is a problem.
+//
+// Problems carry a kind, for the verdict rules, and a failure class until
+// they class it by the reference: a record whose CRC proves it damaged is
+// infrastructure (serial corruption), everything else is the firmware's
+// (test), a count mismatch included.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +36,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/console_line.h"
 #include "common/status.h"
 #include "daemon/core/run/dtype.h"
 
@@ -54,16 +68,34 @@ struct Output {
   std::string key() const { return case_name + "." + name; }
 };
 
-// Something wrong in what the firmware printed.
+// What kind of thing went wrong, for rules that class problems by evidence.
+enum class ProblemKind {
+  malformed,      // a record against the grammar: before BEGIN, a bad field, a second TEST of a case, ...
+  crc_mismatch,   // the record's CRC does not match its bytes: not used
+  crc_missing,    // a version-2 record without its CRC suffix (or with a damaged one): not used
+  damaged_line,   // a line that looks like a record damaged on the way: a near-miss tag
+                  // ("HWFARO TEST"), or a record after other text on its line ("xx HWFARM TEST")
+  cut_line,       // a record line longer than the limit, or one the console ended inside of
+  count_mismatch, // END's records=<n> is not the number of records that arrived intact
+  second_begin,   // a BEGIN after the first
+  after_end,      // a record after END
+  incomplete,     // an output still missing values when the console ended
+  over_limit,     // more cases, outputs or values than the parser keeps
+  unsupported,    // a protocol version this parser does not read
+};
+std::string_view problemKindName(ProblemKind k); // "count_mismatch", ...
+
+// Something wrong in what the firmware printed (or in how it arrived).
 struct Problem {
   size_t line = 0;
   std::string case_name;      // empty: not tied to a case (suite level)
   FailureClass failure = FailureClass::test;
   std::string message;
+  ProblemKind kind = ProblemKind::malformed;
 };
 
 struct ParseOptions {
-  size_t max_line_bytes = 4096;     // longer lines are cut and flagged
+  size_t max_line_bytes = kMaxLineBytes; // longer lines are cut (feed() only; line() takes the caller's pieces)
   size_t max_values = 16u << 20;    // over all outputs (8 bytes each in memory)
   size_t max_cases = 10000;
   size_t max_outputs = 10000;
@@ -71,25 +103,49 @@ struct ParseOptions {
   size_t max_name_bytes = 256;      // suite, case and output names
 };
 
+// What a console said. Counts are of the whole console; "before END" means
+// up to the first END record.
 struct ParseResult {
-  std::optional<std::string> suite; // set by BEGIN
-  bool ended = false;               // END seen
-  std::optional<int> end_status;    // END's status= (absent: END without a status)
+  int version = 1;                  // 2 once a valid BEGIN said v=2
+  std::optional<std::string> suite; // set by the first valid BEGIN
+  bool ended = false;               // an END record was seen (isEndRecord), even a corrupt one
+  std::optional<int> end_status;    // END's status= (absent: END without a status, or unreadable)
   size_t end_line = 0;
   std::vector<TestCase> cases;      // in the order of their TEST records
   std::vector<Output> outputs;      // in the order of their first records
   std::vector<Problem> problems;
   size_t problems_dropped = 0;      // beyond max_problems
-  size_t lines = 0;                 // lines seen (a partial last one included, after finish())
-  size_t records = 0;               // HWFARM lines
+
+  size_t lines = 0;                 // lines seen (pieces of a long line count once; a cut last one counts)
+  size_t records = 0;               // lines starting with "HWFARM " (after serial noise)
+  size_t checked_records = 0;       // records whose CRC suffix was checked
   size_t corrupt_records = 0;       // CRC mismatches
-  size_t checked_records = 0;       // records that carried a CRC
+  size_t missing_crc_records = 0;   // version-2 records without a CRC suffix
   size_t cut_lines = 0;             // lines longer than max_line_bytes
+  bool last_line_cut = false;       // the console ended inside a line (it was not read as a record)
+  size_t noise_lines = 0;           // lines that are no record: boot messages, logs, garbage
+  size_t noise_bytes = 0;           // their bytes (the pieces of long ones included)
+  size_t damaged_lines = 0;         // lines that look like damaged records (each also a problem)
+  size_t begins = 0;                // BEGIN records before END, valid or not: noise alone has none
+  size_t second_begin_line = 0;     // the line of a BEGIN after the first; 0: none
+  size_t test_records = 0;          // TEST records before END that arrived intact, valid or not
+  size_t intact_records = 0;        // records before END that arrived whole and CRC-clean (END excluded)
+  std::optional<size_t> declared_records; // END's records=<n>
+  size_t records_after_end = 0;     // records after END (each also a problem)
+  size_t first_after_end_line = 0;  // 0: none
 
   const TestCase* findCase(std::string_view name) const;
   const Output* findOutput(std::string_view case_name, std::string_view name) const;
-  // Problems of the infrastructure class (CRC mismatches).
+  // Problems of the infrastructure class (a record whose CRC proves it damaged).
   bool hasInfrastructureProblem() const;
+  bool hasProblem(ProblemKind kind) const;
+  // A TEST record was read: the run ran at least one case.
+  bool hasCases() const { return !cases.empty(); }
+  // END counted its records and the count matched: no record was lost.
+  bool countVerified() const { return declared_records && *declared_records == intact_records; }
+  // END counted its records and the count did not match: a record was lost
+  // (or the firmware miscounted).
+  bool countMismatch() const { return declared_records && *declared_records != intact_records; }
 };
 
 // CRC-32 (IEEE 802.3, as zlib's crc32()) of `data`.
@@ -99,10 +155,15 @@ class Parser {
  public:
   explicit Parser(ParseOptions options = {});
 
-  // Takes the next bytes of the console, in any pieces.
+  // Takes the next bytes of the console, in any pieces (split into lines by
+  // a LineReader of max_line_bytes).
   void feed(std::string_view bytes);
-  // The console ended: a partial last line is parsed, and outputs still
-  // missing values become problems. feed() after finish() is ignored.
+  // Takes the next line of a console its caller read with its own
+  // LineReader (a board's serial port). Use feed() or line(), not both.
+  void line(const ConsoleLine& line);
+  // The console ended: a line fed without its end is a cut line (never a
+  // record), and outputs still missing values become problems. feed() and
+  // line() after finish() are ignored.
   void finish();
 
   // END was seen: the caller may stop the target.
@@ -111,22 +172,27 @@ class Parser {
   ParseResult take() && { return std::move(result_); }
 
  private:
-  void line(std::string_view text, bool cut);
-  void record(std::string_view text);
+  void wholeRecord(std::string_view text);
+  bool checkCrc(std::string_view keyword, std::string_view& body, bool v2_begin);
+  void noise(std::string_view text, bool first_piece);
+  void damaged(std::string_view text, size_t from, const char* how, size_t line_offset = 0);
   void begin(std::string_view rest);
   void test(std::string_view rest);
   void output(std::string_view rest);
   void end(std::string_view rest);
-  void problem(std::string case_name, std::string message, FailureClass failure = FailureClass::test);
+  void problem(std::string case_name, std::string message, ProblemKind kind = ProblemKind::malformed,
+               FailureClass failure = FailureClass::test);
   bool validName(std::string_view name) const;
 
   ParseOptions options_;
   ParseResult result_;
-  std::string partial_; // the line being received (at most max_line_bytes)
-  bool cutting_ = false; // the current line passed max_line_bytes
+  LineReader reader_;
+  bool crc_seen_ = false;  // a record of this run carried a matching CRC
+  bool in_noise_ = false;  // the line whose pieces arrive is noise
+  size_t piece_at_ = 0;    // bytes of the current line before its next piece
   bool finished_ = false;
-  size_t line_no_ = 0;   // of the line being parsed
-  size_t values_ = 0;    // over all outputs
+  size_t line_no_ = 0;     // of the line being parsed
+  size_t values_ = 0;      // over all outputs
   std::unordered_map<std::string, size_t> case_index_;
   std::unordered_map<std::string, size_t> output_index_; // by key()
 };

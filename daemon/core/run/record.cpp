@@ -47,6 +47,8 @@ Judgement judgementOf(const TargetReport& report, bool reference) {
   j.outcome = report.outcome;
   j.failure = report.failure;
   j.reason = report.reason;
+  j.protocol_version = report.protocol_version;
+  j.record_count = report.record_count;
   if (reference) return j;
   j.evidence = report.evidence;
   j.end_status = report.end_status;

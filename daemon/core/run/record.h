@@ -79,6 +79,11 @@ struct Judgement {
   Evidence evidence;
   std::optional<int> end_status;
   std::vector<CaseVerdict> cases;
+  // Which result protocol version its console spoke, and whether END's
+  // record count was checked: "verified", "mismatch" or "unverified"
+  // (report.h). Empty for an attempt that has no report of its own.
+  int protocol_version = 1;
+  std::string record_count;
 };
 // What the record keeps of a report: all of it for a target, the verdict
 // alone for the reference's own.

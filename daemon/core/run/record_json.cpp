@@ -40,6 +40,8 @@ json::object attemptObject(const AttemptEntry& a, bool brief) {
   o["outcome"] = outcomeName(j.outcome);
   if (j.failure != FailureClass::none) o["failure_class"] = failureClassName(j.failure);
   if (!j.reason.empty()) o["reason"] = xmlSafe(j.reason);
+  if (!j.record_count.empty())
+    o["protocol"] = json::object{{"version", j.protocol_version}, {"record_count", j.record_count}};
   if (a.reference) return o;
   if (!brief && !j.evidence.empty()) o["evidence"] = evidenceJson(j.evidence);
   if (j.end_status) o["end_status"] = *j.end_status;
@@ -108,6 +110,11 @@ class Reader {
     }
   }
   bool has(const char* key) const { return o_.contains(key); }
+  const std::string& where() const { return where_; }
+  // A nested reader's first error becomes this one's.
+  void adopt(const Status& error) {
+    if (error_.ok()) error_ = error;
+  }
   const Status& error() const { return error_; }
 
  private:
@@ -137,6 +144,14 @@ Judgement readJudgement(Reader& r, const json::object& attempt) {
   r.named("failure_class", j.failure, kClasses, failureClassName);
   r.text("reason", j.reason);
   if (const json::object* e = r.object("evidence")) j.evidence = evidenceFromJson(*e);
+  if (const json::object* p = r.object("protocol")) {
+    Reader protocol(*p, r.where() + "protocol.");
+    int64_t version = 1;
+    protocol.integer("version", version);
+    j.protocol_version = static_cast<int>(version);
+    protocol.text("record_count", j.record_count);
+    if (!protocol.error().ok()) r.adopt(protocol.error());
+  }
   if (attempt.contains("end_status")) {
     int64_t status = 0;
     r.integer("end_status", status);

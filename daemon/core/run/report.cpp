@@ -7,39 +7,11 @@
 #include <map>
 #include <set>
 
+#include "daemon/core/run/json_text.h"
 #include "daemon/core/run/thresholds.h"
 
 namespace hwfarm::run {
 namespace {
-
-// A number as JSON: shortest round-trip form, NaN and infinities as null.
-std::string jsonNumber(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  // The shortest of %.15g..%.17g that reads back the same.
-  for (int p = 15; p < 17; ++p) {
-    char shorter[32];
-    std::snprintf(shorter, sizeof shorter, "%.*g", p, v);
-    if (std::strtod(shorter, nullptr) == v) return shorter;
-  }
-  return buf;
-}
-
-std::string jsonString(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : xmlSafe(s)) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default: out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 // `s` escaped for XML: as element text, or (`attribute`) inside "...",
 // where quotes and line ends must be character references too.
@@ -210,6 +182,17 @@ void ownEvidence(Builder& b, const Attempt& t, const Attempt* reference, const A
   }
 }
 
+// Problems a console's way to hwfarmd can cause (a serial line's noise, a
+// lost byte); every other kind is what the firmware printed.
+bool transportDamage(ProblemKind k) {
+  return k == ProblemKind::crc_mismatch || k == ProblemKind::crc_missing || k == ProblemKind::damaged_line ||
+         k == ProblemKind::count_mismatch;
+}
+
+bool hasTransportDamage(const ParseResult& p) {
+  return std::any_of(p.problems.begin(), p.problems.end(), [](const Problem& pr) { return transportDamage(pr.kind); });
+}
+
 // The firmware's own verdicts and what the parser found wrong in them.
 void firmwareVerdicts(Builder& b, const ParseResult& p, const Attempt* witness) {
   for (const auto& c : p.cases) {
@@ -221,13 +204,15 @@ void firmwareVerdicts(Builder& b, const ParseResult& p, const Attempt* witness) 
     }
     if (c.result == CaseResult::skip) b.mark(cr, Outcome::skip, c.message.empty() ? "SKIP" : c.message);
   }
-  // A record damaged on the way (a CRC mismatch) is the lab's only when the
-  // reference's lossless console carried the same image's records whole.
-  bool witness_clean = witness && witness->parsed.ended && !witness->parsed.hasInfrastructureProblem();
+  // A record damaged or lost on the way (a CRC mismatch, a damaged tag, a
+  // count that does not match) is the lab's only when the reference's
+  // lossless console carried the same image's records whole.
+  bool witness_clean = witness && witness->parsed.ended && !hasTransportDamage(witness->parsed);
   for (const auto& pr : p.problems) {
-    bool infra = pr.failure == FailureClass::infrastructure && witness_clean;
+    bool damage = transportDamage(pr.kind);
+    bool infra = damage && witness_clean;
     std::string why = pr.message;
-    if (pr.failure == FailureClass::infrastructure && !infra)
+    if (damage && !infra)
       why += witness ? " (the reference shows damaged records too: the firmware's)"
                      : " (no simulator run shows the lab at fault)";
     std::string name = pr.case_name.empty() ? "(protocol)" : pr.case_name;
@@ -348,6 +333,8 @@ TargetReport judgeOwn(const Attempt& t, const Attempt* reference) {
   r.seconds = t.seconds;
   r.trace_tail = t.trace_tail;
   r.end_status = t.parsed.end_status;
+  r.protocol_version = t.parsed.version;
+  r.record_count = t.parsed.countVerified() ? "verified" : t.parsed.countMismatch() ? "mismatch" : "unverified";
   const Attempt* witness = witnessOf(reference);
   ownEvidence(b, t, reference, witness);
   firmwareVerdicts(b, t.parsed, witness);
@@ -436,29 +423,32 @@ std::string junitXml(std::string_view run_name, const std::vector<TargetReport>&
          std::to_string(all_errors) + "\" time=\"" + seconds3(all_time) + "\">\n" + suites + "</testsuites>\n";
 }
 
+std::string goldenFieldsJson(const Comparison& m) {
+  std::string out = "\"expected_pcc\": " + jsonNumber(m.expected_pcc);
+  out += ", \"actual_pcc\": " + jsonNumber(m.actual_pcc);
+  out += ", \"atol\": " + jsonNumber(m.atol);
+  out += ", \"rtol\": " + jsonNumber(m.rtol);
+  out += std::string(", \"allclose\": ") + (m.allclose ? "true" : "false");
+  out += ", \"max\": " + jsonNumber(m.max);
+  out += ", \"mean_absolute_error\": " + jsonNumber(m.mean_absolute_error);
+  out += ", \"root_mean_square_error\": " + jsonNumber(m.root_mean_square_error);
+  out += ", \"cosine_similarity\": " + jsonNumber(m.cosine_similarity);
+  out += ", \"count\": " + std::to_string(m.count);
+  out += ", \"dtype\": " + jsonString(dtypeName(m.dtype));
+  out += ", \"verdict\": " + jsonString(verdictName(m.verdict));
+  out += ", \"reason\": " + jsonString(m.reason);
+  return out;
+}
+
 std::string goldenResultsJson(const std::vector<const TargetReport*>& reports, bool by_image) {
   std::string out = "{";
   bool first = true;
   for (const TargetReport* r : reports) {
     for (const auto& c : r->cases) {
       for (const auto& o : c.outputs) {
-        const Comparison& m = o.comparison;
         out += first ? "\n" : ",\n";
         first = false;
-        out += "  " + jsonString(by_image ? r->image + "/" + o.key : o.key) + ": {";
-        out += "\"expected_pcc\": " + jsonNumber(m.expected_pcc);
-        out += ", \"actual_pcc\": " + jsonNumber(m.actual_pcc);
-        out += ", \"atol\": " + jsonNumber(m.atol);
-        out += ", \"rtol\": " + jsonNumber(m.rtol);
-        out += std::string(", \"allclose\": ") + (m.allclose ? "true" : "false");
-        out += ", \"max\": " + jsonNumber(m.max);
-        out += ", \"mean_absolute_error\": " + jsonNumber(m.mean_absolute_error);
-        out += ", \"root_mean_square_error\": " + jsonNumber(m.root_mean_square_error);
-        out += ", \"cosine_similarity\": " + jsonNumber(m.cosine_similarity);
-        out += ", \"count\": " + std::to_string(m.count);
-        out += ", \"dtype\": " + jsonString(dtypeName(m.dtype));
-        out += ", \"verdict\": " + jsonString(verdictName(m.verdict));
-        out += ", \"reason\": " + jsonString(m.reason) + "}";
+        out += "  " + jsonString(by_image ? r->image + "/" + o.key : o.key) + ": {" + goldenFieldsJson(o.comparison) + "}";
       }
     }
   }

@@ -70,6 +70,8 @@ struct TargetReport {
   Evidence evidence;
   std::vector<CaseReport> cases;
   std::optional<int> end_status;
+  int protocol_version = 1;     // of its console's records
+  std::string record_count;     // "verified" (END counted them, all arrived), "mismatch", "unverified"
   double seconds = 0;
   std::string trace_tail;
 };
@@ -109,6 +111,10 @@ std::string junitXml(std::string_view run_name, const std::vector<TargetReport>&
 // keyed "<case>.<output>", or "<image>/<case>.<output>" with `by_image`,
 // with count, dtype, verdict and reason added. NaN is written as null.
 std::string goldenResultsJson(const std::vector<const TargetReport*>& reports, bool by_image);
+
+// One output's fields in golden_results files, without braces: ttrt's
+// (expected_pcc ... cosine_similarity), then count, dtype, verdict, reason.
+std::string goldenFieldsJson(const Comparison& comparison);
 
 // `text` made safe for XML 1.0: valid UTF-8 stays, every other byte and
 // every control character but tab, LF and CR becomes "\xNN".

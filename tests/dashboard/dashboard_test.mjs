@@ -1,0 +1,284 @@
+// The dashboard in a real browser (Debian's chromium, puppeteer-core)
+// against a real hwfarmd on simulated boards, with runs that pass, drift,
+// fail, fail the lab's way and hang, and one whose firmware and requests
+// put markup and script into every field they choose.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import {after, before, describe, it} from "node:test";
+import {browser, env, lease, run, screenshot, signIn, startDaemon, tempDir, tokens, view, waitFor, watchedPage} from "./harness.mjs";
+
+const XSS = {
+  job: "<img src=x onerror=\"window.__xss='job'\">",
+  stage: "<script>window.__xss='stage'</script>",
+  url: "javascript:window.__xss='url'",
+  suite: "<b onmouseover=\"window.__xss='suite'\">suite</b>",
+  commit: "<img src=x onerror=window.__xss=commit>",
+  reason: "<img src=x onerror=\"window.__xss='reason'\">",
+};
+
+let d, b, runs = {}, xssRun;
+
+before(async () => {
+  d = await startDaemon(tempDir("dashboard"), {boards: 2});
+  const l = await lease(d, 2, {job: "tvm/nightly", build: "41", stage: "hil", url: "https://ci.example.org/job/tvm/41/"});
+  // One image, "model", over commits: steady, a lab failure, a hang, then a drift and a drop.
+  const opts = (commit, extra = {}) => ({name: "model", commit, mode: "each", ...extra});
+  runs.pass1 = await run(d, l, "pass", opts("c1"));
+  runs.pass2 = await run(d, l, "pass", opts("c2"));
+  runs.pass3 = await run(d, l, "pass", opts("c3"));
+  runs.infra = await run(d, l, "crc", opts("c4"));
+  runs.hang = await run(d, l, "hang", opts("c5", {deadline_s: 3}));
+  runs.drift = await run(d, l, "slight", opts("c6"));
+  runs.bad = await run(d, l, "bad", opts("c7"));
+  assert.equal(runs.pass3.state, "passed");
+  assert.equal(runs.infra.state, "error");
+  assert.equal(runs.hang.state, "failed");
+  assert.equal(runs.drift.state, "passed");
+  assert.equal(runs.bad.state, "failed");
+  await d.api("DELETE", `/v1/leases/${l}`);
+  // Markup and script through firmware (names, message, trace) and requests (holder, suite, commit).
+  const x = await lease(d, 1, {job: XSS.job, build: "1", stage: XSS.stage, url: XSS.url});
+  xssRun = await run(d, x, "xss", {suite: XSS.suite, commit: XSS.commit});
+  await d.api("DELETE", `/v1/leases/${x}`);
+  b = await browser();
+});
+
+after(async () => {
+  if (b) await b.close();
+  if (d) await d.stop();
+});
+
+async function viewer() {
+  const w = await watchedPage(b);
+  await signIn(w.page, d.url, tokens.viewer);
+  return w;
+}
+
+describe("as a viewer", () => {
+  it("every view loads with no console error, and its screenshot is taken", async () => {
+    const {page, problems} = await viewer();
+    const views = [
+      ["fleet", "#/fleet"], ["tier", "#/tier"], ["runs", "#/runs"], ["runs-infrastructure", "#/runs?state=error"],
+      ["run", `#/run/${runs.bad.id}`], ["run-cell", `#/run/${runs.drift.id}?cell=model%7Cmps2_an385_0%7Csquare.y`],
+      ["history", "#/history?image=model&output=square.y&board_type=&last=30"],
+      ["compare", `#/compare?base=${runs.pass3.id}&head=${runs.bad.id}`]];
+    for (const [name, hash] of views) {
+      await view(page, hash);
+      assert.equal(await page.$("main > .error[role=alert]"), null, `${name}: ${await page.$eval("main", m => m.innerText)}`);
+      await screenshot(page, name);
+    }
+    assert.deepEqual(problems, []);
+  });
+
+  it("shows who is signed in, keeps the token out of every URL, and offers no operator button", async () => {
+    const {page, requests} = await viewer();
+    assert.match(await page.$eval("#who", e => e.textContent), /Signed in as viewer \(viewer\)/);
+    await view(page, "#/fleet");
+    await view(page, `#/run/${runs.drift.id}?cell=model%7Cmps2_an385_1%7Csquare.y`);
+    await page.waitForSelector("#cell-detail table");
+    for (const r of requests) assert.ok(!r.url().includes(tokens.viewer), r.url());
+    assert.ok(!(await page.evaluate(() => location.href)).includes(tokens.viewer));
+    assert.equal(await page.evaluate(() => sessionStorage.getItem("hwfarm.token")), tokens.viewer);
+    assert.equal(await page.evaluate(() => localStorage.length + document.cookie.length), 0);
+    await view(page, "#/fleet");
+    assert.equal(await page.$$eval("main button", bs => bs.filter(x => /Maintenance|Resume|Check/.test(x.textContent)).length), 0);
+  });
+
+  it("shows each grid cell's value as the API and the golden_results file have it", async () => {
+    const {page} = await viewer();
+    await view(page, `#/run/${runs.drift.id}`);
+    const cells = await page.$$eval("table.grid tbody tr", trs => trs.map(tr => ({
+      output: tr.querySelector("th").textContent,
+      values: [...tr.querySelectorAll("td")].map(td => ({text: td.textContent, cls: td.className}))})));
+    const golden = JSON.parse(fs.readFileSync(path.join(d.dir, "state/runs", runs.drift.id, "golden_results__mps2_an385_0.json"), "utf8"));
+    const fromApi = runs.drift.attempts.find(a => a.target === "mps2_an385_0").cases.flatMap(c => c.outputs);
+    const square = cells.find(c => c.output === "square.y");
+    const pcc = golden["square.y"].actual_pcc;
+    assert.ok(pcc > 0.994 && pcc < 0.996);
+    assert.equal(fromApi.find(o => o.key === "square.y").actual_pcc, pcc);
+    assert.equal(square.values[0].text, `≈ ${Number(pcc.toPrecision(5))}`);
+    assert.equal(square.values[0].cls, "m-near");
+    // The integer output shows its max error, the exact one passes.
+    const ramp = cells.find(c => c.output === "ramp.y");
+    assert.equal(ramp.values[0].text, `✓ max ${golden["ramp.y"].max}`);
+    // Two targets, every output of the API in the grid.
+    assert.equal(square.values.length, 2);
+    assert.deepEqual(cells.map(c => c.output).sort(), fromApi.map(o => o.key).sort());
+    // The overlay files: ttrt's nested golden_results.json (device "0" is
+    // mps2_an385_0) and Model Explorer's node data, keyed by output name.
+    const dir = path.join(d.dir, "state/runs", runs.drift.id);
+    const nested = JSON.parse(fs.readFileSync(path.join(dir, "golden_results.json"), "utf8"));
+    assert.equal(nested["square.y"]["0"].actual_pcc, pcc);
+    assert.equal(nested["square.y"]["0"].target, "mps2_an385_0");
+    assert.equal(nested["square.y"]["1"].target, "mps2_an385_1");
+    const nodedata = fs.readFileSync(path.join(dir, "nodedata/model__mps2_an385_0.json"), "utf8");
+    assert.doesNotMatch(nodedata, /NaN/);
+    const nd = JSON.parse(nodedata);
+    assert.equal(nd.results["square.y"].value, pcc - golden["square.y"].expected_pcc); // "y" is shared: whole keys
+    assert.equal(nd.thresholds.length, 2);
+    // Keyboard: the arrow keys move between cells.
+    await page.focus("table.grid [data-r='0'][data-c='0']");
+    await page.keyboard.press("ArrowDown");
+    await page.keyboard.press("ArrowRight");
+    assert.deepEqual(await page.evaluate(() => [document.activeElement.dataset.r, document.activeElement.dataset.c]), ["1", "1"]);
+    // A failing cell says so in text, not only in colour.
+    await view(page, `#/run/${runs.bad.id}`);
+    const bad = await page.$eval("table.grid tbody tr:first-child td", td => [td.textContent, td.className]);
+    assert.match(bad[0], /^✗ 0\.49/);
+    assert.equal(bad[1], "m-bad");
+  });
+
+  it("plots a cell's values against the reference's from the .npy files, with the worst positions", async () => {
+    const {page} = await viewer();
+    await view(page, `#/run/${runs.bad.id}?cell=model%7Cmps2_an385_0%7Csquare.y`);
+    await page.waitForSelector("#cell-detail canvas");
+    const worst = await page.$$eval("#cell-detail table[aria-label='Worst positions'] tbody tr",
+                                     trs => trs.map(tr => [...tr.cells].map(c => c.textContent)));
+    // square.y of the bad variant: every element moved by 2.7, so each difference is ±2.7.
+    assert.equal(worst.length, 8);
+    for (const row of worst) assert.equal(Math.abs(Number(row[3])).toFixed(4), "2.7000");
+    assert.equal(await page.$$eval("#cell-detail canvas", cs => cs.length), 2);
+  });
+
+  it("filters runs, with infrastructure failures apart from test failures", async () => {
+    const {page} = await viewer();
+    const ids = async () => page.$$eval("table.runs tbody th a", as => as.map(a => a.textContent));
+    await view(page, "#/runs?state=error");
+    assert.deepEqual(await ids(), [runs.infra.id]);
+    await view(page, "#/runs?failure_class=test");
+    assert.deepEqual((await ids()).sort(), [runs.hang.id, runs.bad.id, xssRun.id].sort());
+    await view(page, "#/runs?commit=c6");
+    assert.deepEqual(await ids(), [runs.drift.id]);
+    await view(page, "#/runs?holder=tvm%2Fnightly&state=passed");
+    assert.deepEqual((await ids()).sort(), [runs.pass1.id, runs.pass2.id, runs.pass3.id, runs.drift.id].sort());
+    await view(page, "#/runs");
+    const chips = await page.$$eval("ul.chips li", lis => lis.map(li => li.textContent));
+    assert.ok(chips.includes("3test failures"), chips.join("|"));
+    assert.ok(chips.includes("1infrastructure failures"), chips.join("|"));
+    assert.equal((await ids())[0], xssRun.id); // newest first
+  });
+
+  it("flags the drop in an output's history at the run where it left its band", async () => {
+    const {page} = await viewer();
+    await view(page, "#/history?image=model&output=square.y&board_type=&last=30");
+    const banners = await page.$$eval("p.banner.bad", ps => ps.map(p => p.textContent));
+    assert.equal(banners.length, 2); // one per board
+    for (const text of banners) assert.match(text, new RegExp(`at run ${runs.drift.id} \\(commit c6\\)`));
+    assert.equal(await page.$$eval("main section canvas", cs => cs.length), 2);
+  });
+
+  it("compares two runs: newly failing cases and each output's PCC change", async () => {
+    const {page} = await viewer();
+    await view(page, `#/compare?base=${runs.pass3.id}&head=${runs.bad.id}`);
+    const text = await page.$eval("main", m => m.innerText);
+    assert.match(text, /Newly failing: 2 case\(s\)/);
+    const rows = await page.$$eval("table[aria-label=Outputs] tbody tr", trs => trs.map(tr => [...tr.cells].map(c => c.textContent)));
+    const square = rows.filter(r => r[2] === "square.y");
+    assert.equal(square.length, 2);
+    for (const r of square) {
+      assert.equal(r[3], "newly failing");
+      assert.match(r[6], /^-0\.50/);
+    }
+  });
+});
+
+describe("live", () => {
+  it("the fleet shows a new lease and its holder without a reload", async () => {
+    const {page, problems} = await viewer();
+    await view(page, "#/fleet");
+    const l = await lease(d, 1, {job: "zephyr/PR-7", build: "3", stage: "hil", url: "https://ci.example.org/pr/7"});
+    await page.waitForFunction(() => /zephyr\/PR-7 #3/.test(document.querySelector("main").innerText), {timeout: 10000});
+    await screenshot(page, "fleet-leased");
+    await d.api("DELETE", `/v1/leases/${l}`);
+    await page.waitForFunction(() => !/zephyr\/PR-7/.test(document.querySelector("main").innerText), {timeout: 10000});
+    assert.deepEqual(problems, []);
+  });
+
+  it("a running run's page shows its progress and its end without a reload", async () => {
+    const {page, problems} = await viewer();
+    const l = await lease(d, 1);
+    const started = await run(d, l, "hang", {deadline_s: 4, wait: false});
+    await view(page, `#/run/${started.id}`);
+    await page.waitForSelector("progress");
+    await page.waitForFunction(() => /Run run-\S+ failed/.test(document.querySelector("h1").textContent), {timeout: 30000});
+    assert.match(await page.$eval("main", m => m.innerText), /BEGIN without END|hang|deadline/i);
+    await d.api("DELETE", `/v1/leases/${l}`);
+    assert.deepEqual(problems, []);
+  });
+});
+
+describe("hostile text", () => {
+  it("markup and script from firmware and requests are shown as text and never run", async () => {
+    const {page, problems} = await viewer();
+    const l = await lease(d, 1, {job: XSS.job, build: "2", stage: XSS.stage, url: XSS.url});
+    for (const hash of ["#/fleet", "#/runs", `#/run/${xssRun.id}`, `#/compare?base=${runs.pass1.id}&head=${xssRun.id}`]) {
+      await view(page, hash);
+      const text = await page.$eval("main", m => m.innerText);
+      if (hash === "#/fleet") assert.ok(text.includes(XSS.job), "the holder's job shows as text");
+      if (hash === `#/run/${xssRun.id}`) {
+        assert.ok(text.includes("<img/src=x/onerror=window.__xss='case'>"), "the case name shows as text");
+        assert.ok(text.includes(XSS.suite) && text.includes(XSS.commit));
+        // The trace, as text.
+        const trace = await page.$$("main .tabs button");
+        for (const t of trace) if (/traces\/xss__mps2_an385\.txt/.test(await t.evaluate(e => e.textContent))) await t.click();
+        await page.waitForFunction(() => /<script>window.__xss='trace'<\/script>/.test(document.querySelector("main pre")?.textContent || ""));
+      }
+      assert.equal(await page.evaluate(() => window.__xss), undefined, hash);
+      assert.equal(await page.$$eval("main img, main script, main svg, main b", e => e.length), 0, hash);
+      assert.equal(await page.$$eval("a[href^='javascript']", e => e.length), 0, hash);
+    }
+    await d.api("POST", "/v1/tier/pin", {tier: 1, reason: XSS.reason}, tokens.operator);
+    await view(page, "#/tier");
+    assert.ok((await page.$eval("main", m => m.innerText)).includes(XSS.reason));
+    assert.equal(await page.evaluate(() => window.__xss), undefined);
+    await d.api("POST", "/v1/tier/unpin", {}, tokens.operator);
+    await d.api("DELETE", `/v1/leases/${l}`);
+    await screenshot(page, "hostile-text");
+    assert.deepEqual(problems.filter(p => !/dialog/.test(p)), []);
+    assert.ok(!problems.some(p => /dialog/.test(p)), "no dialog opened");
+  });
+
+  it("the page has a strict Content-Security-Policy", async () => {
+    const res = await fetch(d.url + "/");
+    const csp = res.headers.get("content-security-policy");
+    assert.match(csp, /default-src 'self'/);
+    assert.match(csp, /script-src 'self'(;|$)/);
+    assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+    assert.equal(res.headers.get("x-content-type-options"), "nosniff");
+    const html = await res.text();
+    assert.doesNotMatch(html, /<script>|<script [^>]*>[^<]+<\/script>|\son[a-z]+=/i); // no inline script or handler
+  });
+});
+
+describe("as an operator", () => {
+  it("takes a board out of service and back, each after a confirmation", async () => {
+    const {page, problems} = await watchedPage(b);
+    await signIn(page, d.url, tokens.operator);
+    await view(page, "#/fleet");
+    const button = async (label, board) => page.waitForSelector(`tr[data-board="${board}"] button[data-key="${label}:${board}"]`);
+    // Cancelled: nothing changes.
+    await (await button("maintenance", "sim-1")).click();
+    await page.waitForSelector("dialog[open]");
+    await screenshot(page, "operator-confirm");
+    await page.click("dialog[open] button[value=no]");
+    assert.equal((await d.api("GET", "/v1/boards/sim-1", undefined, tokens.viewer)).json.state, "available");
+    // Confirmed: the board goes to maintenance, and back.
+    await (await button("maintenance", "sim-1")).click();
+    await page.click("dialog[open] button[value=yes]");
+    await waitFor("maintenance", async () => (await d.api("GET", "/v1/boards/sim-1", undefined, tokens.viewer)).json.state === "maintenance");
+    await (await button("resume", "sim-1")).click();
+    await page.click("dialog[open] button[value=yes]");
+    await waitFor("resume", async () => (await d.api("GET", "/v1/boards/sim-1", undefined, tokens.viewer)).json.state !== "maintenance");
+    assert.deepEqual(problems, []);
+  });
+
+  it("a wrong token is refused with the sign-in form again", async () => {
+    const {page} = await watchedPage(b);
+    await page.goto(d.url + "/", {waitUntil: "networkidle0"});
+    await page.type("#token", "not-a-token");
+    await page.click("form.signin button[type=submit]");
+    await page.waitForFunction(() => /not valid/.test(document.querySelector("main").innerText));
+    assert.equal(await page.$("#who strong"), null);
+  });
+});
