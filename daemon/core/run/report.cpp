@@ -349,8 +349,9 @@ TargetReport evaluate(const Attempt& t, const Attempt* ref, const ThresholdsFor&
   if (ref) againstReference(b, t, *ref, thresholds);
   // A target that did not pass has a failing or erring case, so junit.xml's
   // counts agree with the verdict: a hang after a passing case included.
-  bool shown = std::any_of(r.cases.begin(), r.cases.end(),
-                           [](const CaseReport& c) { return c.outcome == Outcome::fail || c.outcome == Outcome::error; });
+  bool shown = std::any_of(r.cases.begin(), r.cases.end(), [](const CaseReport& c) {
+    return c.outcome == Outcome::fail || c.outcome == Outcome::error;
+  });
   if (r.outcome != Outcome::pass && !shown)
     b.mark(b.caseNamed("(run)"), r.failure == FailureClass::infrastructure ? Outcome::error : Outcome::fail, r.reason);
   // An infrastructure failure of the whole attempt errs every case that
