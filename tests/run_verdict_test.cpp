@@ -129,7 +129,7 @@ TEST_CASE("verdict: no target passes against a reference that fails its own test
   CHECK(judgementOf(status).reason.find("fails its own tests: no test case ran") != std::string::npos);
 }
 
-TEST_CASE("verdict: integer outputs must match exactly unless a threshold rule says otherwise; f32 keeps PCC") {
+TEST_CASE("verdict: integer outputs must match exactly unless a threshold rule says otherwise, f32 keeps PCC") {
   // Given an i32 output off by one everywhere (its PCC is 1.0),
   Lab lab(nucleos(1));
   runOne(lab, "offbyone.elf", "pass.elf");

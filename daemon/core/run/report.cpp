@@ -212,9 +212,7 @@ void firmwareVerdicts(Builder& b, const ParseResult& p, const Attempt* witness) 
     bool damage = transportDamage(pr.kind);
     bool infra = damage && witness_clean;
     std::string why = pr.message;
-    if (damage && !infra)
-      why += witness ? " (the reference shows damaged records too: the firmware's)"
-                     : " (no simulator run shows the lab at fault)";
+    if (damage && witness && !infra) why += " (the reference shows damaged records too: the firmware's)";
     std::string name = pr.case_name.empty() ? "(protocol)" : pr.case_name;
     b.mark(b.caseNamed(name), infra ? Outcome::error : Outcome::fail, why);
     b.fail(infra ? FailureClass::infrastructure : FailureClass::test, why);
@@ -314,9 +312,13 @@ void againstReference(Builder& b, const Attempt& t, const Attempt& ref, const Th
     // No target passes against a reference that fails its own tests.
     std::string why = prefix + " fails its own tests: " + own.reason + " (the test fails on the simulator too)";
     b.fail(FailureClass::test, why);
-    for (const auto& rc : own.cases)
-      if (rc.outcome == Outcome::fail || rc.outcome == Outcome::error)
-        b.mark(b.caseNamed(rc.name), Outcome::fail, "on the reference: " + rc.message);
+    // Its failing cases fail on the target too (a case failing on its own says why already).
+    for (const auto& rc : own.cases) {
+      if (rc.outcome != Outcome::fail && rc.outcome != Outcome::error) continue;
+      CaseReport& c = b.caseNamed(rc.name);
+      if (c.outcome != Outcome::fail && c.outcome != Outcome::error)
+        b.mark(c, Outcome::fail, "on the reference: " + rc.message);
+    }
   }
   compareOutputs(b, t, ref, thresholds, ref_complete);
   if (ref_complete) missingOnTarget(b, t, ref, thresholds);
