@@ -29,12 +29,11 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-port=$((20000 + RANDOM % 20000))
 cat >"$work/fleet.toml" <<EOF
 [agent]
 name = "run-bench"
 tier = 3
-listen = "127.0.0.1:$port"
+listen = "unix:$work/hwfarmd.sock"
 state_dir = "$work/state"
 log_level = "warn"
 anonymous = "loopback"
@@ -53,7 +52,8 @@ EOF
 done
 "$hwfarmd" --config "$work/fleet.toml" >"$work/hwfarmd.log" 2>&1 &
 daemon=$!
-url=http://127.0.0.1:$port
+# A socket of its own: a random TCP port could be another test's hwfarmd.
+url=unix:$work/hwfarmd.sock
 for _ in $(seq 1 100); do "$hwfarmctl" --url "$url" status >/dev/null 2>&1 && break; sleep 0.05; done
 ctl() { "$hwfarmctl" --url "$url" "$@"; }
 

@@ -129,6 +129,29 @@ TEST_CASE("power-cycling a simulated board restarts its firmware") {
   REQUIRE(boots == 2);
 }
 
+TEST_CASE("a simulated board runs under a state directory longer than a socket address holds") {
+  TempDir dir;
+  boost::asio::io_context io;
+  // A work directory whose UART socket path is well past the 107 bytes of
+  // a socket address (a checkout deep in a CI workspace):
+  std::string deep = dir.file(std::string(60, 'd') + "/" + std::string(60, 'e'));
+  REQUIRE((deep + "/sock/sim.uart").size() > 120);
+  QemuBoard board("sim", machine(), deep);
+  REQUIRE(board.flash(firmware("hang")).ok());
+  ConsoleLog log(dir.file("console.txt"), 1 << 20);
+  bool closed = false;
+  auto port = boot(board, io, log, &closed);
+  std::optional<std::optional<std::string>> begin;
+  port->expect(std::regex("^HWFARM BEGIN"), 10s, [&](auto line) { begin = line; });
+  runUntil(io, [&] { return begin.has_value(); });
+  REQUIRE((begin && begin->has_value()));
+  board.powerOff();
+  // and a name longer than a socket address is refused, saying why.
+  auto refused = connectUnixSocket(deep + "/" + std::string(120, 'n'));
+  REQUIRE_FALSE(refused);
+  CHECK(refused.status().message().find("longer than the 107 bytes a socket address holds") != std::string::npos);
+}
+
 TEST_CASE("a hung firmware is stopped at the deadline") {
   TempDir dir;
   boost::asio::io_context io;

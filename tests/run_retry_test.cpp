@@ -229,3 +229,33 @@ TEST_CASE("a USB board without a power switch runs from its flasher's reset, in 
   std::string trace = readFile(dir.file("state/runs/" + std::string(r.at("id").as_string()) + "/traces/fw__bare.txt"));
   CHECK(trace.find("HWFARM END status=0") != std::string::npos);
 }
+
+TEST_CASE("a health check ends after its flasher does: a banner printed while the flasher still runs does not free "
+          "the board") {
+  TempDir dir;
+  // Given a board without a power switch whose flasher resets it (the
+  // health image's banner comes at once) and then goes on for a second
+  // (a real flasher verifying, detaching, exiting),
+  std::string health = dir.write("health.txt", "HEALTH OK\n");
+  std::string sock = dir.file("fake3.sock");
+  std::string board = fakeBoard(dir, 3, false, "bare",
+                                "  health = { image = \"" + health + "\", banner = \"^HEALTH OK\", timeout_s = 10 }\n");
+  std::string slow = "  flash = { driver = \"command\", argv = [\"/bin/sh\", \"-c\", \"\\\"$0\\\" flash \\\"$1\\\" "
+                     "\\\"$2\\\" reset && sleep 1\", \"" FAKE_BOARD_PATH "\", \"" + sock + "\", \"{image}\"], timeout_s = 5 }\n";
+  size_t at = board.find("  flash = ");
+  REQUIRE(at != std::string::npos);
+  board.replace(at, board.find('\n', at) + 1 - at, slow);
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") + board);
+  Process plugged = plugIn(dir, 3);
+  // when its health check passes and it is leased at once,
+  REQUIRE(waitState(d, "fake-3", "available"));
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"bare"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  std::string lease(json::parse(granted.body).at("id").as_string());
+  // then the run's flash finds the board free: the check's flasher had
+  // ended before the board became available.
+  json::object r = run(d, lease, upload(d, lease, kPass));
+  INFO(json::serialize(r));
+  CHECK(r.at("state").as_string() == "passed");
+  CHECK(json::serialize(r).find("busy") == std::string::npos);
+}
