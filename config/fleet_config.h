@@ -83,6 +83,7 @@ struct RunsConfig {
   int64_t max_simulators = 2; // reference simulators running at once
   int64_t max_runs = 16;      // runs running at once
   double default_deadline_s = 60; // per image and target, when a run names none
+  int64_t drain_ms = 250;         // a console is still read this long after its END
   double history_days = 30;       // ended runs' records and artifacts are kept this long
 };
 

@@ -271,6 +271,7 @@ class FleetParser {
     if (auto v = r.integer("max_simulators", 1, 64)) c.max_simulators = *v;
     if (auto v = r.integer("max_runs", 1, 1024)) c.max_runs = *v;
     if (auto v = r.number("default_deadline_s", 0, 86400, true)) c.default_deadline_s = *v;
+    if (auto v = r.integer("drain_ms", 0, 10000)) c.drain_ms = *v;
     if (auto v = r.number("history_days", 0, 3650, true)) c.history_days = *v;
     r.finish();
   }

@@ -401,7 +401,7 @@ TEST_CASE("runs older than runs.history_days are removed with their artifacts at
   CHECK(d.get("/v1/runs/run-old").status == 404);
 }
 
-TEST_CASE("outputs that drift from the reference pass or fail by their PCC, and a corrupt record is infrastructure") {
+TEST_CASE("outputs that drift from the reference pass or fail by their PCC, and a corrupt record is the lab's only when the reference's is whole") {
   TempDir dir;
   auto daemon = std::make_unique<RunningDaemon>(dir, qemuFleet(dir.file("state"), 1));
   RunningDaemon& d = *daemon;
@@ -429,14 +429,28 @@ TEST_CASE("outputs that drift from the reference pass or fail by their PCC, and 
   CHECK(bad.at("state").as_string() == "failed");
   CHECK(bt.at("failure_class").as_string() == "test");
   CHECK(std::string(bt.at("reason").as_string()).rfind("square.y: actual_pcc 0.4986", 0) == 0);
-  // crc: a record corrupted on the wire is the lab's failure, never compared.
+  // crc: a record whose CRC does not match, on the board and on the
+  // reference alike (the simulator's console is lossless): the firmware's.
   auto [crc, ct] = verdictOf("crc");
   INFO(json::serialize(crc));
-  CHECK(crc.at("state").as_string() == "error");
-  CHECK(ct.at("failure_class").as_string() == "infrastructure");
+  CHECK(crc.at("state").as_string() == "failed");
+  CHECK(ct.at("failure_class").as_string() == "test");
   CHECK(std::string(ct.at("reason").as_string()).find("CRC mismatch") != std::string::npos);
+  CHECK(std::string(ct.at("reason").as_string()).find("the reference shows damaged records too") != std::string::npos);
+  // The same damage on the board while the reference's build printed its
+  // records whole points at the lab: an infrastructure failure, never compared.
+  std::string crc_image = uploadImage(d, lease, "crc");
+  std::string pass_image = uploadImage(d, lease, "pass");
+  json::object wire = waitRun(d, startRun(d, lease, R"({"images":[{"image":")" + crc_image +
+                                                        R"(","name":"crc.elf","reference_image":")" + pass_image + R"("}]})"));
+  INFO(json::serialize(wire));
+  CHECK(wire.at("state").as_string() == "error");
+  json::object wt;
+  for (const auto& a : wire.at("attempts").as_array())
+    if (!a.at("reference").as_bool()) wt = a.as_object();
+  CHECK(wt.at("failure_class").as_string() == "infrastructure");
   // That infrastructure failure is an event against the board, in the
-  // database (for the tier SLA); the test failures are not.
+  // database (for the tier SLA); the firmware's failures are not.
   daemon.reset();
   std::string events = sh("/usr/bin/python3 -c \"import sqlite3; c = sqlite3.connect('" + dir.file("state/hwfarm.db") +
                           "'); print([(b, d[:40]) for b, d in c.execute(\\\"SELECT board, detail FROM events WHERE "

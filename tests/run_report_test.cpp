@@ -92,7 +92,7 @@ TEST_CASE("an output below its threshold fails its case as a test failure, with 
   CHECK(sq->message.find("PCC ") != std::string::npos);
   CHECK(caseOf(r, "ramp")->outcome == Outcome::pass);
   // A looser threshold for that output passes it.
-  TargetReport loose = evaluate(bad, &ref, [](std::string_view, std::string_view c, std::string_view) {
+  TargetReport loose = evaluate(bad, &ref, [](std::string_view, std::string_view c, std::string_view, Dtype) {
     Thresholds t;
     if (c == "square") t.expected_pcc = -1.0;
     return t;
@@ -118,7 +118,7 @@ TEST_CASE("the firmware's FAIL, a hang, a bad end status and a missing output ar
 
   TargetReport missing = evaluate(attempt("t", replaced(kPass, "HWFARM OUTPUT ramp.y i32 4 0 1 2 3\n", "")), &ref, nullptr);
   CHECK(caseOf(missing, "ramp")->outcome == Outcome::fail);
-  CHECK(caseOf(missing, "ramp")->message == "ramp.y: missing (the reference has it)");
+  CHECK(caseOf(missing, "ramp")->message == "ramp.y: output missing (the reference has it)");
 }
 
 TEST_CASE("an image that hangs on the reference too is the firmware's failure, not the lab's") {
@@ -137,10 +137,11 @@ TEST_CASE("no console output, a failed flash, a corrupt record and a failed refe
   TargetReport silent = evaluate(attempt("t", "", true), &ref, nullptr);
   CHECK(silent.outcome == Outcome::error);
   CHECK(silent.failure == FailureClass::infrastructure);
-  CHECK(silent.reason == "no console output before the deadline");
+  CHECK(silent.reason == "no console output before the deadline (the reference printed its records)");
   REQUIRE(caseOf(silent, "ramp"));
   CHECK(caseOf(silent, "ramp")->outcome == Outcome::error); // a case the reference has: not run
-  CHECK(caseOf(silent, "ramp")->message == "not run: no console output before the deadline");
+  CHECK(caseOf(silent, "ramp")->message ==
+        "not run: no console output before the deadline (the reference printed its records)");
 
   Attempt flash = attempt("t", "");
   Evidence e;
@@ -261,8 +262,8 @@ TEST_CASE("an ignored output is not compared, and one the target lacks is not mi
                                        "HWFARM OUTPUT ramp.y i32 4 0 1 2 3\n", ""));
   std::vector<ThresholdRule> rules(1);
   rules[0].ignore = true;
-  TargetReport r = evaluate(bad, &ref, [&](std::string_view i, std::string_view c, std::string_view o) {
-    return resolveThresholds(rules, i, c, o);
+  TargetReport r = evaluate(bad, &ref, [&](std::string_view i, std::string_view c, std::string_view o, Dtype d) {
+    return resolveThresholds(rules, i, c, o, d);
   });
   CHECK(r.outcome == Outcome::pass);
   CHECK(caseOf(r, "square")->outputs.empty());

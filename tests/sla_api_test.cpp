@@ -37,14 +37,23 @@ CommandResult ctl(const RunningDaemon& d, const std::string& token, std::vector<
 }
 
 // Runs `variant`'s test image on the lease's boards; the run's record once it ended.
-json::object runImage(const RunningDaemon& d, const std::string& lease, const std::string& variant) {
+std::string uploadVariant(const RunningDaemon& d, const std::string& lease, const std::string& variant) {
   std::string image = readFile(std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf");
   auto up = hwfarm::cli::HttpClient(d.url()).request("POST", "/v1/leases/" + lease + "/images?name=" + variant + ".elf",
                                                      image, kPipeline, "application/octet-stream");
   INFO(up.body);
   REQUIRE(up.status == 201);
-  std::string body = R"({"images":[{"image":")" + str(parsed(up).at("image")) + R"(","name":")" + variant +
-                     R"(.elf"}],"reference":"none"})";
+  return str(parsed(up).at("image"));
+}
+
+// Runs `variant` on the lease's board: without a reference, or against the
+// QEMU reference running `reference` (another variant).
+json::object runImage(const RunningDaemon& d, const std::string& lease, const std::string& variant,
+                      const std::string& reference = "") {
+  std::string image = uploadVariant(d, lease, variant);
+  std::string body = R"({"images":[{"image":")" + image + R"(","name":")" + variant + R"(.elf")" +
+                     (reference.empty() ? R"(}],"reference":"none"})"
+                                        : R"(,"reference_image":")" + uploadVariant(d, lease, reference) + R"("}]})");
   auto started = d.request("POST", "/v1/leases/" + lease + "/runs", body, kPipeline);
   INFO(started.body);
   REQUIRE(started.status == 201);
@@ -73,9 +82,9 @@ TEST_CASE("sla api: an unresolved infrastructure failure demotes the agent and r
   REQUIRE(lease.status == 201);
   std::string lease_id = str(parsed(lease).at("id"));
 
-  // Given a run whose console record is corrupted on the wire (the lab's
-  // failure) on the only board,
-  json::object run = runImage(d, lease_id, "crc");
+  // Given a run whose console record is corrupted on the wire on the only
+  // board while the reference printed its records whole (the lab's failure),
+  json::object run = runImage(d, lease_id, "crc", "pass");
   REQUIRE(str(run.at("state")) == "error");
   // the SLA holds an incident against sim-0 and warns before it demotes;
   json::object before;

@@ -113,6 +113,7 @@ void Handlers::startRun(Call& c, const std::string& id) {
   if (!object) return c.respond(errorResponse(object.status()));
   run::Spec spec;
   spec.deadline_ms = static_cast<int64_t>(state_.config->runs.default_deadline_s * 1000);
+  spec.drain_ms = state_.config->runs.drain_ms;
   for (const auto& [key, value] : *object) {
     if (key == "images") {
       if (!value.is_array() || value.as_array().empty() || value.as_array().size() > 1000)

@@ -131,6 +131,7 @@ void BoardTargets::simulate(SimulatorJob job, std::function<void()> started,
       asio::post(impl->io, std::move(started));
       drivers::SimulatorOptions options;
       options.deadline = job.deadline;
+      options.drain = job.drain;
       options.max_bytes = job.max_bytes;
       options.cancel = job.stop.get();
       ran = drivers::runSimulator("ref", job.qemu, job.image, work, options);

@@ -172,7 +172,7 @@ struct RunService::Impl::Carry {
   }
   void operator()(run::Simulate& c) {
     size_t i = c.attempt;
-    SimulatorJob job{id + "-" + std::to_string(i), r.qemu, c.image, c.deadline, run::kMaxConsoleBytes};
+    SimulatorJob job{id + "-" + std::to_string(i), r.qemu, c.image, c.deadline, c.drain, run::kMaxConsoleBytes};
     r.simulators[i] = job.stop;
     d.targets.simulate(std::move(job), [back = back(), i] { back(run::SimulatorStarted{i}); },
                        [back = back(), i](SimulatorResult s) {

@@ -42,6 +42,7 @@ struct SimulatorJob {
   config::QemuConfig qemu;    // the machine
   std::string image;          // a file of a lease's image store, held until staged
   std::chrono::milliseconds deadline{60000};
+  std::chrono::milliseconds drain{250}; // its console is read this long after END
   size_t max_bytes = 8u << 20;
   // Set (any thread): the simulator stops and reports what it printed.
   std::shared_ptr<std::atomic<bool>> stop = std::make_shared<std::atomic<bool>>(false);

@@ -118,7 +118,8 @@ void Plan::startReference(size_t image, Now now, Steps& out) {
   }
   // The reference runs the image's reference_image when it has one.
   std::string path = img.reference_path.empty() ? img.path : img.reference_path;
-  out.commands.push_back(Simulate{i, std::move(path), std::chrono::milliseconds(spec_.deadline_ms)});
+  out.commands.push_back(Simulate{i, std::move(path), std::chrono::milliseconds(spec_.deadline_ms),
+                                   std::chrono::milliseconds(spec_.drain_ms)});
 }
 
 void Plan::nextOn(size_t t, Now now, Steps& out) {
@@ -146,7 +147,8 @@ void Plan::nextOn(size_t t, Now now, Steps& out) {
   const Target& target = targets_[t];
   const std::string& path = spec_.images[*image].path;
   if (target.simulator()) {
-    out.commands.push_back(Simulate{i, path, std::chrono::milliseconds(spec_.deadline_ms)});
+    out.commands.push_back(Simulate{i, path, std::chrono::milliseconds(spec_.deadline_ms),
+                                     std::chrono::milliseconds(spec_.drain_ms)});
     return;
   }
   w.boot.emplace(target.kind);
@@ -172,7 +174,7 @@ void Plan::on(const Flashed& e, Now now, Steps& out) {
   if (w.boot->running()) enterRunning(e.attempt, now, out);
   if (next) out.commands.push_back(Power{e.attempt, targets_[w.target].board, next->power});
   // An unswitched board's firmware may have ended while it was flashed.
-  if (w.boot->running() && w.parser.ended()) endBoardRun(e.attempt, "", now, out);
+  if (w.boot->running() && w.parser.ended()) drain(e.attempt, now, out);
 }
 
 void Plan::on(const Powered& e, Now now, Steps& out) {
@@ -200,18 +202,30 @@ void Plan::on(const ConsoleLine& e, Now now, Steps& out) {
     w.console += '\n';
   }
   w.parser.line(e.line()); // cut lines stay cut: never a record
-  if (w.parser.ended() && w.boot->running()) endBoardRun(e.attempt, "", now, out);
+  if (w.parser.ended() && w.boot->running() && !w.drain_until) drain(e.attempt, now, out);
+}
+
+// After END the console is read a little longer: a record printed after it
+// (an early END hiding a failure) fails the attempt.
+void Plan::drain(size_t i, Now now, Steps& out) {
+  Work& w = work_[i];
+  if (spec_.drain_ms <= 0) return endBoardRun(i, "", now, out);
+  w.drain_until = now.steady + std::chrono::milliseconds(spec_.drain_ms);
+  out.commands.push_back(CancelDeadline{i});
+  out.commands.push_back(ArmDeadline{i, *w.drain_until});
 }
 
 void Plan::on(const ConsoleClosed& e, Now now, Steps& out) {
   Work& w = work_.at(e.attempt);
   if (!w.boot || !w.boot->running() || record_.attempts[e.attempt].phase != Phase::running) return;
-  endBoardRun(e.attempt, e.reason, now, out);
+  // Closed after its END (in the drain window): the run is complete.
+  endBoardRun(e.attempt, w.drain_until ? "" : e.reason, now, out);
 }
 
 void Plan::on(const DeadlinePassed& e, Now now, Steps& out) {
   Work& w = work_.at(e.attempt);
   if (record_.attempts[e.attempt].phase != Phase::running || w.result.timed_out) return;
+  if (w.drain_until) return endBoardRun(e.attempt, "", now, out);
   w.result.timed_out = true;
   // A simulator stops and reports what it printed; a board ends here.
   if (!w.boot) return out.commands.push_back(StopSimulator{e.attempt});
@@ -223,8 +237,12 @@ void Plan::endBoardRun(size_t i, const std::string& closed, Now now, Steps& out)
   record_.attempts[i].phase = Phase::finishing;
   out.commands.push_back(Unwatch{i});
   out.commands.push_back(CancelDeadline{i});
-  if (!closed.empty() && !w.parser.ended() && w.result.status.ok() && w.console.empty())
-    w.result.status = Status::infrastructure(Code::unavailable, "the console closed before any output: " + closed);
+  // A board's console closing before END is the lab's (a USB hub reset, the
+  // board unplugged): the firmware cannot close it. Retried.
+  if (!closed.empty() && !w.parser.ended() && w.result.status.ok())
+    w.result.status = Status::infrastructure(
+        Code::unavailable, (w.console.empty() ? "the console closed before any output: "
+                                              : "the console closed mid-run (BEGIN but no END): ") + closed);
   w.result.seconds = secondsSince(w.started, now);
   bool timed_out = w.result.timed_out;
   attemptDone(i, now, out);
@@ -284,27 +302,56 @@ void Plan::attemptDone(size_t i, Now now, Steps& out) {
   w.parser.finish();
   w.result.parsed = std::move(w.parser).take();
   w.result.trace_tail = tailLines(w.console, kTraceTailLines);
-  if (w.truncated) w.result.trace_tail += "\n[console cut at 8 MiB]\n";
+  if (w.truncated) w.result.trace_tail += "\n[console cut at " + std::to_string(kMaxConsoleMiB) + " MiB]\n";
+  // A board's console is parsed whole (only its trace is cut); a
+  // simulator's was cut before it was parsed.
+  w.result.console_cut = w.truncated && !w.boot;
+  w.result.golden = w.target == kReference && spec_.reference == ReferenceKind::golden;
   entry.phase = Phase::done;
   entry.seconds = w.result.seconds;
   out.changed = true;
   bool board = w.boot.has_value();
-  if (w.target == kReference) entry.judgement = judgementOf(evaluate(w.result, nullptr, nullptr), true);
+  if (w.target == kReference) entry.judgement = judgementOf(judgeOwn(w.result, nullptr), true);
   // A board target that failed the lab's way is retried once on another
-  // board (targetFree), unless the run is stopping.
+  // board (targetFree), unless the run is stopping. Whether it was the
+  // lab's may take its reference's evidence (a silent console is the
+  // firmware's when the simulator printed nothing either).
   if (board && !w.retry_of && spec_.retry && !stopping()) {
-    TargetReport own = evaluate(w.result, nullptr, nullptr);
-    if (own.failure == FailureClass::infrastructure) {
-      w.retry = Retry::wanted;
-      w.retry_reason = own.reason;
-    }
+    bool reference_pending = spec_.reference == ReferenceKind::qemu && !referenceOf(w.image);
+    if (reference_pending && judgeOwn(w.result, nullptr).failure != FailureClass::none) w.retry = Retry::undecided;
+    else decideRetry(i);
   }
   judgeReady();
+  settleRetries(now, out);
   finishIfDone(now, out);
+}
+
+const Attempt* Plan::referenceOf(size_t image) const {
+  size_t r = reference_of_[image];
+  if (r == kReference || record_.attempts[r].phase != Phase::done) return nullptr;
+  return &work_[r].result;
+}
+
+void Plan::decideRetry(size_t i) {
+  Work& w = work_[i];
+  TargetReport own = judgeOwn(w.result, referenceOf(w.image));
+  w.retry = own.failure == FailureClass::infrastructure ? Retry::wanted : Retry::none;
+  w.retry_reason = own.reason;
+}
+
+void Plan::settleRetries(Now now, Steps& out) {
+  for (size_t i = 0; i < work_.size(); ++i) {
+    Work& w = work_[i];
+    if (w.retry != Retry::undecided || !referenceOf(w.image)) continue;
+    decideRetry(i);
+    if (w.free) targetFree(i, now, out);
+  }
 }
 
 void Plan::targetFree(size_t i, Now now, Steps& out) {
   Work& w = work_[i];
+  w.free = true;
+  if (w.retry == Retry::undecided) return; // settleRetries goes on
   if (w.retry != Retry::wanted) return nextOn(w.target, now, out);
   w.retry = Retry::swapping;
   out.commands.push_back(SwapBoard{i, targets_[w.target].board, "run " + record_.id + ": " + w.retry_reason});
@@ -338,17 +385,16 @@ void Plan::on(const Swapped& e, Now now, Steps& out) {
 
 // Targets are judged once their image's reference is done.
 void Plan::judgeReady() {
-  const auto thresholds = [this](std::string_view i, std::string_view c, std::string_view o) {
-    return resolveThresholds(spec_.thresholds, i, c, o);
+  const auto thresholds = [this](std::string_view i, std::string_view c, std::string_view o, Dtype d) {
+    return resolveThresholds(spec_.thresholds, i, c, o, d);
   };
   for (size_t i = 0; i < work_.size(); ++i) {
     Work& w = work_[i];
     if (w.target == kReference || w.report || record_.attempts[i].phase != Phase::done) continue;
     const Attempt* reference = nullptr;
     if (spec_.reference != ReferenceKind::none) {
-      size_t r = reference_of_[w.image];
-      if (r == kReference || record_.attempts[r].phase != Phase::done) continue;
-      reference = &work_[r].result;
+      reference = referenceOf(w.image);
+      if (!reference) continue;
     }
     w.report = evaluate(w.result, reference, thresholds);
     record_.attempts[i].judgement = judgementOf(*w.report, false);
@@ -367,7 +413,7 @@ void Plan::on(const CancelRequested& e, Now now, Steps& out) {
   out.changed = true;
   for (size_t i = 0; i < work_.size(); ++i) {
     Work& w = work_[i];
-    if (w.retry == Retry::wanted) w.retry = Retry::none;
+    if (w.retry == Retry::wanted || w.retry == Retry::undecided) w.retry = Retry::none;
     Phase phase = record_.attempts[i].phase;
     if (!w.boot) {
       // Simulators stop; a golden reference is only being read.
@@ -390,7 +436,7 @@ void Plan::on(const CancelRequested& e, Now now, Steps& out) {
 bool Plan::allDone() const {
   for (size_t i = 0; i < work_.size(); ++i)
     if (record_.attempts[i].phase != Phase::done || work_[i].retry == Retry::wanted ||
-        work_[i].retry == Retry::swapping)
+        work_[i].retry == Retry::swapping || work_[i].retry == Retry::undecided)
       return false;
   if (stage_ == Stage::cancelling) return true;
   if (!shard_queue_.empty() || !retry_on_.empty()) return false;

@@ -42,9 +42,6 @@
 
 namespace hwfarm::run {
 
-// A console is kept up to this much per attempt (its trace); more is cut.
-inline constexpr size_t kMaxConsoleBytes = 8u << 20;
-
 // The time of an event: steady for deadlines and durations, wall (unix ms)
 // for what the record shows.
 struct Now {
@@ -142,6 +139,7 @@ struct Simulate { // a fresh simulator of the run's board type -> SimulatorStart
   size_t attempt;
   std::string image;
   std::chrono::milliseconds deadline; // the simulator's own bound, beside ArmDeadline's
+  std::chrono::milliseconds drain;    // its console is read this long after END (or until it exits)
 };
 struct StopSimulator { // -> SimulatorEnded (soon)
   size_t attempt;
@@ -204,8 +202,10 @@ class Plan {
   enum class Stage { starting, running, cancelling, writing, storing, over };
   // An infrastructure failure of a board target: none, wanted (once the
   // board is free), swapping (the lease service replaces the board),
-  // superseded (the retry runs on the board swapped in).
-  enum class Retry { none, wanted, swapping, superseded };
+  // superseded (the retry runs on the board swapped in); undecided: the
+  // board failed and its reference, which tells the lab's failure from the
+  // firmware's, is not done yet.
+  enum class Retry { none, undecided, wanted, swapping, superseded };
   static constexpr size_t kReference = SIZE_MAX; // an attempt's target: the reference
 
   // An attempt's working state, beside its entry in the record.
@@ -222,6 +222,10 @@ class Plan {
     bool truncated = false; // the console passed kMaxConsoleBytes
     std::string flash_log;
     Clock::SteadyTime started{};
+    // A board's run after its END: until then, records that follow are
+    // still read (and fail it: "record after END").
+    std::optional<Clock::SteadyTime> drain_until;
+    bool free = false; // its target was left free (targetFree)
     std::optional<TargetReport> report; // a target's, against the reference
   };
 
@@ -249,12 +253,21 @@ class Plan {
   // A board attempt's console run is over: END, its deadline, its console
   // closed (`closed`), or a failed step.
   void endBoardRun(size_t i, const std::string& closed, Now now, Steps& out);
+  // A board attempt's END arrived: its console is read for the drain window.
+  void drain(size_t i, Now now, Steps& out);
   // A board attempt that never ran (its flash failed, or the run was
   // cancelled while it flashed).
   void endBoot(size_t i, Status status, Now now, Steps& out);
   void attemptDone(size_t i, Now now, Steps& out);
   // Attempt `i` left its target free: the retry, or the target's next image.
   void targetFree(size_t i, Now now, Steps& out);
+  // Whether board attempt `i` is retried, from its own verdict with its
+  // image's reference (when it has one) as the witness.
+  void decideRetry(size_t i);
+  // Decides the retries that waited for a reference now done.
+  void settleRetries(Now now, Steps& out);
+  // The done reference attempt of `image`; nullptr: none (or not done).
+  const Attempt* referenceOf(size_t image) const;
   void judgeReady();
   bool allDone() const;
   void finishIfDone(Now now, Steps& out);

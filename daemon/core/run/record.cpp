@@ -64,11 +64,11 @@ void Record::judge() {
   failure = FailureClass::none;
   for (const auto& a : attempts) {
     if (a.reference || a.retried || !a.judgement) continue;
-    if (a.judgement->failure == FailureClass::infrastructure) {
-      failure = FailureClass::infrastructure;
+    if (a.judgement->failure == FailureClass::test) {
+      failure = FailureClass::test; // never hidden by another attempt's infrastructure failure
       return;
     }
-    if (a.judgement->failure == FailureClass::test) failure = FailureClass::test;
+    if (a.judgement->failure == FailureClass::infrastructure) failure = FailureClass::infrastructure;
   }
 }
 

@@ -4,9 +4,12 @@
 // uploads read it. JSON is its text at those edges only: toJson() and
 // fromJson(), nowhere else.
 //
-// Its rules live here, each in one place: the run's failure class is the
-// worst of its judged attempts, a superseded one counting through its retry
-// and the reference's own verdict never (judge(), which keeps `failure`);
+// Its rules live here, each in one place: the run's failure class is test
+// when any judged attempt failed the firmware's way (a test failure is never
+// hidden by another target's infrastructure failure, which stays in its
+// attempt's judgement and still counts for the SLA), else infrastructure
+// when any failed the lab's way; a superseded attempt counts through its
+// retry and the reference's own verdict never (judge(), which keeps `failure`);
 // the state a run that ran to its end gets follows from it (verdict()); a
 // run cut short by a restart is interrupted (interrupt()).
 #pragma once
@@ -119,12 +122,13 @@ struct Record {
   // run has ended.
   std::vector<std::string> artifacts;
 
-  // Sets `failure` to the worst failure class of the judged target attempts
-  // that count (not a superseded one, never the reference's own): run it
+  // Sets `failure` from the judged target attempts that count (not a
+  // superseded one, never the reference's own): test if any failed the
+  // firmware's way, else infrastructure if any failed the lab's way. Run it
   // when a judgement changes.
   void judge();
-  // The state of a run that ran to its end, from `failure`: error
-  // (infrastructure), failed (test) or passed.
+  // The state of a run that ran to its end, from `failure`: failed (test),
+  // error (infrastructure only) or passed.
   State verdict() const;
   // Attempts done, for the progress.
   size_t doneCount() const;

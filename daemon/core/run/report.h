@@ -3,13 +3,17 @@
 // or error, a failure class with evidence per target, and the junit.xml and
 // golden_results.json texts (docs/runs.md).
 //
-// Classification (DESIGN.md, failure classes):
-//   infrastructure  the attempt failed (flash tool, board lost, simulator
-//                   crash: its Status), no console output at all before the
-//                   deadline, a corrupt record (CRC), the reference failed
-//   test            a FAIL record, an output below its threshold or missing,
-//                   a malformed record, BEGIN without END before the
-//                   deadline (a hang), END with a status other than 0
+// Classification (DESIGN.md, failure classes; docs/runs.md, "Who is to
+// blame" has the whole table). Blame needs evidence: a failure is the lab's
+// (infrastructure) only when the evidence points at the lab, that is the
+// attempt's own failed step (flash tool, power switch, a board lost or its
+// console closed mid-run, a simulator that crashed), or a console fault
+// (silence, noise only, a corrupt record) that the reference simulator, run
+// on the same image with a lossless console, did not show. Everything else
+// is the firmware's (test): a FAIL record, an output below its threshold or
+// missing, a malformed record, a hang, END with a status other than 0, no
+// test case at all, a record after END, and any console fault the
+// reference shows too (or that no simulator reference can clear).
 #pragma once
 
 #include <functional>
@@ -19,6 +23,7 @@
 
 #include "common/status.h"
 #include "daemon/core/run/compare.h"
+#include "daemon/core/run/console_limits.h"
 #include "daemon/core/run/protocol.h"
 
 namespace hwfarm::run {
@@ -34,6 +39,11 @@ struct Attempt {
   bool timed_out = false; // the deadline passed before END
   double seconds = 0;
   std::string trace_tail; // the console's last lines
+  // The console passed the most hwfarmd keeps of it before it ended: what
+  // followed was never parsed (a simulator's; a board's console is parsed
+  // whole and only its trace is cut).
+  bool console_cut = false;
+  bool golden = false; // a reference read from recorded outputs: it ran nothing
 };
 
 // Per case, in JUnit's words.
@@ -66,13 +76,29 @@ struct TargetReport {
   std::string trace_tail;
 };
 
-// The thresholds of one output (from the manifest: suite, image, case or
-// output level).
-using ThresholdsFor =
-    std::function<Thresholds(std::string_view image, std::string_view case_name, std::string_view output)>;
+// The thresholds of one output of `dtype` (from the manifest: suite, image,
+// case or output level, over the dtype's defaults: thresholds.h). nullptr:
+// the defaults.
+using ThresholdsFor = std::function<Thresholds(std::string_view image, std::string_view case_name,
+                                               std::string_view output, Dtype dtype)>;
 
-// Holds `target` against `reference` (nullptr: none, PASS/FAIL only).
+// Holds `target` against `reference` (nullptr: none, PASS/FAIL only): its
+// own verdict (judgeOwn), then the reference's rules: a reference that
+// failed the lab's way compares nothing (infrastructure, unless the target
+// failed the firmware's way on its own); one that fails its own tests lets
+// no target pass ("the test fails on the simulator too"); one that did not
+// complete while the target did is "reference incomplete" (not the
+// target's failure, and not the lab's: no evidence points at it); every
+// complete output and case of the reference must be on the target too.
+// Every report that is not a pass has a failing or erring case (junit.xml
+// agrees with the verdict).
 TargetReport evaluate(const Attempt& target, const Attempt* reference, const ThresholdsFor& thresholds);
+
+// What `attempt`'s own console and steps say, with `reference` (nullptr:
+// none) as the witness that classes a console fault: the reference's own
+// verdict, and a board's for its retry (only the lab's failures are
+// retried). Never compares outputs.
+TargetReport judgeOwn(const Attempt& attempt, const Attempt* reference);
 
 // junit.xml: one <testsuite> per target (reports of one target, one per
 // image, share it), one <testcase> per case with classname = image.

@@ -39,6 +39,9 @@ struct Spec {
   // type swapped into the lease.
   bool retry = true;
   int64_t deadline_ms = 60000; // per image and target, from the power-on
+  // How long a console (a board's, a simulator's) is still read after its
+  // END: a record that follows fails the attempt ("record after END").
+  int64_t drain_ms = 250;
   std::vector<ThresholdRule> thresholds;
 };
 
