@@ -262,6 +262,15 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   return Status::success();
 }
 
+std::string guestLockup(const std::string& qemu_log) {
+  std::string tail = outputTail(qemu_log, 4096);
+  static const std::string kFatal = "qemu: fatal: Lockup";
+  size_t at = tail.find(kFatal);
+  if (at == std::string::npos) return "";
+  size_t end = tail.find('\n', at);
+  return tail.substr(at + 13, (end == std::string::npos ? tail.size() : end) - at - 13); // from "Lockup"
+}
+
 bool unixSocketListening(const std::string& path, const std::string& table_path) {
   std::ifstream table(table_path);
   if (!table) return false;

@@ -87,6 +87,7 @@ Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuCon
       run.qemu_exit = qemu.exitStatus();
       run.qemu_signal = end->signal;
       run.qemu_end = end->describe("the simulator");
+      run.guest_lockup = guestLockup(qemu.logPath());
     }
   qemu.powerOff();
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

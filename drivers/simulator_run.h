@@ -26,6 +26,9 @@ struct SimulatorRun {
   // 1", "the simulator was killed by signal 6 (Aborted)", "the simulator's
   // sandbox was killed by signal 9 (Killed)".
   std::string qemu_end;
+  // The guest CPU locked up and QEMU aborted (guestLockup, qemu_board.h):
+  // what QEMU said. The firmware's failure, not the simulator's.
+  std::string guest_lockup;
   double seconds = 0;
 };
 

@@ -871,3 +871,22 @@ TEST_CASE("issue 19: the reference simulator reports how QEMU ended when it dies
   CHECK_FALSE(r.ended);
   CHECK_FALSE(r.timed_out);
 }
+
+TEST_CASE("an image that locks the simulated core up is told apart from a simulator that crashed") {
+  TempDir dir;
+  // Given an image that is no firmware (its vector table is text: the core
+  // faults at reset and locks up, and QEMU aborts),
+  std::string junk = dir.write("junk.bin", std::string(64, 'x'));
+  SimulatorOptions options;
+  options.deadline = 20s;
+  auto ran = runSimulator("ref", machine(), junk, dir.file("sim"), options);
+  REQUIRE(ran);
+  // the run says QEMU ended by itself and what the guest did,
+  CHECK(ran->qemu_signal == SIGABRT);
+  CHECK(ran->guest_lockup.rfind("Lockup: ", 0) == 0);
+  // which a run of real firmware never says.
+  auto good = runSimulator("ref", machine(), firmware("pass"), dir.file("sim2"), options);
+  REQUIRE(good);
+  CHECK(good->guest_lockup.empty());
+  CHECK(hwfarm::drivers::guestLockup(dir.file("no-such.log")).empty());
+}

@@ -236,3 +236,60 @@ TEST_CASE("sla api: status tier and sla show since when the tier holds: the agen
   CHECK(ctl(resumed, kViewer, {"tier"}).out.find("effective tier 1 (registered 1, policy 1, pinned -)\n  registered tier 1\n") == 0);
   CHECK(ctl(resumed, kViewer, {"sla"}).out.find("effective tier 1 (registered 1, policy 1, pinned -)\n") == 0);
 }
+
+TEST_CASE("sla api: 20 runs of hostile firmware leave the tier and the board alone: each is the firmware's failure") {
+  TempDir dir;
+  RunningDaemon d(dir, tokenFleet(dir, 1) + "[sla.tier1]\nresolution_window_h = 0.002\n");
+  auto lease = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual","ttl_s":600})",
+                         kPipeline);
+  REQUIRE(lease.status == 201);
+  std::string lease_id = str(parsed(lease).at("id"));
+  // An image that is no firmware at all: the core locks up at reset and
+  // QEMU aborts, on the board's simulator and on the reference alike.
+  std::string junk(4096, '\0');
+  for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<char>("not an ELF\n"[i % 11]);
+  // Given a pull request's firmware that damages its own records, miscounts
+  // them, runs no test case, or is no firmware, 5 times each, every run
+  // against the QEMU reference running the same image (as a run does by
+  // default),
+  for (int round = 0; round < 5; ++round) {
+    for (const std::string variant : {"crc", "v2count", "health", "junk"}) {
+      INFO(variant << " round " << round);
+      json::object run;
+      if (variant == "junk") {
+        auto up = hwfarm::cli::HttpClient(d.url()).request("POST", "/v1/leases/" + lease_id + "/images?name=junk.bin",
+                                                           junk, kPipeline, "application/octet-stream");
+        REQUIRE(up.status == 201);
+        std::string body = R"({"images":[{"image":")" + str(parsed(up).at("image")) + R"(","name":"junk.bin"}]})";
+        auto started = d.request("POST", "/v1/leases/" + lease_id + "/runs", body, kPipeline);
+        INFO(started.body);
+        REQUIRE(started.status == 201);
+        std::string id = str(parsed(started).at("id"));
+        for (auto deadline = std::chrono::steady_clock::now() + 90s; std::chrono::steady_clock::now() < deadline;
+             std::this_thread::sleep_for(50ms)) {
+          run = parsed(d.get("/v1/runs/" + id, kViewer)).as_object();
+          if (str(run.at("state")) != "running") break;
+        }
+      } else {
+        run = runImage(d, lease_id, variant, variant);
+      }
+      INFO(json::serialize(run));
+      // each run fails as the firmware's (a test failure), never the lab's,
+      CHECK(str(run.at("state")) == "failed");
+      CHECK(str(run.at("failure_class")) == "test");
+      if (variant == "junk")
+        CHECK(json::serialize(run).find("the firmware locked up the CPU (QEMU: Lockup") != std::string::npos);
+    }
+  }
+  // and afterwards no incident is open, the tier is what it was, the
+  // ratio counts no infrastructure failure, and the board serves on.
+  json::object s = standing(d);
+  INFO(json::serialize(s));
+  CHECK(s.at("incidents").as_array().empty());
+  CHECK(s.at("effective_tier").as_int64() == 1);
+  CHECK(s.at("ratio").at("infra_failures").as_int64() == 0);
+  CHECK(tier(d).at("transitions").as_array().empty());
+  json::value boards = parsed(d.get("/v1/boards", kViewer));
+  CHECK(str(boards.at("boards").at(0).at("state")) == "leased");
+  CHECK(runImage(d, lease_id, "pass").at("state").as_string() == "passed");
+}

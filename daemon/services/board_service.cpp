@@ -657,6 +657,11 @@ std::function<void()> BoardService::watchConsole(const std::string& board,
   };
 }
 
+std::string BoardService::guestLockup(const std::string& name) const {
+  auto it = impl_->boards.find(name);
+  return it == impl_->boards.end() ? std::string() : it->second->guestLockup();
+}
+
 void BoardService::power(const lease::Lease& lease, const std::string& name, drivers::PowerAction action,
                          Done done) {
   impl_->powerOp(lease.id, name, action, std::move(done), false);

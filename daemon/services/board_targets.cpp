@@ -26,6 +26,10 @@ drivers::PowerAction actionOf(run::PowerStep step) {
   return drivers::PowerAction::off;
 }
 
+std::string lockupReason(const std::string& said) {
+  return "the firmware locked up the CPU (QEMU: " + said + ")";
+}
+
 SimulatorResult resultOf(Result<drivers::SimulatorRun> ran) {
   SimulatorResult r;
   if (!ran) {
@@ -40,7 +44,10 @@ SimulatorResult resultOf(Result<drivers::SimulatorRun> ran) {
     Evidence evidence;
     if (ran->qemu_signal) evidence.signal = ran->qemu_signal;
     else evidence.exit_code = ran->qemu_exit;
-    r.status = Status::infrastructure(Code::unavailable, ran->qemu_end, std::move(evidence));
+    if (!ran->guest_lockup.empty()) // the firmware's: a real core locks up the same way
+      r.status = Status::testFailure(lockupReason(ran->guest_lockup), std::move(evidence));
+    else
+      r.status = Status::infrastructure(Code::unavailable, ran->qemu_end, std::move(evidence));
   }
   return r;
 }
@@ -112,6 +119,8 @@ std::function<void()> BoardTargets::watch(const std::string& board, std::functio
                                           std::function<void(const std::string&)> on_closed) {
   return impl_->boards.watchConsole(board, std::move(on_line), std::move(on_closed));
 }
+
+std::string BoardTargets::guestLockup(const std::string& board) const { return impl_->boards.guestLockup(board); }
 
 void BoardTargets::release(const std::string& lease_id, const std::string& board) {
   impl_->boards.boardLeftLease(lease_id, board);

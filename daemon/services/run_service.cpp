@@ -149,7 +149,9 @@ struct RunService::Impl::Carry {
         [back = back(), i = c.attempt](const ConsoleLine& line) {
           back(run::ConsoleLine{i, std::string(line.text), line.continued, line.end});
         },
-        [back = back(), i = c.attempt](const std::string& why) { back(run::ConsoleClosed{i, why}); });
+        [back = back(), i = c.attempt, &targets = d.targets, board = c.board](const std::string& why) {
+          back(run::ConsoleClosed{i, why, targets.guestLockup(board)});
+        });
   }
   void operator()(run::Unwatch& c) {
     auto it = r.unwatch.find(c.attempt);

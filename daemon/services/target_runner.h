@@ -73,6 +73,13 @@ class TargetRunner {
   virtual std::function<void()> watch(const std::string& board,
                                       std::function<void(const ConsoleLine& line)> on_line,
                                       std::function<void(const std::string& reason)> on_closed) = 0;
+  // What `board`'s simulator said when its firmware locked the CPU up
+  // (read when its console closed); "" when it did not, or it is no
+  // simulator.
+  virtual std::string guestLockup(const std::string& board) const {
+    (void)board;
+    return "";
+  }
   // `board` left lease `lease_id` (swapped out): its console closes, it is
   // reset.
   virtual void release(const std::string& lease_id, const std::string& board) = 0;

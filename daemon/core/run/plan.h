@@ -71,6 +71,9 @@ struct ConsoleLine {
 struct ConsoleClosed {
   size_t attempt;
   std::string reason;
+  // A simulated board's guest CPU locked up and its QEMU ended: what QEMU
+  // said (the firmware's failure, not the lab's).
+  std::string lockup = "";
 };
 struct DeadlinePassed {
   size_t attempt;
