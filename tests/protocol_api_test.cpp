@@ -28,9 +28,10 @@ std::string firmware(const std::string& variant) {
 // A daemon with one simulated board, leased.
 struct Lab {
   TempDir dir;
-  RunningDaemon daemon{dir, qemuFleet(dir.file("state"), 1)};
+  RunningDaemon daemon;
   std::string lease;
-  Lab() {
+  // `extra`: more of the fleet's configuration.
+  explicit Lab(const std::string& extra = "") : daemon(dir, qemuFleet(dir.file("state"), 1, extra)) {
     CommandResult acquired = runCommand(
         {HWFARMCTL_PATH, "--url", daemon.url(), "-q", "lease", "acquire", "--type", "mps2-an385", "--context", "manual"});
     REQUIRE(acquired.status.code == 0);
@@ -171,7 +172,9 @@ TEST_CASE("version 2 runs say their record count was verified, and a miscount or
 }
 
 TEST_CASE("verdict: an early END hides nothing and the health-check image is no test run, through hwfarmd") {
-  Lab lab;
+  // (a drain window of 2 s: the record after END comes at once, but a
+  // loaded machine may hold QEMU back longer than the default 250 ms)
+  Lab lab("[runs]\ndrain_ms = 2000\n");
   // Given an image that prints END status=0 and then a FAIL record,
   Lab::Ran late = lab.run("afterend");
   INFO(late.out);
