@@ -200,6 +200,27 @@ TEST_CASE("verdict: a reference that timed out while the target completed is ref
   CHECK(lab.infra.empty());
 }
 
+TEST_CASE("verdict: a reference simulator that crashed is counted once, against no board, and the board is not swapped") {
+  // Given a reference simulator that crashes (the lab's), and a board that
+  // runs the image through,
+  Lab lab(nucleos(2));
+  lab.spares = {"nucleo-1"};
+  lab.failing_simulators["/store/pass.elf"] =
+      Status::infrastructure(Code::unavailable, "the simulator was killed by signal 6 (Aborted)");
+  runOne(lab, "pass.elf", "pass.elf");
+  REQUIRE(lab.over());
+  // the run is the lab's failure, saying the reference failed,
+  CHECK(lab.record().state == State::error);
+  CHECK(judgementOf(lab).reason ==
+        "the reference qemu_ref failed: the simulator was killed by signal 6 (Aborted)");
+  // the board is not swapped out for it,
+  CHECK(lab.done<SwapBoard>().empty());
+  // and the SLA counts one failure, the simulator's, against no board.
+  REQUIRE(lab.infra.size() == 1);
+  CHECK(lab.infra[0].board.empty());
+  CHECK(lab.infra[0].why.find("reference simulator: the simulator was killed by signal 6") != std::string::npos);
+}
+
 TEST_CASE("verdict: a test failure is never hidden by another target's infrastructure failure") {
   auto boards = nucleos(2);
   boards["nucleo-0"].flash = flashFailure();

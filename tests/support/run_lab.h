@@ -139,6 +139,7 @@ class Lab {
   std::deque<std::string> spares;           // boards the lease service can swap in
   std::set<std::string> hanging_simulators; // images a simulator runs until stopped
   std::set<std::string> cut_simulators;     // images whose simulator console passes kMaxConsoleBytes
+  std::map<std::string, Status> failing_simulators; // images whose simulator ends with this status, printing nothing
   Status write_status;                      // what writing the artifacts answers
   std::vector<InfraFailure> infra;          // Finished's
   // Commands left unanswered (the story answers them): "flash", "power",
@@ -195,6 +196,8 @@ class Lab {
       lines.resize(std::min<size_t>(lines.size(), 3));
       return later(SimulatorEnded{s.attempt, Status(), text(lines), true, false, 0.25});
     }
+    if (auto f = failing_simulators.find(s.image); f != failing_simulators.end())
+      return later(SimulatorEnded{s.attempt, f->second, "", false, false, 0.25});
     if (hanging_simulators.count(s.image)) {
       simulating_[s.attempt] = s.image;
       return;

@@ -509,7 +509,9 @@ std::vector<InfraFailure> Plan::infraFailures() const {
     const Work& w = work_[i];
     if (w.target == kReference && !w.result.status.ok())
       out.push_back({"", "run " + record_.id + ": reference simulator: " + w.result.status.message()});
-    if (w.report && w.report->failure == FailureClass::infrastructure)
+    // (a target that failed only because its reference did is not its
+    // board's failure: the reference's own entry counts it)
+    if (w.report && w.report->failure == FailureClass::infrastructure && !w.report->reference_failed)
       out.push_back({w.boot ? targets_[w.target].board : "", "run " + record_.id + ": " + w.report->reason});
   }
   return out;

@@ -298,7 +298,10 @@ void againstReference(Builder& b, const Attempt& t, const Attempt& ref, const Th
     // Nothing to compare with. The lab's failure, unless the target failed
     // the firmware's way on its own (a test failure is never hidden).
     std::string why = prefix + " failed: " + *broken;
-    if (r.failure != FailureClass::test) b.fail(FailureClass::infrastructure, why);
+    if (r.failure == FailureClass::none) {
+      b.fail(FailureClass::infrastructure, why);
+      r.reference_failed = true;
+    }
     for (const auto& o : t.parsed.outputs)
       if (o.complete()) b.mark(b.caseNamed(o.case_name), Outcome::error, o.key() + ": not compared: " + why);
     return;

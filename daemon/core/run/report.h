@@ -67,6 +67,9 @@ struct TargetReport {
   Outcome outcome = Outcome::pass; // pass, fail (test) or error (infrastructure)
   FailureClass failure = FailureClass::none;
   std::string reason;              // the first cause, for a one-line verdict
+  // The lab's failure is its reference simulator's, not the target's own
+  // (the reference's failure is counted once, against no board).
+  bool reference_failed = false;
   Evidence evidence;
   std::vector<CaseReport> cases;
   std::optional<int> end_status;
