@@ -72,6 +72,23 @@ void runUntil(boost::asio::io_context& io, const std::function<bool()>& done, st
 
 } // namespace
 
+namespace {
+
+// Powers `board` on, reads its console until the firmware began, and
+// powers it off again.
+void bootsToBegin(QemuBoard& board, boost::asio::io_context& io, ConsoleLog& log) {
+  bool closed = false;
+  auto port = boot(board, io, log, &closed);
+  std::optional<std::optional<std::string>> begin;
+  port->expect(std::regex("^HWFARM BEGIN"), 10s, [&](auto line) { begin = line; });
+  runUntil(io, [&] { return begin.has_value(); });
+  REQUIRE((begin && begin->has_value()));
+  board.powerOff();
+  REQUIRE_FALSE(board.running());
+}
+
+} // namespace
+
 TEST_CASE("two simulated boards run firmware at once and their consoles stay apart") {
   TempDir dir;
   boost::asio::io_context io;
@@ -111,16 +128,7 @@ TEST_CASE("power-cycling a simulated board restarts its firmware") {
   QemuBoard board("sim", machine(), dir.file("qemu"));
   REQUIRE(board.flash(firmware("hang")).ok());
   ConsoleLog log(dir.file("console.txt"), 1 << 20);
-  for (int cycle = 0; cycle < 2; ++cycle) {
-    bool closed = false;
-    auto port = boot(board, io, log, &closed);
-    std::optional<std::optional<std::string>> begin;
-    port->expect(std::regex("^HWFARM BEGIN"), 10s, [&](auto line) { begin = line; });
-    runUntil(io, [&] { return begin.has_value(); });
-    REQUIRE((begin && begin->has_value()));
-    board.powerOff();
-    REQUIRE_FALSE(board.running());
-  }
+  for (int cycle = 0; cycle < 2; ++cycle) bootsToBegin(board, io, log);
   std::string text = readFile(dir.file("console.txt"));
   size_t boots = 0;
   for (size_t at = text.find("hwfarm test firmware booting"); at != std::string::npos;
@@ -139,13 +147,7 @@ TEST_CASE("a simulated board runs under a state directory longer than a socket a
   QemuBoard board("sim", machine(), deep);
   REQUIRE(board.flash(firmware("hang")).ok());
   ConsoleLog log(dir.file("console.txt"), 1 << 20);
-  bool closed = false;
-  auto port = boot(board, io, log, &closed);
-  std::optional<std::optional<std::string>> begin;
-  port->expect(std::regex("^HWFARM BEGIN"), 10s, [&](auto line) { begin = line; });
-  runUntil(io, [&] { return begin.has_value(); });
-  REQUIRE((begin && begin->has_value()));
-  board.powerOff();
+  for (int cycle = 0; cycle < 2; ++cycle) bootsToBegin(board, io, log); // (again: its old socket is replaced)
   // and a name longer than a socket address is refused, saying why.
   auto refused = connectUnixSocket(deep + "/" + std::string(120, 'n'));
   REQUIRE_FALSE(refused);

@@ -202,24 +202,44 @@ TEST_CASE("an infrastructure failure is retried once on another board swapped in
   }
 }
 
+namespace {
+
+// Fake board 3 of type "bare" without a power switch, its flasher resetting
+// it, whose health image prints the banner; `flash`: another flash line.
+std::string healthBoard(TempDir& dir, const std::string& flash = "") {
+  std::string health = dir.write("health.txt", "HEALTH OK\n");
+  std::string board = fakeBoard(dir, 3, false, "bare",
+                                "  health = { image = \"" + health + "\", banner = \"^HEALTH OK\", timeout_s = 10 }\n");
+  if (flash.empty()) return board;
+  size_t at = board.find("  flash = ");
+  REQUIRE(at != std::string::npos);
+  return board.replace(at, board.find('\n', at) + 1 - at, flash);
+}
+
+// Once fake-3's health check passed: leases it at once and runs the pass
+// image on it; the run's record (`lease`: the lease's id).
+json::object leaseAndRun(const RunningDaemon& d, std::string& lease) {
+  REQUIRE(waitState(d, "fake-3", "available"));
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"bare"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  lease = std::string(json::parse(granted.body).at("id").as_string());
+  return run(d, lease, upload(d, lease, kPass));
+}
+
+} // namespace
+
 TEST_CASE("a USB board without a power switch runs from its flasher's reset, in a run and in its health check") {
   TempDir dir;
   // Given a board with power.driver = "none" whose flasher resets it, and
   // a health image that prints the banner,
-  std::string health = dir.write("health.txt", "HEALTH OK\n");
-  RunningDaemon d(dir, qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") +
-                           fakeBoard(dir, 3, false, "bare",
-                                     "  health = { image = \"" + health + "\", banner = \"^HEALTH OK\", timeout_s = 10 }\n"));
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") + healthBoard(dir));
   Process board = plugIn(dir, 3);
   // its health check passes: flashed, its banner read from the flash on,
-  // never powered (it has nothing to switch),
-  REQUIRE(waitState(d, "fake-3", "available"));
-  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"bare"},"context":"manual"})", "");
-  REQUIRE(granted.status == 201);
-  std::string lease(json::parse(granted.body).at("id").as_string());
-  // and a run on it passes the same way: no power step, so no
-  // infrastructure failure of a switch it does not have.
-  json::object r = run(d, lease, upload(d, lease, kPass));
+  // never powered (it has nothing to switch), and a run on it passes the
+  // same way: no power step, so no infrastructure failure of a switch it
+  // does not have.
+  std::string lease;
+  json::object r = leaseAndRun(d, lease);
   INFO(json::serialize(r));
   CHECK(r.at("state").as_string() == "passed");
   const json::array& attempts = r.at("attempts").as_array();
@@ -236,25 +256,16 @@ TEST_CASE("a health check ends after its flasher does: a banner printed while th
   // Given a board without a power switch whose flasher resets it (the
   // health image's banner comes at once) and then goes on for a second
   // (a real flasher verifying, detaching, exiting),
-  std::string health = dir.write("health.txt", "HEALTH OK\n");
-  std::string sock = dir.file("fake3.sock");
-  std::string board = fakeBoard(dir, 3, false, "bare",
-                                "  health = { image = \"" + health + "\", banner = \"^HEALTH OK\", timeout_s = 10 }\n");
   std::string slow = "  flash = { driver = \"command\", argv = [\"/bin/sh\", \"-c\", \"\\\"$0\\\" flash \\\"$1\\\" "
-                     "\\\"$2\\\" reset && sleep 1\", \"" FAKE_BOARD_PATH "\", \"" + sock + "\", \"{image}\"], timeout_s = 5 }\n";
-  size_t at = board.find("  flash = ");
-  REQUIRE(at != std::string::npos);
-  board.replace(at, board.find('\n', at) + 1 - at, slow);
-  RunningDaemon d(dir, qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") + board);
+                     "\\\"$2\\\" reset && sleep 1\", \"" FAKE_BOARD_PATH "\", \"" + dir.file("fake3.sock") +
+                     "\", \"{image}\"], timeout_s = 5 }\n";
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") + healthBoard(dir, slow));
   Process plugged = plugIn(dir, 3);
-  // when its health check passes and it is leased at once,
-  REQUIRE(waitState(d, "fake-3", "available"));
-  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"bare"},"context":"manual"})", "");
-  REQUIRE(granted.status == 201);
-  std::string lease(json::parse(granted.body).at("id").as_string());
-  // then the run's flash finds the board free: the check's flasher had
-  // ended before the board became available.
-  json::object r = run(d, lease, upload(d, lease, kPass));
+  // when its health check passes and it is leased at once, the run's
+  // flash finds the board free: the check's flasher had ended before the
+  // board became available.
+  std::string lease;
+  json::object r = leaseAndRun(d, lease);
   INFO(json::serialize(r));
   CHECK(r.at("state").as_string() == "passed");
   CHECK(json::serialize(r).find("busy") == std::string::npos);

@@ -68,6 +68,14 @@ json::object runImage(const RunningDaemon& d, const std::string& lease, const st
   return {};
 }
 
+// Leases the one board, for 10 minutes; the lease's id.
+std::string leaseBoard(const RunningDaemon& d) {
+  auto lease = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual","ttl_s":600})",
+                         kPipeline);
+  REQUIRE(lease.status == 201);
+  return str(parsed(lease).at("id"));
+}
+
 json::object tier(const RunningDaemon& d) { return parsed(d.get("/v1/tier", kViewer)).as_object(); }
 json::object standing(const RunningDaemon& d) { return parsed(d.get("/v1/sla", kViewer)).as_object(); }
 
@@ -77,10 +85,7 @@ TEST_CASE("sla api: an unresolved infrastructure failure demotes the agent and r
   TempDir dir;
   // Tier 1 resolves an infrastructure failure within 7.2 s here (24 h by default).
   RunningDaemon d(dir, tokenFleet(dir, 1) + "[sla.tier1]\nresolution_window_h = 0.002\n");
-  auto lease = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual","ttl_s":600})",
-                         kPipeline);
-  REQUIRE(lease.status == 201);
-  std::string lease_id = str(parsed(lease).at("id"));
+  std::string lease_id = leaseBoard(d);
 
   // Given a run whose console record is corrupted on the wire on the only
   // board while the reference printed its records whole (the lab's failure),
@@ -240,10 +245,7 @@ TEST_CASE("sla api: status tier and sla show since when the tier holds: the agen
 TEST_CASE("sla api: 20 runs of hostile firmware leave the tier and the board alone: each is the firmware's failure") {
   TempDir dir;
   RunningDaemon d(dir, tokenFleet(dir, 1) + "[sla.tier1]\nresolution_window_h = 0.002\n");
-  auto lease = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual","ttl_s":600})",
-                         kPipeline);
-  REQUIRE(lease.status == 201);
-  std::string lease_id = str(parsed(lease).at("id"));
+  std::string lease_id = leaseBoard(d);
   // An image that is no firmware at all: the core locks up at reset and
   // QEMU aborts, on the board's simulator and on the reference alike.
   std::string junk(4096, '\0');
