@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "tests/support/daemon_harness.h"
+#include "tests/support/firmware.h"
 
 using namespace hwfarm::test;
 namespace json = boost::json;
@@ -28,10 +29,6 @@ namespace {
 
 // These tests flash the test firmware by its path on the server.
 const std::string kFirmwareRoot = "image_roots = [\"" HWFARM_FIRMWARE_DIR "\"]\n";
-
-std::string firmware(const std::string& variant) {
-  return std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf";
-}
 
 json::value post(const RunningDaemon& d, const std::string& target, const std::string& body, int expect) {
   auto r = d.request("POST", target, body);

@@ -28,19 +28,17 @@
 #include "drivers/serial_port.h"
 #include "drivers/simulator_run.h"
 #include "tests/support/process.h"
+#include "tests/support/firmware.h"
 
 using namespace hwfarm::drivers;
 using hwfarm::Status;
+using hwfarm::test::firmware;
 using hwfarm::test::readFile;
 using hwfarm::test::sandboxSocketConnected;
 using hwfarm::test::TempDir;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string firmware(const std::string& variant) {
-  return std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf";
-}
 
 hwfarm::config::QemuConfig machine(const std::string& name = "mps2-an385") {
   hwfarm::config::QemuConfig c;

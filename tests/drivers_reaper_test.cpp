@@ -16,16 +16,13 @@
 #include "drivers/reaper.h"
 #include "drivers/spawn.h"
 #include "tests/support/process.h"
+#include "tests/support/firmware.h"
 
 using namespace hwfarm::drivers;
 using namespace hwfarm::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string firmware(const std::string& variant) {
-  return std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf";
-}
 
 std::string lines(const std::vector<std::string>& list) {
   std::string out;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "tests/support/daemon_harness.h"
+#include "tests/support/firmware.h"
 
 using namespace hwfarm::test;
 namespace json = boost::json;
@@ -270,10 +271,6 @@ TEST_CASE("issue 9: hwfarmctl sends no CR or LF in a header or the request line"
 }
 
 namespace {
-
-std::string firmware(const std::string& variant) {
-  return std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf";
-}
 
 // The first word of hwfarmctl's output line "run ID: ...".
 std::string runIdOf(const std::string& out) {

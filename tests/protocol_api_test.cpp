@@ -13,6 +13,7 @@
 
 #include "tests/support/daemon_harness.h"
 #include "tests/support/process.h"
+#include "tests/support/firmware.h"
 
 using namespace hwfarm::test;
 using namespace std::chrono_literals;
@@ -20,10 +21,6 @@ namespace json = boost::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string firmware(const std::string& variant) {
-  return std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf";
-}
 
 // A daemon with one simulated board, leased.
 struct Lab {

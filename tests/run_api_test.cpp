@@ -20,6 +20,7 @@
 #include "daemon/cli/http_client.h"
 #include "tests/support/daemon_harness.h"
 #include "tests/support/process.h"
+#include "tests/support/firmware.h"
 
 using namespace hwfarm::test;
 using namespace std::chrono_literals;
@@ -27,10 +28,6 @@ namespace json = boost::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string firmware(const std::string& variant) {
-  return std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf";
-}
 
 json::value parsed(const hwfarm::cli::HttpResult& r) { return json::parse(r.body); }
 
