@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <thread>
 
@@ -294,4 +295,43 @@ TEST_CASE("sla api: 20 runs of hostile firmware leave the tier and the board alo
   json::value boards = parsed(d.get("/v1/boards", kViewer));
   CHECK(str(boards.at("boards").at(0).at("state")) == "leased");
   CHECK(runImage(d, lease_id, "pass").at("state").as_string() == "passed");
+}
+
+TEST_CASE("a reload that removes a board while a run uses it ends the run and hwfarmd serves on") {
+  TempDir dir;
+  RunningDaemon d(dir, tokenFleet(dir, 2));
+  auto lease = d.request("POST", "/v1/leases",
+                         R"({"selector":{"type":"mps2-an385"},"count":2,"context":"manual","ttl_s":600})", kPipeline);
+  REQUIRE(lease.status == 201);
+  std::string lease_id = str(parsed(lease).at("id"));
+  // Given a run of a firmware that never ends, on both boards,
+  std::string image = uploadVariant(d, lease_id, "hang");
+  auto started = d.request("POST", "/v1/leases/" + lease_id + "/runs",
+                           R"({"images":[{"image":")" + image +
+                               R"(","name":"hang.elf"}],"mode":"each","reference":"none","deadline_s":60})",
+                           kPipeline);
+  INFO(started.body);
+  REQUIRE(started.status == 201);
+  std::string id = str(parsed(started).at("id"));
+  REQUIRE(waitForText(dir.file("state/consoles/" + lease_id + "/sim-1.log"), "HWFARM BEGIN", 20s));
+  // when the operator reloads a configuration without sim-1,
+  dir.write("fleet.toml", tokenFleet(dir, 1));
+  d.process().signal(SIGHUP);
+  REQUIRE(waitForText(d.logPath(), "configuration generation 2 loaded", 10s));
+  // the lease is revoked and the run ends, without waiting for its deadline,
+  json::object run;
+  for (auto deadline = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < deadline;
+       std::this_thread::sleep_for(50ms)) {
+    run = parsed(d.get("/v1/runs/" + id, kViewer)).as_object();
+    if (str(run.at("state")) != "running") break;
+  }
+  INFO(json::serialize(run));
+  CHECK(str(run.at("state")) == "cancelled");
+  // and hwfarmd serves on: no crash, and the board left is leased again.
+  REQUIRE(d.process().running());
+  CHECK(d.get("/v1/healthz").status == 200);
+  CHECK(d.log().find("critical") == std::string::npos);
+  auto again = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual","wait_s":10})",
+                         kPipeline);
+  CHECK(again.status == 201);
 }

@@ -233,6 +233,17 @@ struct BoardService::Impl {
     board_configs = std::move(next_configs);
   }
 
+  // The board's driver and configuration; nullptr and why not when a
+  // reload removed it (a run or a lease may still name it: each call that
+  // names a board answers this instead of throwing).
+  std::shared_ptr<drivers::Board> find(const std::string& name) const {
+    auto it = boards.find(name);
+    return it == boards.end() ? nullptr : it->second;
+  }
+  static Status removed(const std::string& name) {
+    return Status::error(Code::not_found, "board " + name + " is no longer configured (a reload removed it)");
+  }
+
   std::string consolesDir() const { return config.agent.state_dir + "/consoles"; }
   std::string leaseDir(const std::string& lease_id) const { return consolesDir() + "/" + lease_id; }
 
@@ -284,14 +295,17 @@ struct BoardService::Impl {
     Console& console = consoles[name];
     if (console.port && !console.port->closed() && console.lease_id == lease_id) return Status::success();
     if (Status made = makeDirectory(leaseDir(lease_id)); !made.ok()) return made;
-    Result<std::string> path = boards.at(name)->console();
+    std::shared_ptr<drivers::Board> board = find(name);
+    auto cfg = board_configs.find(name);
+    if (!board || cfg == board_configs.end()) return removed(name);
+    Result<std::string> path = board->console();
     if (!path && refresh_consoles) {
       refresh_consoles();
-      path = boards.at(name)->console();
+      path = board->console();
     }
     if (!path) return std::move(path).takeStatus();
     drivers::SerialOptions options;
-    options.baud = board_configs.at(name).serial.baud;
+    options.baud = cfg->second.serial.baud;
     options.lock_dir = config.agent.lock_dir;
     auto opened = drivers::SerialPort::open(io, *path, options);
     if (!opened) {
@@ -414,7 +428,8 @@ struct BoardService::Impl {
   // Flashes `image` (a path, kept) onto `name` for `lease_id`, its console
   // open first when it is a tty.
   void flashFile(const std::string& lease_id, const std::string& name, const std::string& image, FlashDone done) {
-    std::shared_ptr<drivers::Board> board = boards.at(name);
+    std::shared_ptr<drivers::Board> board = find(name);
+    if (!board) return done(removed(name), 0, "");
     if (Status made = makeDirectory(leaseDir(lease_id)); !made.ok()) return done(std::move(made), 0, "");
     std::string log = flashLog(lease_id, name);
     owner[name] = lease_id;
@@ -611,11 +626,12 @@ void BoardService::flash(const lease::Lease& lease, const std::string& name, con
 
 void BoardService::flashCopy(const lease::Lease& lease, const std::string& name, int fd, const std::string& ext,
                              FlashDone done) {
-  std::shared_ptr<drivers::Board> board = impl_->boards.at(name);
   auto source = std::shared_ptr<int>(new int(fd), [](int* f) {
     ::close(*f);
     delete f;
   });
+  std::shared_ptr<drivers::Board> board = impl_->find(name);
+  if (!board) return done(Impl::removed(name), 0, "");
   if (Status made = makeImageDir(lease.id); !made.ok()) return done(std::move(made), 0, "");
   std::string dir = imageDir(lease.id);
   std::string log = flashLogPath(lease.id, name);
@@ -673,7 +689,10 @@ void BoardService::powerOffWhenIdle(const lease::Lease& lease, const std::string
 
 void BoardService::Impl::powerOp(const std::string& lease_id, const std::string& name, drivers::PowerAction action,
                                  Done done, bool queue) {
-  const config::BoardConfig& config = board_configs.at(name);
+  auto found = board_configs.find(name);
+  std::shared_ptr<drivers::Board> board = find(name);
+  if (found == board_configs.end() || !board) return done(removed(name), 0);
+  const config::BoardConfig& config = found->second;
   if (config.driver == "usb" && config.power.driver == "none") {
     // Answering "done" would let a pipeline believe its board was reset.
     done(Status::error(Code::unsupported, "board " + name + " has no power switch (power.driver = \"none\"); "
@@ -681,7 +700,6 @@ void BoardService::Impl::powerOp(const std::string& lease_id, const std::string&
          0);
     return;
   }
-  std::shared_ptr<drivers::Board> board = boards.at(name);
   if (Status made = makeDirectory(leaseDir(lease_id)); !made.ok()) return done(std::move(made), 0);
   std::string log = powerLog(lease_id, name);
   // On the loop as the operation starts (a queued one once the board is free).
