@@ -186,13 +186,14 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
     return failed;
   }
   std::string what = "QEMU simulator " + name_;
+  std::string bound = boundName(socket);
   std::vector<std::string> argv = sandboxArgv(bwrap, info[1], status[1], what, qemu, image, socket_dir, with_proc);
   // No semihosting: the firmware reports its status on the console.
   argv.insert(argv.end(), {qemu, "-M", config_.machine});
   if (!config_.cpu.empty()) argv.insert(argv.end(), {"-cpu", config_.cpu});
   argv.insert(argv.end(), {"-display", "none", "-monitor", "none", "-nic", "none", "-sandbox",
                            "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny", "-chardev",
-                           "socket,id=uart0,path=" + boundName(socket) + ",server=on,wait=on", "-serial", "chardev:uart0",
+                           "socket,id=uart0,path=" + bound + ",server=on,wait=on", "-serial", "chardev:uart0",
                            "-device", identityLoader(role_), "-kernel", image});
   argv.insert(argv.end(), config_.extra_args.begin(), config_.extra_args.end());
   std::string log = logPath();
@@ -240,7 +241,7 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   std::string table = "/proc/" + std::to_string(sandboxed) + "/net/unix";
   struct stat st {};
   while (sandboxed <= 0 || ::stat(socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) ||
-         !unixSocketListening(boundName(socket), table)) {
+         !unixSocketListening(bound, table)) {
     if (sandboxed <= 0 || !running() || std::chrono::steady_clock::now() > deadline) {
       // The evidence: how the sandbox (or QEMU in it) ended, once it has
       // (it closed its report: it is exiting), and the end of its log.
@@ -263,12 +264,12 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
 }
 
 std::string guestLockup(const std::string& qemu_log) {
+  static const std::string kFatal = "qemu: fatal: ";
   std::string tail = outputTail(qemu_log, 4096);
-  static const std::string kFatal = "qemu: fatal: Lockup";
-  size_t at = tail.find(kFatal);
+  size_t at = tail.find(kFatal + "Lockup");
   if (at == std::string::npos) return "";
-  size_t end = tail.find('\n', at);
-  return tail.substr(at + 13, (end == std::string::npos ? tail.size() : end) - at - 13); // from "Lockup"
+  at += kFatal.size();
+  return tail.substr(at, tail.find('\n', at) - at); // to the line's end (npos: the rest)
 }
 
 bool unixSocketListening(const std::string& path, const std::string& table_path) {

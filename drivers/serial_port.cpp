@@ -172,13 +172,12 @@ Result<int> connectUnixSocket(const std::string& path) {
   }
   std::memcpy(addr.sun_path, address.c_str(), address.size() + 1);
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    Status failed = Status::fromErrno("cannot connect to " + path, errno);
+  int failed = fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ? errno : 0;
+  if (dir >= 0) ::close(dir); // connected (or not): the socket does not need it
+  if (failed) {
     if (fd >= 0) ::close(fd);
-    if (dir >= 0) ::close(dir);
-    return failed;
+    return Status::fromErrno("cannot connect to " + path, failed);
   }
-  if (dir >= 0) ::close(dir);
   return fd;
 }
 

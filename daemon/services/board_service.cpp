@@ -674,8 +674,8 @@ std::function<void()> BoardService::watchConsole(const std::string& board,
 }
 
 std::string BoardService::guestLockup(const std::string& name) const {
-  auto it = impl_->boards.find(name);
-  return it == impl_->boards.end() ? std::string() : it->second->guestLockup();
+  std::shared_ptr<drivers::Board> board = impl_->find(name);
+  return board ? board->guestLockup() : std::string();
 }
 
 void BoardService::power(const lease::Lease& lease, const std::string& name, drivers::PowerAction action,

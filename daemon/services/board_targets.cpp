@@ -8,6 +8,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include "daemon/core/run/report.h"
 #include "daemon/services/board_service.h"
 #include "drivers/simulator_run.h"
 
@@ -26,10 +27,6 @@ drivers::PowerAction actionOf(run::PowerStep step) {
   return drivers::PowerAction::off;
 }
 
-std::string lockupReason(const std::string& said) {
-  return "the firmware locked up the CPU (QEMU: " + said + ")";
-}
-
 SimulatorResult resultOf(Result<drivers::SimulatorRun> ran) {
   SimulatorResult r;
   if (!ran) {
@@ -45,7 +42,7 @@ SimulatorResult resultOf(Result<drivers::SimulatorRun> ran) {
     if (ran->qemu_signal) evidence.signal = ran->qemu_signal;
     else evidence.exit_code = ran->qemu_exit;
     if (!ran->guest_lockup.empty()) // the firmware's: a real core locks up the same way
-      r.status = Status::testFailure(lockupReason(ran->guest_lockup), std::move(evidence));
+      r.status = run::lockupFailure(ran->guest_lockup, std::move(evidence));
     else
       r.status = Status::infrastructure(Code::unavailable, ran->qemu_end, std::move(evidence));
   }

@@ -197,10 +197,8 @@ void HealthChecks::check(const std::string& name, StepDone done) {
     }
     // Not from inside the console's own line callback (the banner's line):
     // closing the console there would free the callback that is running.
-    auto release = [weak, name, finish, ok, detail = std::move(detail)]() mutable {
-      auto self = weak.lock();
-      if (!self) return;
-      boost::asio::post(self->io, [weak, name, finish, ok, detail = std::move(detail)]() mutable {
+    auto release = [&io = self->io, weak, name, finish, ok, detail = std::move(detail)]() mutable {
+      boost::asio::post(io, [weak, name, finish, ok, detail = std::move(detail)]() mutable {
         auto s = weak.lock();
         if (!s) return;
         s->targets.release(healthLease(name), name); // its console closes; a simulator stops

@@ -17,10 +17,21 @@ export const env = {
 };
 
 const children = new Set();
-process.on("exit", () => { for (const c of children) try { process.kill(c.pid, "SIGKILL"); } catch { /* gone */ } });
+const tempDirs = [];
+// At exit every child is killed, then every temporary directory removed,
+// unless the test failed: then they are kept for a look and named.
+process.on("exit", code => {
+  for (const c of children) try { process.kill(c.pid, "SIGKILL"); } catch { /* gone */ }
+  for (const dir of tempDirs) {
+    if (code === 0) try { fs.rmSync(dir, {recursive: true, force: true, maxRetries: 3}); } catch { /* best effort */ }
+    else console.error(`kept ${dir}`);
+  }
+});
 
 export function tempDir(name) {
-  return fs.mkdtempSync(path.join(os.tmpdir(), `hwfarm-${name}-`));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `hwfarm-${name}-`));
+  tempDirs.push(dir);
+  return dir;
 }
 
 export const sleep = ms => new Promise(r => setTimeout(r, ms));

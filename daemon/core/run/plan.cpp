@@ -220,7 +220,7 @@ void Plan::on(const ConsoleClosed& e, Now now, Steps& out) {
   if (!w.boot || !w.boot->running() || record_.attempts[e.attempt].phase != Phase::running) return;
   // Closed after its END (in the drain window): the run is complete.
   if (!w.drain_until && !e.lockup.empty() && w.result.status.ok())
-    w.result.status = Status::testFailure("the firmware locked up the CPU (QEMU: " + e.lockup + ")");
+    w.result.status = lockupFailure(e.lockup);
   endBoardRun(e.attempt, w.drain_until ? "" : e.reason, now, out);
 }
 

@@ -79,6 +79,10 @@ struct Builder {
 
 } // namespace
 
+Status lockupFailure(const std::string& said, Evidence evidence) {
+  return Status::testFailure("the firmware locked up the CPU (QEMU: " + said + ")", std::move(evidence));
+}
+
 std::string_view outcomeName(Outcome o) {
   switch (o) {
     case Outcome::pass: return "pass";

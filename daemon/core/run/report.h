@@ -50,6 +50,10 @@ struct Attempt {
 enum class Outcome { pass, fail, skip, error };
 std::string_view outcomeName(Outcome o); // "pass", "fail", "skip", "error"
 
+// The firmware's failure when a simulated core locked up (a board's
+// simulator or the reference): `said` is what QEMU said, "Lockup: ...".
+Status lockupFailure(const std::string& said, Evidence evidence = {});
+
 struct OutputResult {
   std::string key; // "<case>.<output>"
   Comparison comparison;
