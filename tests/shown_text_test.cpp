@@ -39,7 +39,7 @@ TEST_CASE("every C0 control but tab and LF, DEL, and a CR outside a CRLF are esc
   CHECK(escapeControls("\r\r\n") == "\\x0d\r\n");
 }
 
-TEST_CASE("C1 controls are escaped as UTF-8 characters and as lone bytes; other UTF-8 passes") {
+TEST_CASE("C1 controls are escaped as UTF-8 characters and as lone bytes and other UTF-8 passes") {
   // U+009B (CSI) in UTF-8, and the 8-bit CSI byte.
   CHECK(escapeControls("\xc2\x9b" "31m red") == "\\xc2\\x9b31m red");
   CHECK(escapeControls("\x9b" "31m red") == "\\x9b31m red");
