@@ -81,8 +81,12 @@ struct LeaseConfig {
 // Simulator-vs-board runs (docs/runs.md).
 struct RunsConfig {
   int64_t max_simulators = 2; // reference simulators running at once
+  // Reference simulators one lease's runs hold at once (docs/runs.md);
+  // default max_simulators - 1 (at least 1): one stays for another lease.
+  int64_t max_simulators_per_lease = 1;
   int64_t max_runs = 16;      // runs running at once
   double default_deadline_s = 60; // per image and target, when a run names none
+  double max_deadline_s = 3600;   // the longest deadline_s a run may ask for
   int64_t drain_ms = 250;         // a console is still read this long after its END
   double history_days = 30;       // ended runs' records and artifacts are kept this long
 };

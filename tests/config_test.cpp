@@ -449,6 +449,27 @@ TEST_CASE("leases settings are bounded and the default TTL fits limits.max_ttl_s
                         "fleet.toml:9:9: leases.fsync: expected true or false, got \"yes\""});
 }
 
+TEST_CASE("runs: a lease's share of the simulators and the longest deadline fit the lab's limits") {
+  const std::string worker = "[[worker]]\nname = \"w\"\n";
+  // Defaults: one simulator of two stays for another lease; an hour per image.
+  LoadResult plain = parseFleetConfig(kAgent + worker, "fleet.toml");
+  REQUIRE(plain.ok());
+  CHECK(plain.config->runs.max_simulators_per_lease == 1);
+  CHECK(plain.config->runs.max_deadline_s == 3600);
+  LoadResult four = parseFleetConfig(kAgent + "[runs]\nmax_simulators = 4\nmax_deadline_s = 30\n" + worker, "fleet.toml");
+  REQUIRE(four.ok());
+  CHECK(four.config->runs.max_simulators_per_lease == 3);
+  CHECK(four.config->runs.default_deadline_s == 30); // the default follows a lower limit
+  LoadResult one = parseFleetConfig(kAgent + "[runs]\nmax_simulators = 1\n" + worker, "fleet.toml");
+  REQUIRE(one.ok());
+  CHECK(one.config->runs.max_simulators_per_lease == 1);
+  auto errors = errorsOf(kAgent + "[runs]\nmax_simulators = 2\nmax_simulators_per_lease = 3\nmax_deadline_s = 60\n"
+                                  "default_deadline_s = 120\n" + worker);
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:6:28: runs.max_simulators_per_lease: must not exceed runs.max_simulators (2)",
+                        "fleet.toml:8:22: runs.default_deadline_s: must not exceed runs.max_deadline_s (60)"});
+}
+
 TEST_CASE("issue 9 item 3: limits.max_image_bytes and agent.image_roots") {
   // Defaults: 64 MiB uploads, no server-side image paths.
   const std::string worker = "[[worker]]\nname = \"w\"\n" + usbBoard("a", "S");

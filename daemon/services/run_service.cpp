@@ -174,7 +174,8 @@ struct RunService::Impl::Carry {
   }
   void operator()(run::Simulate& c) {
     size_t i = c.attempt;
-    SimulatorJob job{id + "-" + std::to_string(i), r.qemu, c.image, c.deadline, c.drain, run::kMaxConsoleBytes};
+    SimulatorJob job{id + "-" + std::to_string(i), r.qemu, c.image, r.lease.id, c.deadline, c.drain,
+                     run::kMaxConsoleBytes};
     r.simulators[i] = job.stop;
     d.targets.simulate(std::move(job), [back = back(), i] { back(run::SimulatorStarted{i}); },
                        [back = back(), i](SimulatorResult s) {
@@ -183,7 +184,7 @@ struct RunService::Impl::Carry {
                        });
   }
   void operator()(run::StopSimulator& c) {
-    if (auto it = r.simulators.find(c.attempt); it != r.simulators.end()) it->second->store(true);
+    if (auto it = r.simulators.find(c.attempt); it != r.simulators.end()) d.targets.stopSimulator(it->second);
   }
   void operator()(run::ReadGolden& c) {
     d.targets.readGolden(c.path, [back = back(), i = c.attempt](Status s, std::string text) {
