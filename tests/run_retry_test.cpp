@@ -270,3 +270,71 @@ TEST_CASE("a health check ends after its flasher does: a banner printed while th
   CHECK(r.at("state").as_string() == "passed");
   CHECK(json::serialize(r).find("busy") == std::string::npos);
 }
+
+TEST_CASE("a cancel during a run's finishing is refused with run_ended and the run keeps its verdict; one before wins") {
+  TempDir dir;
+  // Given a daemon whose writes of summary.json the test can hold (the run's
+  // verdict is decided and its files are being written),
+  std::string hold = dir.file("hold");
+  RunningDaemon d(dir, fleet(dir),
+                  {{"LD_PRELOAD", FAILSYNC_PATH}, {"HWFARM_HOLD_SYNC", hold}, {"HWFARM_HOLD_SYNC_MATCH", "summary.json.tmp"}});
+  Process b1 = plugIn(dir, 1), b2 = plugIn(dir, 2);
+  REQUIRE(waitState(d, "fake-1", "available"));
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  std::string lease(json::parse(granted.body).at("id").as_string());
+  std::string image = upload(d, lease, kPass);
+  auto start = [&] {
+    auto r = d.request("POST", "/v1/leases/" + lease + "/runs",
+                       R"({"images":[{"image":")" + image + R"(","name":"fw.bin"}],"reference":"none"})", "");
+    INFO(r.body);
+    REQUIRE(r.status == 201);
+    return std::string(json::parse(r.body).at("id").as_string());
+  };
+  dir.write("hold", "");
+  std::string id = start();
+  // when its passing run is held writing its files,
+  bool held = false;
+  for (int i = 0; i < 3000 && !held; ++i) {
+    held = fs::exists(hold + ".held");
+    if (!held) std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(held);
+  // a cancel is refused: run_ended, naming the state it ends in,
+  auto refused = d.request("DELETE", "/v1/runs/" + id, "", "");
+  INFO(refused.body);
+  CHECK(refused.status == 409);
+  json::value error = json::parse(refused.body);
+  CHECK(error.at("error").as_string() == "run_ended");
+  CHECK(error.at("detail").as_string() == "run " + id +
+                                              " has already ended (passed): its verdict was decided before the "
+                                              "cancel; its files are being written");
+  // and once the write goes on the run ends passed, no cancel in its record.
+  fs::remove(hold);
+  json::object ended = json::parse(d.recordAtEnd(id)).as_object();
+  CHECK(ended.at("state").as_string() == "passed");
+  CHECK_FALSE(ended.contains("cancelling"));
+  auto after = d.request("DELETE", "/v1/runs/" + id, "", "");
+  CHECK(after.status == 409);
+  CHECK(json::parse(after.body).at("detail").as_string() == "run " + id + " has already ended (passed)");
+
+  // A cancel while the board runs wins: the answer says so, the run ends cancelled.
+  setMode(dir, 1, "stall");
+  std::string stalled = start();
+  for (int i = 0; i < 3000; ++i) {
+    json::value r = json::parse(d.get("/v1/runs/" + stalled).body);
+    if (r.at("attempts").as_array().size() == 1 && r.at("attempts").at(0).at("phase").as_string() == "running") break;
+    std::this_thread::sleep_for(10ms);
+  }
+  auto won = d.request("DELETE", "/v1/runs/" + stalled, "", "");
+  INFO(won.body);
+  REQUIRE(won.status == 200);
+  json::value answer = json::parse(won.body);
+  CHECK(answer.at("cancelling").as_bool());
+  CHECK(answer.at("reason").as_string() == "cancelled by anonymous");
+  // (a second cancel meanwhile is the same cancel)
+  CHECK(d.request("DELETE", "/v1/runs/" + stalled, "", "").status == 200);
+  json::object cancelled = json::parse(d.recordAtEnd(stalled)).as_object();
+  CHECK(cancelled.at("state").as_string() == "cancelled");
+  CHECK(cancelled.at("attempts").at(0).at("cancelled").as_bool());
+}
