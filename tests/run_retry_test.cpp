@@ -332,8 +332,11 @@ TEST_CASE("a cancel during a run's finishing is refused with run_ended and the r
   json::value answer = json::parse(won.body);
   CHECK(answer.at("cancelling").as_bool());
   CHECK(answer.at("reason").as_string() == "cancelled by anonymous");
-  // (a second cancel meanwhile is the same cancel)
-  CHECK(d.request("DELETE", "/v1/runs/" + stalled, "", "").status == 200);
+  // (its running board stopped at once, so the verdict is decided: a second
+  // cancel is refused, naming it)
+  auto again = d.request("DELETE", "/v1/runs/" + stalled, "", "");
+  CHECK(again.status == 409);
+  CHECK(json::parse(again.body).at("detail").as_string().rfind("run " + stalled + " has already ended (cancelled)", 0) == 0);
   json::object cancelled = json::parse(d.recordAtEnd(stalled)).as_object();
   CHECK(cancelled.at("state").as_string() == "cancelled");
   CHECK(cancelled.at("attempts").at(0).at("cancelled").as_bool());
