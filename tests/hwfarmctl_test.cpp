@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include <boost/json.hpp>
 #include <regex>
@@ -510,6 +511,16 @@ TEST_CASE("runs started with --no-wait are listed, shown, waited for, cancelled 
   CHECK(fetched.status.code == 0);
   CHECK(json::parse(readFile(out.file("summary.json"))).at("state").as_string() == "passed");
   CHECK(readFile(out.file("junit.xml")).find("<testsuite") != std::string::npos);
+  // An artifact gone from the lab (removed by hand): every other file is
+  // still fetched, the missing one is named, the verdict printed, exit 1.
+  REQUIRE(std::filesystem::remove(dir.file("state/runs/" + pass + "/junit.xml")));
+  TempDir partial;
+  auto gaps = ctl({"run", "fetch", pass, "--out", partial.path()});
+  CHECK(gaps.status.code == 1);
+  CHECK(gaps.err == "hwfarmctl: run " + pass + ": artifact junit.xml: HTTP 404\n");
+  CHECK(gaps.out.find(", 1 could not be fetched\nrun " + pass + ": passed\n") != std::string::npos);
+  CHECK(json::parse(readFile(partial.file("summary.json"))).at("state").as_string() == "passed");
+  CHECK(!std::filesystem::exists(partial.file("junit.xml")));
   // A failing run: run wait exits as run does (10).
   std::string fail = runIdOf(ctl({"run", "--lease", lease, "--reference", "none", "--no-wait", firmware("fail")}).out);
   CHECK(ctl({"run", "wait", fail}).status.code == 10);

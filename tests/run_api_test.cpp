@@ -357,6 +357,35 @@ TEST_CASE("hwfarmctl run uploads the images, prints each verdict, fetches the ar
         2);
 }
 
+TEST_CASE("names of 250 bytes, legal in the protocol, give artifact files under 255 bytes that hwfarmctl fetches") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  CommandResult ran = runCommand(
+      {HWFARMCTL_PATH, "--url", d.url(), "run", "--lease", lease, "--out", dir.file("out"), firmware("longname")}, {},
+      120s);
+  INFO(ran.out << ran.err);
+  CHECK(ran.status.code == 0);
+  CHECK(ran.out.find(": passed\n") != std::string::npos);
+  CHECK(ran.err.empty());
+  // Every artifact the record lists exists on the lab and was fetched, and
+  // no file name is longer than a file system allows.
+  auto list = parsed(d.get("/v1/runs")).at("runs").as_array();
+  REQUIRE(list.size() == 1);
+  json::object run = parsed(d.get("/v1/runs/" + std::string(list[0].at("id").as_string()))).as_object();
+  size_t outputs = 0;
+  for (const auto& item : run.at("artifacts").as_array()) {
+    std::string path(item.as_string());
+    INFO(path);
+    CHECK(fs::exists(dir.file("out/" + path)));
+    CHECK(fs::path(path).filename().string().size() < 255);
+    if (path.find("case_abcdefghij") != std::string::npos) ++outputs;
+  }
+  CHECK(outputs == 2); // the board's output and the reference's
+  // The golden results name the output in full.
+  CHECK(readFile(dir.file("out/golden_results__mps2_an385.json")).find("out_abcdefghij") != std::string::npos);
+}
+
 TEST_CASE("a [[reference]] names the simulator a board type is compared with") {
   TempDir dir;
   // The test firmware (Cortex-M3 code) also runs on the Cortex-M4 AN386.

@@ -31,6 +31,8 @@
      CTRLEND  the pass run, a control byte (0x01) before its END record
      LONGLINE the pass run, with a FAIL record after 65,536 bytes of junk on
               one line
+     LONGNAME the pass run plus a passing case and an output whose names
+              are 250 bytes long, near the protocol's limit
      XSS      the pass run plus a failing case and an output whose names,
               message and console lines are HTML and script (the dashboard
               must show them as text: tests/dashboard)
@@ -268,6 +270,16 @@ int main(void) {
 #endif
 #if defined(VARIANT_V2COUNT)
   report.records += 1; /* a miscount on purpose */
+#endif
+#if defined(VARIANT_LONGNAME)
+  {
+#define NAME10 "abcdefghij"
+#define NAME50 NAME10 NAME10 NAME10 NAME10 NAME10
+    static const float long_values[2] = {1.0f, 2.0f};
+    hwfarm_test(&report, "case_" NAME50 NAME50 NAME50 NAME50 NAME10 NAME10 NAME10 NAME10 "abcde", HWFARM_PASS, 0);
+    hwfarm_output_f32(&report, "case_" NAME50 NAME50 NAME50 NAME50 NAME10 NAME10 NAME10 NAME10 "abcde",
+                      "out_" NAME50 NAME50 NAME50 NAME50 NAME10 NAME10 NAME10 NAME10 "abcdef", long_values, 2);
+  }
 #endif
 #if defined(VARIANT_XSS)
   uart_puts("<script>window.__xss='trace'</script><img src=x onerror=\"window.__xss='trace-img'\">\n");
