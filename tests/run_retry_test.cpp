@@ -228,6 +228,67 @@ json::object leaseAndRun(const RunningDaemon& d, std::string& lease) {
 
 } // namespace
 
+TEST_CASE("images failing on every board swap one board per failed board, and a lease no more than its hourly limit") {
+  // Given four boards of a type whose flashers all fail, swaps limited to one an hour
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\nmax_swaps_per_hour = 1\n") +
+                           fakeBoard(dir, 1) + fakeBoard(dir, 2) + fakeBoard(dir, 3) + fakeBoard(dir, 4));
+  Process b1 = plugIn(dir, 1), b2 = plugIn(dir, 2), b3 = plugIn(dir, 3), b4 = plugIn(dir, 4);
+  for (int n = 1; n <= 4; ++n) {
+    REQUIRE(waitState(d, "fake-" + std::to_string(n), "available"));
+    setMode(dir, n, "flash-fail");
+  }
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  std::string lease(json::parse(granted.body).at("id").as_string());
+  REQUIRE(leaseBoards(d, lease) == std::vector<std::string>{"fake-1"});
+  std::string image = upload(d, lease, kPass);
+  auto recovering = [&] {
+    int n = 0;
+    for (int b = 1; b <= 4; ++b) n += stateOf(d, "fake-" + std::to_string(b)) != "available" &&
+                                      stateOf(d, "fake-" + std::to_string(b)) != "leased";
+    return n;
+  };
+  // When a run of three images fails on its board and on the board swapped in
+  auto r = d.request("POST", "/v1/leases/" + lease + "/runs",
+                     R"({"images":[{"image":")" + image + R"(","name":"a.bin"},{"image":")" + image +
+                         R"(","name":"b.bin"},{"image":")" + image + R"(","name":"c.bin"}],"reference":"none"})",
+                     "");
+  REQUIRE(r.status == 201);
+  json::object first = json::parse(d.recordAtEnd(std::string(json::parse(r.body).at("id").as_string()))).as_object();
+  INFO(json::serialize(first));
+  // Then one board was swapped in, and it was never swapped out in turn
+  CHECK(first.at("state").as_string() == "error");
+  const json::array& attempts = first.at("attempts").as_array();
+  REQUIRE(attempts.size() == 4); // a on fake-1, its retry, b and c on the board swapped in
+  CHECK(attempts[0].at("board").as_string() == "fake-1");
+  std::string in(attempts[1].at("board").as_string());
+  CHECK(in != "fake-1");
+  CHECK(attempts[1].at("retry_of_board").as_string() == "fake-1");
+  for (size_t i = 1; i < 4; ++i) {
+    CHECK(attempts[i].at("board").as_string() == in);
+    CHECK(attempts[i].at("failure_class").as_string() == "infrastructure");
+  }
+  for (size_t i = 2; i < 4; ++i)
+    CHECK(attempts[i].at("not_retried").as_string() ==
+          in + " was swapped in for fake-1 in this run: a run swaps one board per failed board");
+  CHECK(leaseBoards(d, lease) == std::vector<std::string>{in});
+  CHECK(recovering() <= 1);
+  // When the lease runs them again within the hour
+  r = d.request("POST", "/v1/leases/" + lease + "/runs",
+                R"({"images":[{"image":")" + image + R"(","name":"a.bin"}],"reference":"none"})", "");
+  REQUIRE(r.status == 201);
+  json::object second = json::parse(d.recordAtEnd(std::string(json::parse(r.body).at("id").as_string()))).as_object();
+  INFO(json::serialize(second));
+  // Then the failure stands on the lease's board: the hourly limit is spent
+  CHECK(second.at("state").as_string() == "error");
+  REQUIRE(second.at("attempts").as_array().size() == 1);
+  std::string why(second.at("attempts").as_array()[0].at("not_retried").as_string());
+  CHECK(why.find("(leases.max_swaps_per_hour = 1)") != std::string::npos);
+  CHECK(leaseBoards(d, lease) == std::vector<std::string>{in});
+  CHECK(recovering() <= 1); // of four boards, at most the first left service
+}
+
 TEST_CASE("a USB board without a power switch runs from its flasher's reset, in a run and in its health check") {
   TempDir dir;
   // Given a board with power.driver = "none" whose flasher resets it, and
