@@ -75,6 +75,7 @@ struct LeaseConfig {
   double aging_s = 60;         // +1 effective priority per aging_s waited
   double recovery_s = 0;       // time in "recovering" until health checks exist
   double history_days = 7;     // ended leases and events kept this long
+  int64_t max_swaps_per_hour = 3; // boards a lease's run retries may swap in, per hour (0: none)
   bool fsync = true;           // answers also wait for an fdatasync of the WAL (power-loss safe); false: crash safe only
 };
 

@@ -259,6 +259,7 @@ class FleetParser {
     if (auto v = r.number("aging_s", 0, 86400, true)) l.aging_s = *v;
     if (auto v = r.number("recovery_s", 0, 3600, false)) l.recovery_s = *v;
     if (auto v = r.number("history_days", 0, 3650, true)) l.history_days = *v;
+    if (auto v = r.integer("max_swaps_per_hour", 0, 1000)) l.max_swaps_per_hour = *v;
     if (auto v = r.boolean("fsync")) l.fsync = *v;
     r.finish();
     if (l.default_ttl_s > config_.limits.max_ttl_s && table.get("default_ttl_s"))

@@ -442,11 +442,18 @@ TEST_CASE("the example tokens file parses and token errors name their position")
 
 TEST_CASE("leases settings are bounded and the default TTL fits limits.max_ttl_s") {
   auto errors = errorsOf(kAgent + "[limits]\nmax_ttl_s = 600\n[leases]\ndefault_ttl_s = 1800\nrecovery_s = -1\n"
-                                  "fsync = \"yes\"\n[[worker]]\nname = \"w\"\n");
+                                  "fsync = \"yes\"\nmax_swaps_per_hour = 1.5\n[[worker]]\nname = \"w\"\n");
   REQUIRE(errors == std::vector<std::string>{
                         "fleet.toml:7:17: leases.default_ttl_s: must not exceed limits.max_ttl_s (600)",
                         "fleet.toml:8:14: leases.recovery_s: expected a number from 0 to 3600, got -1",
-                        "fleet.toml:9:9: leases.fsync: expected true or false, got \"yes\""});
+                        "fleet.toml:9:9: leases.fsync: expected true or false, got \"yes\"",
+                        "fleet.toml:10:22: leases.max_swaps_per_hour: expected an integer from 0 to 1000, got 1.5"});
+  // A lease's swaps per hour: 3 unless set, 0 turns swaps off, past 1000 is refused.
+  REQUIRE(parseFleetConfig(kAgent + "[[worker]]\nname = \"w\"\n", "fleet.toml").config->leases.max_swaps_per_hour == 3);
+  REQUIRE(parseFleetConfig(kAgent + "[leases]\nmax_swaps_per_hour = 0\n[[worker]]\nname = \"w\"\n", "fleet.toml")
+              .config->leases.max_swaps_per_hour == 0);
+  REQUIRE(errorsOf(kAgent + "[leases]\nmax_swaps_per_hour = 1001\n[[worker]]\nname = \"w\"\n") ==
+          std::vector<std::string>{"fleet.toml:5:22: leases.max_swaps_per_hour: expected an integer from 0 to 1000, got 1001"});
 }
 
 TEST_CASE("runs: a lease's share of the simulators and the longest deadline fit the lab's limits") {
