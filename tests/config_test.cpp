@@ -442,11 +442,39 @@ TEST_CASE("the example tokens file parses and token errors name their position")
 
 TEST_CASE("leases settings are bounded and the default TTL fits limits.max_ttl_s") {
   auto errors = errorsOf(kAgent + "[limits]\nmax_ttl_s = 600\n[leases]\ndefault_ttl_s = 1800\nrecovery_s = -1\n"
-                                  "fsync = \"yes\"\n[[worker]]\nname = \"w\"\n");
+                                  "fsync = \"yes\"\nmax_swaps_per_hour = 1.5\n[[worker]]\nname = \"w\"\n");
   REQUIRE(errors == std::vector<std::string>{
                         "fleet.toml:7:17: leases.default_ttl_s: must not exceed limits.max_ttl_s (600)",
                         "fleet.toml:8:14: leases.recovery_s: expected a number from 0 to 3600, got -1",
-                        "fleet.toml:9:9: leases.fsync: expected true or false, got \"yes\""});
+                        "fleet.toml:9:9: leases.fsync: expected true or false, got \"yes\"",
+                        "fleet.toml:10:22: leases.max_swaps_per_hour: expected an integer from 0 to 1000, got 1.5"});
+  // A lease's swaps per hour: 3 unless set, 0 turns swaps off, past 1000 is refused.
+  REQUIRE(parseFleetConfig(kAgent + "[[worker]]\nname = \"w\"\n", "fleet.toml").config->leases.max_swaps_per_hour == 3);
+  REQUIRE(parseFleetConfig(kAgent + "[leases]\nmax_swaps_per_hour = 0\n[[worker]]\nname = \"w\"\n", "fleet.toml")
+              .config->leases.max_swaps_per_hour == 0);
+  REQUIRE(errorsOf(kAgent + "[leases]\nmax_swaps_per_hour = 1001\n[[worker]]\nname = \"w\"\n") ==
+          std::vector<std::string>{"fleet.toml:5:22: leases.max_swaps_per_hour: expected an integer from 0 to 1000, got 1001"});
+}
+
+TEST_CASE("runs: a lease's share of the simulators and the longest deadline fit the lab's limits") {
+  const std::string worker = "[[worker]]\nname = \"w\"\n";
+  // Defaults: one simulator of two stays for another lease; an hour per image.
+  LoadResult plain = parseFleetConfig(kAgent + worker, "fleet.toml");
+  REQUIRE(plain.ok());
+  CHECK(plain.config->runs.max_simulators_per_lease == 1);
+  CHECK(plain.config->runs.max_deadline_s == 3600);
+  LoadResult four = parseFleetConfig(kAgent + "[runs]\nmax_simulators = 4\nmax_deadline_s = 30\n" + worker, "fleet.toml");
+  REQUIRE(four.ok());
+  CHECK(four.config->runs.max_simulators_per_lease == 3);
+  CHECK(four.config->runs.default_deadline_s == 30); // the default follows a lower limit
+  LoadResult one = parseFleetConfig(kAgent + "[runs]\nmax_simulators = 1\n" + worker, "fleet.toml");
+  REQUIRE(one.ok());
+  CHECK(one.config->runs.max_simulators_per_lease == 1);
+  auto errors = errorsOf(kAgent + "[runs]\nmax_simulators = 2\nmax_simulators_per_lease = 3\nmax_deadline_s = 60\n"
+                                  "default_deadline_s = 120\n" + worker);
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:6:28: runs.max_simulators_per_lease: must not exceed runs.max_simulators (2)",
+                        "fleet.toml:8:22: runs.default_deadline_s: must not exceed runs.max_deadline_s (60)"});
 }
 
 TEST_CASE("issue 9 item 3: limits.max_image_bytes and agent.image_roots") {

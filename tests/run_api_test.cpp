@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 #include <dirent.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -268,7 +270,9 @@ TEST_CASE("bad run requests are 4xx with a reason and start nothing") {
        "targets: expected board names, board types or \"qemu\""},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"retry":"yes"})", 400, "retry: expected true or false"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"deadline_s":0})", 400,
-       "deadline_s: expected a number of seconds in (0, 86400]"},
+       "deadline_s: expected a number of seconds in (0, 3600] (this lab's runs.max_deadline_s)"},
+      {R"({"images":)" + images({{pass, "p"}}) + R"(,"deadline_s":3600.5})", 400,
+       "deadline_s: expected a number of seconds in (0, 3600] (this lab's runs.max_deadline_s)"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"commit":"a/b"})", 400,
        "commit: expected 1 to 128 bytes without \"/\" or control characters"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"colour":1})", 400,
@@ -384,6 +388,84 @@ TEST_CASE("names of 250 bytes, legal in the protocol, give artifact files under 
   CHECK(outputs == 2); // the board's output and the reference's
   // The golden results name the output in full.
   CHECK(readFile(dir.file("out/golden_results__mps2_an385.json")).find("out_abcdefghij") != std::string::npos);
+}
+
+TEST_CASE("one lease's hanging images hold only their share of the simulators: another lease's run passes meanwhile") {
+  // Given a lab of two simulators (at most one per lease, the default)
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 2));
+  std::string hostile = leaseBoards(d, 1), normal = leaseBoards(d, 1);
+  // When one lease runs two images that hang until a long deadline
+  std::string hang = uploadImage(d, hostile, "hang");
+  std::string stuck = startRun(d, hostile,
+                               R"({"images":)" + images({{hang, "h1.elf"}, {hang, "h2.elf"}}) + R"(,"deadline_s":300})");
+  auto references = [&](const std::string& phase) {
+    int n = 0;
+    json::value record = parsed(d.get("/v1/runs/" + stuck));
+    for (const auto& a : record.at("attempts").as_array())
+      n += a.at("target").as_string() == "qemu_ref" && a.at("phase").as_string() == phase;
+    return n;
+  };
+  for (int i = 0; i < 1000 && !(references("running") == 1 && references("waiting") == 1); ++i)
+    std::this_thread::sleep_for(10ms);
+  // Then it holds one simulator, and its second reference waits for it
+  CHECK(references("running") == 1);
+  CHECK(references("waiting") == 1);
+  // When another lease runs a passing image with its reference
+  json::object run = runVariant(d, normal, "pass");
+  // Then that run got the free simulator and passed while the hanging run goes on
+  INFO(json::serialize(run));
+  CHECK(run.at("state").as_string() == "passed");
+  CHECK(parsed(d.get("/v1/runs/" + stuck)).at("state").as_string() == "running");
+  CHECK(references("waiting") == 1);
+  // And a cancel ends the hanging run at once, its waiting reference never started
+  REQUIRE(d.request("DELETE", "/v1/runs/" + stuck, "", "").status == 200);
+  json::object ended = waitRun(d, stuck);
+  CHECK(ended.at("state").as_string() == "cancelled");
+  CHECK(qemuCount(dir.file("state"), [](int n) { return n == 0; }));
+}
+
+TEST_CASE("artifacts are streamed to readers that do not read, at most 32 answers of a run at once") {
+  // Given a run and a 48 MiB file in its directory
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  json::object run = runVariant(d, lease, "pass", R"(,"reference":"none")");
+  std::string id(run.at("id").as_string());
+  std::string big(48u << 20, '\0');
+  for (size_t i = 0; i < big.size(); i += 4096) big[i] = static_cast<char>('a' + i / 4096 % 26);
+  { std::ofstream(dir.file("state/runs/" + id + "/big.bin"), std::ios::binary) << big; }
+  // When 32 clients ask for it and never read
+  std::string request = "GET /v1/runs/" + id + "/artifacts/big.bin HTTP/1.1\r\nHost: x\r\n\r\n";
+  std::vector<int> idle;
+  for (int i = 0; i < 32; ++i) {
+    int fd = connectRaw(d.url(), 4096);
+    REQUIRE(fd >= 0);
+    REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()));
+    idle.push_back(fd);
+  }
+  // Then the next answer of that run is refused, another run's record is not
+  auto refused = d.get("/v1/runs/" + id + "/events");
+  for (int i = 0; i < 200 && refused.status != 429; ++i) {
+    std::this_thread::sleep_for(10ms);
+    refused = d.get("/v1/runs/" + id + "/artifacts/junit.xml");
+  }
+  CHECK(refused.status == 429);
+  CHECK(parsed(refused).at("detail").as_string() ==
+        "run " + id + " already has 32 answers streaming; close one first");
+  CHECK(d.get("/v1/runs/" + id).status == 200);
+  CHECK(d.get("/v1/healthz").status == 200);
+  // When they leave, the file is served whole to a client that reads
+  for (int fd : idle) ::close(fd);
+  hwfarm::cli::HttpResult whole;
+  for (int i = 0; i < 200; ++i) {
+    whole = hwfarm::cli::HttpClient(d.url(), 60).request("GET", "/v1/runs/" + id + "/artifacts/big.bin", "", "");
+    if (whole.status != 429) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(whole.status == 200);
+  CHECK(whole.body.size() == big.size());
+  CHECK(whole.body == big);
 }
 
 TEST_CASE("a [[reference]] names the simulator a board type is compared with") {

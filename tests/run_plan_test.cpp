@@ -285,6 +285,137 @@ TEST_CASE("a cancel stops the run in any phase, its record says cancelled and wh
   }
 }
 
+TEST_CASE("a cancel wins or is refused: accepted until the verdict is decided, run_ended from then on") {
+  SECTION("accepted while it runs: the run ends cancelled whatever comes after") {
+    Lab lab(nucleos(1));
+    lab.hold = {"flash"};
+    lab.start(spec({"pass.elf"}, Mode::shard, ReferenceKind::none), {"nucleo-0"});
+    CHECK(lab.record().attempts[0].phase == Phase::flashing);
+    // Given a run whose board is still flashing, a cancel is accepted,
+    CHECK(lab.cancelAnswer() == CancelAnswer::accepted);
+    lab.feed(CancelRequested{"cancelled by alice"});
+    // its record says so at once (the answer the client gets), a second
+    // cancel is the same one,
+    CHECK(lab.record().cancelling);
+    CHECK(lab.record().state == State::running);
+    CHECK(lab.cancelAnswer() == CancelAnswer::already);
+    CHECK_FALSE(lab.decided());
+    // and the flasher succeeding changes nothing: the run ends cancelled.
+    lab.feed(Flashed{0, Status(), "flashed"});
+    REQUIRE(lab.over());
+    CHECK(lab.record().state == State::cancelled);
+    CHECK(lab.cancelAnswer() == CancelAnswer::ended);
+    CHECK(lab.decided() == State::cancelled);
+  }
+  SECTION("refused once the verdict is decided: its files being written, its record stored") {
+    Lab lab(nucleos(1));
+    lab.hold = {"write"};
+    // Given a run whose last attempt passed and whose files are being written,
+    lab.start(spec({"pass.elf"}, Mode::shard, ReferenceKind::none), {"nucleo-0"});
+    REQUIRE(lab.done<WriteFiles>().size() == 1);
+    CHECK(lab.record().state == State::running); // (clients still see it running)
+    // a cancel is refused, the state it ends in named,
+    CHECK(lab.cancelAnswer() == CancelAnswer::ended);
+    CHECK(lab.decided() == State::passed);
+    // and one stepped anyway changes nothing:
+    lab.feed(CancelRequested{"cancelled by alice"});
+    CHECK_FALSE(lab.record().cancelling);
+    CHECK(lab.record().reason.empty());
+    lab.feed(ArtifactsWritten{Status()});
+    REQUIRE(lab.over());
+    CHECK(lab.record().state == State::passed);
+    CHECK(lab.cancelAnswer() == CancelAnswer::ended);
+  }
+}
+
+TEST_CASE("a cancelled run's infrastructure failures from before the cancel count for the SLA, what it cut short never") {
+  auto boards = nucleos(2);
+  boards["nucleo-0"].flash = flashFailure();
+  Lab lab(boards);
+  // Given a board whose flasher fails (not retried) and one running a hang,
+  Spec s = spec({"pass.elf", "hang.elf"}, Mode::shard, ReferenceKind::none);
+  s.retry = false;
+  lab.start(s, {"nucleo-0", "nucleo-1"});
+  CHECK(lab.attempt("pass", "nucleo_0").phase == Phase::done);
+  CHECK(lab.attempt("hang", "nucleo_1").phase == Phase::running);
+  // when the run is cancelled,
+  lab.feed(CancelRequested{"cancelled by alice"});
+  REQUIRE(lab.over());
+  CHECK(lab.record().state == State::cancelled);
+  // the flash failure before it still counts, against its board;
+  REQUIRE(lab.infra.size() == 1);
+  CHECK(lab.infra[0].board == "nucleo-0");
+  CHECK(lab.infra[0].why == "run run-1: flash tool failed");
+  CHECK_FALSE(lab.attempt("pass", "nucleo_0").cancelled);
+  CHECK(lab.record().failure == FailureClass::infrastructure);
+  // the hang it cut short is the cancel's doing: marked, never counted.
+  const AttemptEntry& hang = lab.attempt("hang", "nucleo_1");
+  CHECK(hang.cancelled);
+  CHECK(hang.judgement->reason == "cancelled: cancelled by alice");
+  Result<Record> back = Record::fromJson(lab.record().toJson());
+  REQUIRE(back.ok());
+  CHECK(back->attempts[1].cancelled);
+  CHECK(back->cancelling);
+}
+
+TEST_CASE("bad images swap one board per failed board: the same failure on a second board is the firmware's") {
+  Lab lab(nucleos(4));
+  lab.spares = {"nucleo-1", "nucleo-2", "nucleo-3"};
+  // Given six images that print nothing on a board while their reference
+  // build (pass.elf) prints its records on the simulator, on one board,
+  std::vector<std::string> names;
+  for (int i = 0; i < 6; ++i) names.push_back("silent" + std::to_string(i) + ".elf");
+  Spec s = spec(names);
+  for (auto& img : s.images) img.reference_path = "/store/pass.elf";
+  lab.start(s, {"nucleo-0"});
+  for (int i = 0; i < 20 && !lab.over(); ++i) lab.advance(10s);
+  REQUIRE(lab.over());
+  // one board was swapped in for the failed one, and none for it in turn;
+  REQUIRE(lab.done<SwapBoard>().size() == 1);
+  CHECK(lab.done<SwapBoard>()[0].board == "nucleo-0");
+  CHECK(lab.spares.size() == 2);
+  // the first image failed the same way on both boards: the firmware's,
+  const AttemptEntry& first = lab.attempt("silent0", "nucleo");
+  const AttemptEntry& retry = lab.attempt("silent0", "nucleo", 1);
+  CHECK(retry.board == "nucleo-1");
+  std::string why = "no console output before the deadline (the reference printed its records)";
+  CHECK(first.judgement->failure == FailureClass::test);
+  CHECK(retry.judgement->failure == FailureClass::test);
+  CHECK(retry.judgement->reason == why + " (on nucleo-0 and on nucleo-1 alike: the same image failed the same way on "
+                                         "two boards, the firmware's failure)");
+  // and so are the same failures of the other images, never retried;
+  for (int i = 1; i < 6; ++i) {
+    const AttemptEntry& a = lab.attempt("silent" + std::to_string(i), "nucleo");
+    CHECK(a.board == "nucleo-1");
+    CHECK(a.judgement->failure == FailureClass::test);
+    CHECK(a.judgement->reason == why + " (as silent0 did on nucleo-0 and on nucleo-1: the firmware's failure)");
+  }
+  // the run failed the firmware's way and nothing counts for the SLA.
+  CHECK(lab.record().state == State::failed);
+  CHECK(lab.record().failure == FailureClass::test);
+  CHECK(lab.infra.empty());
+}
+
+TEST_CASE("a board swapped in for a failed one is never swapped out in turn: no chain of swaps") {
+  auto boards = nucleos(3);
+  boards["nucleo-0"].flash = flashFailure();
+  boards["nucleo-1"].closes_after = 2; // its console closes mid-run, every time
+  Lab lab(boards);
+  lab.spares = {"nucleo-1", "nucleo-2"};
+  // Given a board whose flasher fails and a spare whose console closes mid-run,
+  lab.start(spec({"pass.elf", "pass.elf"}, Mode::shard, ReferenceKind::none), {"nucleo-0"});
+  REQUIRE(lab.over());
+  // one board was swapped in, and its own failures stand (nucleo-2 stays free),
+  REQUIRE(lab.done<SwapBoard>().size() == 1);
+  CHECK(lab.spares == std::deque<std::string>{"nucleo-2"});
+  const AttemptEntry& second = lab.attempt("pass_1", "nucleo");
+  CHECK(second.board == "nucleo-1");
+  CHECK(second.not_retried == "nucleo-1 was swapped in for nucleo-0 in this run: a run swaps one board per failed board");
+  // each the lab's: the console closing is a step of the lab's, whatever the image.
+  CHECK(lab.record().state == State::error);
+  CHECK(lab.infra.size() == 3);
+}
+
 TEST_CASE("a USB board without a power switch is flashed, never powered, and runs from its flasher's reset") {
   // Given a board with power.driver = "none" (unswitched),
   Lab lab(nucleos(1, BoardKind::unswitched));

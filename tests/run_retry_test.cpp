@@ -228,6 +228,67 @@ json::object leaseAndRun(const RunningDaemon& d, std::string& lease) {
 
 } // namespace
 
+TEST_CASE("images failing on every board swap one board per failed board, and a lease no more than its hourly limit") {
+  // Given four boards of a type whose flashers all fail, swaps limited to one an hour
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\nmax_swaps_per_hour = 1\n") +
+                           fakeBoard(dir, 1) + fakeBoard(dir, 2) + fakeBoard(dir, 3) + fakeBoard(dir, 4));
+  Process b1 = plugIn(dir, 1), b2 = plugIn(dir, 2), b3 = plugIn(dir, 3), b4 = plugIn(dir, 4);
+  for (int n = 1; n <= 4; ++n) {
+    REQUIRE(waitState(d, "fake-" + std::to_string(n), "available"));
+    setMode(dir, n, "flash-fail");
+  }
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  std::string lease(json::parse(granted.body).at("id").as_string());
+  REQUIRE(leaseBoards(d, lease) == std::vector<std::string>{"fake-1"});
+  std::string image = upload(d, lease, kPass);
+  auto recovering = [&] {
+    int n = 0;
+    for (int b = 1; b <= 4; ++b) n += stateOf(d, "fake-" + std::to_string(b)) != "available" &&
+                                      stateOf(d, "fake-" + std::to_string(b)) != "leased";
+    return n;
+  };
+  // When a run of three images fails on its board and on the board swapped in
+  auto r = d.request("POST", "/v1/leases/" + lease + "/runs",
+                     R"({"images":[{"image":")" + image + R"(","name":"a.bin"},{"image":")" + image +
+                         R"(","name":"b.bin"},{"image":")" + image + R"(","name":"c.bin"}],"reference":"none"})",
+                     "");
+  REQUIRE(r.status == 201);
+  json::object first = json::parse(d.recordAtEnd(std::string(json::parse(r.body).at("id").as_string()))).as_object();
+  INFO(json::serialize(first));
+  // Then one board was swapped in, and it was never swapped out in turn
+  CHECK(first.at("state").as_string() == "error");
+  const json::array& attempts = first.at("attempts").as_array();
+  REQUIRE(attempts.size() == 4); // a on fake-1, its retry, b and c on the board swapped in
+  CHECK(attempts[0].at("board").as_string() == "fake-1");
+  std::string in(attempts[1].at("board").as_string());
+  CHECK(in != "fake-1");
+  CHECK(attempts[1].at("retry_of_board").as_string() == "fake-1");
+  for (size_t i = 1; i < 4; ++i) {
+    CHECK(attempts[i].at("board").as_string() == in);
+    CHECK(attempts[i].at("failure_class").as_string() == "infrastructure");
+  }
+  for (size_t i = 2; i < 4; ++i)
+    CHECK(attempts[i].at("not_retried").as_string() ==
+          in + " was swapped in for fake-1 in this run: a run swaps one board per failed board");
+  CHECK(leaseBoards(d, lease) == std::vector<std::string>{in});
+  CHECK(recovering() <= 1);
+  // When the lease runs them again within the hour
+  r = d.request("POST", "/v1/leases/" + lease + "/runs",
+                R"({"images":[{"image":")" + image + R"(","name":"a.bin"}],"reference":"none"})", "");
+  REQUIRE(r.status == 201);
+  json::object second = json::parse(d.recordAtEnd(std::string(json::parse(r.body).at("id").as_string()))).as_object();
+  INFO(json::serialize(second));
+  // Then the failure stands on the lease's board: the hourly limit is spent
+  CHECK(second.at("state").as_string() == "error");
+  REQUIRE(second.at("attempts").as_array().size() == 1);
+  std::string why(second.at("attempts").as_array()[0].at("not_retried").as_string());
+  CHECK(why.find("(leases.max_swaps_per_hour = 1)") != std::string::npos);
+  CHECK(leaseBoards(d, lease) == std::vector<std::string>{in});
+  CHECK(recovering() <= 1); // of four boards, at most the first left service
+}
+
 TEST_CASE("a USB board without a power switch runs from its flasher's reset, in a run and in its health check") {
   TempDir dir;
   // Given a board with power.driver = "none" whose flasher resets it, and
@@ -269,4 +330,75 @@ TEST_CASE("a health check ends after its flasher does: a banner printed while th
   INFO(json::serialize(r));
   CHECK(r.at("state").as_string() == "passed");
   CHECK(json::serialize(r).find("busy") == std::string::npos);
+}
+
+TEST_CASE("a cancel during a run's finishing is refused with run_ended and the run keeps its verdict; one before wins") {
+  TempDir dir;
+  // Given a daemon whose writes of summary.json the test can hold (the run's
+  // verdict is decided and its files are being written),
+  std::string hold = dir.file("hold");
+  RunningDaemon d(dir, fleet(dir),
+                  {{"LD_PRELOAD", FAILSYNC_PATH}, {"HWFARM_HOLD_SYNC", hold}, {"HWFARM_HOLD_SYNC_MATCH", "summary.json.tmp"}});
+  Process b1 = plugIn(dir, 1), b2 = plugIn(dir, 2);
+  REQUIRE(waitState(d, "fake-1", "available"));
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  std::string lease(json::parse(granted.body).at("id").as_string());
+  std::string image = upload(d, lease, kPass);
+  auto start = [&] {
+    auto r = d.request("POST", "/v1/leases/" + lease + "/runs",
+                       R"({"images":[{"image":")" + image + R"(","name":"fw.bin"}],"reference":"none"})", "");
+    INFO(r.body);
+    REQUIRE(r.status == 201);
+    return std::string(json::parse(r.body).at("id").as_string());
+  };
+  dir.write("hold", "");
+  std::string id = start();
+  // when its passing run is held writing its files,
+  bool held = false;
+  for (int i = 0; i < 3000 && !held; ++i) {
+    held = fs::exists(hold + ".held");
+    if (!held) std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(held);
+  // a cancel is refused: run_ended, naming the state it ends in,
+  auto refused = d.request("DELETE", "/v1/runs/" + id, "", "");
+  INFO(refused.body);
+  CHECK(refused.status == 409);
+  json::value error = json::parse(refused.body);
+  CHECK(error.at("error").as_string() == "run_ended");
+  CHECK(error.at("detail").as_string() == "run " + id +
+                                              " has already ended (passed): its verdict was decided before the "
+                                              "cancel; its files are being written");
+  // and once the write goes on the run ends passed, no cancel in its record.
+  fs::remove(hold);
+  json::object ended = json::parse(d.recordAtEnd(id)).as_object();
+  CHECK(ended.at("state").as_string() == "passed");
+  CHECK_FALSE(ended.contains("cancelling"));
+  auto after = d.request("DELETE", "/v1/runs/" + id, "", "");
+  CHECK(after.status == 409);
+  CHECK(json::parse(after.body).at("detail").as_string() == "run " + id + " has already ended (passed)");
+
+  // A cancel while the board runs wins: the answer says so, the run ends cancelled.
+  setMode(dir, 1, "stall");
+  std::string stalled = start();
+  for (int i = 0; i < 3000; ++i) {
+    json::value r = json::parse(d.get("/v1/runs/" + stalled).body);
+    if (r.at("attempts").as_array().size() == 1 && r.at("attempts").at(0).at("phase").as_string() == "running") break;
+    std::this_thread::sleep_for(10ms);
+  }
+  auto won = d.request("DELETE", "/v1/runs/" + stalled, "", "");
+  INFO(won.body);
+  REQUIRE(won.status == 200);
+  json::value answer = json::parse(won.body);
+  CHECK(answer.at("cancelling").as_bool());
+  CHECK(answer.at("reason").as_string() == "cancelled by anonymous");
+  // (its running board stopped at once, so the verdict is decided: a second
+  // cancel is refused, naming it)
+  auto again = d.request("DELETE", "/v1/runs/" + stalled, "", "");
+  CHECK(again.status == 409);
+  CHECK(json::parse(again.body).at("detail").as_string().rfind("run " + stalled + " has already ended (cancelled)", 0) == 0);
+  json::object cancelled = json::parse(d.recordAtEnd(stalled)).as_object();
+  CHECK(cancelled.at("state").as_string() == "cancelled");
+  CHECK(cancelled.at("attempts").at(0).at("cancelled").as_bool());
 }

@@ -66,7 +66,8 @@ struct RunService::Impl {
   }
 
   Status start(const lease::Lease& lease, run::Spec spec, StartDone done);
-  void feed(const std::string& id, run::Event event);
+  // `first`: before the events already waiting (a cancel decided now).
+  void feed(const std::string& id, run::Event event, bool first = false);
   struct Carry;
   void swap(const std::string& id, size_t attempt, const std::string& board, const std::string& reason);
   void finished(const std::string& id, Run& r, const run::Finished& f);
@@ -174,7 +175,8 @@ struct RunService::Impl::Carry {
   }
   void operator()(run::Simulate& c) {
     size_t i = c.attempt;
-    SimulatorJob job{id + "-" + std::to_string(i), r.qemu, c.image, c.deadline, c.drain, run::kMaxConsoleBytes};
+    SimulatorJob job{id + "-" + std::to_string(i), r.qemu, c.image, r.lease.id, c.deadline, c.drain,
+                     run::kMaxConsoleBytes};
     r.simulators[i] = job.stop;
     d.targets.simulate(std::move(job), [back = back(), i] { back(run::SimulatorStarted{i}); },
                        [back = back(), i](SimulatorResult s) {
@@ -183,7 +185,7 @@ struct RunService::Impl::Carry {
                        });
   }
   void operator()(run::StopSimulator& c) {
-    if (auto it = r.simulators.find(c.attempt); it != r.simulators.end()) it->second->store(true);
+    if (auto it = r.simulators.find(c.attempt); it != r.simulators.end()) d.targets.stopSimulator(it->second);
   }
   void operator()(run::ReadGolden& c) {
     d.targets.readGolden(c.path, [back = back(), i = c.attempt](Status s, std::string text) {
@@ -216,11 +218,12 @@ struct RunService::Impl::Carry {
 
 // Steps the run's plan with `event` and carries its commands out; events
 // that come meanwhile (a result answered at once) wait their turn.
-void RunService::Impl::feed(const std::string& id, run::Event event) {
+void RunService::Impl::feed(const std::string& id, run::Event event, bool first) {
   auto it = running.find(id);
   if (it == running.end()) return; // ended: a late answer
   Run& r = *it->second;
-  r.pending.push_back(std::move(event));
+  if (first) r.pending.push_front(std::move(event));
+  else r.pending.push_back(std::move(event));
   if (r.stepping) return;
   r.stepping = true;
   while (!r.pending.empty()) {
@@ -297,12 +300,29 @@ Status RunService::start(const lease::Lease& lease, run::Spec spec, StartDone do
   return impl_->start(lease, std::move(spec), std::move(done));
 }
 
+// The plan decides now, on its stage (Plan::cancelAnswer), and an accepted
+// cancel is the next event it steps: nothing that comes meanwhile can end
+// the run another way.
 Status RunService::cancel(const std::string& id, const std::string& reason) {
-  if (!impl_->running.count(id))
-    return impl_->history.find(id) ? Status::error(Code::conflict, "run " + id + " has ended")
-                                   : Status::error(Code::not_found, "no run " + id);
+  auto it = impl_->running.find(id);
+  if (it == impl_->running.end()) {
+    const run::Record* ended = impl_->history.find(id);
+    if (!ended) return Status::error(Code::not_found, "no run " + id);
+    return Status::error(Code::conflict,
+                         "run " + id + " has already ended (" + std::string(run::stateName(ended->state)) + ")");
+  }
+  const run::Plan& plan = it->second->plan;
+  switch (plan.cancelAnswer()) {
+    case run::CancelAnswer::ended:
+      return Status::error(Code::conflict, "run " + id + " has already ended (" +
+                                               std::string(run::stateName(*plan.decided())) +
+                                               "): its verdict was decided before the cancel; its files are being "
+                                               "written");
+    case run::CancelAnswer::already: return Status::success();
+    case run::CancelAnswer::accepted: break;
+  }
   spdlog::info("run {} cancelled: {}", id, reason);
-  impl_->feed(id, run::CancelRequested{reason});
+  impl_->feed(id, run::CancelRequested{reason}, true);
   return Status::success();
 }
 

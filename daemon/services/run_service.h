@@ -66,8 +66,11 @@ class RunService {
   using StartDone = std::function<void(const Result<std::string>&)>;
   Status start(const lease::Lease& lease, run::Spec spec, StartDone done);
   // Cancels a running run: its boards are powered off, its simulators
-  // stopped, its record says why. Code::not_found, or conflict when it has
-  // ended already.
+  // stopped, its record says why and `cancelling` (it ends cancelled,
+  // whatever comes meanwhile); ok for a run being cancelled already.
+  // Code::not_found, or conflict when it has ended already: its verdict was
+  // decided before the cancel (its files may still be being written; the
+  // message names the state it ends in).
   Status cancel(const std::string& id, const std::string& reason);
   // The lease ended: its runs are cancelled.
   void leaseEnded(const lease::Lease& lease);

@@ -105,6 +105,8 @@ class Lab {
 
   const Record& record() const { return plan_->record(); }
   bool over() const { return plan_->over(); }
+  CancelAnswer cancelAnswer() const { return plan_->cancelAnswer(); }
+  std::optional<State> decided() const { return plan_->decided(); }
 
   // Commands of type C carried out so far.
   template <typename C>
@@ -143,7 +145,7 @@ class Lab {
   Status write_status;                      // what writing the artifacts answers
   std::vector<InfraFailure> infra;          // Finished's
   // Commands left unanswered (the story answers them): "flash", "power",
-  // "swap", "simulate".
+  // "swap", "simulate", "write".
   std::set<std::string> hold;
 
  private:
@@ -226,7 +228,9 @@ class Lab {
     spares.pop_front();
     later(Swapped{s.attempt, Target{fresh, "", boards_.at(fresh).kind}});
   }
-  void carry(const WriteFiles&) { later(ArtifactsWritten{write_status}); }
+  void carry(const WriteFiles&) {
+    if (!hold.count("write")) later(ArtifactsWritten{write_status});
+  }
   void carry(const StoreRecord&) { later(RecordStored{Status()}); }
   void carry(const Finished& f) { infra = f.infra; }
 

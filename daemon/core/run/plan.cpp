@@ -337,8 +337,15 @@ const Attempt* Plan::referenceOf(size_t image) const {
 void Plan::decideRetry(size_t i) {
   Work& w = work_[i];
   TargetReport own = judgeOwn(w.result, referenceOf(w.image));
-  w.retry = own.failure == FailureClass::infrastructure ? Retry::wanted : Retry::none;
+  w.retry = own.failure == FailureClass::infrastructure && !firmware_.count(own.reason) ? Retry::wanted : Retry::none;
   w.retry_reason = own.reason;
+  // One board per failed board: a board swapped in is not swapped out in
+  // turn (a run of bad images would drain the pool board by board).
+  auto in = swapped_in_.find(w.target);
+  if (w.retry != Retry::wanted || in == swapped_in_.end()) return;
+  w.retry = Retry::none;
+  record_.attempts[i].not_retried = targets_[w.target].board + " was swapped in for " + in->second +
+                                    " in this run: a run swaps one board per failed board";
 }
 
 void Plan::settleRetries(Now now, Steps& out) {
@@ -380,6 +387,7 @@ void Plan::on(const Swapped& e, Now now, Steps& out) {
   targets_.push_back(fresh);
   record_.targets.push_back({fresh.board, fresh.name, targets_[old].board});
   size_t t = targets_.size() - 1;
+  swapped_in_[t] = targets_[old].board;
   per_target_.push_back(std::exchange(per_target_[old], {}));
   retry_on_[t] = e.attempt;
   nextOn(t, now, out);
@@ -399,24 +407,72 @@ void Plan::judgeReady() {
       if (!reference) continue;
     }
     w.report = evaluate(w.result, reference, thresholds);
+    if (w.retry_of) sameOnTwoBoards(i);
+    if (auto known = firmware_.find(w.report->reason); known != firmware_.end() && w.boot && w.result.status.ok() &&
+        w.report->failure == FailureClass::infrastructure && !w.report->reference_failed)
+      blameFirmware(*w.report, known->second);
     record_.attempts[i].judgement = judgementOf(*w.report, false);
   }
   record_.judge();
+}
+
+// Blame needs evidence (DESIGN.md): what a console showed on one board (its
+// silence, noise, damaged records) that the image repeats word for word on
+// another is the image's.
+void Plan::sameOnTwoBoards(size_t retry) {
+  size_t first = *work_[retry].retry_of;
+  if (!work_[first].report) return;
+  TargetReport& a = *work_[first].report;
+  TargetReport& b = *work_[retry].report;
+  // (a failed step of the lab's own, a flasher or a power switch, stays the lab's)
+  if (a.failure != FailureClass::infrastructure || b.failure != FailureClass::infrastructure ||
+      a.reference_failed || b.reference_failed || a.reason != b.reason || !work_[first].result.status.ok() ||
+      !work_[retry].result.status.ok())
+    return;
+  std::string why = " (on " + a.board + " and on " + b.board +
+                    " alike: the same image failed the same way on two boards, the firmware's failure)";
+  firmware_.emplace(a.reason, " (as " + a.image + " did on " + a.board + " and on " + b.board +
+                                  ": the firmware's failure)");
+  blameFirmware(a, why);
+  blameFirmware(b, why);
+  record_.attempts[first].judgement = judgementOf(a, false);
+  record_.attempts[retry].judgement = judgementOf(b, false);
 }
 
 // --- cancel and the end ------------------------------------------------------------
 
 Status Plan::cancelStatus() const { return Status::error(Code::unavailable, "cancelled: " + record_.reason); }
 
+CancelAnswer Plan::cancelIn(Stage stage) {
+  switch (stage) {
+    case Stage::starting:
+    case Stage::running: return CancelAnswer::accepted;
+    case Stage::cancelling: return CancelAnswer::already;
+    case Stage::writing:
+    case Stage::storing:
+    case Stage::over: return CancelAnswer::ended;
+  }
+  return CancelAnswer::ended;
+}
+
+std::optional<State> Plan::decided() const {
+  if (cancelAnswer() != CancelAnswer::ended) return std::nullopt;
+  return final_;
+}
+
+// What ended before the cancel stands (and counts); what had not ended is
+// cut short by it and counts for nothing.
 void Plan::on(const CancelRequested& e, Now now, Steps& out) {
-  if (stage_ != Stage::starting && stage_ != Stage::running) return;
+  if (cancelAnswer() != CancelAnswer::accepted) return;
   stage_ = Stage::cancelling;
   record_.reason = e.reason;
+  record_.cancelling = true;
   out.changed = true;
   for (size_t i = 0; i < work_.size(); ++i) {
     Work& w = work_[i];
     if (w.retry == Retry::wanted || w.retry == Retry::undecided) w.retry = Retry::none;
     Phase phase = record_.attempts[i].phase;
+    if (phase != Phase::done) record_.attempts[i].cancelled = true;
     if (!w.boot) {
       // Simulators stop; a golden reference is only being read.
       bool simulator = w.target != kReference || spec_.reference == ReferenceKind::qemu;
@@ -504,9 +560,9 @@ void Plan::on(const RecordStored&, Now, Steps& out) {
 
 std::vector<InfraFailure> Plan::infraFailures() const {
   std::vector<InfraFailure> out;
-  if (final_ == State::cancelled) return out;
   for (size_t i = 0; i < work_.size(); ++i) {
     const Work& w = work_[i];
+    if (record_.attempts[i].cancelled) continue; // the cancel's doing
     if (w.target == kReference && !w.result.status.ok())
       out.push_back({"", "run " + record_.id + ": reference simulator: " + w.result.status.message()});
     // (a target that failed only because its reference did is not its

@@ -9,8 +9,10 @@
 // image; each: every target runs every image), how a board boots (boot.h),
 // when an attempt ends (END, its deadline, its console closing, a failed
 // step), what is retried (a board target's infrastructure failure, once,
-// on a board swapped into the lease), what a cancel stops, and the verdict
-// (the record's rules, record.h). An attempt's phase is one enum
+// on a board swapped into the lease; never on a board that was itself
+// swapped in: no chain of swaps), whether a cancel is accepted and what it
+// stops, and the verdict (the record's rules, record.h). A failure that a
+// retry shows the same way on a second board is the firmware's. An attempt's phase is one enum
 // (Phase); the run's own life is another (Stage, below).
 //
 // Attempts are numbered in the order they start (the record's order):
@@ -176,11 +178,18 @@ struct InfraFailure {
   std::string why;
 };
 struct Finished { // the run is over: its record says its final state
-  std::vector<InfraFailure> infra; // none for a cancelled run
+  // Of the attempts that ended before a cancel (a cancel causes none).
+  std::vector<InfraFailure> infra;
 };
 
 using Command = std::variant<Watch, Unwatch, Flash, Power, PowerOff, Simulate, StopSimulator, ReadGolden,
                              ArmDeadline, CancelDeadline, SwapBoard, WriteFiles, StoreRecord, Finished>;
+
+// What a cancel gets (Plan::cancelAnswer): accepted (the run stops and ends
+// cancelled), already (a cancel was accepted before: it ends cancelled), or
+// ended (its verdict was decided before the cancel came: refused, HTTP 409
+// run_ended).
+enum class CancelAnswer { accepted, already, ended };
 
 struct Steps {
   std::vector<Command> commands; // in order
@@ -197,12 +206,21 @@ class Plan {
 
   const Record& record() const { return record_; }
   bool over() const { return stage_ == Stage::over; }
+  // What a CancelRequested stepped now gets, from the run's stage (the one
+  // rule: step() follows it): accepted while it starts or runs, already
+  // while it is cancelling, ended from the moment its verdict is decided
+  // (its files being written, its record stored, over).
+  CancelAnswer cancelAnswer() const { return cancelIn(stage_); }
+  // The state the run ends in, once its verdict is decided (ended above);
+  // nullopt before.
+  std::optional<State> decided() const;
 
  private:
   // The run's life: starting (until its record is stored), running,
   // cancelling (its attempts stop), writing its artifacts, storing its
   // final record, over.
   enum class Stage { starting, running, cancelling, writing, storing, over };
+  static CancelAnswer cancelIn(Stage stage);
   // An infrastructure failure of a board target: none, wanted (once the
   // board is free), swapping (the lease service replaces the board),
   // superseded (the retry runs on the board swapped in); undecided: the
@@ -267,6 +285,9 @@ class Plan {
   // Whether board attempt `i` is retried, from its own verdict with its
   // image's reference (when it has one) as the witness.
   void decideRetry(size_t i);
+  // A retry that failed the lab's way as its first attempt did: both are
+  // the firmware's (the same image failed the same way on two boards).
+  void sameOnTwoBoards(size_t retry);
   // Decides the retries that waited for a reference now done.
   void settleRetries(Now now, Steps& out);
   // The done reference attempt of `image`; nullptr: none (or not done).
@@ -290,6 +311,11 @@ class Plan {
   std::deque<size_t> shard_queue_;   // images no target took yet (shard mode)
   std::vector<std::deque<size_t>> per_target_; // each mode: the images a target has left
   std::map<size_t, size_t> retry_on_; // target -> the attempt it retries first
+  std::map<size_t, std::string> swapped_in_; // target -> the board it replaced (never swapped itself)
+  // The lab's failures (their reasons) that an image showed the same way on
+  // two boards: the firmware's, in any attempt of the run (never retried).
+  // -> what its reason then says.
+  std::map<std::string, std::string> firmware_;
   Stage stage_ = Stage::starting;
   State final_ = State::running; // from finish() on
 };

@@ -63,7 +63,7 @@ Judgement judgementOf(const TargetReport& report, bool reference) {
 void Record::judge() {
   failure = FailureClass::none;
   for (const auto& a : attempts) {
-    if (a.reference || a.retried || !a.judgement) continue;
+    if (a.reference || a.retried || a.cancelled || !a.judgement) continue;
     if (a.judgement->failure == FailureClass::test) {
       failure = FailureClass::test; // never hidden by another attempt's infrastructure failure
       return;

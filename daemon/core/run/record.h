@@ -99,6 +99,10 @@ struct AttemptEntry {
   std::string retry_of_board;  // a retry: the board of the attempt it retries
   bool retried = false;        // superseded by its retry: kept, never counted
   std::string not_retried;     // why its infrastructure failure was not retried
+  // Not done when the run's cancel was accepted: what it shows is the
+  // cancel's doing, never counted (not in the run's failure class, not for
+  // the SLA).
+  bool cancelled = false;
   std::optional<Judgement> judgement;
 };
 
@@ -118,12 +122,15 @@ struct Record {
   std::vector<AttemptEntry> attempts;
   FailureClass failure = FailureClass::none; // the run's failure class (judge())
   std::string reason; // why it ended as it did (a cancel, a restart, artifacts not written)
+  // A cancel was accepted: the run ends cancelled (it says running until
+  // its attempts have stopped and its files are written).
+  bool cancelling = false;
   // The run's files under its directory, summary.json last; shown once the
   // run has ended.
   std::vector<std::string> artifacts;
 
   // Sets `failure` from the judged target attempts that count (not a
-  // superseded one, never the reference's own): test if any failed the
+  // superseded one nor one a cancel cut short, never the reference's own): test if any failed the
   // firmware's way, else infrastructure if any failed the lab's way. Run it
   // when a judgement changes.
   void judge();

@@ -33,6 +33,7 @@ json::object attemptObject(const AttemptEntry& a, bool brief) {
                  {"phase", phaseName(a.phase)}};
   if (!a.retry_of_board.empty()) o["retry_of_board"] = a.retry_of_board;
   if (a.retried) o["retried"] = true;
+  if (a.cancelled) o["cancelled"] = true;
   if (!a.not_retried.empty()) o["not_retried"] = a.not_retried;
   if (a.phase == Phase::done) o["seconds"] = a.seconds;
   if (!a.judgement) return o;
@@ -185,6 +186,7 @@ AttemptEntry readAttempt(Reader& r, const json::object& o) {
   r.real("seconds", a.seconds);
   r.text("retry_of_board", a.retry_of_board);
   r.flag("retried", a.retried);
+  r.flag("cancelled", a.cancelled);
   r.text("not_retried", a.not_retried);
   if (o.contains("outcome")) a.judgement = readJudgement(r, o);
   return a;
@@ -224,6 +226,7 @@ std::string Record::toJson() const {
   o["attempts"] = std::move(attempt_list);
   if (failure != FailureClass::none) o["failure_class"] = failureClassName(failure);
   if (!reason.empty()) o["reason"] = reason;
+  if (cancelling) o["cancelling"] = true;
   if (state != State::running && !artifacts.empty()) {
     json::array paths;
     for (const auto& p : artifacts) paths.emplace_back(p);
@@ -282,6 +285,7 @@ Result<Record> Record::fromJson(std::string_view text) {
     }
   in.named("failure_class", r.failure, kClasses, failureClassName);
   in.text("reason", r.reason);
+  in.flag("cancelling", r.cancelling);
   if (const json::array* list = o.contains("artifacts") ? in.array("artifacts") : nullptr)
     for (const auto& p : *list) {
       if (!p.is_string()) return Status::error(Code::invalid_argument, "artifacts: expected an array of paths");

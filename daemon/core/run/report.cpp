@@ -297,6 +297,18 @@ void againstReference(Builder& b, const Attempt& t, const Attempt& ref, const Th
 
 } // namespace
 
+void blameFirmware(TargetReport& report, const std::string& why) {
+  if (report.failure != FailureClass::infrastructure) return;
+  report.failure = FailureClass::test;
+  report.outcome = Outcome::fail;
+  report.reason += why;
+  for (auto& c : report.cases)
+    if (c.outcome == Outcome::error) {
+      c.outcome = Outcome::fail;
+      c.message += why;
+    }
+}
+
 TargetReport judgeOwn(const Attempt& t, const Attempt* reference) {
   Builder b;
   TargetReport& r = b.report;

@@ -107,6 +107,12 @@ TargetReport evaluate(const Attempt& target, const Attempt* reference, const Thr
 // retried). Never compares outputs.
 TargetReport judgeOwn(const Attempt& attempt, const Attempt* reference);
 
+// Turns `report`'s failure of the lab's into the firmware's, `why` added to
+// its reason and to each erring case's message (junit.xml then shows
+// failures, not errors): the same image failed the same way on another
+// board. Nothing else changes.
+void blameFirmware(TargetReport& report, const std::string& why);
+
 // junit.xml: one <testsuite> per target (reports of one target, one per
 // image, share it), one <testcase> per case with classname = image.
 // FAIL and accuracy failures are <failure>, infrastructure problems
