@@ -37,7 +37,7 @@ UMOCKDEV_TESTS = ^usb_daemon_test:
 # firmware build, the Jenkins library, lints) or is not the C++ (the
 # dashboard's JavaScript in a browser, the benchmarks' timing); the test
 # phase runs each of them.
-ASAN_SKIP = ^(systemd_build_daemon|systemd_unit_verify|firmware_report_cortex_m|bench_.*_smoke|core_purity.*|prometheus_rules|daemon_layers|fuzz_targets_listed|jenkins_library|leaked_processes_check|dashboard_browser_.*)$$
+ASAN_SKIP = ^(systemd_build_daemon|systemd_unit_verify|firmware_report_cortex_m|bench_.*_smoke|core_purity.*|prometheus_rules|daemon_layers|fuzz_targets_listed|test_names_whole|jenkins_library|leaked_processes_check|dashboard_browser_.*)$$
 TSAN_ENV = TSAN_OPTIONS=$(SAN_COMMON):second_deadlock_stack=1:log_path=$(CURDIR)/$(TSAN_DIR)/sanitizer/tsan
 
 # No "make: Entering directory" lines from the makes CMake's build runs.

@@ -332,7 +332,7 @@ TEST_CASE("a health check ends after its flasher does: a banner printed while th
   CHECK(json::serialize(r).find("busy") == std::string::npos);
 }
 
-TEST_CASE("a cancel during a run's finishing is refused with run_ended and the run keeps its verdict; one before wins") {
+TEST_CASE("a cancel during a run's finishing is refused with run_ended and the run keeps its verdict, and one before wins") {
   TempDir dir;
   // Given a daemon whose writes of summary.json the test can hold (the run's
   // verdict is decided and its files are being written),
