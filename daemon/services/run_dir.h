@@ -54,9 +54,10 @@ class RunDir {
     uint64_t size = 0;
     std::time_t mtime = 0;
   };
-  // Opens artifact `path` of run `id` for reading, each part of the path
-  // without following a symlink. Code::invalid_argument for a path that is
-  // not plain, not_found for anything else that is not an artifact.
+  // Opens artifact `path` of run `id` for reading, beneath the run's
+  // directory and through no symlink in any part of the path (openBeneath,
+  // open_beneath.h). Code::invalid_argument for a path that is not plain,
+  // not_found for anything else that is not an artifact (a symlink too).
   Result<Opened> open(const std::string& id, const std::string& path) const;
   // The whole artifact, read through open().
   Result<std::string> read(const std::string& id, const std::string& path) const;

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "common/shown_text.h"
 #include "daemon/core/run/json_text.h"
 #include "daemon/core/run/thresholds.h"
 
@@ -93,45 +94,7 @@ std::string_view outcomeName(Outcome o) {
   return "?";
 }
 
-std::string xmlSafe(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  auto hex = [&](unsigned char c) {
-    static const char* digits = "0123456789abcdef";
-    out += "\\x";
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  };
-  for (size_t i = 0; i < text.size();) {
-    auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x80) {
-      if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') hex(c);
-      else if (c == 0x7f) hex(c);
-      else out += static_cast<char>(c);
-      ++i;
-      continue;
-    }
-    // A complete, shortest-form UTF-8 sequence of a character XML allows.
-    size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
-    bool ok = n > 0 && i + n <= text.size();
-    uint32_t cp = n == 2 ? c & 0x1F : n == 3 ? c & 0x0F : c & 0x07;
-    for (size_t k = 1; ok && k < n; ++k) {
-      auto cc = static_cast<unsigned char>(text[i + k]);
-      if ((cc & 0xC0) != 0x80) ok = false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (ok) ok = !(n == 3 && cp < 0x800) && !(n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) &&
-                 !(cp >= 0xD800 && cp <= 0xDFFF) && cp != 0xFFFE && cp != 0xFFFF;
-    if (!ok) {
-      hex(c);
-      ++i;
-      continue;
-    }
-    out.append(text.substr(i, n));
-    i += n;
-  }
-  return out;
-}
+std::string xmlSafe(std::string_view text) { return escapeControls(text); }
 
 namespace {
 

@@ -129,8 +129,9 @@ std::string goldenResultsJson(const std::vector<const TargetReport*>& reports, b
 // (expected_pcc ... cosine_similarity), then count, dtype, verdict, reason.
 std::string goldenFieldsJson(const Comparison& comparison);
 
-// `text` made safe for XML 1.0: valid UTF-8 stays, every other byte and
-// every control character but tab, LF and CR becomes "\xNN".
+// `text` made safe for XML 1.0 and for a terminal that shows it: valid UTF-8
+// stays, every other byte and every control character but tab, LF and the CR
+// of a CRLF becomes "\xNN" (escapeControls, common/shown_text.h).
 std::string xmlSafe(std::string_view text);
 
 } // namespace hwfarm::run
