@@ -352,9 +352,21 @@ std::string readPiece(int fd, uint64_t* left) {
   return piece;
 }
 
+// What a streamed answer does with its sink: `stream` (a type with `sink`
+// and `pump()`) pumps now and each time the client took what was written.
+// The drained hook keeps it alive until the answer ends or its client leaves.
+template <typename Stream>
+std::function<void(std::shared_ptr<StreamSink>)> pumped(std::shared_ptr<Stream> stream) {
+  return [stream](std::shared_ptr<StreamSink> sink) {
+    stream->sink = sink;
+    sink->onDrained([stream] { stream->pump(); });
+    stream->pump();
+  };
+}
+
 // One artifact sent a piece at a time, the next once the client took the
 // last: memory stays small whatever the file's size, however slowly the
-// client reads. Kept alive by the connection's drained hook.
+// client reads.
 struct FileStream {
   std::shared_ptr<RunStreams::Slot> slot;
   std::shared_ptr<StreamSink> sink;
@@ -393,11 +405,7 @@ void Handlers::runArtifact(Call& c, const std::string& id, const std::string& pa
   if (!stream->slot) return c.respond(tooManyStreams(id, kMaxRunStreams));
   HttpResponse resp;
   resp.content_type = RunDir::contentType(decoded);
-  resp.stream = [stream](std::shared_ptr<StreamSink> sink) {
-    stream->sink = sink;
-    sink->onDrained([stream] { stream->pump(); });
-    stream->pump();
-  };
+  resp.stream = pumped(stream);
   c.respond(std::move(resp));
 }
 
@@ -527,7 +535,7 @@ struct TarStream {
     return false;
   }
 
-  // Writes pieces until kTarQueueBytes wait unsent, then waits for the drain.
+  // Writes pieces until kFileQueueBytes wait unsent, then waits for the drain.
   void pump() {
     while (!over && sink->queued() < kFileQueueBytes) {
       if (fd < 0) {
@@ -566,11 +574,7 @@ void Handlers::runArtifactsTar(Call& c, const std::string& id) {
   HttpResponse resp;
   resp.content_type = "application/x-tar";
   resp.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + r->id + ".tar\"");
-  resp.stream = [stream](std::shared_ptr<StreamSink> sink) {
-    stream->sink = sink;
-    sink->onDrained([stream] { stream->pump(); });
-    stream->pump();
-  };
+  resp.stream = pumped(stream);
   c.respond(std::move(resp));
 }
 
