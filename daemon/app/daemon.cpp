@@ -266,6 +266,10 @@ int Daemon::Impl::run() {
   try {
     state_lock = std::make_unique<StateDirLock>(config->agent.state_dir);
     takeOverChildren(config->agent.state_dir);
+    if (std::string ballast = tendBallast(config->agent.state_dir,
+                                          static_cast<uint64_t>(config->limits.disk_reserve_bytes));
+        !ballast.empty())
+      spdlog::log(ballast.rfind("made ", 0) == 0 ? spdlog::level::info : spdlog::level::warn, "{}", ballast);
     db = openDatabase(*config);
     leases = std::make_unique<LeaseService>(io, *config, clock, *db);
     boards = std::make_unique<BoardService>(io, *config, clock, [this](const std::string& board) {
