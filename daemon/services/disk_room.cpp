@@ -45,11 +45,10 @@ std::string tendBallast(const std::string& dir, uint64_t reserve) {
   bool present = ::stat(path.c_str(), &st) == 0;
   Result<uint64_t> free = freeBytes(dir);
   if (!free) return free.status().message();
-  if (present && (size == 0 || *free < reserve / 2)) {
+  if (present && (size == 0 || *free < static_cast<uint64_t>(st.st_size))) {
     if (::unlink(path.c_str()) != 0) return Status::fromErrno("cannot remove the ballast " + path, errno).message();
     return "removed the ballast " + path + " (" + std::to_string(st.st_size) + " bytes): only " +
-           std::to_string(*free) + " bytes were free, less than half of limits.disk_reserve_bytes (" +
-           std::to_string(reserve) + ")";
+           std::to_string(*free) + " bytes were free, too few to open the database";
   }
   if (present || size == 0 || *free < reserve / 2 + size) return "";
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -61,7 +60,7 @@ std::string tendBallast(const std::string& dir, uint64_t reserve) {
     return Status::fromErrno("cannot make the ballast " + path, e).message();
   }
   return "made the ballast " + path + " (" + std::to_string(size) +
-         " bytes, removed at start-up when the disk is full)";
+         " bytes: removed at a start with no room to open the database)";
 }
 
 } // namespace hwfarm

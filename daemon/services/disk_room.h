@@ -36,10 +36,10 @@ Status roomFor(const std::string& dir, uint64_t bytes, uint64_t reserve);
 Status roomForWork(const std::string& dir, uint64_t reserve);
 
 // The ballast: `dir`/.ballast, a file of a quarter of the reserve (4 MiB at
-// most) that hwfarmd makes at start-up while the disk has room, and removes
-// at start-up when less than half the reserve is free, so that it always
-// has the room to open its database and start on a disk that something
-// else filled to the last block. What was done, for the log ("" when
+// most) that hwfarmd makes at start-up while the disk has room (half the
+// reserve and the ballast free), and removes at start-up when less than its
+// own size is free, so that it always has the room to open its database
+// and start on a disk that something else filled to the last block. What was done, for the log ("" when
 // nothing); a failure to make it is said, never fatal.
 std::string tendBallast(const std::string& dir, uint64_t reserve);
 
