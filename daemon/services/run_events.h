@@ -7,7 +7,8 @@
 //   {"event":"run","run":<record>}                        the record as it stands
 //   {"event":"attempt","index":N,"attempt":{...}}         attempt N changed (or is new): image, target,
 //                                                         board, reference, phase, seconds, outcome,
-//                                                         failure_class, reason, end_status
+//                                                         failure_class, reason, end_status, counts,
+//                                                         cases_left_out
 //   {"event":"progress","done":D,"total":T}
 //   {"event":"end","state":S[,"failure_class":F][,"reason":R]}   the last line
 //
