@@ -231,7 +231,7 @@ void RunService::Impl::feed(const std::string& id, run::Event event, bool first)
     r.pending.pop_front();
     run::Steps steps = r.plan.step(next, now());
     for (auto& c : steps.commands) std::visit(Carry{*this, id, r}, c);
-    if (steps.changed) watchers.changed(id, r.plan.record());
+    if (steps.changed || !steps.attempts.empty()) watchers.changed(id, r.plan.record(), steps.attempts);
     if (r.plan.over()) return ended(id);
   }
   r.stepping = false;
