@@ -90,6 +90,10 @@ struct RunsConfig {
   double max_deadline_s = 3600;   // the longest deadline_s a run may ask for
   int64_t drain_ms = 250;         // a console is still read this long after its END
   double history_days = 30;       // ended runs' records and artifacts are kept this long
+  // Bytes of artifacts one run writes, and all runs of one lease
+  // (docs/runs.md, "Disk quotas").
+  int64_t max_artifact_bytes = 1LL << 30;
+  int64_t max_lease_artifact_bytes = 4LL << 30;
 };
 
 // [upload]: where hwfarmd publishes each run's artifacts (docs/uploads.md).

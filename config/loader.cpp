@@ -277,7 +277,17 @@ class FleetParser {
     if (auto v = r.number("default_deadline_s", 0, 86400, true)) c.default_deadline_s = *v;
     if (auto v = r.integer("drain_ms", 0, 10000)) c.drain_ms = *v;
     if (auto v = r.number("history_days", 0, 3650, true)) c.history_days = *v;
+    constexpr int64_t kTiB = int64_t{1} << 40;
+    if (auto v = r.integer("max_artifact_bytes", 65536, kTiB)) c.max_artifact_bytes = *v;
+    if (auto v = r.integer("max_lease_artifact_bytes", 65536, kTiB)) c.max_lease_artifact_bytes = *v;
     r.finish();
+    if (c.max_artifact_bytes > c.max_lease_artifact_bytes) {
+      if (table.get("max_lease_artifact_bytes"))
+        r.error("max_artifact_bytes",
+                "must not exceed runs.max_lease_artifact_bytes (" + std::to_string(c.max_lease_artifact_bytes) + ")");
+      else
+        c.max_lease_artifact_bytes = c.max_artifact_bytes;
+    }
     if (c.max_simulators_per_lease > c.max_simulators && table.get("max_simulators_per_lease"))
       r.error("max_simulators_per_lease",
               "must not exceed runs.max_simulators (" + std::to_string(c.max_simulators) + ")");

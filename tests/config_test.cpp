@@ -477,6 +477,26 @@ TEST_CASE("runs: a lease's share of the simulators and the longest deadline fit 
                         "fleet.toml:8:22: runs.default_deadline_s: must not exceed runs.max_deadline_s (60)"});
 }
 
+TEST_CASE("runs: a run's and a lease's artifact quotas, the run's within the lease's") {
+  const std::string worker = "[[worker]]\nname = \"w\"\n";
+  // Defaults: 1 GiB a run, 4 GiB a lease.
+  LoadResult plain = parseFleetConfig(kAgent + worker, "fleet.toml");
+  REQUIRE(plain.ok());
+  CHECK(plain.config->runs.max_artifact_bytes == int64_t{1} << 30);
+  CHECK(plain.config->runs.max_lease_artifact_bytes == int64_t{4} << 30);
+  // A run's quota set alone above the lease's default raises it.
+  LoadResult big = parseFleetConfig(kAgent + "[runs]\nmax_artifact_bytes = 8589934592\n" + worker, "fleet.toml");
+  REQUIRE(big.ok());
+  CHECK(big.config->runs.max_lease_artifact_bytes == int64_t{8} << 30);
+  // Both set, the run's above the lease's; and a quota under 1 MiB.
+  REQUIRE(errorsOf(kAgent + "[runs]\nmax_artifact_bytes = 2097152\nmax_lease_artifact_bytes = 1048576\n" + worker) ==
+          std::vector<std::string>{
+              "fleet.toml:5:22: runs.max_artifact_bytes: must not exceed runs.max_lease_artifact_bytes (1048576)"});
+  REQUIRE(errorsOf(kAgent + "[runs]\nmax_artifact_bytes = 4096\n" + worker) ==
+          std::vector<std::string>{
+              "fleet.toml:5:22: runs.max_artifact_bytes: expected an integer from 65536 to 1099511627776, got 4096"});
+}
+
 TEST_CASE("issue 9 item 3: limits.max_image_bytes and agent.image_roots") {
   // Defaults: 64 MiB uploads, no server-side image paths.
   const std::string worker = "[[worker]]\nname = \"w\"\n" + usbBoard("a", "S");

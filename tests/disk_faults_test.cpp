@@ -19,24 +19,13 @@
 #include <thread>
 
 #include "tests/support/daemon_harness.h"
+#include "tests/support/small_disk.h"
 
 using namespace hwfarm::test;
 namespace json = boost::json;
 using namespace std::chrono_literals;
 
 namespace {
-
-// A tmpfs of `size` on `dir`, unmounted when the test ends.
-struct SmallDisk {
-  std::string dir;
-  SmallDisk(std::string d, const std::string& size) : dir(std::move(d)) {
-    std::filesystem::create_directories(dir);
-    int rc = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, ("size=" + size + ",mode=0750").c_str());
-    INFO("mount -t tmpfs -o size=" << size << " tmpfs " << dir << ": " << std::strerror(errno));
-    REQUIRE(rc == 0);
-  }
-  ~SmallDisk() { ::umount2(dir.c_str(), MNT_DETACH); }
-};
 
 // The fake board (a pty console, a command power switch) on `state_dir`.
 std::string fakeFleet(const TempDir& dir, const std::string& state_dir, const std::string& limits = "") {
@@ -325,7 +314,7 @@ TEST_CASE("issue 9: USB discovery whose hotplug registration fails says so") {
 TEST_CASE("issue 9: a restart on a disk that is full names the database") {
   TempDir dir;
   SmallDisk disk(dir.file("state"), "2m");
-  std::string config = qemuFleet(disk.dir, 1);
+  std::string config = qemuFleet(disk.dir, 1, "[limits]\ndisk_reserve_bytes = 524288\n");
   {
     RunningDaemon d(dir, config);
     for (int i = 0; i < 5; ++i) {

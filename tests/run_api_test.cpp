@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -23,6 +24,7 @@
 #include "tests/support/daemon_harness.h"
 #include "tests/support/process.h"
 #include "tests/support/firmware.h"
+#include "tests/support/small_disk.h"
 
 using namespace hwfarm::test;
 using namespace std::chrono_literals;
@@ -923,4 +925,165 @@ TEST_CASE("bad reference_image and golden fields are 400s that start nothing, an
                                                         "HWFARM END status=0\n", "", "application/octet-stream");
   CHECK(flash.status == 400);
   CHECK(parsed(flash).at("detail").as_string().starts_with("unsupported image type \".golden\""));
+}
+
+TEST_CASE("a run whose artifacts pass runs.max_artifact_bytes keeps junit.xml and what fits, ends error, and a lease's runs share its quota") {
+  // Given a lab whose runs may write 256 KiB of artifacts each, 300 KiB a lease
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1,
+                                 "[runs]\nmax_artifact_bytes = 262144\nmax_lease_artifact_bytes = 307200\n"));
+  std::string lease = leaseBoards(d, 1);
+  std::string image = uploadImage(d, lease, "huge");
+  // When a run's firmware writes a 120 KB output and 280 KB of console on its board and its reference
+  std::string id = startRun(d, lease, R"({"images":)" + images({{image, "huge.elf"}}) + "}");
+  // Then, while it runs and holds its 256 KiB, another run of the lease finds less than 64 KiB left: refused
+  auto second = d.request("POST", "/v1/leases/" + lease + "/runs",
+                          R"({"images":)" + images({{image, "huge.elf"}}) + "}", "");
+  INFO(second.body);
+  CHECK(second.status == 507);
+  CHECK(std::regex_search(second.body,
+                          std::regex("\"insufficient_storage\".*lease " + lease + "'s runs have written or hold "
+                                     "262144 bytes of artifacts, its share runs.max_lease_artifact_bytes "
+                                     "\\(307200\\): release it and take a new lease")));
+  json::object run = waitRun(d, id);
+  INFO(json::serialize(run));
+  // And the run ends error, the firmware's doing, saying what it kept and what it left out
+  CHECK(run.at("state").as_string() == "error");
+  CHECK(run.at("failure_class").as_string() == "test");
+  std::string reason(run.at("reason").as_string());
+  CHECK(std::regex_search(reason, std::regex("^its artifacts \\([0-9]+ bytes\\) exceed runs.max_artifact_bytes "
+                                             "\\(262144 bytes\\): [0-9]+ file\\(s\\) kept \\([0-9]+ bytes\\), "
+                                             "[0-9]+ left out: traces/")));
+  // and every file it lists is there, junit.xml first, within the quota
+  const json::array& listed = run.at("artifacts").as_array();
+  REQUIRE(!listed.empty());
+  CHECK(listed.at(0).as_string() == "junit.xml");
+  CHECK(std::find(listed.begin(), listed.end(), json::value("summary.json")) != listed.end());
+  uint64_t bytes = 0;
+  for (const auto& a : listed) {
+    std::string path(a.as_string());
+    auto r = d.get("/v1/runs/" + id + "/artifacts/" + path);
+    INFO(path);
+    CHECK(r.status == 200);
+    if (path != "summary.json") bytes += r.body.size();
+  }
+  CHECK(bytes <= 262144);
+  CHECK(d.get("/v1/runs/" + id + "/artifacts/traces/huge__mps2_an385.txt").status == 404);
+  // And once it ended, its lease has what it did not write back: a small run starts and passes.
+  CHECK(runVariant(d, lease, "pass").at("state").as_string() == "passed");
+}
+
+TEST_CASE("artifacts stop at limits.disk_reserve_bytes: the run ends error, the lab's, listing only what was written, and the daemon works on") {
+  // Given an 8 MiB state dir that keeps 4 MiB free, filled by something else to 100 KB above that
+  TempDir dir;
+  SmallDisk disk(dir.file("state"), "8m");
+  RunningDaemon d(dir, qemuFleet(disk.dir, 1, "[limits]\ndisk_reserve_bytes = 4194304\n"));
+  std::string lease = leaseBoards(d, 1);
+  std::string image = uploadImage(d, lease, "huge");
+  disk.fillUntil(4194304 + 100 * 1024);
+  // When a run's artifacts want about 800 KB
+  json::object run = waitRun(d, startRun(d, lease, R"({"images":)" + images({{image, "huge.elf"}}) + "}"));
+  INFO(json::serialize(run));
+  // Then the run ends error as the lab's failure, naming the reserve
+  CHECK(run.at("state").as_string() == "error");
+  CHECK(run.at("failure_class").as_string() == "infrastructure");
+  std::string reason(run.at("reason").as_string());
+  CHECK(std::regex_search(reason, std::regex("^its artifacts could not be written: no room for " + disk.dir +
+                                             "/runs/run-[0-9a-f]+/[^ ]+: ([0-9]+ bytes would leave )?only [0-9]+ "
+                                             "bytes free on " + disk.dir + "/runs/run-[0-9a-f]+, less than "
+                                             "limits.disk_reserve_bytes \\(4194304\\)")));
+  // and lists only files a client finds (the traces did not fit; the board's console log may have taken the
+  // rest, and then none is listed)
+  std::string id(run.at("id").as_string());
+  json::array listed = run.contains("artifacts") ? run.at("artifacts").as_array() : json::array{};
+  for (const auto& a : listed) {
+    INFO(a.as_string());
+    CHECK(d.get("/v1/runs/" + id + "/artifacts/" + std::string(a.as_string())).status == 200);
+  }
+  CHECK(std::find(listed.begin(), listed.end(), json::value("traces/huge__mps2_an385.txt")) == listed.end());
+  // And the database still has its room: leases come and go, the daemon restarts on its state
+  REQUIRE(d.request("DELETE", "/v1/leases/" + lease, "", "").status == 200);
+  for (int i = 0; i < 10; ++i)
+    REQUIRE(d.request("DELETE", "/v1/leases/" + leaseBoards(d, 1), "", "").status == 200);
+  d.killAndRestart();
+  CHECK(d.get("/v1/runs/" + id).status == 200);
+  // and once space is freed, runs pass again.
+  fs::remove(disk.dir + "/filler");
+  CHECK(runVariant(d, leaseBoards(d, 1), "pass").at("state").as_string() == "passed");
+  CHECK(d.log().find("cannot commit") == std::string::npos);
+}
+
+TEST_CASE("an upload that would eat into limits.disk_reserve_bytes is refused with 507 and leaves no file") {
+  // Given a 16 MiB state dir that keeps 8 MiB free, and something else that left about 8.5 MiB free
+  TempDir dir;
+  SmallDisk disk(dir.file("state"), "16m");
+  RunningDaemon d(dir, qemuFleet(disk.dir, 1, "[limits]\ndisk_reserve_bytes = 8388608\n"));
+  std::string lease = leaseBoards(d, 1);
+  disk.fillUntil(8388608 + 512 * 1024);
+  // When a pipeline uploads a 1 MiB image
+  auto upload = [&] {
+    return hwfarm::cli::HttpClient(d.url())
+        .request("POST", "/v1/leases/" + lease + "/images?name=big.bin", std::string(1 << 20, 'x'), "",
+                 "application/octet-stream");
+  };
+  auto r = upload();
+  INFO(r.body);
+  // Then it is refused, saying how much is free, and no spool file is left
+  CHECK(r.status == 507);
+  CHECK(std::regex_search(r.body, std::regex("\"error\":\"insufficient_storage\".*cannot store the upload: 1048576 "
+                                             "bytes would leave only [0-9]+ bytes free on " + disk.dir +
+                                             "/[^,]*" + lease + "[^,]*, less than limits.disk_reserve_bytes "
+                                             "\\(8388608\\)")));
+  size_t spooled = 0;
+  for (const auto& e : fs::recursive_directory_iterator(disk.dir))
+    spooled += e.path().filename().string().rfind(".upload-", 0) == 0;
+  CHECK(spooled == 0);
+  // When the filler goes, the same upload is stored
+  fs::remove(disk.dir + "/filler");
+  CHECK(upload().status == 201);
+}
+
+TEST_CASE("below half of limits.disk_reserve_bytes no new lease or run is taken, healthz and the log say why, and work resumes once space is freed") {
+  // Given a lease on an 8 MiB state dir that keeps 4 MiB free
+  TempDir dir;
+  SmallDisk disk(dir.file("state"), "8m");
+  std::string config = qemuFleet(disk.dir, 2, "[limits]\ndisk_reserve_bytes = 4194304\n");
+  RunningDaemon d(dir, config);
+  auto take = [&d] {
+    return d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", "");
+  };
+  auto held = take();
+  REQUIRE(held.status == 201);
+  std::string lease(json::parse(held.body).at("id").as_string());
+  std::string image = uploadImage(d, lease, "pass");
+  CHECK(json::parse(d.get("/v1/healthz").body).at("disk").at("ok").as_bool());
+  // When something else leaves less than half the reserve free (its own writers stop at the reserve)
+  disk.fillUntil(2097152 - 100 * 1024);
+  // Then a new lease and a new run are refused with 507, saying how much is free
+  std::string why =
+      "only [0-9]+ bytes free on " + disk.dir + "[^,]*, less than half of limits.disk_reserve_bytes \\(4194304\\)";
+  auto refused = take();
+  INFO(refused.body);
+  CHECK(refused.status == 507);
+  CHECK(std::regex_search(refused.body, std::regex("\"insufficient_storage\".*" + why +
+                                                   ": hwfarmd grants no new lease until space is freed")));
+  auto run = d.request("POST", "/v1/leases/" + lease + "/runs", R"({"images":)" + images({{image, "pass.elf"}}) + "}", "");
+  INFO(run.body);
+  CHECK(run.status == 507);
+  CHECK(std::regex_search(run.body, std::regex(why + ": hwfarmd starts no run until space is freed")));
+  // and healthz says so
+  json::value health = json::parse(d.get("/v1/healthz").body);
+  CHECK_FALSE(health.at("disk").at("ok").as_bool());
+  CHECK(health.at("disk").at("reserve_bytes").as_int64() == 4194304);
+  CHECK(health.at("disk").at("free_bytes").as_int64() < 2097152);
+  CHECK(std::regex_search(std::string(health.at("disk").at("reason").as_string()), std::regex(why)));
+  // And the lease it holds is released, and a restart on that disk starts and says why it refuses work
+  REQUIRE(d.request("DELETE", "/v1/leases/" + lease, "", "").status == 200);
+  d.killAndRestart();
+  CHECK(std::regex_search(d.log(), std::regex(why + ": hwfarmd takes no new lease or run until space is freed")));
+  CHECK(take().status == 507);
+  // When the space is freed, leases are granted again.
+  fs::remove(disk.dir + "/filler");
+  CHECK(take().status == 201);
+  CHECK(d.log().find("cannot commit") == std::string::npos);
 }

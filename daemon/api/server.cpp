@@ -23,6 +23,7 @@
 #include <spdlog/spdlog.h>
 
 #include "config/tokens.h"
+#include "daemon/services/disk_room.h"
 
 namespace hwfarm::api {
 namespace asio = boost::asio;
@@ -43,6 +44,7 @@ constexpr size_t kUploadChunk = 64 * 1024;                  // bytes read per st
 struct Spool {
   int fd = -1;
   std::string path;
+  std::string dir; // path's
   EVP_MD_CTX* sha = nullptr;
   uint64_t bytes = 0;
   std::array<char, kUploadChunk> chunk;
@@ -61,6 +63,7 @@ struct Spool {
       return false;
     }
     path = name;
+    this->dir = dir;
     sha = EVP_MD_CTX_new();
     if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), nullptr) != 1) {
       *error = "cannot start a SHA-256 digest";
@@ -368,12 +371,16 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (plan.kind == BodyPlan::Kind::file) {
       body_limit_ = plan.limit;
       body_limit_name_ = plan.limit_name;
+      body_reserve_ = plan.reserve;
     }
     if (head_->content_length() && *head_->content_length() > body_limit_) {
       drain_ = plan.kind == BodyPlan::Kind::file;
       return onRead(http::error::body_limit);
     }
     if (plan.kind == BodyPlan::Kind::file) {
+      // A body the disk has no room for is refused before it is read.
+      if (Status room = roomFor(plan.dir, head_->content_length().value_or(0), plan.reserve); !room.ok())
+        return refuseUpload(room);
       std::string error;
       spool_ = std::make_unique<Spool>();
       if (!spool_->open(plan.dir, &error)) {
@@ -437,6 +444,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       if (ec == http::error::need_buffer) ec = {};
       if (ec) return self->onRead(ec); // the spool goes with the next request or the session
       size_t n = self->spool_->chunk.size() - self->upload_->get().body().size;
+      if (Status room = roomFor(self->spool_->dir, n, self->body_reserve_); n && !room.ok()) {
+        self->spool_.reset();
+        return self->refuseUpload(room);
+      }
       if (int e = n ? self->spool_->append(n) : 0) {
         std::string error = "cannot write " + self->spool_->path + ": " + std::strerror(e);
         spdlog::error("cannot store an upload: {}", error);
@@ -448,6 +459,15 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       }
       self->readUploadChunk();
     });
+  }
+
+  // 507 for an upload the disk has no room for (roomFor, disk_room.h); the
+  // connection closes, the rest of the body unread.
+  void refuseUpload(const Status& room) {
+    spdlog::warn("upload refused: {}", room.message());
+    keep_alive_ = false;
+    drain_ = true;
+    write(jsonError(507, "insufficient_storage", "cannot store the upload: " + room.message()));
   }
 
   void onUpload() {
@@ -737,6 +757,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::unique_ptr<Spool> spool_;
   uint64_t body_limit_ = 0;
   std::string body_limit_name_;
+  uint64_t body_reserve_ = 0;
   // Timeouts are deadlines the server's sweeper checks (HttpServer::Impl::sweep):
   // no timer operation per request.
   Wait waiting_ = Wait::none;

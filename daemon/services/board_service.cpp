@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "config/loader.h"
+#include "daemon/services/disk_room.h"
 #include "daemon/services/image_store.h"
 #include "drivers/board.h"
 #include "drivers/console_log.h"
@@ -264,15 +264,8 @@ struct BoardService::Impl {
   // limits.disk_reserve_bytes free: console logs stop before the database
   // runs out of room.
   std::string room() const {
-    struct statvfs fs {};
-    std::string dir = consolesDir();
-    if (::statvfs(dir.c_str(), &fs) != 0)
-      return Status::fromErrno("cannot read the free space of " + dir, errno).message();
-    uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
-    uint64_t reserve = static_cast<uint64_t>(config.limits.disk_reserve_bytes);
-    if (free >= reserve) return "";
-    return "only " + std::to_string(free) + " bytes free on " + dir + ", less than limits.disk_reserve_bytes (" +
-           std::to_string(reserve) + ")";
+    Status room = roomFor(consolesDir(), 0, static_cast<uint64_t>(config.limits.disk_reserve_bytes));
+    return room.ok() ? "" : room.message();
   }
 
   std::unique_ptr<drivers::ConsoleLog> openLog(const std::string& lease_id, const std::string& name) {

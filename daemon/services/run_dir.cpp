@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/services/atomic_file.h"
+#include "daemon/services/disk_room.h"
 #include "daemon/services/open_beneath.h"
 
 namespace fs = std::filesystem;
@@ -58,7 +59,8 @@ Status RunDir::create(const std::string& id) const {
   return Status::success();
 }
 
-Status RunDir::write(const std::string& id, const std::vector<run::ArtifactFile>& files) const {
+Status RunDir::write(const std::string& id, const std::vector<run::ArtifactFile>& files,
+                     std::vector<std::string>* unwritten) const {
   Status first;
   for (const auto& f : files) {
     Status s;
@@ -67,7 +69,10 @@ Status RunDir::write(const std::string& id, const std::vector<run::ArtifactFile>
     fs::create_directories(fs::path(file).parent_path(), ec);
     if (ec) s = Status::infrastructure(Code::io_error, "cannot create " + fs::path(file).parent_path().string() +
                                                            ": " + ec.message());
+    else if (Status room = roomFor(path(id), f.bytes.size(), reserve_); !room.ok())
+      s = Status::infrastructure(Code::no_space, "no room for " + file + ": " + room.message());
     else s = replaceFile(file, f.bytes);
+    if (!s.ok() && unwritten) unwritten->push_back(f.path);
     if (!s.ok() && first.ok()) first = std::move(s);
   }
   return first;

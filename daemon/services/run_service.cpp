@@ -10,6 +10,7 @@
 
 #include "config/tokens.h"
 #include "daemon/core/run/plan.h"
+#include "daemon/services/disk_room.h"
 #include "daemon/services/lease_service.h"
 #include "daemon/services/loop_timers.h"
 #include "daemon/services/run_history.h"
@@ -24,6 +25,9 @@ namespace {
 
 // 64 random bits, hex, from the same source as lease ids.
 std::string newRunId() { return "run-" + config::randomHex(8); }
+
+// The least quota a run starts with (runs.max_artifact_bytes' least value).
+constexpr uint64_t kMinQuota = 65536;
 
 int64_t historyMs(const config::FleetConfig& c) { return static_cast<int64_t>(c.runs.history_days * 86400000.0); }
 
@@ -41,12 +45,14 @@ struct RunService::Impl {
     std::map<size_t, std::shared_ptr<std::atomic<bool>>> simulators;  // by attempt: their stop
     std::deque<run::Event> pending; // events that came while the plan's last steps were carried out
     bool stepping = false;
+    uint64_t quota = 0;   // of the lease's artifact bytes, held while the run runs
+    uint64_t written = 0; // artifact bytes it handed the writer
   };
 
   Impl(asio::io_context& i, const config::FleetConfig& c, TargetRunner& t, LeaseService& l, const Clock& clk,
        store::Database& database)
       : io(i), config(c), targets(t), leases(l), clock(clk), db(database), timers(i, clk),
-        dir(c.agent.state_dir + "/runs"), history(dir), writer(1) {
+        dir(c.agent.state_dir + "/runs", static_cast<uint64_t>(c.limits.disk_reserve_bytes)), history(dir), writer(1) {
     db.add(tables);
     history.restore(tables, db, clock.wallMs(), clock.wallMs() - historyMs(config));
   }
@@ -72,6 +78,11 @@ struct RunService::Impl {
   void swap(const std::string& id, size_t attempt, const std::string& board, const std::string& reason);
   void finished(const std::string& id, Run& r, const run::Finished& f);
   void ended(const std::string& id);
+  // The run's quota goes back to its lease, which keeps `written` bytes.
+  void release(const Run& r, uint64_t written) {
+    if (auto bytes = lease_bytes.find(r.lease.id); bytes != lease_bytes.end())
+      bytes->second = bytes->second - std::min(bytes->second, r.quota) + written;
+  }
 
   asio::io_context& io;
   config::FleetConfig config;
@@ -89,10 +100,17 @@ struct RunService::Impl {
   InfraHook on_infra;
   RunMetrics metrics;
   RunWatchers watchers; // of running runs (watch())
+  // By lease: the artifact bytes its ended runs wrote plus its running
+  // runs' quotas (runs.max_lease_artifact_bytes).
+  std::map<std::string, uint64_t> lease_bytes;
 };
 
 Status RunService::Impl::start(const lease::Lease& lease, run::Spec spec, StartDone done) {
   if (Status s = run::check(spec); !s.ok()) return s;
+  // A run on a full disk would end error, the lab's, at once: refused.
+  if (Status room = roomForWork(config.agent.state_dir, static_cast<uint64_t>(config.limits.disk_reserve_bytes));
+      room.is(Code::no_space))
+    return Status::error(Code::no_space, room.message() + ": hwfarmd starts no run until space is freed");
   if (static_cast<int64_t>(running.size()) >= config.runs.max_runs)
     return Status::error(Code::busy, "runs.max_runs (" + std::to_string(config.runs.max_runs) +
                                          ") runs are running: retry later");
@@ -103,11 +121,26 @@ Status RunService::Impl::start(const lease::Lease& lease, run::Spec spec, StartD
                    }};
   Result<run::Resolved> resolved = run::resolveTargets(spec, lease, fleet);
   if (!resolved) return resolved.status();
+  // The run's quota: the lab's per run, within what its lease has left.
+  uint64_t per_run = static_cast<uint64_t>(config.runs.max_artifact_bytes);
+  uint64_t per_lease = static_cast<uint64_t>(config.runs.max_lease_artifact_bytes);
+  uint64_t used = lease_bytes.count(lease.id) ? lease_bytes[lease.id] : 0;
+  uint64_t left = per_lease > used ? per_lease - used : 0;
+  if (left < kMinQuota)
+    return Status::error(Code::no_space, "lease " + lease.id + "'s runs have written or hold " +
+                                             std::to_string(used) + " bytes of artifacts, its share " +
+                                             "runs.max_lease_artifact_bytes (" + std::to_string(per_lease) +
+                                             "): release it and take a new lease");
+  spec.max_artifact_bytes = std::min(per_run, left);
+  spec.artifact_quota = per_run <= left ? "runs.max_artifact_bytes" : "runs.max_lease_artifact_bytes";
+  uint64_t quota = spec.max_artifact_bytes;
   std::string id = newRunId();
   if (Status made = dir.create(id); !made.ok()) return made;
   config::QemuConfig qemu = simulatorFor(resolved->sim_type, lease).value_or(config::QemuConfig{});
   run::Plan plan(std::move(spec), std::move(*resolved), id, lease.id, now());
   running[id] = std::make_unique<Run>(std::move(plan), lease, std::move(qemu));
+  running[id]->quota = quota;
+  lease_bytes[lease.id] += quota;
   history.started(running[id]->plan.record());
   // The run starts once its record is stored: a run is acknowledged only
   // when a restart would find it (and then mark it interrupted).
@@ -117,6 +150,7 @@ Status RunService::Impl::start(const lease::Lease& lease, run::Spec spec, StartD
                   spdlog::error("run {}: cannot store its record: {}", id, stored.message());
                   if (it != running.end()) {
                     watchers.ended(id, it->second->plan.record());
+                    release(*it->second, 0);
                     running.erase(it);
                   }
                   history.dropped(id);
@@ -200,9 +234,13 @@ struct RunService::Impl::Carry {
   }
   void operator()(run::SwapBoard& c) { d.swap(id, c.attempt, c.board, c.reason); }
   void operator()(run::WriteFiles& c) {
+    for (const auto& f : c.files) r.written += f.bytes.size();
     asio::post(d.writer, [&d = d, back = back(), id = id, files = std::move(c.files)] {
-      Status written = d.dir.write(id, files);
-      asio::post(d.io, [back, written] { back(run::ArtifactsWritten{written}); });
+      std::vector<std::string> unwritten;
+      Status written = d.dir.write(id, files, &unwritten);
+      asio::post(d.io, [back, written, unwritten = std::move(unwritten)] {
+        back(run::ArtifactsWritten{written, unwritten});
+      });
     });
   }
   void operator()(run::StoreRecord& c) {
@@ -283,6 +321,7 @@ void RunService::Impl::ended(const std::string& id) {
   for (auto& [attempt, timer] : r.deadlines) timers.cancel(timer);
   watchers.ended(id, r.plan.record());
   history.ended(r.plan.record());
+  release(r, r.written);
   running.erase(it);
   const run::Record& record = *history.find(id);
   for (const auto& hook : on_ended) hook(record);
@@ -331,6 +370,7 @@ void RunService::leaseEnded(const lease::Lease& lease) {
   for (const auto& [id, r] : impl_->running)
     if (r->lease.id == lease.id) ids.push_back(id);
   for (const auto& id : ids) (void)cancel(id, "lease " + lease.id + " ended (" + lease::toString(lease.state) + ")");
+  impl_->lease_bytes.erase(lease.id);
 }
 
 const run::Record* RunService::find(const std::string& id) const {

@@ -529,8 +529,17 @@ void Plan::finish(Now now, Steps& out) {
   std::vector<std::string> names; // the targets' names in order, each once: their device ids
   for (const auto& t : targets_)
     if (std::find(names.begin(), names.end(), t.name) == names.end()) names.push_back(t.name);
-  std::vector<ArtifactFile> files =
-      artifactFiles(spec_.suite.empty() ? record_.id : spec_.suite, outputs, names, spec_.images.size() > 1);
+  Kept kept = withinQuota(
+      artifactFiles(spec_.suite.empty() ? record_.id : spec_.suite, outputs, names, spec_.images.size() > 1),
+      spec_.max_artifact_bytes);
+  if (!kept.left_out.empty() && final_ != State::cancelled) {
+    // The run's own outputs are too big: not the lab's failure, and no
+    // verdict stands on files that were not kept.
+    final_ = State::error;
+    record_.reason = quotaReason(kept, spec_.max_artifact_bytes, spec_.artifact_quota);
+    if (record_.failure == FailureClass::none) record_.failure = FailureClass::test;
+  }
+  std::vector<ArtifactFile> files = std::move(kept.files);
   for (const auto& f : files) record_.artifacts.push_back(f.path);
   record_.artifacts.push_back("summary.json");
   files.push_back({"summary.json", finalRecord().toJson()});
@@ -550,6 +559,10 @@ void Plan::on(const ArtifactsWritten& e, Now, Steps& out) {
   if (!e.status.ok()) {
     final_ = State::error;
     record_.reason = "its artifacts could not be written: " + e.status.message();
+    // The record lists only what a client finds.
+    std::erase_if(record_.artifacts, [&](const std::string& path) {
+      return std::find(e.unwritten.begin(), e.unwritten.end(), path) != e.unwritten.end();
+    });
     // The daemon's own I/O failed: the lab's failure, whatever the attempts'.
     if (record_.failure == FailureClass::none) record_.failure = FailureClass::infrastructure;
     out.changed = true;

@@ -109,6 +109,7 @@ struct CancelRequested {
 };
 struct ArtifactsWritten {
   Status status;
+  std::vector<std::string> unwritten; // the paths that were not written (a full disk)
 };
 struct RecordStored {
   Status status;

@@ -43,6 +43,11 @@ struct Spec {
   // END: a record that follows fails the attempt ("record after END").
   int64_t drain_ms = 250;
   std::vector<ThresholdRule> thresholds;
+  // Set by the daemon, never by a client: the bytes of artifacts the run
+  // may write (withinQuota, artifacts.h; 0: no quota) and the config key
+  // that set it, named in the reason of a run that passes it.
+  uint64_t max_artifact_bytes = 0;
+  std::string artifact_quota = "runs.max_artifact_bytes";
 };
 
 // The target that names the reference's simulator (Spec::targets).
