@@ -4,9 +4,12 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <functional>
 
 #include <boost/json.hpp>
 
+#include "daemon/core/run/case_summary.h"
+#include "daemon/core/run/record.h"
 #include "daemon/core/run/report.h"
 #include "daemon/core/run/thresholds.h"
 #include "tests/support/process.h"
@@ -203,6 +206,97 @@ TEST_CASE("junit.xml has one suite per target, failures, errors and skips, and i
   std::string broken = replaced(xml, " failures=\"0\" errors=\"0\" skipped=\"1\"", "");
   CHECK_FALSE(schemaErrors(broken).empty());
   CHECK_FALSE(schemaErrors(replaced(xml, "time=\"0.042\"", "time=\"0.0421\"")).empty());
+}
+
+namespace {
+
+// A console of `n` cases, case0 .. case<n-1>: those whose number `fails`
+// says fail ("FAIL boom"), every other one passes.
+std::string manyCases(size_t n, const std::function<bool(size_t)>& fails) {
+  std::string out = "HWFARM BEGIN suite=many\n";
+  for (size_t i = 0; i < n; ++i)
+    out += "HWFARM TEST case" + std::to_string(i) + (fails(i) ? " FAIL boom\n" : " PASS\n");
+  return out + "HWFARM END status=0\n";
+}
+
+} // namespace
+
+TEST_CASE("the record keeps 100 cases of an attempt, failing ones first, and counts all of them") {
+  // Given an attempt of 5,000 cases whose last 150 fail (the firmware's
+  // way, judged without a reference),
+  TargetReport report = evaluate(attempt("nucleo_0", manyCases(5000, [](size_t i) { return i >= 4850; })), nullptr,
+                                 nullptr);
+  REQUIRE(report.cases.size() == 5000);
+  // when the record keeps it,
+  Judgement j = judgementOf(report, false);
+  // then its verdict is the report's, from every case,
+  CHECK(j.outcome == Outcome::fail);
+  CHECK(j.failure == FailureClass::test);
+  // it lists the first 100 failing cases, in their order,
+  REQUIRE(j.cases.size() == kKeptCases);
+  CHECK(j.cases.front().name == "case4850");
+  CHECK(j.cases.back().name == "case4949");
+  // and counts all 5,000, saying 4,900 were left out.
+  CHECK(j.counts == CaseCounts{5000, 4850, 150, 0, 0, 4900});
+  // Read back from its JSON, the counts are the same; a record that lists
+  // every case and has no counts (an older hwfarmd's) gets them from its
+  // cases.
+  Record r;
+  r.state = State::failed;
+  r.attempts.push_back({"pass", "nucleo_0", "nucleo-0", false, Phase::done});
+  r.attempts.back().judgement = j;
+  Result<Record> back = Record::fromJson(r.toJson());
+  REQUIRE(back.ok());
+  CHECK(back->attempts[0].judgement->counts == j.counts);
+  CHECK(back->attempts[0].judgement->cases.size() == kKeptCases);
+  std::string older = r.toJson();
+  older.replace(older.find(",\"counts\""), older.find("}", older.find(",\"counts\"")) + 1 - older.find(",\"counts\""), "");
+  older = replaced(older, ",\"cases_left_out\":4900", "");
+  Result<Record> old = Record::fromJson(older);
+  REQUIRE(old.ok());
+  CHECK(old->attempts[0].judgement->counts == CaseCounts{100, 0, 100, 0, 0, 0});
+}
+
+TEST_CASE("an attempt of at most 100 cases keeps them all, and a long message is cut at a UTF-8 boundary") {
+  TargetReport report = evaluate(attempt("nucleo_0", manyCases(100, [](size_t i) { return i == 99; })), nullptr, nullptr);
+  Judgement j = judgementOf(report, false);
+  REQUIRE(j.cases.size() == 100);
+  CHECK(j.cases.front().name == "case0"); // in their order: nothing was chosen
+  CHECK(j.counts == CaseCounts{100, 99, 1, 0, 0, 0});
+  // A message of 2,000 bytes keeps its first 1,024, never half a character.
+  std::string message = std::string(1023, 'x') + "\xc3\xa9" + std::string(975, 'y');
+  CHECK(keptMessage(message) == std::string(1023, 'x') + " [... 977 more bytes]");
+  CHECK(keptMessage("short") == "short");
+}
+
+TEST_CASE("junit.xml lists 100 cases per image and one case that counts the rest, failing when one of them failed") {
+  // Given an image whose 1,000 cases pass but for the last, and one whose
+  // 300 cases all pass,
+  Attempt late = attempt("nucleo_0", manyCases(1000, [](size_t i) { return i == 999; }));
+  Attempt fine = attempt("nucleo_1", manyCases(300, [](size_t) { return false; }));
+  std::vector<TargetReport> reports{evaluate(late, nullptr, nullptr), evaluate(fine, nullptr, nullptr)};
+  // when junit.xml is written,
+  std::string xml = junitXml("run-8", reports);
+  INFO(xml.substr(0, 2000));
+  // then it is valid for Jenkins,
+  CHECK(schemaErrors(xml).empty());
+  // the failing case is listed and the 900 left out are counted
+  // by a passing case, as they all passed;
+  CHECK(xml.find("<testsuite name=\"nucleo_0\" tests=\"101\" failures=\"1\" errors=\"0\" skipped=\"0\"") !=
+        std::string::npos);
+  CHECK(xml.find("name=\"case999\" time=\"0.000\">\n      <failure type=\"test\" message=\"FAIL: boom\">") !=
+        std::string::npos);
+  CHECK(xml.find("<testcase classname=\"pass\" name=\"(900 more cases)\" time=\"0.000\"/>") != std::string::npos);
+  // the all-passing image's left-out cases pass too.
+  CHECK(xml.find("<testsuite name=\"nucleo_1\" tests=\"101\" failures=\"0\"") != std::string::npos);
+  CHECK(xml.find("name=\"(200 more cases)\" time=\"0.000\"/>") != std::string::npos);
+  // An image of 150 failing cases: 50 of them left out fail their line.
+  std::vector<TargetReport> failing{evaluate(attempt("n", manyCases(150, [](size_t) { return true; })), nullptr, nullptr)};
+  std::string failed = junitXml("run-9", failing);
+  CHECK(schemaErrors(failed).empty());
+  CHECK(failed.find("tests=\"101\" failures=\"101\"") != std::string::npos);
+  CHECK(failed.find("name=\"(50 more cases)\" time=\"0.000\">\n      <failure type=\"test\" message=\"50 more cases, "
+                    "not listed: 50 failed, 0 erred, 0 skipped, 0 passed (of 150 cases;") != std::string::npos);
 }
 
 TEST_CASE("golden_results.json has ttrt's fields per output, keyed by image when a run has several") {

@@ -262,13 +262,13 @@ void Handlers::listRuns(Call& c) {
                                "state: expected running, passed, failed, error, cancelled or interrupted, got " +
                                    echoed(state)));
   json::array list;
-  for (const run::Record* r : runs_->list()) {
-    if ((!state.empty() && run::stateName(r->state) != state) || (!lease.empty() && r->lease_id != lease) ||
-        r->id.rfind(prefix, 0) != 0)
+  for (const RunListing& r : runs_->list()) {
+    if ((!state.empty() && run::stateName(r.state) != state) || (!lease.empty() && r.lease_id != lease) ||
+        r.id.rfind(prefix, 0) != 0)
       continue;
-    json::object o{{"id", r->id}, {"lease_id", r->lease_id}, {"state", run::stateName(r->state)},
-                   {"created_ms", r->created_ms}};
-    if (r->ended_ms) o["ended_ms"] = r->ended_ms;
+    json::object o{{"id", r.id}, {"lease_id", r.lease_id}, {"state", run::stateName(r.state)},
+                   {"created_ms", r.created_ms}};
+    if (r.ended_ms) o["ended_ms"] = r.ended_ms;
     list.push_back(std::move(o));
   }
   c.respond(ok(json::object{{"runs", std::move(list)}}));
@@ -276,14 +276,17 @@ void Handlers::listRuns(Call& c) {
 
 void Handlers::showRun(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  const run::Record* r = runs_->find(id);
-  if (!r) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
-  c.respond(okText(r->toJson()));
+  if (!runs_->known(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
+  // An ended run's record may be read from the database first.
+  runs_->record(id, [respond = c.respond, id](const run::Record* r) {
+    if (!r) return respond(jsonError(404, "not_found", "no run " + echoed(id)));
+    respond(okText(r->toJson()));
+  });
 }
 
 void Handlers::cancelRun(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  const run::Record* r = runs_->find(id);
+  std::optional<RunListing> r = runs_->listing(id);
   if (!r) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
   if (const lease::Lease* l = leases_.scheduler().lease(r->lease_id);
       !hasRole(*c.principal, Role::operator_) && (!l || l->holder.principal != c.principal->name))
@@ -392,7 +395,7 @@ struct FileStream {
 
 void Handlers::runArtifact(Call& c, const std::string& id, const std::string& path) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  if (!runs_->find(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
+  if (!runs_->known(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
   std::string decoded = percentDecode(path);
   if (!RunDir::plainPath(decoded))
     return c.respond(jsonError(400, "invalid_request", "artifact path " + echoed(decoded) + " is not plain"));
@@ -454,7 +457,7 @@ struct EventStream {
 
 void Handlers::runEvents(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  if (!runs_->find(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
+  if (!runs_->known(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
   if (runs_->watcherCount(id) >= kMaxEventStreams)
     return c.respond(jsonError(429, "too_many_streams", "run " + id + " already has " +
                                                             std::to_string(kMaxEventStreams) +
@@ -559,23 +562,26 @@ struct TarStream {
 
 void Handlers::runArtifactsTar(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  const run::Record* r = runs_->find(id);
-  if (!r) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
-  if (r->state == run::State::running)
-    return c.respond(jsonError(409, "run_running", "run " + id + " is running: its artifacts are written when it ends"));
-  auto stream = std::make_shared<TarStream>(runs_->dir(), r->id);
-  stream->slot = RunStreams::take(runStreams(), id);
-  if (!stream->slot) return c.respond(tooManyStreams(id, kMaxRunStreams));
-  for (const auto& path : r->artifacts)
-    if (RunDir::plainPath(path)) stream->paths.push_back(path);
-  // The record itself, also for a run that was interrupted before it listed it.
-  if (std::find(stream->paths.begin(), stream->paths.end(), "summary.json") == stream->paths.end())
-    stream->paths.emplace_back("summary.json");
-  HttpResponse resp;
-  resp.content_type = "application/x-tar";
-  resp.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + r->id + ".tar\"");
-  resp.stream = pumped(stream);
-  c.respond(std::move(resp));
+  if (!runs_->known(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
+  // An ended run's record (its artifacts) may be read from the database first.
+  runs_->record(id, [this, respond = c.respond, id](const run::Record* r) {
+    if (!r) return respond(jsonError(404, "not_found", "no run " + echoed(id)));
+    if (r->state == run::State::running)
+      return respond(jsonError(409, "run_running", "run " + id + " is running: its artifacts are written when it ends"));
+    auto stream = std::make_shared<TarStream>(runs_->dir(), r->id);
+    stream->slot = RunStreams::take(runStreams(), id);
+    if (!stream->slot) return respond(tooManyStreams(id, kMaxRunStreams));
+    for (const auto& path : r->artifacts)
+      if (RunDir::plainPath(path)) stream->paths.push_back(path);
+    // The record itself, also for a run that was interrupted before it listed it.
+    if (std::find(stream->paths.begin(), stream->paths.end(), "summary.json") == stream->paths.end())
+      stream->paths.emplace_back("summary.json");
+    HttpResponse resp;
+    resp.content_type = "application/x-tar";
+    resp.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + r->id + ".tar\"");
+    resp.stream = pumped(stream);
+    respond(std::move(resp));
+  });
 }
 
 } // namespace hwfarm::api

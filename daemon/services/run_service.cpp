@@ -141,7 +141,7 @@ Status RunService::Impl::start(const lease::Lease& lease, run::Spec spec, StartD
   running[id] = std::make_unique<Run>(std::move(plan), lease, std::move(qemu));
   running[id]->quota = quota;
   lease_bytes[lease.id] += quota;
-  history.started(id);
+  history.started(running[id]->plan.record());
   // The run starts once its record is stored: a run is acknowledged only
   // when a restart would find it (and then mark it interrupted).
   db.commit({{store::RunTables::write(rowOf(running[id]->plan.record())), [this, id, done](const Status& stored) {
@@ -269,7 +269,7 @@ void RunService::Impl::feed(const std::string& id, run::Event event, bool first)
     r.pending.pop_front();
     run::Steps steps = r.plan.step(next, now());
     for (auto& c : steps.commands) std::visit(Carry{*this, id, r}, c);
-    if (steps.changed) watchers.changed(id, r.plan.record());
+    if (steps.changed || !steps.attempts.empty()) watchers.changed(id, r.plan.record(), steps.attempts);
     if (r.plan.over()) return ended(id);
   }
   r.stepping = false;
@@ -345,7 +345,7 @@ Status RunService::start(const lease::Lease& lease, run::Spec spec, StartDone do
 Status RunService::cancel(const std::string& id, const std::string& reason) {
   auto it = impl_->running.find(id);
   if (it == impl_->running.end()) {
-    const run::Record* ended = impl_->history.find(id);
+    const RunListing* ended = impl_->history.listing(id);
     if (!ended) return Status::error(Code::not_found, "no run " + id);
     return Status::error(Code::conflict,
                          "run " + id + " has already ended (" + std::string(run::stateName(ended->state)) + ")");
@@ -382,11 +382,26 @@ size_t RunService::runningCount() const { return impl_->running.size(); }
 
 const RunMetrics& RunService::metrics() const { return impl_->metrics; }
 
-std::vector<const run::Record*> RunService::list() const {
-  std::vector<const run::Record*> out;
+bool RunService::known(const std::string& id) const {
+  return impl_->running.count(id) || impl_->history.listing(id);
+}
+
+void RunService::record(const std::string& id, std::function<void(const run::Record*)> done) {
+  if (auto it = impl_->running.find(id); it != impl_->running.end()) return done(&it->second->plan.record());
+  impl_->history.load(impl_->db, id, std::move(done));
+}
+
+std::optional<RunListing> RunService::listing(const std::string& id) const {
+  if (auto it = impl_->running.find(id); it != impl_->running.end()) return listingOf(it->second->plan.record());
+  if (const RunListing* l = impl_->history.listing(id)) return *l;
+  return std::nullopt;
+}
+
+std::vector<RunListing> RunService::list() const {
+  std::vector<RunListing> out;
   const auto& order = impl_->history.order();
   for (auto it = order.rbegin(); it != order.rend(); ++it)
-    if (const run::Record* r = find(*it)) out.push_back(r);
+    if (std::optional<RunListing> l = listing(*it)) out.push_back(std::move(*l));
   return out;
 }
 
@@ -400,10 +415,17 @@ std::function<void()> RunService::watch(const std::string& id, RunEventSink on_e
     Impl* impl = impl_.get();
     return [impl, id, n] { impl->watchers.remove(id, n); };
   }
-  const run::Record* ended = impl_->history.find(id);
-  if (!ended) return nullptr;
-  on_event(runEventLine(*ended), false);
-  on_event(endEventLine(*ended), true);
+  const RunListing* listed = impl_->history.listing(id);
+  if (!listed) return nullptr;
+  // An ended run's record may have to be read first.
+  run::Record bare; // what the end line says of a record that cannot be read
+  bare.state = listed->state;
+  bare.reason = "its stored record is not readable";
+  impl_->history.load(impl_->db, id, [on_event = std::move(on_event), bare](const run::Record* ended) {
+    if (!ended) return on_event(endEventLine(bare), true);
+    on_event(runEventLine(*ended), false);
+    on_event(endEventLine(*ended), true);
+  });
   return [] {};
 }
 

@@ -36,6 +36,10 @@
      XSS      the pass run plus a failing case and an output whose names,
               message and console lines are HTML and script (the dashboard
               must show them as text: tests/dashboard)
+     MANYCASES 10,000 one-line cases and nothing else, case00000 to
+              case09999: every tenth passes, the one after it is skipped,
+              the other 8,000 fail with one word (a record that must stay
+              bounded), status 1
    Every variant prints the board's identity word (hw.h) after its boot line.
    main's return value is the status of the `HWFARM END status=<n>` record
    that startup.c prints. */
@@ -143,6 +147,21 @@ __attribute__((unused)) static void test_ramp(void) {
 #endif
 }
 
+#if defined(VARIANT_MANYCASES)
+static void many_cases(void) {
+  char name[] = "case00000";
+  for (int i = 0; i < 10000; ++i) {
+    int n = i;
+    for (int d = 8; d >= 4; --d) {
+      name[d] = (char)('0' + n % 10);
+      n /= 10;
+    }
+    hwfarm_verdict v = i % 10 == 0 ? HWFARM_PASS : i % 10 == 1 ? HWFARM_SKIP : HWFARM_FAIL;
+    hwfarm_test(&report, name, v, v == HWFARM_FAIL ? "boom" : 0);
+  }
+}
+#endif
+
 static void print_identity(uint32_t id) {
   uart_puts("hwfarm board identity ");
   uart_put_uint(id);
@@ -249,6 +268,10 @@ int main(void) {
   uart_puts("\n\x01\x02 not a protocol line\n");
 #endif
   hwfarm_begin(&report, "hwfarm-selftest");
+#if defined(VARIANT_MANYCASES)
+  many_cases();
+  return hwfarm_failed(&report);
+#endif
 #if defined(VARIANT_LONGLINE)
   /* One line: 64 KiB of junk, then a record. */
   for (int i = 0; i < 65536; ++i) uart_putc('x');

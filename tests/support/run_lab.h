@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <set>
@@ -153,9 +154,24 @@ class Lab {
     while (!events_.empty()) {
       Event e = std::move(events_.front());
       events_.pop_front();
+      std::vector<std::string> before = attemptEvents();
       Steps steps = plan_->step(e, now());
+      // Every attempt whose event changed is named by the step (the run's
+      // watchers look at those only).
+      std::vector<std::string> after = attemptEvents();
+      for (size_t i = 0; i < after.size(); ++i)
+        if (i >= before.size() || before[i] != after[i]) {
+          INFO("attempt " << i << " changed: " << after[i]);
+          CHECK(std::binary_search(steps.attempts.begin(), steps.attempts.end(), i));
+        }
       for (auto& c : steps.commands) answer(std::move(c));
     }
+  }
+
+  std::vector<std::string> attemptEvents() const {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < plan_->record().attempts.size(); ++i) out.push_back(plan_->record().attemptEventJson(i));
+    return out;
   }
 
   void later(Event e) { events_.push_back(std::move(e)); }

@@ -66,7 +66,14 @@ Plan::Plan(Spec spec, Resolved targets, std::string id, std::string lease_id, No
 Steps Plan::step(const Event& event, Now now) {
   Steps out;
   std::visit([&](const auto& e) { on(e, now, out); }, event);
+  out.attempts.assign(touched_.begin(), touched_.end());
+  touched_.clear();
   return out;
+}
+
+AttemptEntry& Plan::touch(size_t i) {
+  touched_.insert(i);
+  return record_.attempts[i];
 }
 
 // --- the attempts ---------------------------------------------------------------
@@ -91,6 +98,7 @@ size_t Plan::addAttempt(size_t image, size_t target) {
   w.result.board = e.board;
   record_.attempts.push_back(std::move(e));
   work_.push_back(std::move(w));
+  touched_.insert(work_.size() - 1);
   return work_.size() - 1;
 }
 
@@ -112,7 +120,7 @@ void Plan::startReference(size_t image, Now now, Steps& out) {
   w.started = now.steady;
   const ImageSpec& img = spec_.images[image];
   if (spec_.reference == ReferenceKind::golden) {
-    record_.attempts[i].phase = Phase::running;
+    touch(i).phase = Phase::running;
     out.commands.push_back(ReadGolden{i, img.golden_path});
     return;
   }
@@ -141,7 +149,7 @@ void Plan::nextOn(size_t t, Now now, Steps& out) {
   size_t i = addAttempt(*image, t);
   Work& w = work_[i];
   w.retry_of = retry_of;
-  if (retry_of) record_.attempts[i].retry_of_board = record_.attempts[*retry_of].board;
+  if (retry_of) touch(i).retry_of_board = record_.attempts[*retry_of].board;
   w.started = now.steady;
   out.changed = true;
   const Target& target = targets_[t];
@@ -152,14 +160,14 @@ void Plan::nextOn(size_t t, Now now, Steps& out) {
     return;
   }
   w.boot.emplace(target.kind);
-  record_.attempts[i].phase = Phase::flashing;
+  touch(i).phase = Phase::flashing;
   out.commands.push_back(Watch{i, target.board});
   w.boot->start();
   out.commands.push_back(Flash{i, target.board, path});
 }
 
 void Plan::enterRunning(size_t i, Now now, Steps& out) {
-  record_.attempts[i].phase = Phase::running;
+  touch(i).phase = Phase::running;
   out.changed = true;
   out.commands.push_back(ArmDeadline{i, now.steady + std::chrono::milliseconds(spec_.deadline_ms)});
 }
@@ -236,7 +244,7 @@ void Plan::on(const DeadlinePassed& e, Now now, Steps& out) {
 
 void Plan::endBoardRun(size_t i, const std::string& closed, Now now, Steps& out) {
   Work& w = work_[i];
-  record_.attempts[i].phase = Phase::finishing;
+  touch(i).phase = Phase::finishing;
   out.commands.push_back(Unwatch{i});
   out.commands.push_back(CancelDeadline{i});
   // A board's console closing before END is the lab's (a USB hub reset, the
@@ -300,7 +308,7 @@ void Plan::on(const GoldenRead& e, Now now, Steps& out) {
 // retry's decision; against the reference once that is done.
 void Plan::attemptDone(size_t i, Now now, Steps& out) {
   Work& w = work_[i];
-  AttemptEntry& entry = record_.attempts[i];
+  AttemptEntry& entry = touch(i);
   w.parser.finish();
   w.result.parsed = std::move(w.parser).take();
   w.result.trace_tail = tailLines(w.console, kTraceTailLines);
@@ -344,7 +352,7 @@ void Plan::decideRetry(size_t i) {
   auto in = swapped_in_.find(w.target);
   if (w.retry != Retry::wanted || in == swapped_in_.end()) return;
   w.retry = Retry::none;
-  record_.attempts[i].not_retried = targets_[w.target].board + " was swapped in for " + in->second +
+  touch(i).not_retried = targets_[w.target].board + " was swapped in for " + in->second +
                                     " in this run: a run swaps one board per failed board";
 }
 
@@ -373,13 +381,13 @@ void Plan::on(const Swapped& e, Now now, Steps& out) {
   if (!e.board.ok() || stopping()) {
     w.retry = Retry::none;
     if (!e.board.ok()) {
-      record_.attempts[e.attempt].not_retried = e.board.status().message();
+      touch(e.attempt).not_retried = e.board.status().message();
       nextOn(w.target, now, out); // without a swap the board stays in the run
     }
     return finishIfDone(now, out);
   }
   w.retry = Retry::superseded;
-  record_.attempts[e.attempt].retried = true;
+  touch(e.attempt).retried = true;
   record_.judge(); // its failure counts through its retry now
   size_t old = w.target;
   Target fresh = *e.board;
@@ -411,7 +419,7 @@ void Plan::judgeReady() {
     if (auto known = firmware_.find(w.report->reason); known != firmware_.end() && w.boot && w.result.status.ok() &&
         w.report->failure == FailureClass::infrastructure && !w.report->reference_failed)
       blameFirmware(*w.report, known->second);
-    record_.attempts[i].judgement = judgementOf(*w.report, false);
+    touch(i).judgement = judgementOf(*w.report, false);
   }
   record_.judge();
 }
@@ -435,8 +443,8 @@ void Plan::sameOnTwoBoards(size_t retry) {
                                   ": the firmware's failure)");
   blameFirmware(a, why);
   blameFirmware(b, why);
-  record_.attempts[first].judgement = judgementOf(a, false);
-  record_.attempts[retry].judgement = judgementOf(b, false);
+  touch(first).judgement = judgementOf(a, false);
+  touch(retry).judgement = judgementOf(b, false);
 }
 
 // --- cancel and the end ------------------------------------------------------------
@@ -472,7 +480,7 @@ void Plan::on(const CancelRequested& e, Now now, Steps& out) {
     Work& w = work_[i];
     if (w.retry == Retry::wanted || w.retry == Retry::undecided) w.retry = Retry::none;
     Phase phase = record_.attempts[i].phase;
-    if (phase != Phase::done) record_.attempts[i].cancelled = true;
+    if (phase != Phase::done) touch(i).cancelled = true;
     if (!w.boot) {
       // Simulators stop; a golden reference is only being read.
       bool simulator = w.target != kReference || spec_.reference == ReferenceKind::qemu;
@@ -482,7 +490,7 @@ void Plan::on(const CancelRequested& e, Now now, Steps& out) {
     // Flashing boards end when their flasher does; no firmware keeps running.
     if (phase != Phase::running) continue;
     w.result.status = cancelStatus();
-    record_.attempts[i].phase = Phase::finishing;
+    touch(i).phase = Phase::finishing;
     out.commands.push_back(Unwatch{i});
     out.commands.push_back(CancelDeadline{i});
     out.commands.push_back(PowerOff{i, targets_[w.target].board});

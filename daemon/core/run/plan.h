@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <deque>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <variant>
@@ -195,6 +196,7 @@ enum class CancelAnswer { accepted, already, ended };
 struct Steps {
   std::vector<Command> commands; // in order
   bool changed = false;          // the record changed (its watchers want to know)
+  std::vector<size_t> attempts;  // the attempts added or changed, ascending (the watchers tell only those)
 };
 
 class Plan {
@@ -267,6 +269,9 @@ class Plan {
   void on(const RecordStored& e, Now now, Steps& out);
 
   size_t addAttempt(size_t image, size_t target);
+  // Attempt `i`'s entry, to change: the step's Steps::attempts names it.
+  // Every change of an attempt's entry goes through it.
+  AttemptEntry& touch(size_t i);
   void startReference(size_t image, Now now, Steps& out);
   // Gives target `t` its next image, if any is left: first the retry it
   // was swapped in for.
@@ -317,6 +322,7 @@ class Plan {
   // two boards: the firmware's, in any attempt of the run (never retried).
   // -> what its reason then says.
   std::map<std::string, std::string> firmware_;
+  std::set<size_t> touched_; // by this step (touch())
   Stage stage_ = Stage::starting;
   State final_ = State::running; // from finish() on
 };

@@ -52,8 +52,11 @@ Judgement judgementOf(const TargetReport& report, bool reference) {
   if (reference) return j;
   j.evidence = report.evidence;
   j.end_status = report.end_status;
-  for (const auto& c : report.cases) {
-    CaseVerdict cv{c.name, c.outcome, c.message, {}};
+  std::vector<size_t> kept = keptCases(report.cases);
+  j.counts = countCases(report.cases, kept.size());
+  for (size_t i : kept) {
+    const CaseReport& c = report.cases[i];
+    CaseVerdict cv{c.name, c.outcome, keptMessage(c.message), {}};
     for (const auto& o : c.outputs) cv.outputs.push_back({o.key, o.comparison.verdict, o.comparison.actual_pcc});
     j.cases.push_back(std::move(cv));
   }

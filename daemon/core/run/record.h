@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "daemon/core/run/case_summary.h"
 #include "daemon/core/run/compare.h"
 #include "daemon/core/run/report.h"
 
@@ -78,15 +79,20 @@ struct Judgement {
   std::string reason;
   Evidence evidence;
   std::optional<int> end_status;
+  // Its cases, bounded (case_summary.h): at most kKeptCases, failing ones
+  // first, each message cut at kKeptMessageBytes; `counts` are of all of
+  // them and say how many were left out.
   std::vector<CaseVerdict> cases;
+  CaseCounts counts;
   // Which result protocol version its console spoke, and whether END's
   // record count was checked: "verified", "mismatch" or "unverified"
   // (report.h). Empty for an attempt that has no report of its own.
   int protocol_version = 1;
   std::string record_count;
 };
-// What the record keeps of a report: all of it for a target, the verdict
-// alone for the reference's own.
+// What the record keeps of a report: for a target its verdict, evidence,
+// counts and its cases within the bound; the verdict alone for the
+// reference's own.
 Judgement judgementOf(const TargetReport& report, bool reference);
 
 struct AttemptEntry {

@@ -24,7 +24,7 @@ json::object caseObject(const CaseVerdict& c) {
   return o;
 }
 
-// `brief`: as an event carries it, without cases and evidence.
+// `brief`: as an event carries it, without cases and evidence (with the counts).
 json::object attemptObject(const AttemptEntry& a, bool brief) {
   json::object o{{"image", a.image},
                  {"target", a.target},
@@ -46,6 +46,10 @@ json::object attemptObject(const AttemptEntry& a, bool brief) {
   if (a.reference) return o;
   if (!brief && !j.evidence.empty()) o["evidence"] = evidenceJson(j.evidence);
   if (j.end_status) o["end_status"] = *j.end_status;
+  const CaseCounts& n = j.counts;
+  o["counts"] = json::object{{"cases", n.cases},     {"passed", n.passed}, {"failed", n.failed},
+                             {"skipped", n.skipped}, {"errors", n.errors}};
+  if (n.left_out) o["cases_left_out"] = n.left_out;
   if (brief) return o;
   json::array cases;
   for (const auto& c : j.cases) cases.push_back(caseObject(c));
@@ -139,6 +143,38 @@ const std::initializer_list<Outcome> kOutcomes{Outcome::pass, Outcome::fail, Out
 const std::initializer_list<FailureClass> kClasses{FailureClass::none, FailureClass::infrastructure,
                                                     FailureClass::test};
 
+// A record of an older hwfarmd has no counts: they are its cases' (it kept
+// them all).
+void readCounts(Reader& r, Judgement& j) {
+  CaseCounts& n = j.counts;
+  const json::object* counts = r.has("counts") ? r.object("counts") : nullptr;
+  if (!counts) {
+    for (const auto& c : j.cases) {
+      ++n.cases;
+      n.passed += c.outcome == Outcome::pass;
+      n.failed += c.outcome == Outcome::fail;
+      n.skipped += c.outcome == Outcome::skip;
+      n.errors += c.outcome == Outcome::error;
+    }
+    return;
+  }
+  Reader in(*counts, r.where() + "counts.");
+  auto count = [&in](const char* key, size_t& out) {
+    int64_t v = 0;
+    in.integer(key, v);
+    out = v > 0 ? static_cast<size_t>(v) : 0;
+  };
+  count("cases", n.cases);
+  count("passed", n.passed);
+  count("failed", n.failed);
+  count("skipped", n.skipped);
+  count("errors", n.errors);
+  if (!in.error().ok()) r.adopt(in.error());
+  int64_t left_out = 0;
+  r.integer("cases_left_out", left_out);
+  n.left_out = left_out > 0 ? static_cast<size_t>(left_out) : 0;
+}
+
 Judgement readJudgement(Reader& r, const json::object& attempt) {
   Judgement j;
   r.named("outcome", j.outcome, kOutcomes, outcomeName);
@@ -172,6 +208,7 @@ Judgement readJudgement(Reader& r, const json::object& attempt) {
     });
     j.cases.push_back(std::move(cv));
   });
+  readCounts(r, j);
   return j;
 }
 

@@ -6,8 +6,11 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "common/shown_text.h"
+#include "daemon/core/run/case_summary.h"
 #include "daemon/core/run/json_text.h"
 #include "daemon/core/run/thresholds.h"
 
@@ -198,14 +201,39 @@ std::optional<std::string> referenceBroken(const Attempt& ref) {
   return std::nullopt;
 }
 
+// A console's cases and outputs by name: findCase() and findOutput() are
+// linear, and a loop over another console's 10,000 cases would make them
+// 10^8 steps on the event loop.
+class Names {
+ public:
+  explicit Names(const ParseResult& p) {
+    for (const auto& c : p.cases) cases_.insert(c.name);
+    for (const auto& o : p.outputs) outputs_.emplace(pairKey(o.case_name, o.name), &o); // the first of a name
+  }
+  bool hasCase(const std::string& name) const { return cases_.count(name) > 0; }
+  // As ParseResult::findOutput.
+  const Output* output(const std::string& case_name, const std::string& name) const {
+    auto it = outputs_.find(pairKey(case_name, name));
+    return it == outputs_.end() ? nullptr : it->second;
+  }
+
+ private:
+  static std::string pairKey(const std::string& case_name, const std::string& name) {
+    return case_name + '\0' + name;
+  }
+  std::unordered_set<std::string> cases_;
+  std::unordered_map<std::string, const Output*> outputs_;
+};
+
 void compareOutputs(Builder& b, const Attempt& t, const Attempt& ref, const ThresholdsFor& thresholds,
                     bool ref_complete) {
+  Names in_ref(ref.parsed);
   for (const auto& o : t.parsed.outputs) {
     CaseReport& cr = b.caseNamed(o.case_name);
     if (!o.complete()) continue; // already a problem of its case
     Thresholds th = thresholds ? thresholds(t.image, o.case_name, o.name, o.dtype) : defaultThresholds(o.dtype);
     if (th.ignore) continue; // a thresholds rule says this output is not compared
-    const Output* ro = ref.parsed.findOutput(o.case_name, o.name);
+    const Output* ro = in_ref.output(o.case_name, o.name);
     if (!ro || !ro->complete()) {
       if (!ref_complete) {
         b.mark(cr, Outcome::fail, o.key() + ": not compared: the reference did not complete");
@@ -230,12 +258,13 @@ void compareOutputs(Builder& b, const Attempt& t, const Attempt& ref, const Thre
 void missingOnTarget(Builder& b, const Attempt& t, const Attempt& ref, const ThresholdsFor& thresholds) {
   const ParseResult& p = t.parsed;
   TargetReport& r = b.report;
+  Names in_target(p), in_ref(ref.parsed);
   for (const auto& ro : ref.parsed.outputs) {
-    if (!ro.complete() || p.findOutput(ro.case_name, ro.name)) continue;
+    if (!ro.complete() || in_target.output(ro.case_name, ro.name)) continue;
     Dtype d = ro.dtype;
     if ((thresholds ? thresholds(t.image, ro.case_name, ro.name, d) : defaultThresholds(d)).ignore) continue;
     // A case the reference ran and the target did not is reported below.
-    if (ref.parsed.findCase(ro.case_name) && !p.findCase(ro.case_name) && !b.index.count(ro.case_name)) continue;
+    if (in_ref.hasCase(ro.case_name) && !in_target.hasCase(ro.case_name) && !b.index.count(ro.case_name)) continue;
     if (r.failure == FailureClass::infrastructure) {
       b.mark(b.caseNamed(ro.case_name), Outcome::error, ro.key() + ": not run: " + r.reason);
       continue;
@@ -247,7 +276,7 @@ void missingOnTarget(Builder& b, const Attempt& t, const Attempt& ref, const Thr
   // Cases the reference ran and the target did not: not run, when the
   // target failed the lab's way; else the firmware's failure.
   for (const auto& rc : ref.parsed.cases) {
-    if (p.findCase(rc.name) || b.index.count(rc.name)) continue;
+    if (in_target.hasCase(rc.name) || b.index.count(rc.name)) continue;
     if (r.failure == FailureClass::infrastructure) {
       b.mark(b.caseNamed(rc.name), Outcome::error, "not run: " + r.reason);
       continue;
@@ -347,6 +376,30 @@ TargetReport evaluate(const Attempt& t, const Attempt* ref, const ThresholdsFor&
   return r;
 }
 
+namespace {
+
+// The testcase that stands for the cases junit.xml does not list (all
+// but those `kept`): it fails (or errs) when one of them did, so the file
+// agrees with the verdict, and its message counts them by outcome.
+CaseReport leftOutCase(const TargetReport& r, const std::vector<size_t>& kept) {
+  std::vector<CaseReport> listed;
+  for (size_t i : kept) listed.push_back({"", r.cases[i].outcome, "", {}});
+  CaseCounts all = countCases(r.cases, kept.size()), shown = countCases(listed, kept.size());
+  size_t failed = all.failed - shown.failed, errors = all.errors - shown.errors, skipped = all.skipped - shown.skipped,
+         passed = all.passed - shown.passed;
+  std::string what = std::to_string(all.left_out) + " more cases, not listed: " + std::to_string(failed) + " failed, " +
+                     std::to_string(errors) + " erred, " + std::to_string(skipped) + " skipped, " +
+                     std::to_string(passed) + " passed (of " + std::to_string(all.cases) +
+                     " cases; those listed are the failing ones first; the trace has every record)";
+  Outcome outcome = errors    ? Outcome::error
+                    : failed  ? Outcome::fail
+                    : passed  ? Outcome::pass
+                              : Outcome::skip;
+  return {"(" + std::to_string(all.left_out) + " more cases)", outcome, what, {}};
+}
+
+} // namespace
+
 std::string junitXml(std::string_view run_name, const std::vector<TargetReport>& reports) {
   // One suite per target, in the order targets first appear.
   std::vector<std::string> order;
@@ -366,7 +419,11 @@ std::string junitXml(std::string_view run_name, const std::vector<TargetReport>&
     for (const TargetReport* r : by_target[target]) {
       time += r->seconds;
       if (board.empty()) board = r->board;
-      for (const auto& c : r->cases) {
+      std::vector<size_t> kept = keptCases(r->cases);
+      std::vector<CaseReport> shown;
+      for (size_t i : kept) shown.push_back({r->cases[i].name, r->cases[i].outcome, keptMessage(r->cases[i].message), {}});
+      if (kept.size() < r->cases.size()) shown.push_back(leftOutCase(*r, kept));
+      for (const auto& c : shown) {
         ++tests;
         cases += "    <testcase classname=\"" + xmlAttr(r->image) + "\" name=\"" + xmlAttr(c.name) + "\" time=\"" +
                  seconds3(r->cases.empty() ? 0 : r->seconds / static_cast<double>(r->cases.size())) + "\"";

@@ -117,7 +117,11 @@ void blameFirmware(TargetReport& report, const std::string& why);
 // image, share it), one <testcase> per case with classname = image.
 // FAIL and accuracy failures are <failure>, infrastructure problems
 // <error>, SKIP <skipped>; <system-out> holds the trace's tail. Valid
-// against Jenkins' junit-10.xsd (tests/junit-10-contract.xsd).
+// against Jenkins' junit-10.xsd (tests/junit-10-contract.xsd). Bounded as
+// the record is (case_summary.h): per report the cases it keeps, then one
+// "(N more cases)" testcase counting the rest by outcome, failing when one
+// of them failed (erring when one erred), so the file agrees with the
+// verdict; the attributes count the testcases written.
 std::string junitXml(std::string_view run_name, const std::vector<TargetReport>& reports);
 
 // golden_results__<target>.json: ttrt's flat shape, one object per output
