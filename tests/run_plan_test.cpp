@@ -195,6 +195,33 @@ TEST_CASE("a hang ends at the deadline to the millisecond, the board is powered 
   CHECK(lab.record().state == State::failed);
 }
 
+TEST_CASE("a reference that ends after its board attempt lets the board go on to the next image") {
+  // (The reference's end adds the board's next attempt while the end is
+  // handled: the plan must not hold the reference's state across that. The
+  // sanitizer build saw a use-after-free here when three images filled the
+  // attempts' first allocation.)
+  Lab lab(nucleos(1));
+  // Given three failing images whose references end only at their deadline,
+  std::vector<std::string> images{"fail.0.elf", "fail.1.elf", "fail.2.elf"};
+  lab.hanging_simulators = {images.begin(), images.end()};
+  lab.start(spec(images, Mode::shard), {"nucleo-0"});
+  // the board runs the first and waits for its reference (a failure may be
+  // the lab's, and the reference says),
+  REQUIRE(lab.record().attempts.size() == 4);
+  CHECK(lab.attempt("fail_0", "nucleo").phase == Phase::done);
+  // and once the references end, runs the others, each judged a test failure.
+  lab.advance(10000ms);
+  REQUIRE(lab.over());
+  REQUIRE(lab.record().attempts.size() == 6);
+  for (const auto& a : lab.record().attempts) CHECK(a.phase == Phase::done);
+  for (const auto& image : images) {
+    INFO(image);
+    CHECK(lab.attempt(normalizeName(image.substr(0, image.size() - 4)), "nucleo").judgement->outcome == Outcome::fail);
+  }
+  CHECK(lab.record().state == State::failed);
+  CHECK(lab.record().failure == FailureClass::test);
+}
+
 TEST_CASE("a simulator that hangs is stopped at its deadline and judged on what it printed") {
   Lab lab(nucleos(1));
   lab.hanging_simulators = {"hang.elf"};

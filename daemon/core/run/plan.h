@@ -312,7 +312,10 @@ class Plan {
   std::string sim_label_;
   std::string reference_name_;
   Record record_;
-  std::vector<Work> work_; // by attempt
+  // By attempt. A deque: an attempt added while a handler holds another's
+  // Work& (an attempt's end starts the next image) leaves that reference
+  // valid, where a vector's growth would free it under the handler.
+  std::deque<Work> work_;
   std::vector<size_t> reference_of_; // by image: its reference attempt (kReference: none)
   std::deque<size_t> shard_queue_;   // images no target took yet (shard mode)
   std::vector<std::deque<size_t>> per_target_; // each mode: the images a target has left
