@@ -88,6 +88,9 @@ struct RunsConfig {
   int64_t max_runs = 16;      // runs running at once
   double default_deadline_s = 60; // per image and target, when a run names none
   double max_deadline_s = 3600;   // the longest deadline_s a run may ask for
+  // Simulator time one run may use, its references' and simulator
+  // targets' together (docs/runs.md, "Sharing the simulators").
+  double max_simulator_s = 7200;
   int64_t drain_ms = 250;         // a console is still read this long after its END
   double history_days = 30;       // ended runs' records and artifacts are kept this long
   // Bytes of artifacts one run writes, and all runs of one lease

@@ -274,6 +274,7 @@ class FleetParser {
     if (auto v = r.integer("max_simulators_per_lease", 1, 64)) c.max_simulators_per_lease = *v;
     if (auto v = r.integer("max_runs", 1, 1024)) c.max_runs = *v;
     if (auto v = r.number("max_deadline_s", 0, 86400, true)) c.max_deadline_s = *v;
+    if (auto v = r.number("max_simulator_s", 0, 7 * 86400, true)) c.max_simulator_s = *v;
     if (auto v = r.number("default_deadline_s", 0, 86400, true)) c.default_deadline_s = *v;
     if (auto v = r.integer("drain_ms", 0, 10000)) c.drain_ms = *v;
     if (auto v = r.number("history_days", 0, 3650, true)) c.history_days = *v;

@@ -463,13 +463,17 @@ TEST_CASE("runs: a lease's share of the simulators and the longest deadline fit 
   REQUIRE(plain.ok());
   CHECK(plain.config->runs.max_simulators_per_lease == 1);
   CHECK(plain.config->runs.max_deadline_s == 3600);
+  CHECK(plain.config->runs.max_simulator_s == 7200);
   LoadResult four = parseFleetConfig(kAgent + "[runs]\nmax_simulators = 4\nmax_deadline_s = 30\n" + worker, "fleet.toml");
   REQUIRE(four.ok());
   CHECK(four.config->runs.max_simulators_per_lease == 3);
   CHECK(four.config->runs.default_deadline_s == 30); // the default follows a lower limit
-  LoadResult one = parseFleetConfig(kAgent + "[runs]\nmax_simulators = 1\n" + worker, "fleet.toml");
+  LoadResult one = parseFleetConfig(kAgent + "[runs]\nmax_simulators = 1\nmax_simulator_s = 0.5\n" + worker, "fleet.toml");
   REQUIRE(one.ok());
   CHECK(one.config->runs.max_simulators_per_lease == 1);
+  CHECK(one.config->runs.max_simulator_s == 0.5);
+  REQUIRE(errorsOf(kAgent + "[runs]\nmax_simulator_s = 0\n" + worker) ==
+          std::vector<std::string>{"fleet.toml:5:19: runs.max_simulator_s: expected a number above 0 and up to 604800, got 0"});
   auto errors = errorsOf(kAgent + "[runs]\nmax_simulators = 2\nmax_simulators_per_lease = 3\nmax_deadline_s = 60\n"
                                   "default_deadline_s = 120\n" + worker);
   REQUIRE(errors == std::vector<std::string>{

@@ -427,6 +427,36 @@ TEST_CASE("one lease's hanging images hold only their share of the simulators: a
   CHECK(qemuCount(dir.file("state"), [](int n) { return n == 0; }));
 }
 
+TEST_CASE("a run's references together run at most runs.max_simulator_s: past it they stop, the run's failure") {
+  // Given a lab that gives a run 3 s of simulator time
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1, "[runs]\nmax_simulator_s = 3\n"));
+  std::string lease = leaseBoards(d, 1);
+  // When a run's three images hang, with 2 s deadlines (one reference at a
+  // time: the lease's share of the simulators)
+  std::string hang = uploadImage(d, lease, "hang");
+  std::string id = startRun(d, lease, R"({"images":)" +
+                                          images({{hang, "h1.elf"}, {hang, "h2.elf"}, {hang, "h3.elf"}}) +
+                                          R"(,"deadline_s":2})");
+  json::object run = waitRun(d, id);
+  INFO(json::serialize(run));
+  // Then the first reference ran to its deadline, the second the second
+  // left of the run's time, the third was stopped as it started;
+  std::map<std::string, std::string> reasons;
+  for (const auto& a : run.at("attempts").as_array())
+    if (a.at("reference").as_bool())
+      reasons[std::string(a.at("image").as_string())] = std::string(a.at("reason").as_string());
+  const std::string why = ": the run's simulator time ran out (runs.max_simulator_s, 3 s, its references and "
+                          "simulator targets together)";
+  CHECK(reasons["h1"] == "BEGIN but no END before the deadline (the firmware hung)");
+  CHECK(std::regex_match(reasons["h2"], std::regex("stopped after [0-9]+(\\.[0-9])? s" + std::regex_replace(why, std::regex("[().]"), "\\$&"))));
+  CHECK(reasons["h3"] == "stopped as it started" + why);
+  // and the run failed its own way, never the lab's.
+  CHECK(run.at("state").as_string() == "failed");
+  CHECK(run.at("failure_class").as_string() == "test");
+  CHECK(qemuCount(dir.file("state"), [](int n) { return n == 0; }));
+}
+
 TEST_CASE("artifacts are streamed to readers that do not read, at most 32 answers of a run at once") {
   // Given a run and a 48 MiB file in its directory
   TempDir dir;

@@ -236,6 +236,61 @@ TEST_CASE("a simulator that hangs is stopped at its deadline and judged on what 
   CHECK(lab.record().state == State::failed);
 }
 
+TEST_CASE("a run's simulators run at most its simulator time together, then stop and fail as the run's") {
+  SECTION("a simulator gets what is left of the run's time when that is less than its deadline") {
+    Lab lab(nucleos(1));
+    lab.hanging_simulators = {"hang.elf"};
+    // Given a run with 15 s of simulator time whose image hangs, on the
+    // reference and on the simulator as a target (10 s deadlines),
+    Spec s = spec({"hang.elf"}, Mode::each);
+    s.max_simulator_ms = 15000;
+    lab.start(s, {""});
+    REQUIRE(lab.record().attempts.size() == 2);
+    // the reference gets its 10 s, the target the 5 s left: it stops first,
+    lab.advance(4999ms);
+    CHECK(lab.done<StopSimulator>().empty());
+    lab.advance(1ms);
+    REQUIRE(lab.done<StopSimulator>().size() == 1);
+    CHECK(lab.attempt("hang", "qemu").phase == Phase::done);
+    // and the reference at its deadline;
+    lab.advance(5000ms);
+    REQUIRE(lab.over());
+    // the target failed the run's way, saying why, the reference its own.
+    const Judgement& target = *lab.attempt("hang", "qemu").judgement;
+    CHECK(target.failure == FailureClass::test);
+    CHECK(target.reason == "stopped after 5 s: the run's simulator time ran out (runs.max_simulator_s, 15 s, its "
+                           "references and simulator targets together)");
+    CHECK(lab.attempt("hang", "qemu_ref").judgement->reason ==
+          "BEGIN but no END before the deadline (the firmware hung)");
+    CHECK(lab.record().failure == FailureClass::test);
+  }
+  SECTION("a simulator not started when the run's time ran out does not start") {
+    Lab lab(nucleos(1));
+    lab.hanging_simulators = {"hang.0.elf", "hang.1.elf", "hang.2.elf"};
+    // Given three hanging images on the simulator target alone, with 12 s
+    // of simulator time and 10 s deadlines,
+    Spec s = spec({"hang.0.elf", "hang.1.elf", "hang.2.elf"}, Mode::shard, ReferenceKind::none);
+    s.max_simulator_ms = 12000;
+    lab.start(s, {""});
+    // the first runs to its deadline, the second the 2 s left,
+    lab.advance(10000ms);
+    lab.advance(2000ms);
+    // and the third never starts.
+    REQUIRE(lab.over());
+    CHECK(lab.done<Simulate>().size() == 2);
+    CHECK(lab.attempt("hang_0", "qemu").judgement->reason ==
+          "BEGIN but no END before the deadline (the firmware hung)");
+    CHECK(lab.attempt("hang_1", "qemu").judgement->reason ==
+          "stopped after 2 s: the run's simulator time ran out (runs.max_simulator_s, 12 s, its references and "
+          "simulator targets together)");
+    CHECK(lab.attempt("hang_2", "qemu").judgement->reason ==
+          "not run: the run's simulator time ran out (runs.max_simulator_s, 12 s, its references and simulator "
+          "targets together)");
+    CHECK(lab.attempt("hang_2", "qemu").judgement->failure == FailureClass::test);
+    CHECK(lab.record().state == State::failed);
+  }
+}
+
 TEST_CASE("a cancel stops the run in any phase, its record says cancelled and why, and nothing counts for the SLA") {
   SECTION("before its record is stored") {
     Lab lab(nucleos(1));

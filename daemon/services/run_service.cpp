@@ -134,6 +134,7 @@ Status RunService::Impl::start(const lease::Lease& lease, run::Spec spec, StartD
   spec.max_artifact_bytes = std::min(per_run, left);
   spec.artifact_quota = per_run <= left ? "runs.max_artifact_bytes" : "runs.max_lease_artifact_bytes";
   uint64_t quota = spec.max_artifact_bytes;
+  spec.max_simulator_ms = static_cast<int64_t>(config.runs.max_simulator_s * 1000);
   std::string id = newRunId();
   if (Status made = dir.create(id); !made.ok()) return made;
   config::QemuConfig qemu = simulatorFor(resolved->sim_type, lease).value_or(config::QemuConfig{});

@@ -217,7 +217,7 @@ class Lab {
     if (auto f = failing_simulators.find(s.image); f != failing_simulators.end())
       return later(SimulatorEnded{s.attempt, f->second, "", false, false, 0.25});
     if (hanging_simulators.count(s.image)) {
-      simulating_[s.attempt] = s.image;
+      simulating_[s.attempt] = {s.image, clock.steadyNow()};
       return;
     }
     later(SimulatorEnded{s.attempt, Status(), text(firmware(s.image)), false, false, 0.25});
@@ -225,7 +225,9 @@ class Lab {
   void carry(const StopSimulator& s) {
     auto it = simulating_.find(s.attempt);
     if (it == simulating_.end()) return;
-    later(SimulatorEnded{s.attempt, Status(), text(firmware(it->second)), false, false, 0.5});
+    // (it ran from its start until now)
+    double ran = std::chrono::duration<double>(clock.steadyNow() - it->second.second).count();
+    later(SimulatorEnded{s.attempt, Status(), text(firmware(it->second.first)), false, false, ran});
     simulating_.erase(it);
   }
   void carry(const ReadGolden& g) { later(GoldenRead{g.attempt, Status(), text(firmware(g.path))}); }
@@ -255,7 +257,8 @@ class Lab {
   std::vector<Command> log_;
   std::map<size_t, std::string> watching_;   // attempt -> board
   std::map<size_t, std::string> images_;     // attempt -> image it flashed
-  std::map<size_t, std::string> simulating_; // hanging simulators: attempt -> image
+  // hanging simulators: attempt -> image, and when it started
+  std::map<size_t, std::pair<std::string, Clock::SteadyTime>> simulating_;
   std::map<size_t, TimerQueue::Id> deadlines_;
   TimerQueue timers_;
 };

@@ -25,6 +25,12 @@ std::string baseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+std::string seconds(int64_t ms) {
+  std::string s = std::to_string(ms / 1000);
+  if (ms % 1000) s += "." + std::to_string(ms % 1000 / 100);
+  return s + " s";
+}
+
 double secondsSince(Clock::SteadyTime start, Now now) {
   return std::chrono::duration<double>(now.steady - start).count();
 }
@@ -125,9 +131,27 @@ void Plan::startReference(size_t image, Now now, Steps& out) {
     return;
   }
   // The reference runs the image's reference_image when it has one.
-  std::string path = img.reference_path.empty() ? img.path : img.reference_path;
-  out.commands.push_back(Simulate{i, std::move(path), std::chrono::milliseconds(spec_.deadline_ms),
-                                   std::chrono::milliseconds(spec_.drain_ms)});
+  simulate(i, img.reference_path.empty() ? img.path : img.reference_path, now, out);
+}
+
+Status Plan::simulatorTimeOut(const std::string& what) const {
+  return Status::testFailure(what + ": the run's simulator time ran out (runs.max_simulator_s, " +
+                             seconds(spec_.max_simulator_ms) + ", its references and simulator targets together)");
+}
+
+// A simulator for attempt `i`, unless the run's simulator time ran out:
+// then the attempt ends unrun, the run's failure.
+void Plan::simulate(size_t i, std::string path, Now now, Steps& out) {
+  if (spec_.max_simulator_ms <= 0 || simulator_used_ms_ < spec_.max_simulator_ms) {
+    out.commands.push_back(Simulate{i, std::move(path), std::chrono::milliseconds(spec_.deadline_ms),
+                                     std::chrono::milliseconds(spec_.drain_ms)});
+    return;
+  }
+  Work& w = work_[i];
+  w.result.status = simulatorTimeOut("not run");
+  size_t target = w.target;
+  attemptDone(i, now, out);
+  if (target != kReference) targetFree(i, now, out);
 }
 
 void Plan::nextOn(size_t t, Now now, Steps& out) {
@@ -154,11 +178,7 @@ void Plan::nextOn(size_t t, Now now, Steps& out) {
   out.changed = true;
   const Target& target = targets_[t];
   const std::string& path = spec_.images[*image].path;
-  if (target.simulator()) {
-    out.commands.push_back(Simulate{i, path, std::chrono::milliseconds(spec_.deadline_ms),
-                                     std::chrono::milliseconds(spec_.drain_ms)});
-    return;
-  }
+  if (target.simulator()) return simulate(i, path, now, out);
   w.boot.emplace(target.kind);
   touch(i).phase = Phase::flashing;
   out.commands.push_back(Watch{i, target.board});
@@ -166,10 +186,11 @@ void Plan::nextOn(size_t t, Now now, Steps& out) {
   out.commands.push_back(Flash{i, target.board, path});
 }
 
-void Plan::enterRunning(size_t i, Now now, Steps& out) {
+void Plan::enterRunning(size_t i, Now now, Steps& out, std::optional<int64_t> deadline_ms) {
   touch(i).phase = Phase::running;
   out.changed = true;
-  out.commands.push_back(ArmDeadline{i, now.steady + std::chrono::milliseconds(spec_.deadline_ms)});
+  out.commands.push_back(
+      ArmDeadline{i, now.steady + std::chrono::milliseconds(deadline_ms.value_or(spec_.deadline_ms))});
 }
 
 void Plan::on(const Flashed& e, Now now, Steps& out) {
@@ -276,15 +297,36 @@ void Plan::on(const PoweredOff& e, Now now, Steps& out) { targetFree(e.attempt, 
 
 void Plan::on(const SimulatorStarted& e, Now now, Steps& out) {
   if (record_.attempts.at(e.attempt).phase != Phase::waiting) return;
-  work_[e.attempt].started = now.steady;
-  enterRunning(e.attempt, now, out);
+  Work& w = work_[e.attempt];
+  w.started = now.steady;
+  // Its deadline, or less: what is left of the run's simulator time once
+  // the running simulators' grants are set aside (so the run's simulators
+  // never run longer together than max_simulator_ms).
+  int64_t deadline = spec_.deadline_ms;
+  if (spec_.max_simulator_ms > 0) {
+    int64_t left = spec_.max_simulator_ms - simulator_used_ms_ - simulator_granted_ms_;
+    w.granted_ms = std::clamp<int64_t>(left, 0, deadline);
+    w.granted_less = w.granted_ms < deadline;
+    simulator_granted_ms_ += w.granted_ms;
+    deadline = w.granted_ms;
+  }
+  enterRunning(e.attempt, now, out, deadline);
 }
 
 void Plan::on(const SimulatorEnded& e, Now now, Steps& out) {
   Work& w = work_.at(e.attempt);
   if (record_.attempts[e.attempt].phase >= Phase::finishing) return;
   out.commands.push_back(CancelDeadline{e.attempt});
+  int64_t granted = std::exchange(w.granted_ms, 0);
+  simulator_granted_ms_ -= granted;
+  // (on the plan's clock, from its start to its end as the plan saw them:
+  // a simulator stopped at its grant ran at least that)
+  auto ran_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.steady - w.started).count();
+  simulator_used_ms_ += ran_ms;
   w.result.status = e.status;
+  // Stopped because the run's simulator time ran out, not at its deadline.
+  if (w.result.timed_out && w.granted_less && e.status.ok())
+    w.result.status = simulatorTimeOut(granted == 0 ? "stopped as it started" : "stopped after " + seconds(ran_ms));
   w.parser.feed(e.console);
   w.console = e.console;
   w.truncated = e.truncated;

@@ -250,6 +250,11 @@ class Plan {
     // still read (and fail it: "record after END").
     std::optional<Clock::SteadyTime> drain_until;
     bool free = false; // its target was left free (targetFree)
+    // A simulator's: the time granted from the run's simulator time
+    // (Spec::max_simulator_ms) while it runs, and whether that was less than
+    // the deadline (its deadline then is the run's time running out).
+    int64_t granted_ms = 0;
+    bool granted_less = false;
     std::optional<TargetReport> report; // a target's, against the reference
   };
 
@@ -276,7 +281,12 @@ class Plan {
   // Gives target `t` its next image, if any is left: first the retry it
   // was swapped in for.
   void nextOn(size_t t, Now now, Steps& out);
-  void enterRunning(size_t i, Now now, Steps& out);
+  // Its deadline armed: spec_.deadline_ms unless told.
+  void enterRunning(size_t i, Now now, Steps& out, std::optional<int64_t> deadline_ms = std::nullopt);
+  void simulate(size_t i, std::string path, Now now, Steps& out);
+  // A simulator attempt's failure when the run's simulator time ran out:
+  // `what` ("not run", "stopped after 2 s"), then why.
+  Status simulatorTimeOut(const std::string& what) const;
   // A board attempt's console run is over: END, its deadline, its console
   // closed (`closed`), or a failed step.
   void endBoardRun(size_t i, const std::string& closed, Now now, Steps& out);
@@ -316,6 +326,8 @@ class Plan {
   // Work& (an attempt's end starts the next image) leaves that reference
   // valid, where a vector's growth would free it under the handler.
   std::deque<Work> work_;
+  int64_t simulator_used_ms_ = 0;    // by the run's simulators that ended
+  int64_t simulator_granted_ms_ = 0; // to those running (Work::granted_ms)
   std::vector<size_t> reference_of_; // by image: its reference attempt (kReference: none)
   std::deque<size_t> shard_queue_;   // images no target took yet (shard mode)
   std::vector<std::deque<size_t>> per_target_; // each mode: the images a target has left

@@ -48,6 +48,11 @@ struct Spec {
   // that set it, named in the reason of a run that passes it.
   uint64_t max_artifact_bytes = 0;
   std::string artifact_quota = "runs.max_artifact_bytes";
+  // Set by the daemon: the simulator time the run may use, its references'
+  // and its simulator targets' together (runs.max_simulator_s; 0: no
+  // bound). A simulator is stopped when the run's time runs out, and one
+  // not started yet does not start: those attempts fail the run's way.
+  int64_t max_simulator_ms = 0;
 };
 
 // The target that names the reference's simulator (Spec::targets).
