@@ -257,6 +257,53 @@ TEST_CASE("the record keeps 100 cases of an attempt, failing ones first, and cou
   CHECK(old->attempts[0].judgement->counts == CaseCounts{100, 0, 100, 0, 0, 0});
 }
 
+TEST_CASE("a kept case lists 20 of its outputs, failing ones first, and counts the rest") {
+  // Given a case of 500 outputs, of which o300 .. o309 differ from the
+  // reference's,
+  auto console = [](bool drifted) {
+    std::string out = "HWFARM BEGIN suite=many\nHWFARM TEST t PASS\n";
+    for (size_t i = 0; i < 500; ++i)
+      out += "HWFARM OUTPUT t.o" + std::to_string(i) + " i32 1 " +
+             std::to_string(drifted && i >= 300 && i < 310 ? 7 : 1) + "\n";
+    return out + "HWFARM END status=0\n";
+  };
+  Attempt ref = attempt("qemu_ref", console(false));
+  TargetReport report = evaluate(attempt("nucleo_0", console(true)), &ref, nullptr);
+  REQUIRE(report.cases.size() == 1);
+  REQUIRE(report.cases[0].outputs.size() == 500);
+  // when the record keeps it,
+  Judgement j = judgementOf(report, false);
+  // then the case fails on every output that differs,
+  CHECK(j.outcome == Outcome::fail);
+  REQUIRE(j.cases.size() == 1);
+  // and lists the ten that fail and the first ten others, in their order,
+  const CaseVerdict& c = j.cases[0];
+  REQUIRE(c.outputs.size() == kKeptOutputs);
+  CHECK(c.outputs_left_out == 480);
+  std::vector<std::string> keys;
+  for (const auto& o : c.outputs) keys.push_back(o.key);
+  CHECK(keys.front() == "t.o0");
+  CHECK(keys[9] == "t.o9");
+  CHECK(keys[10] == "t.o300");
+  CHECK(keys.back() == "t.o309");
+  for (size_t i = 10; i < 20; ++i) CHECK(c.outputs[i].verdict == Verdict::fail);
+  // (the count is read back from the record's JSON, absent when 0)
+  Record r;
+  r.state = State::failed;
+  r.attempts.push_back({"pass", "nucleo_0", "nucleo-0", false, Phase::done});
+  r.attempts.back().judgement = j;
+  std::string text = r.toJson();
+  CHECK(text.find("\"outputs_left_out\":480") != std::string::npos);
+  Result<Record> back = Record::fromJson(text);
+  REQUIRE(back.ok());
+  CHECK(back->attempts[0].judgement->cases[0].outputs_left_out == 480);
+  CHECK(back->attempts[0].judgement->cases[0].outputs.size() == kKeptOutputs);
+  // A case of at most 20 outputs lists them all.
+  Judgement small = judgementOf(evaluate(attempt("nucleo_0", kPass), nullptr, nullptr), false);
+  for (const auto& kept : small.cases) CHECK(kept.outputs_left_out == 0);
+  CHECK(Record{}.toJson().find("outputs_left_out") == std::string::npos);
+}
+
 TEST_CASE("an attempt of at most 100 cases keeps them all, and a long message is cut at a UTF-8 boundary") {
   TargetReport report = evaluate(attempt("nucleo_0", manyCases(100, [](size_t i) { return i == 99; })), nullptr, nullptr);
   Judgement j = judgementOf(report, false);

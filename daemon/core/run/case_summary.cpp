@@ -22,22 +22,37 @@ CaseCounts countCases(const std::vector<CaseReport>& cases, size_t kept) {
   return n;
 }
 
-std::vector<size_t> keptCases(const std::vector<CaseReport>& cases, size_t limit) {
-  std::vector<bool> keep(cases.size(), cases.size() <= limit);
-  size_t room = cases.size() <= limit ? 0 : limit;
+namespace {
+
+// The indexes of `items` kept, in their order: the failing ones first (up
+// to `limit`), then the others while room is left.
+template <class T, class Failing>
+std::vector<size_t> keptFirst(const std::vector<T>& items, size_t limit, Failing is_failing) {
+  std::vector<bool> keep(items.size(), items.size() <= limit);
+  size_t room = items.size() <= limit ? 0 : limit;
   auto take = [&](auto wanted) {
-    for (size_t i = 0; i < cases.size() && room; ++i)
-      if (!keep[i] && wanted(cases[i])) {
+    for (size_t i = 0; i < items.size() && room; ++i)
+      if (!keep[i] && wanted(items[i])) {
         keep[i] = true;
         --room;
       }
   };
-  take(failing);
-  take([](const CaseReport&) { return true; });
+  take(is_failing);
+  take([](const T&) { return true; });
   std::vector<size_t> out;
-  for (size_t i = 0; i < cases.size(); ++i)
+  for (size_t i = 0; i < items.size(); ++i)
     if (keep[i]) out.push_back(i);
   return out;
+}
+
+} // namespace
+
+std::vector<size_t> keptCases(const std::vector<CaseReport>& cases, size_t limit) {
+  return keptFirst(cases, limit, failing);
+}
+
+std::vector<size_t> keptOutputs(const std::vector<OutputResult>& outputs, size_t limit) {
+  return keptFirst(outputs, limit, [](const OutputResult& o) { return o.comparison.verdict == Verdict::fail; });
 }
 
 std::string keptMessage(std::string_view message, size_t limit) {

@@ -18,6 +18,7 @@ namespace hwfarm::run {
 
 inline constexpr size_t kKeptCases = 100;         // per attempt, in full
 inline constexpr size_t kKeptMessageBytes = 1024; // of each kept case's message
+inline constexpr size_t kKeptOutputs = 20;        // of each kept case's outputs, in the record
 
 // An attempt's cases by outcome, of all of them; `left_out`: how many the
 // record (or junit.xml) does not list.
@@ -34,6 +35,12 @@ CaseCounts countCases(const std::vector<CaseReport>& cases, size_t kept);
 // and erring ones first (up to `limit`), then the others while room is
 // left. All of them when there are at most `limit`.
 std::vector<size_t> keptCases(const std::vector<CaseReport>& cases, size_t limit = kKeptCases);
+
+// The indexes of the outputs a kept case lists of `outputs`, in their
+// order: the failing ones first (up to `limit`), then the others while
+// room is left. (Every output is judged and written as .npy; a case with
+// thousands of outputs lists `limit` in the record and counts the rest.)
+std::vector<size_t> keptOutputs(const std::vector<OutputResult>& outputs, size_t limit = kKeptOutputs);
 
 // `message` as a kept case shows it: whole up to `limit` bytes, else its
 // first bytes (cut before a UTF-8 sequence, never inside one) and

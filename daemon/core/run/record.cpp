@@ -56,8 +56,13 @@ Judgement judgementOf(const TargetReport& report, bool reference) {
   j.counts = countCases(report.cases, kept.size());
   for (size_t i : kept) {
     const CaseReport& c = report.cases[i];
-    CaseVerdict cv{c.name, c.outcome, keptMessage(c.message), {}};
-    for (const auto& o : c.outputs) cv.outputs.push_back({o.key, o.comparison.verdict, o.comparison.actual_pcc});
+    CaseVerdict cv{c.name, c.outcome, keptMessage(c.message), {}, 0};
+    std::vector<size_t> outputs = keptOutputs(c.outputs);
+    for (size_t k : outputs) {
+      const OutputResult& o = c.outputs[k];
+      cv.outputs.push_back({o.key, o.comparison.verdict, o.comparison.actual_pcc});
+    }
+    cv.outputs_left_out = c.outputs.size() - outputs.size();
     j.cases.push_back(std::move(cv));
   }
   return j;

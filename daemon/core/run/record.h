@@ -68,7 +68,8 @@ struct CaseVerdict {
   std::string name;
   Outcome outcome = Outcome::pass;
   std::string message;
-  std::vector<OutputVerdict> outputs;
+  std::vector<OutputVerdict> outputs; // those kept (keptOutputs, case_summary.h)
+  size_t outputs_left_out = 0;        // of the case's outputs, not listed
 };
 
 // A target's verdict against the reference, or (cases, evidence and end

@@ -21,6 +21,7 @@ json::object caseObject(const CaseVerdict& c) {
     outputs.push_back(json::object{
         {"key", xmlSafe(out.key)}, {"verdict", verdictName(out.verdict)}, {"actual_pcc", number(out.actual_pcc)}});
   if (!outputs.empty()) o["outputs"] = std::move(outputs);
+  if (c.outputs_left_out) o["outputs_left_out"] = c.outputs_left_out;
   return o;
 }
 
@@ -206,6 +207,9 @@ Judgement readJudgement(Reader& r, const json::object& attempt) {
       o.pcc("actual_pcc", ov.actual_pcc);
       cv.outputs.push_back(std::move(ov));
     });
+    int64_t left_out = 0;
+    c.integer("outputs_left_out", left_out);
+    cv.outputs_left_out = left_out > 0 ? static_cast<size_t>(left_out) : 0;
     j.cases.push_back(std::move(cv));
   });
   readCounts(r, j);
