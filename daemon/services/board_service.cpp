@@ -19,6 +19,7 @@
 #include "config/loader.h"
 #include "daemon/services/disk_room.h"
 #include "daemon/services/image_store.h"
+#include "daemon/services/loop_timers.h"
 #include "drivers/board.h"
 #include "drivers/console_log.h"
 #include "drivers/serial_port.h"
@@ -31,6 +32,9 @@ constexpr uint64_t kConsoleLogBytes = 16 * 1024 * 1024; // per file, one rotatio
 constexpr size_t kBacklogPiece = 64 * 1024;             // read from a log per step
 constexpr size_t kEvidenceLines = 20;                   // console lines a failed operation carries
 constexpr size_t kEvidenceBytes = 4096;                 // and at most this many bytes of them
+// A simulated board is stopped this long after its run's drain window
+// (runs.drain_ms) ends: the run has read its console to the end by then.
+constexpr auto kStopMargin = std::chrono::milliseconds(500);
 
 // One reader of one console: the backlog phase reads the log file as the
 // reader drains, then live lines come from broadcast().
@@ -319,8 +323,8 @@ struct BoardService::Impl {
           std::string text(line.text);
           it->second.recent.add(text);
           broadcast(name, it->second.log->stamped(text));
+          stopAfterEnd(name, line); // (first: a watcher that stops watching at END stops it)
           tellWatchers(name, [&](const Watcher& w) { w.line(line); });
-          stopAfterEnd(name, line);
         },
         [this, name](const std::string& reason) {
           spdlog::info("console of board {} closed: {}", name, reason);
@@ -376,15 +380,42 @@ struct BoardService::Impl {
   }
 
   // A simulated board whose firmware reported the end of its run
-  // (`HWFARM END`, docs/protocol.md) is stopped, off the loop and in order
-  // with the board's other work; its console then closes (end of file).
+  // (`HWFARM END`, docs/protocol.md) is stopped once its console has been
+  // read for the drain window after END (a record printed after END must
+  // reach the run, which fails on it): when the run that watches it stops
+  // watching (its drain window is over), or with no one watching, after
+  // runs.drain_ms and a margin. Off the loop and in order with the board's
+  // other work; its console then closes (end of file). Not when an
+  // operation on the board came meanwhile: that is its next use.
   void stopAfterEnd(const std::string& name, const ConsoleLine& line) {
     if (!isEndRecord(line)) return; // the one END rule of every console
     auto board = boards.find(name);
     if (board == boards.end() || !board->second->consoleFollowsPower()) return;
-    consoles[name].log->note("the firmware ended: stopping the simulator");
-    std::shared_ptr<drivers::Board> b = board->second;
-    asio::post(strandOf(name), [b] { (void)b->power(drivers::PowerAction::off, ""); }); // a simulator's off cannot fail
+    uint64_t at = operations[name];
+    ended[name] = {at, board->second};
+    auto wait = std::chrono::milliseconds(config.runs.drain_ms) + kStopMargin;
+    if (auto old = stop_timers.find(name); old != stop_timers.end()) timers.cancel(old->second);
+    stop_timers[name] = timers.after(wait, [this, name] {
+      stop_timers.erase(name);
+      stopEnded(name);
+    });
+  }
+
+  // Stops board `name` if its firmware ended and nothing was asked of it since.
+  void stopEnded(const std::string& name) {
+    auto e = ended.find(name);
+    if (e == ended.end()) return;
+    auto [at, b] = e->second;
+    ended.erase(e);
+    if (auto t = stop_timers.find(name); t != stop_timers.end()) {
+      timers.cancel(t->second);
+      stop_timers.erase(t);
+    }
+    auto board = boards.find(name);
+    if (operations[name] != at || board == boards.end() || board->second != b) return;
+    if (auto c = consoles.find(name); c != consoles.end() && c->second.log)
+      c->second.log->note("the firmware ended: stopping the simulator");
+    asio::post(strandOf(name), [b = b] { (void)b->power(drivers::PowerAction::off, ""); }); // a simulator's off cannot fail
   }
 
   // Live lines go to readers past their backlog; those still reading the
@@ -449,6 +480,7 @@ struct BoardService::Impl {
   // then starts when the board's operation ends).
   void offLoop(const std::string& board, const char* what, std::function<Status()> work,
                std::function<void(Status, double)> done, bool queue = false, std::function<void()> begin = nullptr) {
+    ++operations[board]; // (a simulator's stop after END is for before it)
     auto [it, idle] = busy.emplace(board, what);
     if (!idle && queue)
       return queued[board].push_back({what, std::move(work), std::move(done), std::move(begin)});
@@ -511,6 +543,12 @@ struct BoardService::Impl {
   std::map<std::string, config::BoardConfig> board_configs; // what each driver was built from
   std::map<std::string, Console> consoles;
   std::map<std::string, std::string> busy; // board -> operation running on the pool
+  std::map<std::string, uint64_t> operations; // board -> operations asked of it so far
+  // The simulators to stop after their END (stopAfterEnd), by board.
+  LoopTimers timers{io, clock};
+  std::map<std::string, TimerQueue::Id> stop_timers;
+  // Boards whose firmware ended, to stop: the operations count then, and the driver.
+  std::map<std::string, std::pair<uint64_t, std::shared_ptr<drivers::Board>>> ended;
   std::map<std::string, std::deque<Operation>> queued; // board -> operations waiting for it (powerOffWhenIdle)
   // The lease that flashed, powered or opened the console of each board,
   // until that lease ends. Only these boards need a reset when their lease
@@ -662,7 +700,9 @@ std::function<void()> BoardService::watchConsole(const std::string& board,
     auto it = impl->watchers.find(board);
     if (it == impl->watchers.end()) return;
     it->second.erase(id);
-    if (it->second.empty()) impl->watchers.erase(it);
+    if (!it->second.empty()) return;
+    impl->watchers.erase(it);
+    impl->stopEnded(board); // a run read its console past END: the simulator can stop
   };
 }
 
