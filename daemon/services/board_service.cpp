@@ -391,12 +391,11 @@ struct BoardService::Impl {
     if (!isEndRecord(line)) return; // the one END rule of every console
     auto board = boards.find(name);
     if (board == boards.end() || !board->second->consoleFollowsPower()) return;
-    uint64_t at = operations[name];
-    ended[name] = {at, board->second};
-    auto wait = std::chrono::milliseconds(config.runs.drain_ms) + kStopMargin;
-    if (auto old = stop_timers.find(name); old != stop_timers.end()) timers.cancel(old->second);
-    stop_timers[name] = timers.after(wait, [this, name] {
-      stop_timers.erase(name);
+    Ended& e = ended[name];
+    timers.cancel(e.timer); // (an earlier END's)
+    e = {operations[name], board->second, 0};
+    e.timer = timers.after(std::chrono::milliseconds(config.runs.drain_ms) + kStopMargin, [this, name] {
+      if (auto e = ended.find(name); e != ended.end()) e->second.timer = 0; // fired
       stopEnded(name);
     });
   }
@@ -405,12 +404,10 @@ struct BoardService::Impl {
   void stopEnded(const std::string& name) {
     auto e = ended.find(name);
     if (e == ended.end()) return;
-    auto [at, b] = e->second;
+    timers.cancel(e->second.timer);
+    uint64_t at = e->second.operations;
+    std::shared_ptr<drivers::Board> b = e->second.board;
     ended.erase(e);
-    if (auto t = stop_timers.find(name); t != stop_timers.end()) {
-      timers.cancel(t->second);
-      stop_timers.erase(t);
-    }
     auto board = boards.find(name);
     if (operations[name] != at || board == boards.end() || board->second != b) return;
     if (auto c = consoles.find(name); c != consoles.end() && c->second.log)
@@ -544,11 +541,16 @@ struct BoardService::Impl {
   std::map<std::string, Console> consoles;
   std::map<std::string, std::string> busy; // board -> operation running on the pool
   std::map<std::string, uint64_t> operations; // board -> operations asked of it so far
-  // The simulators to stop after their END (stopAfterEnd), by board.
+  // The simulated boards whose firmware ended, to stop (stopAfterEnd): the
+  // operations asked of the board then, its driver, the timer that stops
+  // it when no run watches it.
+  struct Ended {
+    uint64_t operations = 0;
+    std::shared_ptr<drivers::Board> board;
+    TimerQueue::Id timer = 0;
+  };
   LoopTimers timers{io, clock};
-  std::map<std::string, TimerQueue::Id> stop_timers;
-  // Boards whose firmware ended, to stop: the operations count then, and the driver.
-  std::map<std::string, std::pair<uint64_t, std::shared_ptr<drivers::Board>>> ended;
+  std::map<std::string, Ended> ended;
   std::map<std::string, std::deque<Operation>> queued; // board -> operations waiting for it (powerOffWhenIdle)
   // The lease that flashed, powered or opened the console of each board,
   // until that lease ends. Only these boards need a reset when their lease

@@ -306,7 +306,6 @@ void Plan::on(const SimulatorStarted& e, Now now, Steps& out) {
   if (spec_.max_simulator_ms > 0) {
     int64_t left = spec_.max_simulator_ms - simulator_used_ms_ - simulator_granted_ms_;
     w.granted_ms = std::clamp<int64_t>(left, 0, deadline);
-    w.granted_less = w.granted_ms < deadline;
     simulator_granted_ms_ += w.granted_ms;
     deadline = w.granted_ms;
   }
@@ -325,7 +324,8 @@ void Plan::on(const SimulatorEnded& e, Now now, Steps& out) {
   simulator_used_ms_ += ran_ms;
   w.result.status = e.status;
   // Stopped because the run's simulator time ran out, not at its deadline.
-  if (w.result.timed_out && w.granted_less && e.status.ok())
+  bool cut_short = spec_.max_simulator_ms > 0 && granted < spec_.deadline_ms;
+  if (w.result.timed_out && cut_short && e.status.ok())
     w.result.status = simulatorTimeOut(granted == 0 ? "stopped as it started" : "stopped after " + seconds(ran_ms));
   w.parser.feed(e.console);
   w.console = e.console;

@@ -251,10 +251,9 @@ class Plan {
     std::optional<Clock::SteadyTime> drain_until;
     bool free = false; // its target was left free (targetFree)
     // A simulator's: the time granted from the run's simulator time
-    // (Spec::max_simulator_ms) while it runs, and whether that was less than
-    // the deadline (its deadline then is the run's time running out).
+    // (Spec::max_simulator_ms) while it runs; less than the deadline, its
+    // deadline is the run's time running out.
     int64_t granted_ms = 0;
-    bool granted_less = false;
     std::optional<TargetReport> report; // a target's, against the reference
   };
 
