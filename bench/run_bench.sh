@@ -14,6 +14,10 @@
 #                against 1 board + the reference; goal: at most 1.3x
 #   throughput   40 one-image runs over 2 boards (two clients, 20 runs each,
 #                each with the reference), in runs per minute
+#   fairness     the latency run on one lease while another lease's run of
+#                4 images that hang (deadline 300 s) asks for every
+#                simulator, against the latency run alone (the first row);
+#                goal: at most 1.5x
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-9}
@@ -21,7 +25,8 @@ hwfarmd=$build/daemon/hwfarmd
 hwfarmctl=$build/daemon/hwfarmctl
 image=$build/firmware/hwfarm-pass.elf
 qemu=$(command -v qemu-system-arm)
-for f in "$hwfarmd" "$hwfarmctl" "$image"; do [ -e "$f" ] || { echo "run_bench: $f is missing (build first)" >&2; exit 2; }; done
+hang=$build/firmware/hwfarm-hang.elf
+for f in "$hwfarmd" "$hwfarmctl" "$image" "$hang"; do [ -e "$f" ] || { echo "run_bench: $f is missing (build first)" >&2; exit 2; }; done
 
 work=$(mktemp -d)
 cleanup() {
@@ -29,12 +34,11 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-port=$((20000 + RANDOM % 20000))
 cat >"$work/fleet.toml" <<EOF
 [agent]
 name = "run-bench"
 tier = 3
-listen = "127.0.0.1:$port"
+listen = "unix:$work/hwfarmd.sock"
 state_dir = "$work/state"
 log_level = "warn"
 anonymous = "loopback"
@@ -53,7 +57,8 @@ EOF
 done
 "$hwfarmd" --config "$work/fleet.toml" >"$work/hwfarmd.log" 2>&1 &
 daemon=$!
-url=http://127.0.0.1:$port
+# A socket of its own: a random TCP port could be another test's hwfarmd.
+url=unix:$work/hwfarmd.sock
 for _ in $(seq 1 100); do "$hwfarmctl" --url "$url" status >/dev/null 2>&1 && break; sleep 0.05; done
 ctl() { "$hwfarmctl" --url "$url" "$@"; }
 
@@ -123,6 +128,19 @@ wait $s1 $s2
 end=$(now)
 total_ms=$(ms "$start" "$end")
 
+# Fairness: a lease whose 4 images hang holds its share of the 4
+# simulators (3) until it is cancelled; another lease's runs meanwhile.
+for i in 1 2 3 4; do cp "$hang" "$work/h$i.elf"; done
+hostile=$(ctl lease acquire --type mps2-an385 --count 1 --ttl 3600 -q)
+stuck=$(ctl run --lease "$hostile" --no-wait --deadline 300 "$work"/h[1-4].elf | awk '{print $2}')
+stuck=${stuck%:}
+normal=$(ctl lease acquire --type mps2-an385 --count 1 --ttl 3600 -q)
+fair=()
+for _ in $(seq 1 "$rounds"); do fair+=("$(run "$normal" shard)"); done
+ctl run cancel "$stuck" >/dev/null
+ctl lease release "$normal" >/dev/null
+ctl lease release "$hostile" >/dev/null
+
 la=$(printf '%s\n' "${lat_a[@]}" | median)
 lb=$(printf '%s\n' "${lat_b[@]}" | median)
 pa=$(printf '%s\n' "${par_a[@]}" | median)
@@ -136,3 +154,6 @@ printf '%-44s %11s ms %13s ms %8s\n' "parallelism: 2 boards + ref vs 1 board + r
   "$(awk -v a="$pa" -v b="$pb" 'BEGIN {printf "%.2fx", a / b}')"
 printf '%-44s %14s\n' "throughput: 40 runs over 2 boards" \
   "$(awk -v t="$total_ms" 'BEGIN {printf "%.0f/min", 40 * 60000 / t}')"
+fa=$(printf '%s\n' "${fair[@]}" | median)
+printf '%-44s %11s ms %13s ms %8s\n' "fairness: run beside a hanging lease vs alone" "$fa" "$la" \
+  "$(awk -v a="$fa" -v b="$la" 'BEGIN {printf "%.2fx", a / b}')"

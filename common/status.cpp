@@ -18,6 +18,7 @@ std::string_view codeName(Code code) {
     case Code::timeout: return "timeout";
     case Code::unavailable: return "unavailable";
     case Code::io_error: return "io_error";
+    case Code::no_space: return "no_space";
     case Code::internal: return "internal";
   }
   return "unknown";
@@ -42,6 +43,7 @@ Status Status::fromErrno(std::string_view what, int err) {
     case ETIMEDOUT: code = Code::timeout; break;
     case EBUSY: case EAGAIN: code = Code::busy; break;
     case EINVAL: case ENAMETOOLONG: code = Code::invalid_argument; break;
+    case ENOSPC: case EDQUOT: code = Code::no_space; break;
     default: break;
   }
   std::string message(what);

@@ -38,6 +38,7 @@ enum class Code {
   timeout,          // a deadline passed
   unavailable,      // the thing is gone or not ready (board vanished, daemon stopping)
   io_error,         // the OS or a tool failed
+  no_space,         // the disk is full, or would be past limits.disk_reserve_bytes
   internal,         // a bug: an invariant broke
 };
 

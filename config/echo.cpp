@@ -5,32 +5,6 @@
 
 namespace hwfarm::config {
 
-size_t utf8SequenceLength(std::string_view s) {
-  if (s.empty()) return 0;
-  auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  unsigned char c = byte(0);
-  if (c < 0x80) return 1;
-  size_t length;
-  unsigned char lo = 0x80, hi = 0xbf; // allowed range of the second byte (RFC 3629)
-  if (c >= 0xc2 && c <= 0xdf) {
-    length = 2;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    length = 3;
-    if (c == 0xe0) lo = 0xa0;      // no overlong forms
-    else if (c == 0xed) hi = 0x9f; // no surrogates
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    length = 4;
-    if (c == 0xf0) lo = 0x90;      // no overlong forms
-    else if (c == 0xf4) hi = 0x8f; // nothing above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (s.size() < length || byte(1) < lo || byte(1) > hi) return 0;
-  for (size_t i = 2; i < length; ++i)
-    if ((byte(i) & 0xc0) != 0x80) return 0;
-  return length;
-}
-
 bool isValidUtf8(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     size_t n = utf8SequenceLength(s.substr(i));

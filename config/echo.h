@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/shown_text.h"
+
 namespace hwfarm::config {
 
 // How many bytes of a value an error message repeats.
@@ -24,10 +26,8 @@ std::string echo(std::string_view value, size_t max_bytes = kMaxEchoBytes);
 // `"value"` escaped and bounded as above; a cut value reads `"aaa…" (N bytes)`.
 std::string quoteForMessage(std::string_view value, size_t max_bytes = kMaxEchoBytes);
 
-// Length of the valid UTF-8 sequence at the start of `s` (1 to 4 bytes), or 0
-// when `s` does not start with one (a stray continuation byte, an overlong
-// form, a surrogate, a value above U+10FFFF or a truncated sequence).
-size_t utf8SequenceLength(std::string_view s);
+// Length of the valid UTF-8 sequence at the start of `s` (common/shown_text.h).
+using hwfarm::utf8SequenceLength;
 
 bool isValidUtf8(std::string_view s);
 

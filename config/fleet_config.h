@@ -82,15 +82,28 @@ struct LeaseConfig {
   double aging_s = 60;         // +1 effective priority per aging_s waited
   double recovery_s = 0;       // time in "recovering" until health checks exist
   double history_days = 7;     // ended leases and events kept this long
+  int64_t max_swaps_per_hour = 3; // boards a lease's run retries may swap in, per hour (0: none)
   bool fsync = true;           // answers also wait for an fdatasync of the WAL (power-loss safe); false: crash safe only
 };
 
 // Simulator-vs-board runs (docs/runs.md).
 struct RunsConfig {
   int64_t max_simulators = 2; // reference simulators running at once
+  // Reference simulators one lease's runs hold at once (docs/runs.md);
+  // default max_simulators - 1 (at least 1): one stays for another lease.
+  int64_t max_simulators_per_lease = 1;
   int64_t max_runs = 16;      // runs running at once
   double default_deadline_s = 60; // per image and target, when a run names none
+  double max_deadline_s = 3600;   // the longest deadline_s a run may ask for
+  // Simulator time one run may use, its references' and simulator
+  // targets' together (docs/runs.md, "Sharing the simulators").
+  double max_simulator_s = 7200;
+  int64_t drain_ms = 250;         // a console is still read this long after its END
   double history_days = 30;       // ended runs' records and artifacts are kept this long
+  // Bytes of artifacts one run writes, and all runs of one lease
+  // (docs/runs.md, "Disk quotas").
+  int64_t max_artifact_bytes = 1LL << 30;
+  int64_t max_lease_artifact_bytes = 4LL << 30;
 };
 
 // [upload]: where hwfarmd publishes each run's artifacts (docs/uploads.md).

@@ -287,6 +287,7 @@ class FleetParser {
     if (auto v = r.number("aging_s", 0, 86400, true)) l.aging_s = *v;
     if (auto v = r.number("recovery_s", 0, 3600, false)) l.recovery_s = *v;
     if (auto v = r.number("history_days", 0, 3650, true)) l.history_days = *v;
+    if (auto v = r.integer("max_swaps_per_hour", 0, 1000)) l.max_swaps_per_hour = *v;
     if (auto v = r.boolean("fsync")) l.fsync = *v;
     r.finish();
     if (l.default_ttl_s > config_.limits.max_ttl_s && table.get("default_ttl_s"))
@@ -297,10 +298,34 @@ class FleetParser {
     TableReader r(table, errors_, "", "runs.");
     RunsConfig& c = config_.runs;
     if (auto v = r.integer("max_simulators", 1, 64)) c.max_simulators = *v;
+    c.max_simulators_per_lease = std::max<int64_t>(1, c.max_simulators - 1);
+    if (auto v = r.integer("max_simulators_per_lease", 1, 64)) c.max_simulators_per_lease = *v;
     if (auto v = r.integer("max_runs", 1, 1024)) c.max_runs = *v;
+    if (auto v = r.number("max_deadline_s", 0, 86400, true)) c.max_deadline_s = *v;
+    if (auto v = r.number("max_simulator_s", 0, 7 * 86400, true)) c.max_simulator_s = *v;
     if (auto v = r.number("default_deadline_s", 0, 86400, true)) c.default_deadline_s = *v;
+    if (auto v = r.integer("drain_ms", 0, 10000)) c.drain_ms = *v;
     if (auto v = r.number("history_days", 0, 3650, true)) c.history_days = *v;
+    constexpr int64_t kTiB = int64_t{1} << 40;
+    if (auto v = r.integer("max_artifact_bytes", 65536, kTiB)) c.max_artifact_bytes = *v;
+    if (auto v = r.integer("max_lease_artifact_bytes", 65536, kTiB)) c.max_lease_artifact_bytes = *v;
     r.finish();
+    if (c.max_artifact_bytes > c.max_lease_artifact_bytes) {
+      if (table.get("max_lease_artifact_bytes"))
+        r.error("max_artifact_bytes",
+                "must not exceed runs.max_lease_artifact_bytes (" + std::to_string(c.max_lease_artifact_bytes) + ")");
+      else
+        c.max_lease_artifact_bytes = c.max_artifact_bytes;
+    }
+    if (c.max_simulators_per_lease > c.max_simulators && table.get("max_simulators_per_lease"))
+      r.error("max_simulators_per_lease",
+              "must not exceed runs.max_simulators (" + std::to_string(c.max_simulators) + ")");
+    if (c.default_deadline_s > c.max_deadline_s) {
+      if (table.get("default_deadline_s"))
+        r.error("default_deadline_s", "must not exceed runs.max_deadline_s (" + describeNumber(c.max_deadline_s) + ")");
+      else
+        c.default_deadline_s = c.max_deadline_s;
+    }
   }
 
   static std::string describeNumber(double v) {

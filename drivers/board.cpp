@@ -89,6 +89,7 @@ class SimulatedBoard : public Board {
     setConsole("", false);
   }
   bool consoleFollowsPower() const override { return true; }
+  std::string guestLockup() const override { return drivers::guestLockup(qemu_.logPath()); }
   Status processEnd(std::chrono::milliseconds timeout) override {
     std::lock_guard lock(mutex_);
     std::optional<QemuEnd> end = qemu_.waitEnd(timeout);

@@ -39,6 +39,10 @@ class Board {
     (void)timeout;
     return Status::success();
   }
+  // What the board's simulator said when its guest CPU locked up (QEMU
+  // aborts then; guestLockup, drivers/qemu_board.h), "" when it did not
+  // and for a board on USB. Reads a log file: call once the console closed.
+  virtual std::string guestLockup() const { return ""; }
   // True when the console exists only while powered (a simulator's socket);
   // false for a tty, which is opened before power or flash so that nothing
   // the board prints right after is lost.

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,6 +86,15 @@ std::vector<std::string> sandboxArgv(const std::string& bwrap, int info_fd, int 
   return argv;
 }
 
+// The name QEMU binds its UART socket by: its path, or where that is longer
+// than a socket address holds (107 bytes: a deep state_dir), its name in
+// QEMU's working directory (the socket directory). hwfarmd connects to a
+// long path through its directory (connectUnixSocket).
+std::string boundName(const std::string& socket) {
+  if (socket.size() < sizeof(sockaddr_un::sun_path)) return socket;
+  return std::filesystem::path(socket).filename().string();
+}
+
 // The generic-loader device that writes `role` into guest RAM at reset.
 std::string identityLoader(SimRole role) {
   char text[80];
@@ -135,9 +145,6 @@ Status QemuBoard::powerOn(std::string* console) {
   std::string image = std::filesystem::absolute(image_, ec).lexically_normal().string();
   std::string socket_dir = dir + "/sock";
   std::string socket = socket_dir + "/" + name_ + ".uart";
-  if (socket.size() > 107)
-    return Status::infrastructure(Code::invalid_argument, "the UART socket path " + socket +
-                                                              " is longer than 107 bytes: use a shorter state_dir");
   std::filesystem::create_directories(socket_dir, ec);
   if (ec) return Status::fromErrno("cannot create " + socket_dir, ec.value());
   ::unlink(socket.c_str());
@@ -179,13 +186,14 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
     return failed;
   }
   std::string what = "QEMU simulator " + name_;
+  std::string bound = boundName(socket);
   std::vector<std::string> argv = sandboxArgv(bwrap, info[1], status[1], what, qemu, image, socket_dir, with_proc);
   // No semihosting: the firmware reports its status on the console.
   argv.insert(argv.end(), {qemu, "-M", config_.machine});
   if (!config_.cpu.empty()) argv.insert(argv.end(), {"-cpu", config_.cpu});
   argv.insert(argv.end(), {"-display", "none", "-monitor", "none", "-nic", "none", "-sandbox",
                            "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny", "-chardev",
-                           "socket,id=uart0,path=" + socket + ",server=on,wait=on", "-serial", "chardev:uart0",
+                           "socket,id=uart0,path=" + bound + ",server=on,wait=on", "-serial", "chardev:uart0",
                            "-device", identityLoader(role_), "-kernel", image});
   argv.insert(argv.end(), config_.extra_args.begin(), config_.extra_args.end());
   std::string log = logPath();
@@ -221,7 +229,8 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   // the socket before it listens, and connecting in between would be
   // refused: wait until the kernel lists it as listening (without
   // connecting: the first connection starts the guest). The socket lives in
-  // the sandbox's network namespace, listed in its own /proc/PID/net/unix.
+  // the sandbox's network namespace, listed in its own /proc/PID/net/unix
+  // under the name QEMU bound (relative to its working directory).
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   pid_t sandboxed = readSandboxPid(info[0], deadline);
   ::close(info[0]);
@@ -232,7 +241,7 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   std::string table = "/proc/" + std::to_string(sandboxed) + "/net/unix";
   struct stat st {};
   while (sandboxed <= 0 || ::stat(socket.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) ||
-         !unixSocketListening(socket, table)) {
+         !unixSocketListening(bound, table)) {
     if (sandboxed <= 0 || !running() || std::chrono::steady_clock::now() > deadline) {
       // The evidence: how the sandbox (or QEMU in it) ended, once it has
       // (it closed its report: it is exiting), and the end of its log.
@@ -252,6 +261,15 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   }
   *console = "unix:" + work_dir_ + "/sock/" + name_ + ".uart";
   return Status::success();
+}
+
+std::string guestLockup(const std::string& qemu_log) {
+  static const std::string kFatal = "qemu: fatal: ";
+  std::string tail = outputTail(qemu_log, 4096);
+  size_t at = tail.find(kFatal + "Lockup");
+  if (at == std::string::npos) return "";
+  at += kFatal.size();
+  return tail.substr(at, tail.find('\n', at) - at); // to the line's end (npos: the rest)
 }
 
 bool unixSocketListening(const std::string& path, const std::string& table_path) {

@@ -119,4 +119,11 @@ class QemuBoard {
 // cannot be read).
 bool unixSocketListening(const std::string& path, const std::string& table = "/proc/net/unix");
 
+// What QEMU's log `qemu_log` says about a guest CPU that locked up (QEMU's
+// "qemu: fatal: Lockup: can't escalate 3 to HardFault ...", after which it
+// aborts): the firmware's failure, as it would be on a real core (a vector
+// table that is garbage, a fault inside the fault handler). "" when the log
+// says no such thing.
+std::string guestLockup(const std::string& qemu_log);
+
 } // namespace hwfarm::drivers

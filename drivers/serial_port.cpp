@@ -153,17 +153,30 @@ struct SerialPort::Impl : std::enable_shared_from_this<SerialPort::Impl> {
 
 Result<int> connectUnixSocket(const std::string& path) {
   sockaddr_un addr{};
-  if (path.size() >= sizeof addr.sun_path)
-    return Status::infrastructure(Code::invalid_argument, "cannot connect to " + path + ": longer than the " +
-                                                              std::to_string(sizeof addr.sun_path - 1) +
-                                                              " bytes a socket address holds");
   addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  std::string address = path;
+  int dir = -1; // a path longer than a socket address: through its directory
+  if (path.size() >= sizeof addr.sun_path) {
+    size_t slash = path.rfind('/');
+    std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    dir = ::open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) return Status::fromErrno("cannot connect to " + path + ": cannot open its directory", errno);
+    address = "/proc/self/fd/" + std::to_string(dir) + "/" + name;
+    if (address.size() >= sizeof addr.sun_path) {
+      ::close(dir);
+      return Status::infrastructure(Code::invalid_argument, "cannot connect to " + path + ": its name is longer than the " +
+                                                                std::to_string(sizeof addr.sun_path - 1) +
+                                                                " bytes a socket address holds");
+    }
+  }
+  std::memcpy(addr.sun_path, address.c_str(), address.size() + 1);
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    Status failed = Status::fromErrno("cannot connect to " + path, errno);
+  int failed = fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ? errno : 0;
+  if (dir >= 0) ::close(dir); // connected (or not): the socket does not need it
+  if (failed) {
     if (fd >= 0) ::close(fd);
-    return failed;
+    return Status::fromErrno("cannot connect to " + path, failed);
   }
   return fd;
 }

@@ -36,18 +36,23 @@ Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuCon
   }
   SimulatorRun run;
   auto deadline = started + options.deadline;
+  // After END the console is read for options.drain more (a record after
+  // END fails the run), or until QEMU ends.
+  std::optional<std::chrono::steady_clock::time_point> drain_until;
   bool closed = false;
   LineReader lines; // the one line reader and END rule of every console
   char buffer[65536];
   while (true) {
     if (options.cancel && options.cancel->load()) break;
     auto now = std::chrono::steady_clock::now();
+    if (drain_until && now >= *drain_until) break;
     if (now >= deadline) {
-      run.timed_out = true;
+      run.timed_out = !run.ended;
       break;
     }
+    auto until = drain_until ? std::min(deadline, *drain_until) : deadline;
     int wait_ms = static_cast<int>(
-        std::min<int64_t>(50, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1));
+        std::min<int64_t>(50, std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count() + 1));
     pollfd p{*fd, POLLIN, 0};
     int n = ::poll(&p, 1, wait_ms);
     if (n < 0 && errno == EINTR) continue;
@@ -71,15 +76,18 @@ Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuCon
     // the firmware printed by then.
     run.console.append(kept);
     lines.feed(kept, [&run](const ConsoleLine& line) { run.ended = run.ended || isEndRecord(line); });
-    if (run.ended || run.truncated) break;
+    if (run.ended && !drain_until) drain_until = std::chrono::steady_clock::now() + options.drain;
+    if (run.truncated) break;
   }
   ::close(*fd);
-  // The console closes a moment before the sandbox reports QEMU's end.
-  if (closed)
+  // The console closes a moment before the sandbox reports QEMU's end (after
+  // END: the firmware's own way to stop, not a crash).
+  if (closed && !run.ended)
     if (std::optional<QemuEnd> end = qemu.waitEnd(kEndReportWait)) {
       run.qemu_exit = qemu.exitStatus();
       run.qemu_signal = end->signal;
       run.qemu_end = end->describe("the simulator");
+      run.guest_lockup = guestLockup(qemu.logPath());
     }
   qemu.powerOff();
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -26,18 +26,23 @@ struct SimulatorRun {
   // 1", "the simulator was killed by signal 6 (Aborted)", "the simulator's
   // sandbox was killed by signal 9 (Killed)".
   std::string qemu_end;
+  // The guest CPU locked up and QEMU aborted (guestLockup, qemu_board.h):
+  // what QEMU said. The firmware's failure, not the simulator's.
+  std::string guest_lockup;
   double seconds = 0;
 };
 
 struct SimulatorOptions {
   std::chrono::milliseconds deadline{30000};
+  std::chrono::milliseconds drain{250}; // the console is still read this long after END
   size_t max_bytes = 8u << 20;
   const std::atomic<bool>* cancel = nullptr; // checked every 50 ms: stops QEMU and returns
 };
 
 // Boots `image` on QEMU `config` in `work_dir` (created; holds the staged
 // image, QEMU's log and its socket), reads its console until its END record
-// (the one END rule of every console, common/console_line.h), the deadline,
+// (the one END rule of every console, common/console_line.h) and the drain
+// window after it (what follows END is kept), the deadline,
 // a cancel, or QEMU's exit; then stops QEMU. An infrastructure Status when QEMU could not be started or
 // its console not read.
 Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuConfig& config,

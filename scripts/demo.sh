@@ -105,6 +105,18 @@ stop_daemon() {
   exit $rc
 }
 trap stop_daemon INT TERM
+# A step that fails ends the script (set -e): hwfarmd, in its own session,
+# would run on unseen; it is stopped, and the demo says so.
+on_exit() {
+  local rc=$?
+  if kill -0 $daemon 2>/dev/null; then
+    kill -TERM $daemon 2>/dev/null || true
+    wait $daemon 2>/dev/null || true
+    [ $rc -eq 0 ] || note "a step failed (exit $rc): hwfarmd stopped" >&2
+  fi
+  exit $rc
+}
+trap on_exit EXIT
 
 # Ready when the daemon answering on $url is ours (another hwfarmd may hold the port).
 pid=

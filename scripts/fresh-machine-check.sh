@@ -9,9 +9,12 @@
 #
 # WORK_DIR keeps Debian's minimal base system (debootstrap --variant=minbase
 # bookworm, made once and kept as bookworm-minbase.tar), the machine's root
-# (made again from it on each run), and a log per step. Each step runs in a
-# chroot, in PID and mount namespaces of its own (nothing it starts outlives
-# it, nothing it mounts leaks out), with /proc, /sys, /dev, /run and /tmp:
+# (made again from it on each run), and a log per step. Each step runs in
+# PID and mount namespaces of its own (nothing it starts outlives it,
+# nothing it mounts leaks out), rooted in the machine's root with /proc,
+# /sys, /dev, /run and /tmp. The root is entered with pivot_root, not
+# chroot: the kernel refuses a chrooted process new user namespaces, and
+# bubblewrap needs one to confine the simulated boards' QEMU.
 #   1. apt-get install make (the README's prerequisite)
 #   2. scripts/install-deps.sh demo
 #   3. make demo (DEMO_ONESHOT=1: the walkthrough once), with only the demo
@@ -21,7 +24,13 @@
 # Steps 3 and 5 run without network (a namespace with only loopback): the
 # tests need none, and the demo's fixed port cannot meet another one on
 # this machine. As in Debian's container images, services that packages
-# install are not started in the chroot (policy-rc.d).
+# install are not started in the machine (policy-rc.d).
+#
+# A network that inspects TLS needs its certificate authority on every
+# machine behind it: the host's local authorities
+# (/usr/local/share/ca-certificates) are copied in, where Debian's
+# ca-certificates adds them to the system's list once installed, and a
+# NODE_EXTRA_CA_CERTS the host sets is passed on to npm.
 # Prints each step's result and time; exits 1 if any step failed.
 set -uo pipefail
 [ "$(id -u)" -eq 0 ] || { echo "fresh-machine-check: run as root" >&2; exit 2; }
@@ -56,11 +65,17 @@ EOF
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 chmod 755 "$root/usr/sbin/policy-rc.d"
+if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+fi
+network_env=()
+[ -n "${NODE_EXTRA_CA_CERTS:-}" ] && network_env+=("NODE_EXTRA_CA_CERTS=$NODE_EXTRA_CA_CERTS")
 commit=$(git -C "$repo" rev-parse HEAD)
 git clone -q "$repo" "$root/root/hwfarm" && git -C "$root/root/hwfarm" checkout -q "$commit" || exit 1
 say "checking $commit in $root"
 
-# step NAME net|nonet COMMAND: COMMAND in the chroot, from the clone, its
+# step NAME net|nonet COMMAND: COMMAND in the machine, from the clone, its
 # output in WORK/NAME.log.
 results=()
 failed=0
@@ -70,11 +85,15 @@ step() {
   [ "$net" = nonet ] && isolate=(--net)
   say "step $name: $command (log: $log)"
   local start=$SECONDS rc=0
+  local env=(HOME=/root TERM=dumb LANG=C.UTF-8
+             PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
+  [ "$net" = net ] && env+=("${network_env[@]}")
   unshare --pid --fork --mount --propagation private "${isolate[@]}" bash -c '
     set -e
-    root=$1
-    [ "$2" = net ] || ip link set lo up
-    # The root a mount point, as on a machine (bubblewrap pivots from it).
+    root=$1 net=$2 command=$3
+    shift 3
+    [ "$net" = net ] || ip link set lo up
+    # The root a mount point, to pivot into (bubblewrap pivots from it too).
     mount --bind "$root" "$root"
     mount -t proc proc "$root/proc"
     mount --rbind /sys "$root/sys"
@@ -82,10 +101,14 @@ step() {
     mount -t tmpfs tmpfs "$root/run"
     mkdir -p "$root/run/lock"
     mount -t tmpfs tmpfs "$root/tmp"
+    cd "$root"
+    mkdir -p .host
+    pivot_root . .host
+    umount -l /.host
+    rmdir /.host
     # Not exec: this shell, PID 1 of the namespace, reaps the orphans.
-    chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
-      PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      bash -c "cd /root/hwfarm && $3"' step "$root" "$net" "$command" >"$log" 2>&1 </dev/null || rc=$?
+    /usr/bin/env -i "$@" bash -c "cd /root/hwfarm && $command"
+  ' step "$root" "$net" "$command" "${env[@]}" >"$log" 2>&1 </dev/null || rc=$?
   local took=$((SECONDS - start))
   local result=ok
   if [ $rc -ne 0 ]; then

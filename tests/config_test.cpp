@@ -460,11 +460,63 @@ TEST_CASE("the example tokens file parses and token errors name their position")
 
 TEST_CASE("leases settings are bounded and the default TTL fits limits.max_ttl_s") {
   auto errors = errorsOf(kAgent + "[limits]\nmax_ttl_s = 600\n[leases]\ndefault_ttl_s = 1800\nrecovery_s = -1\n"
-                                  "fsync = \"yes\"\n[[worker]]\nname = \"w\"\n");
+                                  "fsync = \"yes\"\nmax_swaps_per_hour = 1.5\n[[worker]]\nname = \"w\"\n");
   REQUIRE(errors == std::vector<std::string>{
                         "fleet.toml:7:17: leases.default_ttl_s: must not exceed limits.max_ttl_s (600)",
                         "fleet.toml:8:14: leases.recovery_s: expected a number from 0 to 3600, got -1",
-                        "fleet.toml:9:9: leases.fsync: expected true or false, got \"yes\""});
+                        "fleet.toml:9:9: leases.fsync: expected true or false, got \"yes\"",
+                        "fleet.toml:10:22: leases.max_swaps_per_hour: expected an integer from 0 to 1000, got 1.5"});
+  // A lease's swaps per hour: 3 unless set, 0 turns swaps off, past 1000 is refused.
+  REQUIRE(parseFleetConfig(kAgent + "[[worker]]\nname = \"w\"\n", "fleet.toml").config->leases.max_swaps_per_hour == 3);
+  REQUIRE(parseFleetConfig(kAgent + "[leases]\nmax_swaps_per_hour = 0\n[[worker]]\nname = \"w\"\n", "fleet.toml")
+              .config->leases.max_swaps_per_hour == 0);
+  REQUIRE(errorsOf(kAgent + "[leases]\nmax_swaps_per_hour = 1001\n[[worker]]\nname = \"w\"\n") ==
+          std::vector<std::string>{"fleet.toml:5:22: leases.max_swaps_per_hour: expected an integer from 0 to 1000, got 1001"});
+}
+
+TEST_CASE("runs: a lease's share of the simulators and the longest deadline fit the lab's limits") {
+  const std::string worker = "[[worker]]\nname = \"w\"\n";
+  // Defaults: one simulator of two stays for another lease; an hour per image.
+  LoadResult plain = parseFleetConfig(kAgent + worker, "fleet.toml");
+  REQUIRE(plain.ok());
+  CHECK(plain.config->runs.max_simulators_per_lease == 1);
+  CHECK(plain.config->runs.max_deadline_s == 3600);
+  CHECK(plain.config->runs.max_simulator_s == 7200);
+  LoadResult four = parseFleetConfig(kAgent + "[runs]\nmax_simulators = 4\nmax_deadline_s = 30\n" + worker, "fleet.toml");
+  REQUIRE(four.ok());
+  CHECK(four.config->runs.max_simulators_per_lease == 3);
+  CHECK(four.config->runs.default_deadline_s == 30); // the default follows a lower limit
+  LoadResult one = parseFleetConfig(kAgent + "[runs]\nmax_simulators = 1\nmax_simulator_s = 0.5\n" + worker, "fleet.toml");
+  REQUIRE(one.ok());
+  CHECK(one.config->runs.max_simulators_per_lease == 1);
+  CHECK(one.config->runs.max_simulator_s == 0.5);
+  REQUIRE(errorsOf(kAgent + "[runs]\nmax_simulator_s = 0\n" + worker) ==
+          std::vector<std::string>{"fleet.toml:5:19: runs.max_simulator_s: expected a number above 0 and up to 604800, got 0"});
+  auto errors = errorsOf(kAgent + "[runs]\nmax_simulators = 2\nmax_simulators_per_lease = 3\nmax_deadline_s = 60\n"
+                                  "default_deadline_s = 120\n" + worker);
+  REQUIRE(errors == std::vector<std::string>{
+                        "fleet.toml:6:28: runs.max_simulators_per_lease: must not exceed runs.max_simulators (2)",
+                        "fleet.toml:8:22: runs.default_deadline_s: must not exceed runs.max_deadline_s (60)"});
+}
+
+TEST_CASE("runs: a run's and a lease's artifact quotas, the run's within the lease's") {
+  const std::string worker = "[[worker]]\nname = \"w\"\n";
+  // Defaults: 1 GiB a run, 4 GiB a lease.
+  LoadResult plain = parseFleetConfig(kAgent + worker, "fleet.toml");
+  REQUIRE(plain.ok());
+  CHECK(plain.config->runs.max_artifact_bytes == int64_t{1} << 30);
+  CHECK(plain.config->runs.max_lease_artifact_bytes == int64_t{4} << 30);
+  // A run's quota set alone above the lease's default raises it.
+  LoadResult big = parseFleetConfig(kAgent + "[runs]\nmax_artifact_bytes = 8589934592\n" + worker, "fleet.toml");
+  REQUIRE(big.ok());
+  CHECK(big.config->runs.max_lease_artifact_bytes == int64_t{8} << 30);
+  // Both set, the run's above the lease's; and a quota under 1 MiB.
+  REQUIRE(errorsOf(kAgent + "[runs]\nmax_artifact_bytes = 2097152\nmax_lease_artifact_bytes = 1048576\n" + worker) ==
+          std::vector<std::string>{
+              "fleet.toml:5:22: runs.max_artifact_bytes: must not exceed runs.max_lease_artifact_bytes (1048576)"});
+  REQUIRE(errorsOf(kAgent + "[runs]\nmax_artifact_bytes = 4096\n" + worker) ==
+          std::vector<std::string>{
+              "fleet.toml:5:22: runs.max_artifact_bytes: expected an integer from 65536 to 1099511627776, got 4096"});
 }
 
 TEST_CASE("issue 9 item 3: limits.max_image_bytes and agent.image_roots") {

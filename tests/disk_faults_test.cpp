@@ -19,24 +19,13 @@
 #include <thread>
 
 #include "tests/support/daemon_harness.h"
+#include "tests/support/small_disk.h"
 
 using namespace hwfarm::test;
 namespace json = boost::json;
 using namespace std::chrono_literals;
 
 namespace {
-
-// A tmpfs of `size` on `dir`, unmounted when the test ends.
-struct SmallDisk {
-  std::string dir;
-  SmallDisk(std::string d, const std::string& size) : dir(std::move(d)) {
-    std::filesystem::create_directories(dir);
-    int rc = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, ("size=" + size + ",mode=0750").c_str());
-    INFO("mount -t tmpfs -o size=" << size << " tmpfs " << dir << ": " << std::strerror(errno));
-    REQUIRE(rc == 0);
-  }
-  ~SmallDisk() { ::umount2(dir.c_str(), MNT_DETACH); }
-};
 
 // The fake board (a pty console, a command power switch) on `state_dir`.
 std::string fakeFleet(const TempDir& dir, const std::string& state_dir, const std::string& limits = "") {
@@ -321,34 +310,47 @@ TEST_CASE("issue 9: USB discovery whose hotplug registration fails says so") {
 }
 
 // Issue 9, item 13: on a full disk every restart failed with "database or
-// disk is full", naming no file.
-TEST_CASE("issue 9: a restart on a disk that is full names the database") {
+// disk is full", naming no file. Now hwfarmd keeps a ballast to free.
+TEST_CASE("hwfarmd starts on a disk filled to the last block: it frees its ballast, says so, and takes work once space is freed") {
   TempDir dir;
   SmallDisk disk(dir.file("state"), "2m");
-  std::string config = qemuFleet(disk.dir, 1);
+  std::string config = qemuFleet(disk.dir, 1, "[limits]\ndisk_reserve_bytes = 524288\n");
+  auto lease = [](const RunningDaemon& d) {
+    return d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", "");
+  };
   {
+    // Given a daemon that made its ballast (a quarter of the reserve) and recorded leases
     RunningDaemon d(dir, config);
+    CHECK(d.log().find("made the ballast " + disk.dir + "/.ballast (131072 bytes") != std::string::npos);
     for (int i = 0; i < 5; ++i) {
-      auto r = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", "");
+      auto r = lease(d);
       REQUIRE(r.status == 201);
       release(d, std::string(json::parse(r.body).at("id").as_string()));
     }
   }
-  // Given a disk filled to the last block by something else,
+  // and a disk then filled to the last block by something else,
   {
     std::ofstream filler(disk.dir + "/filler", std::ios::binary);
     std::string block(4096, 'f');
     while (filler.write(block.data(), block.size()) && filler.flush()) {
     }
   }
-  // the start either succeeds or fails naming the database.
-  try {
-    RunningDaemon d(dir, config);
-    REQUIRE(d.get("/v1/healthz").status == 200);
-  } catch (const std::runtime_error& e) {
-    std::string log = e.what();
-    INFO(log);
-    CHECK(log.find("database " + disk.dir + "/hwfarm.db: ") != std::string::npos);
-    CHECK(log.find("disk is full") != std::string::npos);
-  }
+  // When hwfarmd starts, it removes the ballast, opens its database and serves
+  RunningDaemon d(dir, config);
+  INFO(d.log());
+  CHECK(std::regex_search(d.log(), std::regex("removed the ballast " + disk.dir + "/.ballast \\(131072 bytes\\): only "
+                                              "[0-9]+ bytes were free, too few to open the "
+                                              "database")));
+  CHECK(d.log().find("hwfarmd takes no new lease or run until space is freed") != std::string::npos);
+  REQUIRE(d.get("/v1/healthz").status == 200);
+  // and refuses new work while the disk is full
+  CHECK(lease(d).status == 507);
+  // Then once space is freed, leases are granted, and the next start makes the ballast again.
+  std::filesystem::remove(disk.dir + "/filler");
+  auto granted = lease(d);
+  REQUIRE(granted.status == 201);
+  release(d, std::string(json::parse(granted.body).at("id").as_string()));
+  size_t before = d.log().size();
+  d.killAndRestart();
+  CHECK(d.log().substr(before).find("made the ballast " + disk.dir + "/.ballast (131072 bytes") != std::string::npos);
 }

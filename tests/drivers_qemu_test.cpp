@@ -28,19 +28,17 @@
 #include "drivers/serial_port.h"
 #include "drivers/simulator_run.h"
 #include "tests/support/process.h"
+#include "tests/support/firmware.h"
 
 using namespace hwfarm::drivers;
 using hwfarm::Status;
+using hwfarm::test::firmware;
 using hwfarm::test::readFile;
 using hwfarm::test::sandboxSocketConnected;
 using hwfarm::test::TempDir;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string firmware(const std::string& variant) {
-  return std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf";
-}
 
 hwfarm::config::QemuConfig machine(const std::string& name = "mps2-an385") {
   hwfarm::config::QemuConfig c;
@@ -68,6 +66,23 @@ std::unique_ptr<SerialPort> boot(QemuBoard& board, boost::asio::io_context& io, 
 void runUntil(boost::asio::io_context& io, const std::function<bool()>& done, std::chrono::seconds limit = 20s) {
   auto start = std::chrono::steady_clock::now();
   while (!done() && std::chrono::steady_clock::now() - start < limit) io.run_one_for(100ms);
+}
+
+} // namespace
+
+namespace {
+
+// Powers `board` on, reads its console until the firmware began, and
+// powers it off again.
+void bootsToBegin(QemuBoard& board, boost::asio::io_context& io, ConsoleLog& log) {
+  bool closed = false;
+  auto port = boot(board, io, log, &closed);
+  std::optional<std::optional<std::string>> begin;
+  port->expect(std::regex("^HWFARM BEGIN"), 10s, [&](auto line) { begin = line; });
+  runUntil(io, [&] { return begin.has_value(); });
+  REQUIRE((begin && begin->has_value()));
+  board.powerOff();
+  REQUIRE_FALSE(board.running());
 }
 
 } // namespace
@@ -111,22 +126,30 @@ TEST_CASE("power-cycling a simulated board restarts its firmware") {
   QemuBoard board("sim", machine(), dir.file("qemu"));
   REQUIRE(board.flash(firmware("hang")).ok());
   ConsoleLog log(dir.file("console.txt"), 1 << 20);
-  for (int cycle = 0; cycle < 2; ++cycle) {
-    bool closed = false;
-    auto port = boot(board, io, log, &closed);
-    std::optional<std::optional<std::string>> begin;
-    port->expect(std::regex("^HWFARM BEGIN"), 10s, [&](auto line) { begin = line; });
-    runUntil(io, [&] { return begin.has_value(); });
-    REQUIRE((begin && begin->has_value()));
-    board.powerOff();
-    REQUIRE_FALSE(board.running());
-  }
+  for (int cycle = 0; cycle < 2; ++cycle) bootsToBegin(board, io, log);
   std::string text = readFile(dir.file("console.txt"));
   size_t boots = 0;
   for (size_t at = text.find("hwfarm test firmware booting"); at != std::string::npos;
        at = text.find("hwfarm test firmware booting", at + 1))
     ++boots;
   REQUIRE(boots == 2);
+}
+
+TEST_CASE("a simulated board runs under a state directory longer than a socket address holds") {
+  TempDir dir;
+  boost::asio::io_context io;
+  // A work directory whose UART socket path is well past the 107 bytes of
+  // a socket address (a checkout deep in a CI workspace):
+  std::string deep = dir.file(std::string(60, 'd') + "/" + std::string(60, 'e'));
+  REQUIRE((deep + "/sock/sim.uart").size() > 120);
+  QemuBoard board("sim", machine(), deep);
+  REQUIRE(board.flash(firmware("hang")).ok());
+  ConsoleLog log(dir.file("console.txt"), 1 << 20);
+  for (int cycle = 0; cycle < 2; ++cycle) bootsToBegin(board, io, log); // (again: its old socket is replaced)
+  // and a name longer than a socket address is refused, saying why.
+  auto refused = connectUnixSocket(deep + "/" + std::string(120, 'n'));
+  REQUIRE_FALSE(refused);
+  CHECK(refused.status().message().find("longer than the 107 bytes a socket address holds") != std::string::npos);
 }
 
 TEST_CASE("a hung firmware is stopped at the deadline") {
@@ -847,4 +870,23 @@ TEST_CASE("issue 19: the reference simulator reports how QEMU ended when it dies
   CHECK(r.qemu_exit == (wrapped ? 3 : 128 + sig));
   CHECK_FALSE(r.ended);
   CHECK_FALSE(r.timed_out);
+}
+
+TEST_CASE("an image that locks the simulated core up is told apart from a simulator that crashed") {
+  TempDir dir;
+  // Given an image that is no firmware (its vector table is text: the core
+  // faults at reset and locks up, and QEMU aborts),
+  std::string junk = dir.write("junk.bin", std::string(64, 'x'));
+  SimulatorOptions options;
+  options.deadline = 20s;
+  auto ran = runSimulator("ref", machine(), junk, dir.file("sim"), options);
+  REQUIRE(ran);
+  // the run says QEMU ended by itself and what the guest did,
+  CHECK(ran->qemu_signal == SIGABRT);
+  CHECK(ran->guest_lockup.rfind("Lockup: ", 0) == 0);
+  // which a run of real firmware never says.
+  auto good = runSimulator("ref", machine(), firmware("pass"), dir.file("sim2"), options);
+  REQUIRE(good);
+  CHECK(good->guest_lockup.empty());
+  CHECK(hwfarm::drivers::guestLockup(dir.file("no-such.log")).empty());
 }

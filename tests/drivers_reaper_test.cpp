@@ -16,16 +16,13 @@
 #include "drivers/reaper.h"
 #include "drivers/spawn.h"
 #include "tests/support/process.h"
+#include "tests/support/firmware.h"
 
 using namespace hwfarm::drivers;
 using namespace hwfarm::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string firmware(const std::string& variant) {
-  return std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf";
-}
 
 std::string lines(const std::vector<std::string>& list) {
   std::string out;
@@ -126,6 +123,20 @@ TEST_CASE("issue 21: a simulator whose firmware ended dies with its parent") {
   requireNoneLeft("qemu-ended", "pass", 1, "qemu-system-arm", "QEMU simulator sim");
 }
 
+namespace {
+
+// Waits (up to 5 s) until process `pid` runs /bin/sleep: before its exec
+// it is a copy of this test, without the environment that marks it.
+void waitForSleep(pid_t pid) {
+  for (int i = 0; i < 500; ++i) {
+    if (auto stat = readProcessStat(pid); stat && stat->comm == "sleep") return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  FAIL("process " << pid << " did not exec /bin/sleep within 5 s");
+}
+
+} // namespace
+
 TEST_CASE("issue 21: a restarted owner stops only what an earlier instance left") {
   TempDir dir;
   std::string owner = dir.file("state");
@@ -136,6 +147,7 @@ TEST_CASE("issue 21: a restarted owner stops only what an earlier instance left"
   Process other({"/bin/sleep", "300"}, dir.file("other.out"), dir.file("other.err"),
                 {{"HWFARM_OWNER", owner + "2"}, {"HWFARM_INSTANCE", "1.2"}});
   Process plain({"/bin/sleep", "300"}, dir.file("plain.out"), dir.file("plain.err"));
+  for (pid_t pid : {left.pid(), other.pid(), plain.pid()}) waitForSleep(pid);
   // and one this instance started,
   setChildOwner(owner);
   SpawnOptions o;

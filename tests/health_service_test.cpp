@@ -23,16 +23,13 @@
 #include "tests/support/daemon_harness.h"
 #include "tests/support/in_process.h"
 #include "tests/support/process.h"
+#include "tests/support/firmware.h"
 
 using namespace hwfarm::test;
 namespace json = boost::json;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string firmware(const std::string& variant) {
-  return std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf";
-}
 
 // One simulated board whose health image is `variant`'s.
 std::string fleet(const TempDir& dir, const std::string& variant, const std::string& extra = "") {

@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include <boost/json.hpp>
 #include <regex>
 #include <thread>
 
 #include "tests/support/daemon_harness.h"
+#include "tests/support/firmware.h"
 
 using namespace hwfarm::test;
 namespace json = boost::json;
@@ -271,10 +273,6 @@ TEST_CASE("issue 9: hwfarmctl sends no CR or LF in a header or the request line"
 
 namespace {
 
-std::string firmware(const std::string& variant) {
-  return std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf";
-}
-
 // The first word of hwfarmctl's output line "run ID: ...".
 std::string runIdOf(const std::string& out) {
   std::smatch m;
@@ -513,6 +511,16 @@ TEST_CASE("runs started with --no-wait are listed, shown, waited for, cancelled 
   CHECK(fetched.status.code == 0);
   CHECK(json::parse(readFile(out.file("summary.json"))).at("state").as_string() == "passed");
   CHECK(readFile(out.file("junit.xml")).find("<testsuite") != std::string::npos);
+  // An artifact gone from the lab (removed by hand): every other file is
+  // still fetched, the missing one is named, the verdict printed, exit 1.
+  REQUIRE(std::filesystem::remove(dir.file("state/runs/" + pass + "/junit.xml")));
+  TempDir partial;
+  auto gaps = ctl({"run", "fetch", pass, "--out", partial.path()});
+  CHECK(gaps.status.code == 1);
+  CHECK(gaps.err == "hwfarmctl: run " + pass + ": artifact junit.xml: HTTP 404\n");
+  CHECK(gaps.out.find(", 1 could not be fetched\nrun " + pass + ": passed\n") != std::string::npos);
+  CHECK(json::parse(readFile(partial.file("summary.json"))).at("state").as_string() == "passed");
+  CHECK(!std::filesystem::exists(partial.file("junit.xml")));
   // A failing run: run wait exits as run does (10).
   std::string fail = runIdOf(ctl({"run", "--lease", lease, "--reference", "none", "--no-wait", firmware("fail")}).out);
   CHECK(ctl({"run", "wait", fail}).status.code == 10);

@@ -468,6 +468,40 @@ TEST_CASE("swap replaces a leased board in place with an available one of its ty
   REQUIRE(f.s.board("a")->state == BoardState::recovering);
 }
 
+TEST_CASE("a lease has at most max_swaps_per_hour boards swapped in within any hour") {
+  // Given six boards of one type and a lease that may swap two per hour,
+  Fixture f({spec("a", "t"), spec("b", "t"), spec("c", "t"), spec("d", "t"), spec("e", "t"), spec("g", "t")});
+  SchedulerOptions o{60000, 100, 64};
+  o.max_swaps_per_hour = 2;
+  f.s.setOptions(o);
+  auto r = f.submit("t", 1, 0);
+  REQUIRE(f.boardsOf(r.lease) == std::vector<std::string>{"a"});
+  // two swaps go through,
+  REQUIRE(f.s.swap(r.lease.id, "a", "flash tool failed", 1000, f.changes).status.ok());
+  REQUIRE(f.s.swap(r.lease.id, "b", "flash tool failed", 2000, f.changes).status.ok());
+  std::string kept = f.boardsOf(*f.s.lease(r.lease.id))[0];
+  // the third within the hour is refused with why, its board staying leased,
+  f.changes = {};
+  OpResult third = f.s.swap(r.lease.id, kept, "flash tool failed", 1000 + 3600000 - 1, f.changes);
+  REQUIRE(third.status.is(hwfarm::Code::conflict));
+  REQUIRE(third.status.message() == "lease " + r.lease.id +
+                                        " had 2 board(s) swapped in within the last hour (leases.max_swaps_per_hour = "
+                                        "2): " + kept + " stays");
+  REQUIRE(f.s.board(kept)->state == BoardState::leased);
+  REQUIRE(f.changes.events.empty());
+  // and an hour after the first, one more may go.
+  REQUIRE(f.s.swap(r.lease.id, kept, "flash tool failed", 1000 + 3600000, f.changes).status.ok());
+  REQUIRE(f.s.swap(r.lease.id, f.boardsOf(*f.s.lease(r.lease.id))[0], "again", 1000 + 3600001, f.changes)
+              .status.is(hwfarm::Code::conflict));
+  // Another lease counts its own; 0 turns swaps off.
+  auto other = f.submit("t", 1, 5000000);
+  REQUIRE(f.s.swap(other.lease.id, f.boardsOf(other.lease)[0], "x", 5000001, f.changes).status.ok());
+  o.max_swaps_per_hour = 0;
+  f.s.setOptions(o);
+  REQUIRE(f.s.swap(other.lease.id, f.boardsOf(*f.s.lease(other.lease.id))[0], "x", 9000000, f.changes)
+              .status.is(hwfarm::Code::conflict));
+}
+
 TEST_CASE("swap of a lost board keeps it offline and respects the lease's selector") {
   Fixture f({spec("a", "t", "w0", {"fast"}), spec("b", "t", "w0"), spec("c", "t", "w0", {"fast"})});
   LeaseRequest req;

@@ -32,9 +32,9 @@ std::string lease(const RunningDaemon& d, const std::string& board_type) {
   return str(parsed(r).at("id"));
 }
 
-// Runs `variant`'s test image on the lease's board without a reference;
-// the run's record once it ended.
-json::object runImage(const RunningDaemon& d, const std::string& lease_id, const std::string& variant) {
+// Starts `variant`'s test image on the lease's board without a reference;
+// the run's id.
+std::string startRun(const RunningDaemon& d, const std::string& lease_id, const std::string& variant) {
   auto up = hwfarm::cli::HttpClient(d.url()).request(
       "POST", "/v1/leases/" + lease_id + "/images?name=" + variant + ".elf",
       readFile(std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf"), "", "application/octet-stream");
@@ -43,7 +43,12 @@ json::object runImage(const RunningDaemon& d, const std::string& lease_id, const
                            R"({"images":[{"image":")" + str(parsed(up).at("image")) + R"("}],"reference":"none"})");
   INFO(started.body);
   REQUIRE(started.status == 201);
-  std::string id = str(parsed(started).at("id"));
+  return str(parsed(started).at("id"));
+}
+
+// Runs `variant` as startRun does; the run's record once it ended.
+json::object runImage(const RunningDaemon& d, const std::string& lease_id, const std::string& variant) {
+  std::string id = startRun(d, lease_id, variant);
   for (auto deadline = std::chrono::steady_clock::now() + 90s; std::chrono::steady_clock::now() < deadline;) {
     json::object run = parsed(d.get("/v1/runs/" + id)).as_object();
     if (str(run.at("state")) != "running") return run;
@@ -75,6 +80,18 @@ TEST_CASE("promtool check metrics accepts the metrics of a hwfarmd with leases r
   // open on the held board,
   auto waited = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual","wait_s":0.2})");
   REQUIRE(waited.status == 408);
+  // (the board's console is live while a run of the hang image runs: a
+  // console whose simulator ended answers its backlog and closes)
+  startRun(d, good, "hang");
+  auto begins = [&] {
+    std::string log = readFile(dir.file("state/consoles/" + good + "/sim-0.log"));
+    size_t n = 0;
+    for (size_t at = log.find("HWFARM BEGIN"); at != std::string::npos; at = log.find("HWFARM BEGIN", at + 1)) ++n;
+    return n;
+  };
+  for (auto deadline = std::chrono::steady_clock::now() + 20s; begins() < 2 && std::chrono::steady_clock::now() < deadline;)
+    std::this_thread::sleep_for(20ms);
+  REQUIRE(begins() == 2); // the pass run's, then the hang run's
   int console = connectRaw(d.url());
   REQUIRE(console >= 0);
   std::string get = "GET /v1/leases/" + good + "/boards/sim-0/console HTTP/1.1\r\nHost: x\r\n\r\n";

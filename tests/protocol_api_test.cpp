@@ -1,11 +1,10 @@
 // The result protocol through a real hwfarmd (docs/protocol.md): test images
 // that show what a console can do to a run, each run with `hwfarmctl run` on
 // a leased simulated board and the QEMU reference, judged from the record and
-// the artifacts. The verdict rules that class these failures by the
-// reference's evidence come later; what holds now: a record is never taken
-// from a cut line, the same bytes read the same on a board and on the
-// reference, a FAIL message is never mistaken for a CRC, and a lost or
-// miscounted record fails the attempt.
+// the artifacts: a record is never taken from a cut line, the same bytes
+// read the same on a board and on the reference, a FAIL message is never
+// mistaken for a CRC, a lost or miscounted record fails the attempt, and a
+// record after END or a run without a test case never passes.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -14,6 +13,7 @@
 
 #include "tests/support/daemon_harness.h"
 #include "tests/support/process.h"
+#include "tests/support/firmware.h"
 
 using namespace hwfarm::test;
 using namespace std::chrono_literals;
@@ -22,16 +22,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string firmware(const std::string& variant) {
-  return std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf";
-}
-
 // A daemon with one simulated board, leased.
 struct Lab {
   TempDir dir;
-  RunningDaemon daemon{dir, qemuFleet(dir.file("state"), 1)};
+  RunningDaemon daemon;
   std::string lease;
-  Lab() {
+  // `extra`: more of the fleet's configuration.
+  explicit Lab(const std::string& extra = "") : daemon(dir, qemuFleet(dir.file("state"), 1, extra)) {
     CommandResult acquired = runCommand(
         {HWFARMCTL_PATH, "--url", daemon.url(), "-q", "lease", "acquire", "--type", "mps2-an385", "--context", "manual"});
     REQUIRE(acquired.status.code == 0);
@@ -136,7 +133,7 @@ TEST_CASE("a record after 64 KiB of other bytes on its line reads the same on a 
   CHECK(text(r.target, "failure_class") == "test");
   CHECK(text(r.target, "reason").find("a record after other text on its line (HWFARM TEST hidden FAIL after 65536 bytes)") !=
         std::string::npos);
-  CHECK(text(r.target, "reason") == text(r.ref, "reason"));
+  CHECK(text(r.target, "reason") == text(r.ref, "reason") + " (the reference shows damaged records too: the firmware's)");
   CHECK(readFile(r.dir + "/junit.xml").find("FAIL: ") == std::string::npos);
 }
 
@@ -156,7 +153,10 @@ TEST_CASE("version 2 runs say their record count was verified, and a miscount or
   INFO(miscount.out);
   CHECK(miscount.exit_code == 10);
   CHECK(json::serialize(miscount.target.at("protocol")) == R"({"version":2,"record_count":"mismatch"})");
-  CHECK(text(miscount.target, "reason") == "line 10: END: counts 8 records before it, 7 arrived intact: 1 lost on the way");
+  // (the reference counts wrong too: the firmware's, never the lab's)
+  CHECK(text(miscount.target, "reason") == "line 10: END: counts 8 records before it, 7 arrived intact: 1 lost on the "
+                                           "way (the reference shows damaged records too: the firmware's)");
+  CHECK(text(miscount.target, "failure_class") == "test");
   // and so does a run whose FAIL record's tag was damaged on the wire: its
   // FAIL is not read, but it is not lost either.
   Lab::Ran lost = lab.run("v2lost");
@@ -166,4 +166,25 @@ TEST_CASE("version 2 runs say their record count was verified, and a miscount or
   CHECK(text(lost.target, "reason").rfind("line 6: a damaged record tag (HWFARO TEST ramp FAIL", 0) == 0);
   std::string junit = readFile(lost.dir + "/junit.xml");
   CHECK(junit.find("counts 7 records before it, 6 arrived intact: 1 lost on the way") != std::string::npos);
+}
+
+TEST_CASE("verdict: an early END hides nothing and the health-check image is no test run, through hwfarmd") {
+  // (a drain window of 2 s: the record after END comes at once, but a
+  // loaded machine may hold QEMU back longer than the default 250 ms)
+  Lab lab("[runs]\ndrain_ms = 2000\n");
+  // Given an image that prints END status=0 and then a FAIL record,
+  Lab::Ran late = lab.run("afterend");
+  INFO(late.out);
+  // the board's and the reference's consoles are read after END: the run fails.
+  CHECK(late.exit_code == 10);
+  CHECK(text(late.target, "failure_class") == "test");
+  CHECK(text(late.target, "reason").find("record after END") != std::string::npos);
+  std::string junit = readFile(late.dir + "/junit.xml");
+  CHECK(junit.find("failures=\"0\"") == std::string::npos);
+  // The health-check image uploaded by mistake runs no test case: it never passes.
+  Lab::Ran health = lab.run("health", "2");
+  INFO(health.out);
+  CHECK(health.exit_code == 10);
+  CHECK(text(health.target, "failure_class") == "test");
+  CHECK(readFile(health.dir + "/junit.xml").find("<failure") != std::string::npos);
 }

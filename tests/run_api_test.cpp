@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 #include <dirent.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -20,6 +23,8 @@
 #include "daemon/cli/http_client.h"
 #include "tests/support/daemon_harness.h"
 #include "tests/support/process.h"
+#include "tests/support/firmware.h"
+#include "tests/support/small_disk.h"
 
 using namespace hwfarm::test;
 using namespace std::chrono_literals;
@@ -27,10 +32,6 @@ namespace json = boost::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string firmware(const std::string& variant) {
-  return std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf";
-}
 
 json::value parsed(const hwfarm::cli::HttpResult& r) { return json::parse(r.body); }
 
@@ -271,7 +272,9 @@ TEST_CASE("bad run requests are 4xx with a reason and start nothing") {
        "targets: expected board names, board types or \"qemu\""},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"retry":"yes"})", 400, "retry: expected true or false"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"deadline_s":0})", 400,
-       "deadline_s: expected a number of seconds in (0, 86400]"},
+       "deadline_s: expected a number of seconds in (0, 3600] (this lab's runs.max_deadline_s)"},
+      {R"({"images":)" + images({{pass, "p"}}) + R"(,"deadline_s":3600.5})", 400,
+       "deadline_s: expected a number of seconds in (0, 3600] (this lab's runs.max_deadline_s)"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"commit":"a/b"})", 400,
        "commit: expected 1 to 128 bytes without \"/\" or control characters"},
       {R"({"images":)" + images({{pass, "p"}}) + R"(,"colour":1})", 400,
@@ -360,6 +363,143 @@ TEST_CASE("hwfarmctl run uploads the images, prints each verdict, fetches the ar
         2);
 }
 
+TEST_CASE("names of 250 bytes, legal in the protocol, give artifact files under 255 bytes that hwfarmctl fetches") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  CommandResult ran = runCommand(
+      {HWFARMCTL_PATH, "--url", d.url(), "run", "--lease", lease, "--out", dir.file("out"), firmware("longname")}, {},
+      120s);
+  INFO(ran.out << ran.err);
+  CHECK(ran.status.code == 0);
+  CHECK(ran.out.find(": passed\n") != std::string::npos);
+  CHECK(ran.err.empty());
+  // Every artifact the record lists exists on the lab and was fetched, and
+  // no file name is longer than a file system allows.
+  auto list = parsed(d.get("/v1/runs")).at("runs").as_array();
+  REQUIRE(list.size() == 1);
+  json::object run = parsed(d.get("/v1/runs/" + std::string(list[0].at("id").as_string()))).as_object();
+  size_t outputs = 0;
+  for (const auto& item : run.at("artifacts").as_array()) {
+    std::string path(item.as_string());
+    INFO(path);
+    CHECK(fs::exists(dir.file("out/" + path)));
+    CHECK(fs::path(path).filename().string().size() < 255);
+    if (path.find("case_abcdefghij") != std::string::npos) ++outputs;
+  }
+  CHECK(outputs == 2); // the board's output and the reference's
+  // The golden results name the output in full.
+  CHECK(readFile(dir.file("out/golden_results__mps2_an385.json")).find("out_abcdefghij") != std::string::npos);
+}
+
+TEST_CASE("one lease's hanging images hold only their share of the simulators: another lease's run passes meanwhile") {
+  // Given a lab of two simulators (at most one per lease, the default)
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 2));
+  std::string hostile = leaseBoards(d, 1), normal = leaseBoards(d, 1);
+  // When one lease runs two images that hang until a long deadline
+  std::string hang = uploadImage(d, hostile, "hang");
+  std::string stuck = startRun(d, hostile,
+                               R"({"images":)" + images({{hang, "h1.elf"}, {hang, "h2.elf"}}) + R"(,"deadline_s":300})");
+  auto references = [&](const std::string& phase) {
+    int n = 0;
+    json::value record = parsed(d.get("/v1/runs/" + stuck));
+    for (const auto& a : record.at("attempts").as_array())
+      n += a.at("target").as_string() == "qemu_ref" && a.at("phase").as_string() == phase;
+    return n;
+  };
+  for (int i = 0; i < 1000 && !(references("running") == 1 && references("waiting") == 1); ++i)
+    std::this_thread::sleep_for(10ms);
+  // Then it holds one simulator, and its second reference waits for it
+  CHECK(references("running") == 1);
+  CHECK(references("waiting") == 1);
+  // When another lease runs a passing image with its reference
+  json::object run = runVariant(d, normal, "pass");
+  // Then that run got the free simulator and passed while the hanging run goes on
+  INFO(json::serialize(run));
+  CHECK(run.at("state").as_string() == "passed");
+  CHECK(parsed(d.get("/v1/runs/" + stuck)).at("state").as_string() == "running");
+  CHECK(references("waiting") == 1);
+  // And a cancel ends the hanging run at once, its waiting reference never started
+  REQUIRE(d.request("DELETE", "/v1/runs/" + stuck, "", "").status == 200);
+  json::object ended = waitRun(d, stuck);
+  CHECK(ended.at("state").as_string() == "cancelled");
+  CHECK(qemuCount(dir.file("state"), [](int n) { return n == 0; }));
+}
+
+TEST_CASE("a run's references together run at most runs.max_simulator_s: past it they stop, the run's failure") {
+  // Given a lab that gives a run 3 s of simulator time
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1, "[runs]\nmax_simulator_s = 3\n"));
+  std::string lease = leaseBoards(d, 1);
+  // When a run's three images hang, with 2 s deadlines (one reference at a
+  // time: the lease's share of the simulators)
+  std::string hang = uploadImage(d, lease, "hang");
+  std::string id = startRun(d, lease, R"({"images":)" +
+                                          images({{hang, "h1.elf"}, {hang, "h2.elf"}, {hang, "h3.elf"}}) +
+                                          R"(,"deadline_s":2})");
+  json::object run = waitRun(d, id);
+  INFO(json::serialize(run));
+  // Then the first reference ran to its deadline, the second the second
+  // left of the run's time, the third was stopped as it started;
+  std::map<std::string, std::string> reasons;
+  for (const auto& a : run.at("attempts").as_array())
+    if (a.at("reference").as_bool())
+      reasons[std::string(a.at("image").as_string())] = std::string(a.at("reason").as_string());
+  const std::string why = ": the run's simulator time ran out (runs.max_simulator_s, 3 s, its references and "
+                          "simulator targets together)";
+  CHECK(reasons["h1"] == "BEGIN but no END before the deadline (the firmware hung)");
+  CHECK(std::regex_match(reasons["h2"], std::regex("stopped after [0-9]+(\\.[0-9])? s" + std::regex_replace(why, std::regex("[().]"), "\\$&"))));
+  CHECK(reasons["h3"] == "stopped as it started" + why);
+  // and the run failed its own way, never the lab's.
+  CHECK(run.at("state").as_string() == "failed");
+  CHECK(run.at("failure_class").as_string() == "test");
+  CHECK(qemuCount(dir.file("state"), [](int n) { return n == 0; }));
+}
+
+TEST_CASE("artifacts are streamed to readers that do not read, at most 32 answers of a run at once") {
+  // Given a run and a 48 MiB file in its directory
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  json::object run = runVariant(d, lease, "pass", R"(,"reference":"none")");
+  std::string id(run.at("id").as_string());
+  std::string big(48u << 20, '\0');
+  for (size_t i = 0; i < big.size(); i += 4096) big[i] = static_cast<char>('a' + i / 4096 % 26);
+  { std::ofstream(dir.file("state/runs/" + id + "/big.bin"), std::ios::binary) << big; }
+  // When 32 clients ask for it and never read
+  std::string request = "GET /v1/runs/" + id + "/artifacts/big.bin HTTP/1.1\r\nHost: x\r\n\r\n";
+  std::vector<int> idle;
+  for (int i = 0; i < 32; ++i) {
+    int fd = connectRaw(d.url(), 4096);
+    REQUIRE(fd >= 0);
+    REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()));
+    idle.push_back(fd);
+  }
+  // Then the next answer of that run is refused, another run's record is not
+  auto refused = d.get("/v1/runs/" + id + "/events");
+  for (int i = 0; i < 200 && refused.status != 429; ++i) {
+    std::this_thread::sleep_for(10ms);
+    refused = d.get("/v1/runs/" + id + "/artifacts/junit.xml");
+  }
+  CHECK(refused.status == 429);
+  CHECK(parsed(refused).at("detail").as_string() ==
+        "run " + id + " already has 32 answers streaming; close one first");
+  CHECK(d.get("/v1/runs/" + id).status == 200);
+  CHECK(d.get("/v1/healthz").status == 200);
+  // When they leave, the file is served whole to a client that reads
+  for (int fd : idle) ::close(fd);
+  hwfarm::cli::HttpResult whole;
+  for (int i = 0; i < 200; ++i) {
+    whole = hwfarm::cli::HttpClient(d.url(), 60).request("GET", "/v1/runs/" + id + "/artifacts/big.bin", "", "");
+    if (whole.status != 429) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(whole.status == 200);
+  CHECK(whole.body.size() == big.size());
+  CHECK(whole.body == big);
+}
+
 TEST_CASE("a [[reference]] names the simulator a board type is compared with") {
   TempDir dir;
   // The test firmware (Cortex-M3 code) also runs on the Cortex-M4 AN386.
@@ -401,7 +541,7 @@ TEST_CASE("runs older than runs.history_days are removed with their artifacts at
   CHECK(d.get("/v1/runs/run-old").status == 404);
 }
 
-TEST_CASE("outputs that drift from the reference pass or fail by their PCC, and a corrupt record is infrastructure") {
+TEST_CASE("outputs that drift from the reference pass or fail by their PCC, and a corrupt record is the lab's only when the reference's is whole") {
   TempDir dir;
   auto daemon = std::make_unique<RunningDaemon>(dir, qemuFleet(dir.file("state"), 1));
   RunningDaemon& d = *daemon;
@@ -429,14 +569,28 @@ TEST_CASE("outputs that drift from the reference pass or fail by their PCC, and 
   CHECK(bad.at("state").as_string() == "failed");
   CHECK(bt.at("failure_class").as_string() == "test");
   CHECK(std::string(bt.at("reason").as_string()).rfind("square.y: actual_pcc 0.4986", 0) == 0);
-  // crc: a record corrupted on the wire is the lab's failure, never compared.
+  // crc: a record whose CRC does not match, on the board and on the
+  // reference alike (the simulator's console is lossless): the firmware's.
   auto [crc, ct] = verdictOf("crc");
   INFO(json::serialize(crc));
-  CHECK(crc.at("state").as_string() == "error");
-  CHECK(ct.at("failure_class").as_string() == "infrastructure");
+  CHECK(crc.at("state").as_string() == "failed");
+  CHECK(ct.at("failure_class").as_string() == "test");
   CHECK(std::string(ct.at("reason").as_string()).find("CRC mismatch") != std::string::npos);
+  CHECK(std::string(ct.at("reason").as_string()).find("the reference shows damaged records too") != std::string::npos);
+  // The same damage on the board while the reference's build printed its
+  // records whole points at the lab: an infrastructure failure, never compared.
+  std::string crc_image = uploadImage(d, lease, "crc");
+  std::string pass_image = uploadImage(d, lease, "pass");
+  json::object wire = waitRun(d, startRun(d, lease, R"({"images":[{"image":")" + crc_image +
+                                                        R"(","name":"crc.elf","reference_image":")" + pass_image + R"("}]})"));
+  INFO(json::serialize(wire));
+  CHECK(wire.at("state").as_string() == "error");
+  json::object wt;
+  for (const auto& a : wire.at("attempts").as_array())
+    if (!a.at("reference").as_bool()) wt = a.as_object();
+  CHECK(wt.at("failure_class").as_string() == "infrastructure");
   // That infrastructure failure is an event against the board, in the
-  // database (for the tier SLA); the test failures are not.
+  // database (for the tier SLA); the firmware's failures are not.
   daemon.reset();
   std::string events = sh("/usr/bin/python3 -c \"import sqlite3; c = sqlite3.connect('" + dir.file("state/hwfarm.db") +
                           "'); print([(b, d[:40]) for b, d in c.execute(\\\"SELECT board, detail FROM events WHERE "
@@ -801,4 +955,165 @@ TEST_CASE("bad reference_image and golden fields are 400s that start nothing, an
                                                         "HWFARM END status=0\n", "", "application/octet-stream");
   CHECK(flash.status == 400);
   CHECK(parsed(flash).at("detail").as_string().starts_with("unsupported image type \".golden\""));
+}
+
+TEST_CASE("a run whose artifacts pass runs.max_artifact_bytes keeps junit.xml and what fits, ends error, and a lease's runs share its quota") {
+  // Given a lab whose runs may write 256 KiB of artifacts each, 300 KiB a lease
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1,
+                                 "[runs]\nmax_artifact_bytes = 262144\nmax_lease_artifact_bytes = 307200\n"));
+  std::string lease = leaseBoards(d, 1);
+  std::string image = uploadImage(d, lease, "huge");
+  // When a run's firmware writes a 120 KB output and 280 KB of console on its board and its reference
+  std::string id = startRun(d, lease, R"({"images":)" + images({{image, "huge.elf"}}) + "}");
+  // Then, while it runs and holds its 256 KiB, another run of the lease finds less than 64 KiB left: refused
+  auto second = d.request("POST", "/v1/leases/" + lease + "/runs",
+                          R"({"images":)" + images({{image, "huge.elf"}}) + "}", "");
+  INFO(second.body);
+  CHECK(second.status == 507);
+  CHECK(std::regex_search(second.body,
+                          std::regex("\"insufficient_storage\".*lease " + lease + "'s runs have written or hold "
+                                     "262144 bytes of artifacts, its share runs.max_lease_artifact_bytes "
+                                     "\\(307200\\): release it and take a new lease")));
+  json::object run = waitRun(d, id);
+  INFO(json::serialize(run));
+  // And the run ends error, the firmware's doing, saying what it kept and what it left out
+  CHECK(run.at("state").as_string() == "error");
+  CHECK(run.at("failure_class").as_string() == "test");
+  std::string reason(run.at("reason").as_string());
+  CHECK(std::regex_search(reason, std::regex("^its artifacts \\([0-9]+ bytes\\) exceed runs.max_artifact_bytes "
+                                             "\\(262144 bytes\\): [0-9]+ file\\(s\\) kept \\([0-9]+ bytes\\), "
+                                             "[0-9]+ left out: traces/")));
+  // and every file it lists is there, junit.xml first, within the quota
+  const json::array& listed = run.at("artifacts").as_array();
+  REQUIRE(!listed.empty());
+  CHECK(listed.at(0).as_string() == "junit.xml");
+  CHECK(std::find(listed.begin(), listed.end(), json::value("summary.json")) != listed.end());
+  uint64_t bytes = 0;
+  for (const auto& a : listed) {
+    std::string path(a.as_string());
+    auto r = d.get("/v1/runs/" + id + "/artifacts/" + path);
+    INFO(path);
+    CHECK(r.status == 200);
+    if (path != "summary.json") bytes += r.body.size();
+  }
+  CHECK(bytes <= 262144);
+  CHECK(d.get("/v1/runs/" + id + "/artifacts/traces/huge__mps2_an385.txt").status == 404);
+  // And once it ended, its lease has what it did not write back: a small run starts and passes.
+  CHECK(runVariant(d, lease, "pass").at("state").as_string() == "passed");
+}
+
+TEST_CASE("artifacts stop at limits.disk_reserve_bytes: the run ends error, the lab's, listing only what was written, and the daemon works on") {
+  // Given an 8 MiB state dir that keeps 4 MiB free, filled by something else to 100 KB above that
+  TempDir dir;
+  SmallDisk disk(dir.file("state"), "8m");
+  RunningDaemon d(dir, qemuFleet(disk.dir, 1, "[limits]\ndisk_reserve_bytes = 4194304\n"));
+  std::string lease = leaseBoards(d, 1);
+  std::string image = uploadImage(d, lease, "huge");
+  disk.fillUntil(4194304 + 100 * 1024);
+  // When a run's artifacts want about 800 KB
+  json::object run = waitRun(d, startRun(d, lease, R"({"images":)" + images({{image, "huge.elf"}}) + "}"));
+  INFO(json::serialize(run));
+  // Then the run ends error as the lab's failure, naming the reserve
+  CHECK(run.at("state").as_string() == "error");
+  CHECK(run.at("failure_class").as_string() == "infrastructure");
+  std::string reason(run.at("reason").as_string());
+  CHECK(std::regex_search(reason, std::regex("^its artifacts could not be written: no room for " + disk.dir +
+                                             "/runs/run-[0-9a-f]+/[^ ]+: ([0-9]+ bytes would leave )?only [0-9]+ "
+                                             "bytes free on " + disk.dir + "/runs/run-[0-9a-f]+, less than "
+                                             "limits.disk_reserve_bytes \\(4194304\\)")));
+  // and lists only files a client finds (the traces did not fit; the board's console log may have taken the
+  // rest, and then none is listed)
+  std::string id(run.at("id").as_string());
+  json::array listed = run.contains("artifacts") ? run.at("artifacts").as_array() : json::array{};
+  for (const auto& a : listed) {
+    INFO(a.as_string());
+    CHECK(d.get("/v1/runs/" + id + "/artifacts/" + std::string(a.as_string())).status == 200);
+  }
+  CHECK(std::find(listed.begin(), listed.end(), json::value("traces/huge__mps2_an385.txt")) == listed.end());
+  // And the database still has its room: leases come and go, the daemon restarts on its state
+  REQUIRE(d.request("DELETE", "/v1/leases/" + lease, "", "").status == 200);
+  for (int i = 0; i < 10; ++i)
+    REQUIRE(d.request("DELETE", "/v1/leases/" + leaseBoards(d, 1), "", "").status == 200);
+  d.killAndRestart();
+  CHECK(d.get("/v1/runs/" + id).status == 200);
+  // and once space is freed, runs pass again.
+  fs::remove(disk.dir + "/filler");
+  CHECK(runVariant(d, leaseBoards(d, 1), "pass").at("state").as_string() == "passed");
+  CHECK(d.log().find("cannot commit") == std::string::npos);
+}
+
+TEST_CASE("an upload that would eat into limits.disk_reserve_bytes is refused with 507 and leaves no file") {
+  // Given a 16 MiB state dir that keeps 8 MiB free, and something else that left about 8.5 MiB free
+  TempDir dir;
+  SmallDisk disk(dir.file("state"), "16m");
+  RunningDaemon d(dir, qemuFleet(disk.dir, 1, "[limits]\ndisk_reserve_bytes = 8388608\n"));
+  std::string lease = leaseBoards(d, 1);
+  disk.fillUntil(8388608 + 512 * 1024);
+  // When a pipeline uploads a 1 MiB image
+  auto upload = [&] {
+    return hwfarm::cli::HttpClient(d.url())
+        .request("POST", "/v1/leases/" + lease + "/images?name=big.bin", std::string(1 << 20, 'x'), "",
+                 "application/octet-stream");
+  };
+  auto r = upload();
+  INFO(r.body);
+  // Then it is refused, saying how much is free, and no spool file is left
+  CHECK(r.status == 507);
+  CHECK(std::regex_search(r.body, std::regex("\"error\":\"insufficient_storage\".*cannot store the upload: 1048576 "
+                                             "bytes would leave only [0-9]+ bytes free on " + disk.dir +
+                                             "/[^,]*" + lease + "[^,]*, less than limits.disk_reserve_bytes "
+                                             "\\(8388608\\)")));
+  size_t spooled = 0;
+  for (const auto& e : fs::recursive_directory_iterator(disk.dir))
+    spooled += e.path().filename().string().rfind(".upload-", 0) == 0;
+  CHECK(spooled == 0);
+  // When the filler goes, the same upload is stored
+  fs::remove(disk.dir + "/filler");
+  CHECK(upload().status == 201);
+}
+
+TEST_CASE("below half of limits.disk_reserve_bytes no new lease or run is taken, healthz and the log say why, and work resumes once space is freed") {
+  // Given a lease on an 8 MiB state dir that keeps 4 MiB free
+  TempDir dir;
+  SmallDisk disk(dir.file("state"), "8m");
+  std::string config = qemuFleet(disk.dir, 2, "[limits]\ndisk_reserve_bytes = 4194304\n");
+  RunningDaemon d(dir, config);
+  auto take = [&d] {
+    return d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", "");
+  };
+  auto held = take();
+  REQUIRE(held.status == 201);
+  std::string lease(json::parse(held.body).at("id").as_string());
+  std::string image = uploadImage(d, lease, "pass");
+  CHECK(json::parse(d.get("/v1/healthz").body).at("disk").at("ok").as_bool());
+  // When something else leaves less than half the reserve free (its own writers stop at the reserve)
+  disk.fillUntil(2097152 - 100 * 1024);
+  // Then a new lease and a new run are refused with 507, saying how much is free
+  std::string why =
+      "only [0-9]+ bytes free on " + disk.dir + "[^,]*, less than half of limits.disk_reserve_bytes \\(4194304\\)";
+  auto refused = take();
+  INFO(refused.body);
+  CHECK(refused.status == 507);
+  CHECK(std::regex_search(refused.body, std::regex("\"insufficient_storage\".*" + why +
+                                                   ": hwfarmd grants no new lease until space is freed")));
+  auto run = d.request("POST", "/v1/leases/" + lease + "/runs", R"({"images":)" + images({{image, "pass.elf"}}) + "}", "");
+  INFO(run.body);
+  CHECK(run.status == 507);
+  CHECK(std::regex_search(run.body, std::regex(why + ": hwfarmd starts no run until space is freed")));
+  // and healthz says so
+  json::value health = json::parse(d.get("/v1/healthz").body);
+  CHECK_FALSE(health.at("disk").at("ok").as_bool());
+  CHECK(health.at("disk").at("reserve_bytes").as_int64() == 4194304);
+  CHECK(health.at("disk").at("free_bytes").as_int64() < 2097152);
+  CHECK(std::regex_search(std::string(health.at("disk").at("reason").as_string()), std::regex(why)));
+  // And the lease it holds is released, and a restart on that disk starts and says why it refuses work
+  REQUIRE(d.request("DELETE", "/v1/leases/" + lease, "", "").status == 200);
+  d.killAndRestart();
+  CHECK(std::regex_search(d.log(), std::regex(why + ": hwfarmd takes no new lease or run until space is freed")));
+  CHECK(take().status == 507);
+  // When the space is freed, leases are granted again.
+  fs::remove(disk.dir + "/filler");
+  CHECK(take().status == 201);
+  CHECK(d.log().find("cannot commit") == std::string::npos);
 }

@@ -278,6 +278,44 @@ TEST_CASE("artifacts.tar is 409 while the run runs, then holds each artifact und
   CHECK(lab.d.get("/v1/runs/run-0000000000000000/artifacts.tar").status == 404);
 }
 
+TEST_CASE("issue 20: an artifact folder swapped for a symlink to outside the run is neither served nor archived") {
+  Lab lab(1);
+  std::string id = lab.run({"pass"}, R"("reference":"none")");
+  json::object run = lab.ended(id);
+  std::string trace;
+  for (const auto& path : run.at("artifacts").as_array())
+    if (path.as_string().starts_with("traces/")) trace = std::string(path.as_string());
+  REQUIRE(!trace.empty());
+  std::string runs = lab.dir.file("state/runs/" + id);
+  REQUIRE(lab.d.get("/v1/runs/" + id + "/artifacts/" + trace).status == 200);
+  // Given the run's traces/ folder swapped for a symlink to a directory
+  // outside that holds a secret under the trace's name,
+  fs::rename(runs + "/traces", lab.dir.file("traces.moved"));
+  fs::create_directories(lab.dir.file("outside"));
+  std::ofstream(lab.dir.file("outside/" + trace.substr(7))) << "SECRET\n";
+  fs::create_directory_symlink(lab.dir.file("outside"), runs + "/traces");
+  // and a folder that is a symlink to /etc,
+  fs::create_directory_symlink("/etc", runs + "/etc");
+  // when a client asks for the trace or /etc's hostname through them,
+  // each is a 404 like any artifact the run does not have;
+  for (const std::string& path : {trace, std::string("etc/hostname")}) {
+    auto r = lab.d.get("/v1/runs/" + id + "/artifacts/" + path);
+    CHECK(r.status == 404);
+    CHECK(r.body == "{\"error\":\"not_found\",\"detail\":\"run " + id + " has no artifact " + path + "\"}");
+  }
+  // and artifacts.tar holds every other artifact but not the secret.
+  auto tar = lab.d.get("/v1/runs/" + id + "/artifacts.tar");
+  REQUIRE(tar.status == 200);
+  CHECK(tar.body.find("SECRET") == std::string::npos);
+  std::ofstream(lab.dir.file("run.tar"), std::ios::binary) << tar.body;
+  CommandResult listed = runCommand({"/bin/tar", "-tf", lab.dir.file("run.tar")});
+  REQUIRE(listed.status.code == 0);
+  std::string expected;
+  for (const auto& path : run.at("artifacts").as_array())
+    if (path.as_string() != trace) expected += id + "/" + std::string(path.as_string()) + "\n";
+  CHECK(listed.out == expected);
+}
+
 TEST_CASE("hwfarmd stopping cancels the run and ends its event stream with the end line") {
   Lab lab(1);
   std::string id = lab.run({"hang"}, R"("deadline_s":60)");

@@ -72,6 +72,8 @@ TEST_CASE("manifest errors read FILE:LINE:COL: key: message") {
   CHECK(manifestError("reference = \"qemux\"\n[[image]]\npath = \"a.elf\"\n") ==
         "ci/suite.toml:1:13: reference: expected \"qemu\", \"none\", \"golden\" or \"golden:DIR\"");
   CHECK(manifestError("[[image]]\nname = \"a\"\n") == "ci/suite.toml:1:1: image: needs a path");
+  CHECK(manifestError("[[image]]\npath = \"/abs/\"\n") ==
+        "ci/suite.toml:1:1: image: path \"/abs/\" names a directory, not an image file");
   CHECK(manifestError("[[image]]\npath = 3\n") == "ci/suite.toml:2:8: image.path: expected a string");
   CHECK(manifestError("deadline_s = -1\n[[image]]\npath = \"a.elf\"\n") ==
         "ci/suite.toml:1:14: deadline_s: expected seconds in (0, 86400]");

@@ -46,3 +46,18 @@ TEST_CASE("images and output files get distinct names by the same rule") {
         std::vector<std::string>{"square.y.npy", "test_add_py_t.y.npy", "a_b.y_0.npy", "a_b.y_1.npy"});
   CHECK(outputDir("pass", "nucleo_0") == "outputs/pass__nucleo_0");
 }
+
+TEST_CASE("a name too long for a file name is cut to its start and a hash of the whole, the same every time") {
+  std::string long_a(250, 'a'), long_b = std::string(249, 'a') + "b";
+  std::string a = normalizeName(long_a), b = normalizeName(long_b);
+  CHECK(a.size() == kMaxNameBytes);
+  CHECK(a.rfind(std::string(kMaxNameBytes - 9, 'a') + "_", 0) == 0);
+  CHECK(a == normalizeName(long_a)); // deterministic
+  CHECK(a != b);                     // names that share a start stay apart
+  CHECK(normalizeName(std::string(kMaxNameBytes, 'x')) == std::string(kMaxNameBytes, 'x'));
+  // A 250-byte case and a 250-byte output make one file name under 255 bytes.
+  std::vector<std::string> files = outputFileNames({long_a + "." + long_b});
+  REQUIRE(files.size() == 1);
+  CHECK(files[0].size() <= 2 * kMaxNameBytes + 5);
+  CHECK(files[0].size() < 255);
+}

@@ -1,239 +1,13 @@
-// The run engine as stories (core/run/plan.h): a plan on a ManualClock, its
-// commands answered by a fake target runner (boards that flash, power and
-// print what their image says; simulators; spare boards to swap in), no
-// QEMU, no sleeps. Time moves only when a story says so.
+// The run engine as stories (core/run/plan.h) in a fake lab
+// (tests/support/run_lab.h): no QEMU, no sleeps.
 #include <catch2/catch.hpp>
 
-#include <deque>
-#include <map>
-#include <set>
-
-#include "daemon/core/clock.h"
-#include "daemon/core/run/boot.h"
-#include "daemon/core/run/naming.h"
-#include "daemon/core/run/plan.h"
-#include "daemon/core/timer_queue.h"
+#include "tests/support/run_lab.h"
 
 using namespace hwfarm;
 using namespace hwfarm::run;
+using namespace hwfarm::run::test;
 using namespace std::chrono_literals;
-
-namespace {
-
-constexpr int64_t kStartWallMs = 1'800'000'000'000;
-
-// What each test image prints once its board runs it ("<name>.elf").
-std::vector<std::string> firmware(const std::string& image) {
-  std::string file = image.substr(image.rfind('/') + 1);
-  std::string name = file.substr(0, file.find('.'));
-  if (name == "pass" || name == "ref")
-    return {"boot 1.0", "HWFARM BEGIN suite=s", "HWFARM TEST t PASS", "HWFARM OUTPUT t.y i32 2 1 2",
-            "HWFARM END status=0"};
-  if (name == "drift") // t.y differs from pass's
-    return {"HWFARM BEGIN suite=s", "HWFARM TEST t PASS", "HWFARM OUTPUT t.y i32 2 2 1", "HWFARM END status=0"};
-  if (name == "fail") return {"HWFARM BEGIN suite=s", "HWFARM TEST t FAIL expected 3 got 4", "HWFARM END status=1"};
-  if (name == "hang") return {"HWFARM BEGIN suite=s", "HWFARM TEST t PASS"};
-  return {}; // silent
-}
-
-std::string text(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const auto& l : lines) out += l + "\n";
-  return out;
-}
-
-struct FakeBoard {
-  BoardKind kind = BoardKind::switched;
-  Status flash; // what its flasher answers
-  Status power; // what its power switch answers
-};
-
-// A run plan and a fake target runner that carries its commands out.
-class Lab {
- public:
-  explicit Lab(std::map<std::string, FakeBoard> boards) : boards_(std::move(boards)) {}
-
-  // Starts a run of `spec` on the lab's boards (in the given order; "" is
-  // the simulator target), its record stored at once.
-  void start(Spec spec, const std::vector<std::string>& targets, const std::string& sim_label = "qemu mps2-an385") {
-    Resolved r;
-    std::vector<std::string> types;
-    for (const auto& t : targets) {
-      r.targets.push_back({t, "", t.empty() ? BoardKind::simulated : boards_.at(t).kind});
-      types.push_back(t.empty() ? "qemu" : "nucleo");
-    }
-    std::optional<std::string> reference;
-    if (spec.reference != ReferenceKind::none) reference = std::string(referenceName(spec.reference));
-    RunNames names = runNames(types, reference);
-    for (size_t i = 0; i < r.targets.size(); ++i) r.targets[i].name = names.targets[i];
-    r.reference = names.reference;
-    r.sim_label = sim_label;
-    plan_.emplace(std::move(spec), std::move(r), "run-1", "lease-1", now());
-    feed(Started{});
-  }
-
-  Now now() const { return {clock.steadyNow(), clock.wallMs()}; }
-
-  // Feeds `event`, then answers every command it leads to, as the lab's
-  // boards and simulators would, until only time (or a held answer) can
-  // move the run on.
-  void feed(Event event) {
-    events_.push_back(std::move(event));
-    drain();
-  }
-
-  // Moves time on by `d`, firing the deadlines due.
-  void advance(std::chrono::milliseconds d) {
-    clock.advance(d);
-    timers_.runDue(clock.steadyNow());
-    drain();
-  }
-
-  const Record& record() const { return plan_->record(); }
-  bool over() const { return plan_->over(); }
-
-  // Commands of type C carried out so far.
-  template <typename C>
-  std::vector<C> done() const {
-    std::vector<C> out;
-    for (const auto& c : log_)
-      if (const C* x = std::get_if<C>(&c)) out.push_back(*x);
-    return out;
-  }
-  // The power steps board `board` was given, in order.
-  std::vector<PowerStep> powerSteps(const std::string& board) const {
-    std::vector<PowerStep> out;
-    for (const auto& p : done<Power>())
-      if (p.board == board) out.push_back(p.step);
-    return out;
-  }
-  const AttemptEntry& attempt(const std::string& image, const std::string& target, size_t nth = 0) const {
-    for (const auto& a : record().attempts)
-      if (a.image == image && a.target == target && nth-- == 0) return a;
-    FAIL("no attempt of " << image << " on " << target);
-    return record().attempts.front();
-  }
-  std::string file(const std::string& path) const {
-    for (const auto& w : done<WriteFiles>())
-      for (const auto& f : w.files)
-        if (f.path == path) return f.bytes;
-    return "";
-  }
-
-  ManualClock clock{kStartWallMs};
-  std::map<std::string, FakeBoard> boards_;
-  std::deque<std::string> spares;           // boards the lease service can swap in
-  std::set<std::string> hanging_simulators; // images a simulator runs until stopped
-  Status write_status;                      // what writing the artifacts answers
-  std::vector<InfraFailure> infra;          // Finished's
-  // Commands left unanswered (the story answers them): "flash", "power", "swap".
-  std::set<std::string> hold;
-
- private:
-  void drain() {
-    while (!events_.empty()) {
-      Event e = std::move(events_.front());
-      events_.pop_front();
-      Steps steps = plan_->step(e, now());
-      for (auto& c : steps.commands) answer(std::move(c));
-    }
-  }
-
-  void later(Event e) { events_.push_back(std::move(e)); }
-
-  void print(size_t attempt, const std::string& image) {
-    for (const auto& line : firmware(image)) later(run::ConsoleLine{attempt, line});
-  }
-
-  void answer(Command c) {
-    log_.push_back(c);
-    std::visit([this](auto& x) { carry(x); }, c);
-  }
-  void carry(const Watch& w) { watching_[w.attempt] = w.board; }
-  void carry(const Unwatch& u) { watching_.erase(u.attempt); }
-  void carry(const Flash& f) {
-    images_[f.attempt] = f.image;
-    if (hold.count("flash")) return;
-    const FakeBoard& b = boards_.at(f.board);
-    // An unswitched board's firmware starts at its flasher's reset, before
-    // the flash reports back.
-    if (b.flash.ok() && b.kind == BoardKind::unswitched) print(f.attempt, f.image);
-    later(Flashed{f.attempt, b.flash, "flashed " + f.image});
-  }
-  void carry(const Power& p) {
-    if (hold.count("power")) return;
-    const FakeBoard& b = boards_.at(p.board);
-    later(Powered{p.attempt, p.step == PowerStep::off ? Status() : b.power});
-    if (p.step != PowerStep::off && b.power.ok() && watching_.count(p.attempt)) print(p.attempt, images_[p.attempt]);
-  }
-  void carry(const PowerOff& p) { later(PoweredOff{p.attempt}); }
-  void carry(const Simulate& s) {
-    later(SimulatorStarted{s.attempt});
-    if (hanging_simulators.count(s.image)) {
-      simulating_[s.attempt] = s.image;
-      return;
-    }
-    later(SimulatorEnded{s.attempt, Status(), text(firmware(s.image)), false, false, 0.25});
-  }
-  void carry(const StopSimulator& s) {
-    auto it = simulating_.find(s.attempt);
-    if (it == simulating_.end()) return;
-    later(SimulatorEnded{s.attempt, Status(), text(firmware(it->second)), false, false, 0.5});
-    simulating_.erase(it);
-  }
-  void carry(const ReadGolden& g) { later(GoldenRead{g.attempt, Status(), text(firmware(g.path))}); }
-  void carry(const ArmDeadline& d) {
-    deadlines_[d.attempt] = timers_.schedule(d.at, [this, i = d.attempt] { later(DeadlinePassed{i}); });
-  }
-  void carry(const CancelDeadline& d) {
-    if (auto it = deadlines_.find(d.attempt); it != deadlines_.end()) timers_.cancel(it->second);
-  }
-  void carry(const SwapBoard& s) {
-    if (hold.count("swap")) return;
-    if (spares.empty())
-      return later(Swapped{s.attempt, Status::error(Code::conflict, "no other board of type nucleo is available to "
-                                                                     "replace " + s.board)});
-    std::string fresh = spares.front();
-    spares.pop_front();
-    later(Swapped{s.attempt, Target{fresh, "", boards_.at(fresh).kind}});
-  }
-  void carry(const WriteFiles&) { later(ArtifactsWritten{write_status}); }
-  void carry(const StoreRecord&) { later(RecordStored{Status()}); }
-  void carry(const Finished& f) { infra = f.infra; }
-
-  std::optional<Plan> plan_;
-  std::deque<Event> events_;
-  std::vector<Command> log_;
-  std::map<size_t, std::string> watching_;   // attempt -> board
-  std::map<size_t, std::string> images_;     // attempt -> image it flashed
-  std::map<size_t, std::string> simulating_; // hanging simulators: attempt -> image
-  std::map<size_t, TimerQueue::Id> deadlines_;
-  TimerQueue timers_;
-};
-
-Spec spec(std::vector<std::string> images, Mode mode = Mode::shard, ReferenceKind reference = ReferenceKind::qemu) {
-  Spec s;
-  for (const auto& i : images) s.images.push_back({i, i, "", ""});
-  s.mode = mode;
-  s.reference = reference;
-  s.deadline_ms = 10000;
-  return s;
-}
-
-std::map<std::string, FakeBoard> nucleos(int n, BoardKind kind = BoardKind::switched) {
-  std::map<std::string, FakeBoard> out;
-  for (int i = 0; i < n; ++i) out["nucleo-" + std::to_string(i)] = FakeBoard{kind, Status(), Status()};
-  return out;
-}
-
-Status flashFailure() {
-  Evidence e;
-  e.exit_code = 1;
-  e.tool_output = "verify failed";
-  return Status::infrastructure(Code::io_error, "flash tool failed", e);
-}
-
-} // namespace
 
 TEST_CASE("shard: every image runs once, on the board that is free first") {
   Lab lab(nucleos(2));
@@ -421,6 +195,33 @@ TEST_CASE("a hang ends at the deadline to the millisecond, the board is powered 
   CHECK(lab.record().state == State::failed);
 }
 
+TEST_CASE("a reference that ends after its board attempt lets the board go on to the next image") {
+  // (The reference's end adds the board's next attempt while the end is
+  // handled: the plan must not hold the reference's state across that. The
+  // sanitizer build saw a use-after-free here when three images filled the
+  // attempts' first allocation.)
+  Lab lab(nucleos(1));
+  // Given three failing images whose references end only at their deadline,
+  std::vector<std::string> images{"fail.0.elf", "fail.1.elf", "fail.2.elf"};
+  lab.hanging_simulators = {images.begin(), images.end()};
+  lab.start(spec(images, Mode::shard), {"nucleo-0"});
+  // the board runs the first and waits for its reference (a failure may be
+  // the lab's, and the reference says),
+  REQUIRE(lab.record().attempts.size() == 4);
+  CHECK(lab.attempt("fail_0", "nucleo").phase == Phase::done);
+  // and once the references end, runs the others, each judged a test failure.
+  lab.advance(10000ms);
+  REQUIRE(lab.over());
+  REQUIRE(lab.record().attempts.size() == 6);
+  for (const auto& a : lab.record().attempts) CHECK(a.phase == Phase::done);
+  for (const auto& image : images) {
+    INFO(image);
+    CHECK(lab.attempt(normalizeName(image.substr(0, image.size() - 4)), "nucleo").judgement->outcome == Outcome::fail);
+  }
+  CHECK(lab.record().state == State::failed);
+  CHECK(lab.record().failure == FailureClass::test);
+}
+
 TEST_CASE("a simulator that hangs is stopped at its deadline and judged on what it printed") {
   Lab lab(nucleos(1));
   lab.hanging_simulators = {"hang.elf"};
@@ -433,6 +234,61 @@ TEST_CASE("a simulator that hangs is stopped at its deadline and judged on what 
   REQUIRE(lab.over());
   CHECK(lab.attempt("hang", "qemu").judgement->reason == "BEGIN but no END before the deadline (the firmware hung)");
   CHECK(lab.record().state == State::failed);
+}
+
+TEST_CASE("a run's simulators run at most its simulator time together, then stop and fail as the run's") {
+  SECTION("a simulator gets what is left of the run's time when that is less than its deadline") {
+    Lab lab(nucleos(1));
+    lab.hanging_simulators = {"hang.elf"};
+    // Given a run with 15 s of simulator time whose image hangs, on the
+    // reference and on the simulator as a target (10 s deadlines),
+    Spec s = spec({"hang.elf"}, Mode::each);
+    s.max_simulator_ms = 15000;
+    lab.start(s, {""});
+    REQUIRE(lab.record().attempts.size() == 2);
+    // the reference gets its 10 s, the target the 5 s left: it stops first,
+    lab.advance(4999ms);
+    CHECK(lab.done<StopSimulator>().empty());
+    lab.advance(1ms);
+    REQUIRE(lab.done<StopSimulator>().size() == 1);
+    CHECK(lab.attempt("hang", "qemu").phase == Phase::done);
+    // and the reference at its deadline;
+    lab.advance(5000ms);
+    REQUIRE(lab.over());
+    // the target failed the run's way, saying why, the reference its own.
+    const Judgement& target = *lab.attempt("hang", "qemu").judgement;
+    CHECK(target.failure == FailureClass::test);
+    CHECK(target.reason == "stopped after 5 s: the run's simulator time ran out (runs.max_simulator_s, 15 s, its "
+                           "references and simulator targets together)");
+    CHECK(lab.attempt("hang", "qemu_ref").judgement->reason ==
+          "BEGIN but no END before the deadline (the firmware hung)");
+    CHECK(lab.record().failure == FailureClass::test);
+  }
+  SECTION("a simulator not started when the run's time ran out does not start") {
+    Lab lab(nucleos(1));
+    lab.hanging_simulators = {"hang.0.elf", "hang.1.elf", "hang.2.elf"};
+    // Given three hanging images on the simulator target alone, with 12 s
+    // of simulator time and 10 s deadlines,
+    Spec s = spec({"hang.0.elf", "hang.1.elf", "hang.2.elf"}, Mode::shard, ReferenceKind::none);
+    s.max_simulator_ms = 12000;
+    lab.start(s, {""});
+    // the first runs to its deadline, the second the 2 s left,
+    lab.advance(10000ms);
+    lab.advance(2000ms);
+    // and the third never starts.
+    REQUIRE(lab.over());
+    CHECK(lab.done<Simulate>().size() == 2);
+    CHECK(lab.attempt("hang_0", "qemu").judgement->reason ==
+          "BEGIN but no END before the deadline (the firmware hung)");
+    CHECK(lab.attempt("hang_1", "qemu").judgement->reason ==
+          "stopped after 2 s: the run's simulator time ran out (runs.max_simulator_s, 12 s, its references and "
+          "simulator targets together)");
+    CHECK(lab.attempt("hang_2", "qemu").judgement->reason ==
+          "not run: the run's simulator time ran out (runs.max_simulator_s, 12 s, its references and simulator "
+          "targets together)");
+    CHECK(lab.attempt("hang_2", "qemu").judgement->failure == FailureClass::test);
+    CHECK(lab.record().state == State::failed);
+  }
 }
 
 TEST_CASE("a cancel stops the run in any phase, its record says cancelled and why, and nothing counts for the SLA") {
@@ -509,6 +365,137 @@ TEST_CASE("a cancel stops the run in any phase, its record says cancelled and wh
     CHECK_FALSE(lab.record().attempts[0].retried);
     CHECK(lab.record().state == State::cancelled);
   }
+}
+
+TEST_CASE("a cancel wins or is refused: accepted until the verdict is decided, run_ended from then on") {
+  SECTION("accepted while it runs: the run ends cancelled whatever comes after") {
+    Lab lab(nucleos(1));
+    lab.hold = {"flash"};
+    lab.start(spec({"pass.elf"}, Mode::shard, ReferenceKind::none), {"nucleo-0"});
+    CHECK(lab.record().attempts[0].phase == Phase::flashing);
+    // Given a run whose board is still flashing, a cancel is accepted,
+    CHECK(lab.cancelAnswer() == CancelAnswer::accepted);
+    lab.feed(CancelRequested{"cancelled by alice"});
+    // its record says so at once (the answer the client gets), a second
+    // cancel is the same one,
+    CHECK(lab.record().cancelling);
+    CHECK(lab.record().state == State::running);
+    CHECK(lab.cancelAnswer() == CancelAnswer::already);
+    CHECK_FALSE(lab.decided());
+    // and the flasher succeeding changes nothing: the run ends cancelled.
+    lab.feed(Flashed{0, Status(), "flashed"});
+    REQUIRE(lab.over());
+    CHECK(lab.record().state == State::cancelled);
+    CHECK(lab.cancelAnswer() == CancelAnswer::ended);
+    CHECK(lab.decided() == State::cancelled);
+  }
+  SECTION("refused once the verdict is decided: its files being written, its record stored") {
+    Lab lab(nucleos(1));
+    lab.hold = {"write"};
+    // Given a run whose last attempt passed and whose files are being written,
+    lab.start(spec({"pass.elf"}, Mode::shard, ReferenceKind::none), {"nucleo-0"});
+    REQUIRE(lab.done<WriteFiles>().size() == 1);
+    CHECK(lab.record().state == State::running); // (clients still see it running)
+    // a cancel is refused, the state it ends in named,
+    CHECK(lab.cancelAnswer() == CancelAnswer::ended);
+    CHECK(lab.decided() == State::passed);
+    // and one stepped anyway changes nothing:
+    lab.feed(CancelRequested{"cancelled by alice"});
+    CHECK_FALSE(lab.record().cancelling);
+    CHECK(lab.record().reason.empty());
+    lab.feed(ArtifactsWritten{Status()});
+    REQUIRE(lab.over());
+    CHECK(lab.record().state == State::passed);
+    CHECK(lab.cancelAnswer() == CancelAnswer::ended);
+  }
+}
+
+TEST_CASE("a cancelled run's infrastructure failures from before the cancel count for the SLA, what it cut short never") {
+  auto boards = nucleos(2);
+  boards["nucleo-0"].flash = flashFailure();
+  Lab lab(boards);
+  // Given a board whose flasher fails (not retried) and one running a hang,
+  Spec s = spec({"pass.elf", "hang.elf"}, Mode::shard, ReferenceKind::none);
+  s.retry = false;
+  lab.start(s, {"nucleo-0", "nucleo-1"});
+  CHECK(lab.attempt("pass", "nucleo_0").phase == Phase::done);
+  CHECK(lab.attempt("hang", "nucleo_1").phase == Phase::running);
+  // when the run is cancelled,
+  lab.feed(CancelRequested{"cancelled by alice"});
+  REQUIRE(lab.over());
+  CHECK(lab.record().state == State::cancelled);
+  // the flash failure before it still counts, against its board;
+  REQUIRE(lab.infra.size() == 1);
+  CHECK(lab.infra[0].board == "nucleo-0");
+  CHECK(lab.infra[0].why == "run run-1: flash tool failed");
+  CHECK_FALSE(lab.attempt("pass", "nucleo_0").cancelled);
+  CHECK(lab.record().failure == FailureClass::infrastructure);
+  // the hang it cut short is the cancel's doing: marked, never counted.
+  const AttemptEntry& hang = lab.attempt("hang", "nucleo_1");
+  CHECK(hang.cancelled);
+  CHECK(hang.judgement->reason == "cancelled: cancelled by alice");
+  Result<Record> back = Record::fromJson(lab.record().toJson());
+  REQUIRE(back.ok());
+  CHECK(back->attempts[1].cancelled);
+  CHECK(back->cancelling);
+}
+
+TEST_CASE("bad images swap one board per failed board: the same failure on a second board is the firmware's") {
+  Lab lab(nucleos(4));
+  lab.spares = {"nucleo-1", "nucleo-2", "nucleo-3"};
+  // Given six images that print nothing on a board while their reference
+  // build (pass.elf) prints its records on the simulator, on one board,
+  std::vector<std::string> names;
+  for (int i = 0; i < 6; ++i) names.push_back("silent" + std::to_string(i) + ".elf");
+  Spec s = spec(names);
+  for (auto& img : s.images) img.reference_path = "/store/pass.elf";
+  lab.start(s, {"nucleo-0"});
+  for (int i = 0; i < 20 && !lab.over(); ++i) lab.advance(10s);
+  REQUIRE(lab.over());
+  // one board was swapped in for the failed one, and none for it in turn;
+  REQUIRE(lab.done<SwapBoard>().size() == 1);
+  CHECK(lab.done<SwapBoard>()[0].board == "nucleo-0");
+  CHECK(lab.spares.size() == 2);
+  // the first image failed the same way on both boards: the firmware's,
+  const AttemptEntry& first = lab.attempt("silent0", "nucleo");
+  const AttemptEntry& retry = lab.attempt("silent0", "nucleo", 1);
+  CHECK(retry.board == "nucleo-1");
+  std::string why = "no console output before the deadline (the reference printed its records)";
+  CHECK(first.judgement->failure == FailureClass::test);
+  CHECK(retry.judgement->failure == FailureClass::test);
+  CHECK(retry.judgement->reason == why + " (on nucleo-0 and on nucleo-1 alike: the same image failed the same way on "
+                                         "two boards, the firmware's failure)");
+  // and so are the same failures of the other images, never retried;
+  for (int i = 1; i < 6; ++i) {
+    const AttemptEntry& a = lab.attempt("silent" + std::to_string(i), "nucleo");
+    CHECK(a.board == "nucleo-1");
+    CHECK(a.judgement->failure == FailureClass::test);
+    CHECK(a.judgement->reason == why + " (as silent0 did on nucleo-0 and on nucleo-1: the firmware's failure)");
+  }
+  // the run failed the firmware's way and nothing counts for the SLA.
+  CHECK(lab.record().state == State::failed);
+  CHECK(lab.record().failure == FailureClass::test);
+  CHECK(lab.infra.empty());
+}
+
+TEST_CASE("a board swapped in for a failed one is never swapped out in turn: no chain of swaps") {
+  auto boards = nucleos(3);
+  boards["nucleo-0"].flash = flashFailure();
+  boards["nucleo-1"].closes_after = 2; // its console closes mid-run, every time
+  Lab lab(boards);
+  lab.spares = {"nucleo-1", "nucleo-2"};
+  // Given a board whose flasher fails and a spare whose console closes mid-run,
+  lab.start(spec({"pass.elf", "pass.elf"}, Mode::shard, ReferenceKind::none), {"nucleo-0"});
+  REQUIRE(lab.over());
+  // one board was swapped in, and its own failures stand (nucleo-2 stays free),
+  REQUIRE(lab.done<SwapBoard>().size() == 1);
+  CHECK(lab.spares == std::deque<std::string>{"nucleo-2"});
+  const AttemptEntry& second = lab.attempt("pass_1", "nucleo");
+  CHECK(second.board == "nucleo-1");
+  CHECK(second.not_retried == "nucleo-1 was swapped in for nucleo-0 in this run: a run swaps one board per failed board");
+  // each the lab's: the console closing is a step of the lab's, whatever the image.
+  CHECK(lab.record().state == State::error);
+  CHECK(lab.infra.size() == 3);
 }
 
 TEST_CASE("a USB board without a power switch is flashed, never powered, and runs from its flasher's reset") {

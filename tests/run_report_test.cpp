@@ -4,9 +4,12 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <functional>
 
 #include <boost/json.hpp>
 
+#include "daemon/core/run/case_summary.h"
+#include "daemon/core/run/record.h"
 #include "daemon/core/run/report.h"
 #include "daemon/core/run/thresholds.h"
 #include "tests/support/process.h"
@@ -92,7 +95,7 @@ TEST_CASE("an output below its threshold fails its case as a test failure, with 
   CHECK(sq->message.find("PCC ") != std::string::npos);
   CHECK(caseOf(r, "ramp")->outcome == Outcome::pass);
   // A looser threshold for that output passes it.
-  TargetReport loose = evaluate(bad, &ref, [](std::string_view, std::string_view c, std::string_view) {
+  TargetReport loose = evaluate(bad, &ref, [](std::string_view, std::string_view c, std::string_view, Dtype) {
     Thresholds t;
     if (c == "square") t.expected_pcc = -1.0;
     return t;
@@ -118,7 +121,7 @@ TEST_CASE("the firmware's FAIL, a hang, a bad end status and a missing output ar
 
   TargetReport missing = evaluate(attempt("t", replaced(kPass, "HWFARM OUTPUT ramp.y i32 4 0 1 2 3\n", "")), &ref, nullptr);
   CHECK(caseOf(missing, "ramp")->outcome == Outcome::fail);
-  CHECK(caseOf(missing, "ramp")->message == "ramp.y: missing (the reference has it)");
+  CHECK(caseOf(missing, "ramp")->message == "ramp.y: output missing (the reference has it)");
 }
 
 TEST_CASE("an image that hangs on the reference too is the firmware's failure, not the lab's") {
@@ -137,10 +140,11 @@ TEST_CASE("no console output, a failed flash, a corrupt record and a failed refe
   TargetReport silent = evaluate(attempt("t", "", true), &ref, nullptr);
   CHECK(silent.outcome == Outcome::error);
   CHECK(silent.failure == FailureClass::infrastructure);
-  CHECK(silent.reason == "no console output before the deadline");
+  CHECK(silent.reason == "no console output before the deadline (the reference printed its records)");
   REQUIRE(caseOf(silent, "ramp"));
   CHECK(caseOf(silent, "ramp")->outcome == Outcome::error); // a case the reference has: not run
-  CHECK(caseOf(silent, "ramp")->message == "not run: no console output before the deadline");
+  CHECK(caseOf(silent, "ramp")->message ==
+        "not run: no console output before the deadline (the reference printed its records)");
 
   Attempt flash = attempt("t", "");
   Evidence e;
@@ -204,6 +208,144 @@ TEST_CASE("junit.xml has one suite per target, failures, errors and skips, and i
   CHECK_FALSE(schemaErrors(replaced(xml, "time=\"0.042\"", "time=\"0.0421\"")).empty());
 }
 
+namespace {
+
+// A console of `n` cases, case0 .. case<n-1>: those whose number `fails`
+// says fail ("FAIL boom"), every other one passes.
+std::string manyCases(size_t n, const std::function<bool(size_t)>& fails) {
+  std::string out = "HWFARM BEGIN suite=many\n";
+  for (size_t i = 0; i < n; ++i)
+    out += "HWFARM TEST case" + std::to_string(i) + (fails(i) ? " FAIL boom\n" : " PASS\n");
+  return out + "HWFARM END status=0\n";
+}
+
+} // namespace
+
+TEST_CASE("the record keeps 100 cases of an attempt, failing ones first, and counts all of them") {
+  // Given an attempt of 5,000 cases whose last 150 fail (the firmware's
+  // way, judged without a reference),
+  TargetReport report = evaluate(attempt("nucleo_0", manyCases(5000, [](size_t i) { return i >= 4850; })), nullptr,
+                                 nullptr);
+  REQUIRE(report.cases.size() == 5000);
+  // when the record keeps it,
+  Judgement j = judgementOf(report, false);
+  // then its verdict is the report's, from every case,
+  CHECK(j.outcome == Outcome::fail);
+  CHECK(j.failure == FailureClass::test);
+  // it lists the first 100 failing cases, in their order,
+  REQUIRE(j.cases.size() == kKeptCases);
+  CHECK(j.cases.front().name == "case4850");
+  CHECK(j.cases.back().name == "case4949");
+  // and counts all 5,000, saying 4,900 were left out.
+  CHECK(j.counts == CaseCounts{5000, 4850, 150, 0, 0, 4900});
+  // Read back from its JSON, the counts are the same; a record that lists
+  // every case and has no counts (an older hwfarmd's) gets them from its
+  // cases.
+  Record r;
+  r.state = State::failed;
+  r.attempts.push_back({"pass", "nucleo_0", "nucleo-0", false, Phase::done});
+  r.attempts.back().judgement = j;
+  Result<Record> back = Record::fromJson(r.toJson());
+  REQUIRE(back.ok());
+  CHECK(back->attempts[0].judgement->counts == j.counts);
+  CHECK(back->attempts[0].judgement->cases.size() == kKeptCases);
+  std::string older = r.toJson();
+  older.replace(older.find(",\"counts\""), older.find("}", older.find(",\"counts\"")) + 1 - older.find(",\"counts\""), "");
+  older = replaced(older, ",\"cases_left_out\":4900", "");
+  Result<Record> old = Record::fromJson(older);
+  REQUIRE(old.ok());
+  CHECK(old->attempts[0].judgement->counts == CaseCounts{100, 0, 100, 0, 0, 0});
+}
+
+TEST_CASE("a kept case lists 20 of its outputs, failing ones first, and counts the rest") {
+  // Given a case of 500 outputs, of which o300 .. o309 differ from the
+  // reference's,
+  auto console = [](bool drifted) {
+    std::string out = "HWFARM BEGIN suite=many\nHWFARM TEST t PASS\n";
+    for (size_t i = 0; i < 500; ++i)
+      out += "HWFARM OUTPUT t.o" + std::to_string(i) + " i32 1 " +
+             std::to_string(drifted && i >= 300 && i < 310 ? 7 : 1) + "\n";
+    return out + "HWFARM END status=0\n";
+  };
+  Attempt ref = attempt("qemu_ref", console(false));
+  TargetReport report = evaluate(attempt("nucleo_0", console(true)), &ref, nullptr);
+  REQUIRE(report.cases.size() == 1);
+  REQUIRE(report.cases[0].outputs.size() == 500);
+  // when the record keeps it,
+  Judgement j = judgementOf(report, false);
+  // then the case fails on every output that differs,
+  CHECK(j.outcome == Outcome::fail);
+  REQUIRE(j.cases.size() == 1);
+  // and lists the ten that fail and the first ten others, in their order,
+  const CaseVerdict& c = j.cases[0];
+  REQUIRE(c.outputs.size() == kKeptOutputs);
+  CHECK(c.outputs_left_out == 480);
+  std::vector<std::string> keys;
+  for (const auto& o : c.outputs) keys.push_back(o.key);
+  CHECK(keys.front() == "t.o0");
+  CHECK(keys[9] == "t.o9");
+  CHECK(keys[10] == "t.o300");
+  CHECK(keys.back() == "t.o309");
+  for (size_t i = 10; i < 20; ++i) CHECK(c.outputs[i].verdict == Verdict::fail);
+  // (the count is read back from the record's JSON, absent when 0)
+  Record r;
+  r.state = State::failed;
+  r.attempts.push_back({"pass", "nucleo_0", "nucleo-0", false, Phase::done});
+  r.attempts.back().judgement = j;
+  std::string text = r.toJson();
+  CHECK(text.find("\"outputs_left_out\":480") != std::string::npos);
+  Result<Record> back = Record::fromJson(text);
+  REQUIRE(back.ok());
+  CHECK(back->attempts[0].judgement->cases[0].outputs_left_out == 480);
+  CHECK(back->attempts[0].judgement->cases[0].outputs.size() == kKeptOutputs);
+  // A case of at most 20 outputs lists them all.
+  Judgement small = judgementOf(evaluate(attempt("nucleo_0", kPass), nullptr, nullptr), false);
+  for (const auto& kept : small.cases) CHECK(kept.outputs_left_out == 0);
+  CHECK(Record{}.toJson().find("outputs_left_out") == std::string::npos);
+}
+
+TEST_CASE("an attempt of at most 100 cases keeps them all, and a long message is cut at a UTF-8 boundary") {
+  TargetReport report = evaluate(attempt("nucleo_0", manyCases(100, [](size_t i) { return i == 99; })), nullptr, nullptr);
+  Judgement j = judgementOf(report, false);
+  REQUIRE(j.cases.size() == 100);
+  CHECK(j.cases.front().name == "case0"); // in their order: nothing was chosen
+  CHECK(j.counts == CaseCounts{100, 99, 1, 0, 0, 0});
+  // A message of 2,000 bytes keeps its first 1,024, never half a character.
+  std::string message = std::string(1023, 'x') + "\xc3\xa9" + std::string(975, 'y');
+  CHECK(keptMessage(message) == std::string(1023, 'x') + " [... 977 more bytes]");
+  CHECK(keptMessage("short") == "short");
+}
+
+TEST_CASE("junit.xml lists 100 cases per image and one case that counts the rest, failing when one of them failed") {
+  // Given an image whose 1,000 cases pass but for the last, and one whose
+  // 300 cases all pass,
+  Attempt late = attempt("nucleo_0", manyCases(1000, [](size_t i) { return i == 999; }));
+  Attempt fine = attempt("nucleo_1", manyCases(300, [](size_t) { return false; }));
+  std::vector<TargetReport> reports{evaluate(late, nullptr, nullptr), evaluate(fine, nullptr, nullptr)};
+  // when junit.xml is written,
+  std::string xml = junitXml("run-8", reports);
+  INFO(xml.substr(0, 2000));
+  // then it is valid for Jenkins,
+  CHECK(schemaErrors(xml).empty());
+  // the failing case is listed and the 900 left out are counted
+  // by a passing case, as they all passed;
+  CHECK(xml.find("<testsuite name=\"nucleo_0\" tests=\"101\" failures=\"1\" errors=\"0\" skipped=\"0\"") !=
+        std::string::npos);
+  CHECK(xml.find("name=\"case999\" time=\"0.000\">\n      <failure type=\"test\" message=\"FAIL: boom\">") !=
+        std::string::npos);
+  CHECK(xml.find("<testcase classname=\"pass\" name=\"(900 more cases)\" time=\"0.000\"/>") != std::string::npos);
+  // the all-passing image's left-out cases pass too.
+  CHECK(xml.find("<testsuite name=\"nucleo_1\" tests=\"101\" failures=\"0\"") != std::string::npos);
+  CHECK(xml.find("name=\"(200 more cases)\" time=\"0.000\"/>") != std::string::npos);
+  // An image of 150 failing cases: 50 of them left out fail their line.
+  std::vector<TargetReport> failing{evaluate(attempt("n", manyCases(150, [](size_t) { return true; })), nullptr, nullptr)};
+  std::string failed = junitXml("run-9", failing);
+  CHECK(schemaErrors(failed).empty());
+  CHECK(failed.find("tests=\"101\" failures=\"101\"") != std::string::npos);
+  CHECK(failed.find("name=\"(50 more cases)\" time=\"0.000\">\n      <failure type=\"test\" message=\"50 more cases, "
+                    "not listed: 50 failed, 0 erred, 0 skipped, 0 passed (of 150 cases;") != std::string::npos);
+}
+
 TEST_CASE("golden_results.json has ttrt's fields per output, keyed by image when a run has several") {
   Attempt ref = attempt("qemu_ref", kPass);
   TargetReport r = evaluate(attempt("nucleo_0", kPass), &ref, nullptr);
@@ -261,8 +403,8 @@ TEST_CASE("an ignored output is not compared, and one the target lacks is not mi
                                        "HWFARM OUTPUT ramp.y i32 4 0 1 2 3\n", ""));
   std::vector<ThresholdRule> rules(1);
   rules[0].ignore = true;
-  TargetReport r = evaluate(bad, &ref, [&](std::string_view i, std::string_view c, std::string_view o) {
-    return resolveThresholds(rules, i, c, o);
+  TargetReport r = evaluate(bad, &ref, [&](std::string_view i, std::string_view c, std::string_view o, Dtype d) {
+    return resolveThresholds(rules, i, c, o, d);
   });
   CHECK(r.outcome == Outcome::pass);
   CHECK(caseOf(r, "square")->outputs.empty());

@@ -202,24 +202,105 @@ TEST_CASE("an infrastructure failure is retried once on another board swapped in
   }
 }
 
+namespace {
+
+// Fake board 3 of type "bare" without a power switch, its flasher resetting
+// it, whose health image prints the banner; `flash`: another flash line.
+std::string healthBoard(TempDir& dir, const std::string& flash = "") {
+  std::string health = dir.write("health.txt", "HEALTH OK\n");
+  std::string board = fakeBoard(dir, 3, false, "bare",
+                                "  health = { image = \"" + health + "\", banner = \"^HEALTH OK\", timeout_s = 10 }\n");
+  if (flash.empty()) return board;
+  size_t at = board.find("  flash = ");
+  REQUIRE(at != std::string::npos);
+  return board.replace(at, board.find('\n', at) + 1 - at, flash);
+}
+
+// Once fake-3's health check passed: leases it at once and runs the pass
+// image on it; the run's record (`lease`: the lease's id).
+json::object leaseAndRun(const RunningDaemon& d, std::string& lease) {
+  REQUIRE(waitState(d, "fake-3", "available"));
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"bare"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  lease = std::string(json::parse(granted.body).at("id").as_string());
+  return run(d, lease, upload(d, lease, kPass));
+}
+
+} // namespace
+
+TEST_CASE("images failing on every board swap one board per failed board, and a lease no more than its hourly limit") {
+  // Given four boards of a type whose flashers all fail, swaps limited to one an hour
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\nmax_swaps_per_hour = 1\n") +
+                           fakeBoard(dir, 1) + fakeBoard(dir, 2) + fakeBoard(dir, 3) + fakeBoard(dir, 4));
+  Process b1 = plugIn(dir, 1), b2 = plugIn(dir, 2), b3 = plugIn(dir, 3), b4 = plugIn(dir, 4);
+  for (int n = 1; n <= 4; ++n) {
+    REQUIRE(waitState(d, "fake-" + std::to_string(n), "available"));
+    setMode(dir, n, "flash-fail");
+  }
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  std::string lease(json::parse(granted.body).at("id").as_string());
+  REQUIRE(leaseBoards(d, lease) == std::vector<std::string>{"fake-1"});
+  std::string image = upload(d, lease, kPass);
+  auto recovering = [&] {
+    int n = 0;
+    for (int b = 1; b <= 4; ++b) n += stateOf(d, "fake-" + std::to_string(b)) != "available" &&
+                                      stateOf(d, "fake-" + std::to_string(b)) != "leased";
+    return n;
+  };
+  // When a run of three images fails on its board and on the board swapped in
+  auto r = d.request("POST", "/v1/leases/" + lease + "/runs",
+                     R"({"images":[{"image":")" + image + R"(","name":"a.bin"},{"image":")" + image +
+                         R"(","name":"b.bin"},{"image":")" + image + R"(","name":"c.bin"}],"reference":"none"})",
+                     "");
+  REQUIRE(r.status == 201);
+  json::object first = json::parse(d.recordAtEnd(std::string(json::parse(r.body).at("id").as_string()))).as_object();
+  INFO(json::serialize(first));
+  // Then one board was swapped in, and it was never swapped out in turn
+  CHECK(first.at("state").as_string() == "error");
+  const json::array& attempts = first.at("attempts").as_array();
+  REQUIRE(attempts.size() == 4); // a on fake-1, its retry, b and c on the board swapped in
+  CHECK(attempts[0].at("board").as_string() == "fake-1");
+  std::string in(attempts[1].at("board").as_string());
+  CHECK(in != "fake-1");
+  CHECK(attempts[1].at("retry_of_board").as_string() == "fake-1");
+  for (size_t i = 1; i < 4; ++i) {
+    CHECK(attempts[i].at("board").as_string() == in);
+    CHECK(attempts[i].at("failure_class").as_string() == "infrastructure");
+  }
+  for (size_t i = 2; i < 4; ++i)
+    CHECK(attempts[i].at("not_retried").as_string() ==
+          in + " was swapped in for fake-1 in this run: a run swaps one board per failed board");
+  CHECK(leaseBoards(d, lease) == std::vector<std::string>{in});
+  CHECK(recovering() <= 1);
+  // When the lease runs them again within the hour
+  r = d.request("POST", "/v1/leases/" + lease + "/runs",
+                R"({"images":[{"image":")" + image + R"(","name":"a.bin"}],"reference":"none"})", "");
+  REQUIRE(r.status == 201);
+  json::object second = json::parse(d.recordAtEnd(std::string(json::parse(r.body).at("id").as_string()))).as_object();
+  INFO(json::serialize(second));
+  // Then the failure stands on the lease's board: the hourly limit is spent
+  CHECK(second.at("state").as_string() == "error");
+  REQUIRE(second.at("attempts").as_array().size() == 1);
+  std::string why(second.at("attempts").as_array()[0].at("not_retried").as_string());
+  CHECK(why.find("(leases.max_swaps_per_hour = 1)") != std::string::npos);
+  CHECK(leaseBoards(d, lease) == std::vector<std::string>{in});
+  CHECK(recovering() <= 1); // of four boards, at most the first left service
+}
+
 TEST_CASE("a USB board without a power switch runs from its flasher's reset, in a run and in its health check") {
   TempDir dir;
   // Given a board with power.driver = "none" whose flasher resets it, and
   // a health image that prints the banner,
-  std::string health = dir.write("health.txt", "HEALTH OK\n");
-  RunningDaemon d(dir, qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") +
-                           fakeBoard(dir, 3, false, "bare",
-                                     "  health = { image = \"" + health + "\", banner = \"^HEALTH OK\", timeout_s = 10 }\n"));
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") + healthBoard(dir));
   Process board = plugIn(dir, 3);
   // its health check passes: flashed, its banner read from the flash on,
-  // never powered (it has nothing to switch),
-  REQUIRE(waitState(d, "fake-3", "available"));
-  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"bare"},"context":"manual"})", "");
-  REQUIRE(granted.status == 201);
-  std::string lease(json::parse(granted.body).at("id").as_string());
-  // and a run on it passes the same way: no power step, so no
-  // infrastructure failure of a switch it does not have.
-  json::object r = run(d, lease, upload(d, lease, kPass));
+  // never powered (it has nothing to switch), and a run on it passes the
+  // same way: no power step, so no infrastructure failure of a switch it
+  // does not have.
+  std::string lease;
+  json::object r = leaseAndRun(d, lease);
   INFO(json::serialize(r));
   CHECK(r.at("state").as_string() == "passed");
   const json::array& attempts = r.at("attempts").as_array();
@@ -228,4 +309,96 @@ TEST_CASE("a USB board without a power switch runs from its flasher's reset, in 
   CHECK_FALSE(fs::exists(dir.file("state/consoles/" + lease + "/power__fake-3.txt")));
   std::string trace = readFile(dir.file("state/runs/" + std::string(r.at("id").as_string()) + "/traces/fw__bare.txt"));
   CHECK(trace.find("HWFARM END status=0") != std::string::npos);
+}
+
+TEST_CASE("a health check ends after its flasher does: a banner printed while the flasher still runs does not free "
+          "the board") {
+  TempDir dir;
+  // Given a board without a power switch whose flasher resets it (the
+  // health image's banner comes at once) and then goes on for a second
+  // (a real flasher verifying, detaching, exiting),
+  std::string slow = "  flash = { driver = \"command\", argv = [\"/bin/sh\", \"-c\", \"\\\"$0\\\" flash \\\"$1\\\" "
+                     "\\\"$2\\\" reset && sleep 1\", \"" FAKE_BOARD_PATH "\", \"" + dir.file("fake3.sock") +
+                     "\", \"{image}\"], timeout_s = 5 }\n";
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") + healthBoard(dir, slow));
+  Process plugged = plugIn(dir, 3);
+  // when its health check passes and it is leased at once, the run's
+  // flash finds the board free: the check's flasher had ended before the
+  // board became available.
+  std::string lease;
+  json::object r = leaseAndRun(d, lease);
+  INFO(json::serialize(r));
+  CHECK(r.at("state").as_string() == "passed");
+  CHECK(json::serialize(r).find("busy") == std::string::npos);
+}
+
+TEST_CASE("a cancel during a run's finishing is refused with run_ended and the run keeps its verdict, and one before wins") {
+  TempDir dir;
+  // Given a daemon whose writes of summary.json the test can hold (the run's
+  // verdict is decided and its files are being written),
+  std::string hold = dir.file("hold");
+  RunningDaemon d(dir, fleet(dir),
+                  {{"LD_PRELOAD", FAILSYNC_PATH}, {"HWFARM_HOLD_SYNC", hold}, {"HWFARM_HOLD_SYNC_MATCH", "summary.json.tmp"}});
+  Process b1 = plugIn(dir, 1), b2 = plugIn(dir, 2);
+  REQUIRE(waitState(d, "fake-1", "available"));
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  std::string lease(json::parse(granted.body).at("id").as_string());
+  std::string image = upload(d, lease, kPass);
+  auto start = [&] {
+    auto r = d.request("POST", "/v1/leases/" + lease + "/runs",
+                       R"({"images":[{"image":")" + image + R"(","name":"fw.bin"}],"reference":"none"})", "");
+    INFO(r.body);
+    REQUIRE(r.status == 201);
+    return std::string(json::parse(r.body).at("id").as_string());
+  };
+  dir.write("hold", "");
+  std::string id = start();
+  // when its passing run is held writing its files,
+  bool held = false;
+  for (int i = 0; i < 3000 && !held; ++i) {
+    held = fs::exists(hold + ".held");
+    if (!held) std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(held);
+  // a cancel is refused: run_ended, naming the state it ends in,
+  auto refused = d.request("DELETE", "/v1/runs/" + id, "", "");
+  INFO(refused.body);
+  CHECK(refused.status == 409);
+  json::value error = json::parse(refused.body);
+  CHECK(error.at("error").as_string() == "run_ended");
+  CHECK(error.at("detail").as_string() == "run " + id +
+                                              " has already ended (passed): its verdict was decided before the "
+                                              "cancel; its files are being written");
+  // and once the write goes on the run ends passed, no cancel in its record.
+  fs::remove(hold);
+  json::object ended = json::parse(d.recordAtEnd(id)).as_object();
+  CHECK(ended.at("state").as_string() == "passed");
+  CHECK_FALSE(ended.contains("cancelling"));
+  auto after = d.request("DELETE", "/v1/runs/" + id, "", "");
+  CHECK(after.status == 409);
+  CHECK(json::parse(after.body).at("detail").as_string() == "run " + id + " has already ended (passed)");
+
+  // A cancel while the board runs wins: the answer says so, the run ends cancelled.
+  setMode(dir, 1, "stall");
+  std::string stalled = start();
+  for (int i = 0; i < 3000; ++i) {
+    json::value r = json::parse(d.get("/v1/runs/" + stalled).body);
+    if (r.at("attempts").as_array().size() == 1 && r.at("attempts").at(0).at("phase").as_string() == "running") break;
+    std::this_thread::sleep_for(10ms);
+  }
+  auto won = d.request("DELETE", "/v1/runs/" + stalled, "", "");
+  INFO(won.body);
+  REQUIRE(won.status == 200);
+  json::value answer = json::parse(won.body);
+  CHECK(answer.at("cancelling").as_bool());
+  CHECK(answer.at("reason").as_string() == "cancelled by anonymous");
+  // (its running board stopped at once, so the verdict is decided: a second
+  // cancel is refused, naming it)
+  auto again = d.request("DELETE", "/v1/runs/" + stalled, "", "");
+  CHECK(again.status == 409);
+  CHECK(json::parse(again.body).at("detail").as_string().rfind("run " + stalled + " has already ended (cancelled)", 0) == 0);
+  json::object cancelled = json::parse(d.recordAtEnd(stalled)).as_object();
+  CHECK(cancelled.at("state").as_string() == "cancelled");
+  CHECK(cancelled.at("attempts").at(0).at("cancelled").as_bool());
 }

@@ -173,6 +173,32 @@ TEST_CASE("the events of an ended run are its record and the end line, and the s
                           R"({"event":"end","state":"failed","failure_class":"test","reason":"ramp: FAIL"})" + "\n");
 }
 
+TEST_CASE("after a restart an ended run is listed, and its record is read from the database when it is asked for") {
+  TempDir dir;
+  std::string id;
+  {
+    WithRuns w(simulatedFleet(dir, 1));
+    id = w.startPassRun();
+    w.runUntil([&] { const run::Record* r = w.runs.find(id); return r && r->state != run::State::running; });
+    REQUIRE(w.runs.find(id));
+  }
+  // Given hwfarmd started again: the run is listed, its record not read,
+  WithRuns w(simulatedFleet(dir, 1));
+  CHECK(w.runs.known(id));
+  CHECK(w.runs.find(id) == nullptr);
+  REQUIRE(w.runs.list().size() == 1);
+  CHECK(w.runs.list()[0].state == run::State::passed);
+  // when a client asks for it, it is read from the database,
+  auto shown = w.get(&api::Handlers::showRun, id, "");
+  w.d.runUntil(shown);
+  REQUIRE(shown->status() == 200);
+  CHECK(shown->json().at("state") == "passed");
+  CHECK(shown->json().at("attempts").as_array().size() == 2);
+  // and kept in memory for the next one.
+  REQUIRE(w.runs.find(id));
+  CHECK(w.runs.find(id)->toJson() == shown->body());
+}
+
 TEST_CASE("artifacts.tar holds the listed plain files of the run under its id, read a piece at a time") {
   TempDir dir;
   writeEndedRun(dir);

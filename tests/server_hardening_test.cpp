@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <boost/json.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -141,10 +142,20 @@ std::string fakeFleet(const TempDir& dir, const std::string& limits = "") {
          "\", \"on\"], off = [\"" FAKE_BOARD_PATH "\", \"power\", \"" + sock + "\", \"off\"] }\n";
 }
 
-// A plugged-in fake board, leased, that has printed `lines` numbered lines
-// of about 100 bytes (the last one "line <lines-1> end"). Returns the lease.
+// `lines` numbered lines of about 100 bytes, the last one "line <lines-1> end".
+std::string numberedLines(int lines) {
+  std::string image;
+  std::string pad(80, 'x');
+  for (int i = 0; i < lines; ++i)
+    image += "line " + std::to_string(i) + " " + pad + (i + 1 == lines ? " end" : "") + "\n";
+  return image;
+}
+
+// A plugged-in fake board, leased, that has printed `image` (lines, each
+// ending in a newline; `last` is the last one). Returns the lease.
 struct ChattyBoard {
-  ChattyBoard(const TempDir& dir, RunningDaemon& d, int lines)
+  ChattyBoard(const TempDir& dir, RunningDaemon& d, int lines) : ChattyBoard(dir, d, numberedLines(lines)) {}
+  ChattyBoard(const TempDir& dir, RunningDaemon& d, const std::string& image)
       : board({FAKE_BOARD_PATH, "serve", "--link", dir.file("ttyFAKE0"), "--control", dir.file("fake.sock")},
               dir.file("board.out"), dir.file("board.err")) {
     // It links its tty before it listens for the flasher: wait for both.
@@ -153,15 +164,11 @@ struct ChattyBoard {
     auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual","ttl_s":600})");
     REQUIRE(granted.status == 201);
     id = std::string(parse(granted.body).at("id").as_string());
-    std::string image;
-    std::string pad(80, 'x');
-    for (int i = 0; i < lines; ++i)
-      image += "line " + std::to_string(i) + " " + pad + (i + 1 == lines ? " end" : "") + "\n";
     std::string path = dir.write("image.bin", image);
     base = "/v1/leases/" + id + "/boards/fake-1/";
     REQUIRE(d.request("POST", base + "flash", "{\"image\":\"" + path + "\"}").status == 200);
     REQUIRE(d.request("POST", base + "power", R"({"action":"on"})").status == 200);
-    last = "line " + std::to_string(lines - 1) + " " + pad + " end\n";
+    last = image.substr(image.rfind('\n', image.size() - 2) + 1);
     log = dir.file("state/consoles/" + id + "/fake-1.log");
     REQUIRE(waitForText(log, last, 30s));
   }
@@ -349,6 +356,110 @@ TEST_CASE("issue 9: hwfarmctl console to a file keeps the lines it received when
   REQUIRE(kept.find("] line 0 ") != std::string::npos);
   REQUIRE(kept.find(b.last) != std::string::npos);
   REQUIRE(readFile(dir.file("console.err")).empty());
+}
+
+// --- issue 20: a firmware's terminal escapes ----------------------------------
+
+namespace {
+
+// A firmware's console that would retitle the operator's terminal window,
+// clear its screen, ring, erase a character, rewrite a line and colour it
+// through both forms of CSI; then plain UTF-8 and a tab.
+const std::vector<std::string> kHostileLines{
+    "title \x1b]0;pwned\x07 set", "clear \x1b[2J\x1b[H done", "c0 \x01\x08\x7f FAIL\rPASS",
+    "c1 \xc2\x9b" "31m and \x9b" "31m red", "plain caf\xc3\xa9\ttab end"};
+
+std::string hostileImage() {
+  std::string image;
+  for (const auto& line : kHostileLines) image += line + "\n";
+  return image;
+}
+
+// `text`'s console lines without their "[    0.123] " stamps.
+std::vector<std::string> unstamped(const std::string& text) {
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = std::min(text.find('\n', at), text.size());
+    std::string line = text.substr(at, end - at);
+    if (line.rfind("[", 0) == 0 && line.find("] ") != std::string::npos) line = line.substr(line.find("] ") + 2);
+    lines.push_back(line);
+    at = end + 1;
+  }
+  return lines;
+}
+
+bool contains(const std::vector<std::string>& lines, const std::vector<std::string>& part) {
+  return std::search(lines.begin(), lines.end(), part.begin(), part.end()) != lines.end();
+}
+
+} // namespace
+
+TEST_CASE("issue 20: hwfarmctl console shows a firmware's control bytes escaped on a terminal") {
+  TempDir dir;
+  RunningDaemon d(dir, fakeFleet(dir));
+  // Given a board whose firmware printed terminal escapes and C0 and C1 controls,
+  ChattyBoard b(dir, d, hostileImage());
+  // when an operator follows its console on a terminal,
+  Terminal terminal;
+  Process ctl({HWFARMCTL_PATH, "--url", d.url(), "console", b.id, "fake-1"}, terminal.name(), dir.file("err"));
+  bool shown = terminal.waitFor("tab end\n", 10s);
+  ctl.signal(SIGINT);
+  auto status = ctl.wait(5s);
+  std::string screen = terminal.screen();
+  INFO(screen);
+  REQUIRE(shown);
+  REQUIRE(status);
+  CHECK(status->code == 130);
+  // each control byte is shown as \xNN, the CR of "FAIL\rPASS" too; tab and UTF-8 stay.
+  CHECK(contains(unstamped(screen), {"title \\x1b]0;pwned\\x07 set", "clear \\x1b[2J\\x1b[H done",
+                                     "c0 \\x01\\x08\\x7f FAIL\\x0dPASS", "c1 \\xc2\\x9b31m and \\x9b31m red",
+                                     "plain caf\xc3\xa9\ttab end"}));
+  // Nothing on the screen but text, tabs and line ends.
+  CHECK(std::none_of(screen.begin(), screen.end(), [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && c != '\n' && c != '\t') || u == 0x7f || u == 0x9b;
+  }));
+  CHECK(readFile(dir.file("err")).empty());
+}
+
+TEST_CASE("issue 20: hwfarmctl console writes a firmware's bytes as they are into a pipe, and with --raw to a terminal") {
+  TempDir dir;
+  RunningDaemon d(dir, fakeFleet(dir));
+  ChattyBoard b(dir, d, hostileImage());
+  std::vector<std::string> expected = kHostileLines;
+  SECTION("into a pipe (hwfarmctl console L B | tee log)") {
+    int pipe_fds[2];
+    REQUIRE(::pipe2(pipe_fds, O_CLOEXEC) == 0);
+    Process ctl({HWFARMCTL_PATH, "--url", d.url(), "console", b.id, "fake-1"}, "/proc/self/fd/" +
+                std::to_string(pipe_fds[1]), dir.file("err"));
+    ::close(pipe_fds[1]);
+    std::string piped;
+    pollfd readable{pipe_fds[0], POLLIN, 0};
+    for (int i = 0; i < 1000 && piped.find("tab end\n") == std::string::npos; ++i) {
+      if (::poll(&readable, 1, 10) != 1) continue;
+      char buffer[4096];
+      ssize_t n = ::read(pipe_fds[0], buffer, sizeof buffer);
+      if (n <= 0) break;
+      piped.append(buffer, static_cast<size_t>(n));
+    }
+    ctl.signal(SIGTERM);
+    REQUIRE(ctl.wait(5s));
+    ::close(pipe_fds[0]);
+    INFO(piped);
+    // The firmware's bytes, every one as it printed it.
+    CHECK(contains(unstamped(piped), expected));
+  }
+  SECTION("to a terminal with --raw") {
+    Terminal terminal;
+    Process ctl({HWFARMCTL_PATH, "--url", d.url(), "console", "--raw", b.id, "fake-1"}, terminal.name(),
+                dir.file("err"));
+    bool shown = terminal.waitFor("tab end\n", 10s);
+    ctl.signal(SIGINT);
+    REQUIRE(ctl.wait(5s));
+    INFO(terminal.screen());
+    REQUIRE(shown);
+    CHECK(contains(unstamped(terminal.screen()), expected));
+  }
 }
 
 // --- item 7: a waiting client that sends a byte and leaves ------------------

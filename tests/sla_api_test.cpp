@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <thread>
 
@@ -37,14 +38,23 @@ CommandResult ctl(const RunningDaemon& d, const std::string& token, std::vector<
 }
 
 // Runs `variant`'s test image on the lease's boards; the run's record once it ended.
-json::object runImage(const RunningDaemon& d, const std::string& lease, const std::string& variant) {
+std::string uploadVariant(const RunningDaemon& d, const std::string& lease, const std::string& variant) {
   std::string image = readFile(std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf");
   auto up = hwfarm::cli::HttpClient(d.url()).request("POST", "/v1/leases/" + lease + "/images?name=" + variant + ".elf",
                                                      image, kPipeline, "application/octet-stream");
   INFO(up.body);
   REQUIRE(up.status == 201);
-  std::string body = R"({"images":[{"image":")" + str(parsed(up).at("image")) + R"(","name":")" + variant +
-                     R"(.elf"}],"reference":"none"})";
+  return str(parsed(up).at("image"));
+}
+
+// Runs `variant` on the lease's board: without a reference, or against the
+// QEMU reference running `reference` (another variant).
+json::object runImage(const RunningDaemon& d, const std::string& lease, const std::string& variant,
+                      const std::string& reference = "") {
+  std::string image = uploadVariant(d, lease, variant);
+  std::string body = R"({"images":[{"image":")" + image + R"(","name":")" + variant + R"(.elf")" +
+                     (reference.empty() ? R"(}],"reference":"none"})"
+                                        : R"(,"reference_image":")" + uploadVariant(d, lease, reference) + R"("}]})");
   auto started = d.request("POST", "/v1/leases/" + lease + "/runs", body, kPipeline);
   INFO(started.body);
   REQUIRE(started.status == 201);
@@ -59,6 +69,14 @@ json::object runImage(const RunningDaemon& d, const std::string& lease, const st
   return {};
 }
 
+// Leases the one board, for 10 minutes; the lease's id.
+std::string leaseBoard(const RunningDaemon& d) {
+  auto lease = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual","ttl_s":600})",
+                         kPipeline);
+  REQUIRE(lease.status == 201);
+  return str(parsed(lease).at("id"));
+}
+
 json::object tier(const RunningDaemon& d) { return parsed(d.get("/v1/tier", kViewer)).as_object(); }
 json::object standing(const RunningDaemon& d) { return parsed(d.get("/v1/sla", kViewer)).as_object(); }
 
@@ -68,14 +86,11 @@ TEST_CASE("sla api: an unresolved infrastructure failure demotes the agent and r
   TempDir dir;
   // Tier 1 resolves an infrastructure failure within 7.2 s here (24 h by default).
   RunningDaemon d(dir, tokenFleet(dir, 1) + "[sla.tier1]\nresolution_window_h = 0.002\n");
-  auto lease = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual","ttl_s":600})",
-                         kPipeline);
-  REQUIRE(lease.status == 201);
-  std::string lease_id = str(parsed(lease).at("id"));
+  std::string lease_id = leaseBoard(d);
 
-  // Given a run whose console record is corrupted on the wire (the lab's
-  // failure) on the only board,
-  json::object run = runImage(d, lease_id, "crc");
+  // Given a run whose console record is corrupted on the wire on the only
+  // board while the reference printed its records whole (the lab's failure),
+  json::object run = runImage(d, lease_id, "crc", "pass");
   REQUIRE(str(run.at("state")) == "error");
   // the SLA holds an incident against sim-0 and warns before it demotes;
   json::object before;
@@ -226,4 +241,97 @@ TEST_CASE("sla api: status tier and sla show since when the tier holds: the agen
   CHECK(ctl(resumed, kViewer, {"status"}).out.find("tier:       1 (registered 1)\n") != std::string::npos);
   CHECK(ctl(resumed, kViewer, {"tier"}).out.find("effective tier 1 (registered 1, policy 1, pinned -)\n  registered tier 1\n") == 0);
   CHECK(ctl(resumed, kViewer, {"sla"}).out.find("effective tier 1 (registered 1, policy 1, pinned -)\n") == 0);
+}
+
+TEST_CASE("sla api: 20 runs of hostile firmware leave the tier and the board alone: each is the firmware's failure") {
+  TempDir dir;
+  RunningDaemon d(dir, tokenFleet(dir, 1) + "[sla.tier1]\nresolution_window_h = 0.002\n");
+  std::string lease_id = leaseBoard(d);
+  // An image that is no firmware at all: the core locks up at reset and
+  // QEMU aborts, on the board's simulator and on the reference alike.
+  std::string junk(4096, '\0');
+  for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<char>("not an ELF\n"[i % 11]);
+  // Given a pull request's firmware that damages its own records, miscounts
+  // them, runs no test case, or is no firmware, 5 times each, every run
+  // against the QEMU reference running the same image (as a run does by
+  // default),
+  for (int round = 0; round < 5; ++round) {
+    for (const std::string variant : {"crc", "v2count", "health", "junk"}) {
+      INFO(variant << " round " << round);
+      json::object run;
+      if (variant == "junk") {
+        auto up = hwfarm::cli::HttpClient(d.url()).request("POST", "/v1/leases/" + lease_id + "/images?name=junk.bin",
+                                                           junk, kPipeline, "application/octet-stream");
+        REQUIRE(up.status == 201);
+        std::string body = R"({"images":[{"image":")" + str(parsed(up).at("image")) + R"(","name":"junk.bin"}]})";
+        auto started = d.request("POST", "/v1/leases/" + lease_id + "/runs", body, kPipeline);
+        INFO(started.body);
+        REQUIRE(started.status == 201);
+        std::string id = str(parsed(started).at("id"));
+        for (auto deadline = std::chrono::steady_clock::now() + 90s; std::chrono::steady_clock::now() < deadline;
+             std::this_thread::sleep_for(50ms)) {
+          run = parsed(d.get("/v1/runs/" + id, kViewer)).as_object();
+          if (str(run.at("state")) != "running") break;
+        }
+      } else {
+        run = runImage(d, lease_id, variant, variant);
+      }
+      INFO(json::serialize(run));
+      // each run fails as the firmware's (a test failure), never the lab's,
+      CHECK(str(run.at("state")) == "failed");
+      CHECK(str(run.at("failure_class")) == "test");
+      if (variant == "junk")
+        CHECK(json::serialize(run).find("the firmware locked up the CPU (QEMU: Lockup") != std::string::npos);
+    }
+  }
+  // and afterwards no incident is open, the tier is what it was, the
+  // ratio counts no infrastructure failure, and the board serves on.
+  json::object s = standing(d);
+  INFO(json::serialize(s));
+  CHECK(s.at("incidents").as_array().empty());
+  CHECK(s.at("effective_tier").as_int64() == 1);
+  CHECK(s.at("ratio").at("infra_failures").as_int64() == 0);
+  CHECK(tier(d).at("transitions").as_array().empty());
+  json::value boards = parsed(d.get("/v1/boards", kViewer));
+  CHECK(str(boards.at("boards").at(0).at("state")) == "leased");
+  CHECK(runImage(d, lease_id, "pass").at("state").as_string() == "passed");
+}
+
+TEST_CASE("a reload that removes a board while a run uses it ends the run and hwfarmd serves on") {
+  TempDir dir;
+  RunningDaemon d(dir, tokenFleet(dir, 2));
+  auto lease = d.request("POST", "/v1/leases",
+                         R"({"selector":{"type":"mps2-an385"},"count":2,"context":"manual","ttl_s":600})", kPipeline);
+  REQUIRE(lease.status == 201);
+  std::string lease_id = str(parsed(lease).at("id"));
+  // Given a run of a firmware that never ends, on both boards,
+  std::string image = uploadVariant(d, lease_id, "hang");
+  auto started = d.request("POST", "/v1/leases/" + lease_id + "/runs",
+                           R"({"images":[{"image":")" + image +
+                               R"(","name":"hang.elf"}],"mode":"each","reference":"none","deadline_s":60})",
+                           kPipeline);
+  INFO(started.body);
+  REQUIRE(started.status == 201);
+  std::string id = str(parsed(started).at("id"));
+  REQUIRE(waitForText(dir.file("state/consoles/" + lease_id + "/sim-1.log"), "HWFARM BEGIN", 20s));
+  // when the operator reloads a configuration without sim-1,
+  dir.write("fleet.toml", tokenFleet(dir, 1));
+  d.process().signal(SIGHUP);
+  REQUIRE(waitForText(d.logPath(), "configuration generation 2 loaded", 10s));
+  // the lease is revoked and the run ends, without waiting for its deadline,
+  json::object run;
+  for (auto deadline = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < deadline;
+       std::this_thread::sleep_for(50ms)) {
+    run = parsed(d.get("/v1/runs/" + id, kViewer)).as_object();
+    if (str(run.at("state")) != "running") break;
+  }
+  INFO(json::serialize(run));
+  CHECK(str(run.at("state")) == "cancelled");
+  // and hwfarmd serves on: no crash, and the board left is leased again.
+  REQUIRE(d.process().running());
+  CHECK(d.get("/v1/healthz").status == 200);
+  CHECK(d.log().find("critical") == std::string::npos);
+  auto again = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual","wait_s":10})",
+                         kPipeline);
+  CHECK(again.status == 201);
 }

@@ -93,6 +93,12 @@ run::Record summary(const std::string& state, const std::vector<std::pair<std::s
   return r;
 }
 
+// `r` with every attempt cut short by its cancel (none had ended when it came).
+run::Record cutShort(run::Record r) {
+  for (auto& a : r.attempts) a.cancelled = true;
+  return r;
+}
+
 } // namespace
 
 TEST_CASE("sla service: an infrastructure failure left unresolved demotes at exactly its window and a restart resumes there") {
@@ -147,8 +153,8 @@ TEST_CASE("sla service: a run without an infrastructure failure on the board res
   Sla s(fleet(dir), clock);
   s.sla->infraFailure("sim-0", "board vanished while leased");
   s.advance(1h);
-  // A cancelled run says nothing about the board,
-  s.sla->runEnded(summary("cancelled", {{"sim-0", "none"}}));
+  // An attempt a cancel cut short says nothing about the board,
+  s.sla->runEnded(cutShort(summary("cancelled", {{"sim-0", "none"}})));
   REQUIRE(s.sla->policy().incidents().open().size() == 1);
   // one that ran on another board neither,
   s.sla->runEnded(summary("passed", {{"sim-1", "none"}}));
@@ -224,7 +230,15 @@ TEST_CASE("sla service: a run's outcome per board is the worst of its attempts t
   REQUIRE(outcomes[1].board == "sim-1");
   REQUIRE(outcomes[1].result == RunResult::test_failure);
   REQUIRE(outcomes[2].result == RunResult::passed);
-  REQUIRE(boardOutcomes(summary("cancelled", {{"sim-0", "infrastructure"}})).empty());
+  // A cancelled run: what the cancel cut short counts for nothing, what
+  // ended before it counts.
+  REQUIRE(boardOutcomes(cutShort(summary("cancelled", {{"sim-0", "infrastructure"}}))).empty());
+  run::Record cancelled = summary("cancelled", {{"sim-0", "infrastructure"}, {"sim-1", "test"}});
+  cancelled.attempts[2].cancelled = true;
+  auto before = boardOutcomes(cancelled);
+  REQUIRE(before.size() == 1);
+  REQUIRE(before[0].board == "sim-0");
+  REQUIRE(before[0].result == RunResult::infra_failure);
   REQUIRE(boardOutcomes(summary("running", {{"sim-0", "none"}})).empty());
   // A record that cannot be read gives no outcomes: it is never read.
   REQUIRE_FALSE(run::Record::fromJson("{not json").ok());

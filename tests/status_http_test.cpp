@@ -42,6 +42,10 @@ TEST_CASE("every error code answers the status and name docs/api.md gives it") {
       {Code::timeout, "| timeout | 408 | `timeout` |", 408, "timeout"},
       {Code::unavailable, "| unavailable | 503 | `unavailable` |", 503, "unavailable"},
       {Code::io_error, "| I/O error | 500 | `storage_error` |", 500, "storage_error"},
+      {Code::no_space,
+       "| no space (the state dir's disk is full, or would keep less than `limits.disk_reserve_bytes` free) | 507 | "
+       "`insufficient_storage` |",
+       507, "insufficient_storage"},
       {Code::internal, "| internal | 500 | `internal_error` |", 500, "internal_error"},
   };
   std::string doc = apiDoc();

@@ -35,6 +35,8 @@
 
 namespace hwfarm::api {
 
+struct RunStreams; // routes_runs.cpp
+
 // Splits "/a/b?x=1&y" into a path and query parameters.
 struct Target {
   std::string path;
@@ -192,6 +194,10 @@ class Handlers {
   RunService* runs_;
   HealthService* health_;
   UploadService* uploads_;
+  // The streamed answers (events, artifacts, archives) open per run,
+  // made at the first.
+  const std::shared_ptr<RunStreams>& runStreams();
+  std::shared_ptr<RunStreams> run_streams_;
 };
 
 } // namespace hwfarm::api

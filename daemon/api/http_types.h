@@ -85,6 +85,9 @@ struct BodyPlan {
   uint64_t limit = 0;     // Kind::file: the most bytes accepted (HTTP 413 above it)
   std::string limit_name; // Kind::file: the config key of `limit`, named in the 413
   std::string dir;        // Kind::file: an existing directory
+  // Kind::file: the free space the body never takes (limits.
+  // disk_reserve_bytes): a body that would is refused with 507.
+  uint64_t reserve = 0;
   HttpResponse refusal;   // Kind::refuse
 };
 using BodyPolicy = std::function<BodyPlan(const HttpRequest& head)>;

@@ -199,6 +199,7 @@ std::optional<BodyPlan> Handlers::planImageStore(Call& c, const lease::Lease& le
   plan.limit = static_cast<uint64_t>(state_.config->limits.max_image_bytes);
   plan.limit_name = "limits.max_image_bytes";
   plan.dir = boards_.imageDir(l->id);
+  plan.reserve = static_cast<uint64_t>(state_.config->limits.disk_reserve_bytes);
   return plan;
 }
 

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include "daemon/api/routes.h"
+#include "daemon/services/disk_room.h"
 
 namespace hwfarm::api {
 
@@ -34,6 +35,17 @@ void Handlers::healthz(Call& c) {
                                   {"errors", errors},
                                   {"restart_needed", restart_needed}}}}},
   };
+  // The room the state dir's writers leave the database (docs/operations.md,
+  // "Disk space"): below half of it, no new lease or run is taken.
+  uint64_t reserve = static_cast<uint64_t>(state_.config->limits.disk_reserve_bytes);
+  Status room = roomForWork(state_.config->agent.state_dir, reserve);
+  Result<uint64_t> free = freeBytes(state_.config->agent.state_dir);
+  json::object disk{{"dir", state_.config->agent.state_dir},
+                    {"free_bytes", free ? json::value(*free) : json::value(nullptr)},
+                    {"reserve_bytes", reserve},
+                    {"ok", room.ok()}};
+  if (!room.ok()) disk["reason"] = room.message();
+  body["disk"] = std::move(disk);
   c.respond(ok(body));
 }
 

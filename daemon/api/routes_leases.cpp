@@ -5,6 +5,7 @@
 #include "config/suggest.h"
 #include "daemon/api/json_writer.h"
 #include "daemon/api/routes.h"
+#include "daemon/services/disk_room.h"
 #include "daemon/core/health/format.h"
 
 namespace hwfarm::api {
@@ -123,6 +124,14 @@ void Handlers::acquire(Call& c) {
     refused.body = toJson(body);
     return c.respond(refused);
   }
+  // A full disk leaves its room to the leases that are: no new one (a
+  // board's console log and its runs could not be kept anyway).
+  if (!retry)
+    if (Status room = roomForWork(state_.config->agent.state_dir,
+                                  static_cast<uint64_t>(state_.config->limits.disk_reserve_bytes));
+        room.is(Code::no_space))
+      return c.respond(jsonError(507, "insufficient_storage",
+                                 room.message() + ": hwfarmd grants no new lease until space is freed"));
   auto respond = c.respond;
   double wait_s = static_cast<double>(parsed->wait_ms) / 1000.0;
   lease::Selector selector = r.selector;

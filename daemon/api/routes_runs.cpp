@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <map>
+#include <sstream>
 
 #include "daemon/api/routes.h"
 #include "daemon/core/run/tar.h"
@@ -113,6 +115,7 @@ void Handlers::startRun(Call& c, const std::string& id) {
   if (!object) return c.respond(errorResponse(object.status()));
   run::Spec spec;
   spec.deadline_ms = static_cast<int64_t>(state_.config->runs.default_deadline_s * 1000);
+  spec.drain_ms = state_.config->runs.drain_ms;
   for (const auto& [key, value] : *object) {
     if (key == "images") {
       if (!value.is_array() || value.as_array().empty() || value.as_array().size() > 1000)
@@ -205,8 +208,16 @@ void Handlers::startRun(Call& c, const std::string& id) {
                                    "commit: expected 1 to 128 bytes without \"/\" or control characters"));
       spec.commit = std::string(v);
     } else if (key == "deadline_s") {
-      if (!value.is_number() || value.to_number<double>() <= 0 || value.to_number<double>() > 86400)
-        return c.respond(jsonError(400, "invalid_request", "deadline_s: expected a number of seconds in (0, 86400]"));
+      // The lab's runs.max_deadline_s bounds it: an image that hangs holds
+      // its board and a simulator this long.
+      double most = state_.config->runs.max_deadline_s;
+      if (!value.is_number() || value.to_number<double>() <= 0 || value.to_number<double>() > most) {
+        std::ostringstream bound;
+        bound << most;
+        return c.respond(jsonError(400, "invalid_request",
+                                   "deadline_s: expected a number of seconds in (0, " + bound.str() +
+                                       "] (this lab's runs.max_deadline_s)"));
+      }
       spec.deadline_ms = static_cast<int64_t>(value.to_number<double>() * 1000);
     } else {
       return c.respond(jsonError(400, "invalid_request",
@@ -251,13 +262,13 @@ void Handlers::listRuns(Call& c) {
                                "state: expected running, passed, failed, error, cancelled or interrupted, got " +
                                    echoed(state)));
   json::array list;
-  for (const run::Record* r : runs_->list()) {
-    if ((!state.empty() && run::stateName(r->state) != state) || (!lease.empty() && r->lease_id != lease) ||
-        r->id.rfind(prefix, 0) != 0)
+  for (const RunListing& r : runs_->list()) {
+    if ((!state.empty() && run::stateName(r.state) != state) || (!lease.empty() && r.lease_id != lease) ||
+        r.id.rfind(prefix, 0) != 0)
       continue;
-    json::object o{{"id", r->id}, {"lease_id", r->lease_id}, {"state", run::stateName(r->state)},
-                   {"created_ms", r->created_ms}};
-    if (r->ended_ms) o["ended_ms"] = r->ended_ms;
+    json::object o{{"id", r.id}, {"lease_id", r.lease_id}, {"state", run::stateName(r.state)},
+                   {"created_ms", r.created_ms}};
+    if (r.ended_ms) o["ended_ms"] = r.ended_ms;
     list.push_back(std::move(o));
   }
   c.respond(ok(json::object{{"runs", std::move(list)}}));
@@ -265,14 +276,17 @@ void Handlers::listRuns(Call& c) {
 
 void Handlers::showRun(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  const run::Record* r = runs_->find(id);
-  if (!r) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
-  c.respond(okText(r->toJson()));
+  if (!runs_->known(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
+  // An ended run's record may be read from the database first.
+  runs_->record(id, [respond = c.respond, id](const run::Record* r) {
+    if (!r) return respond(jsonError(404, "not_found", "no run " + echoed(id)));
+    respond(okText(r->toJson()));
+  });
 }
 
 void Handlers::cancelRun(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  const run::Record* r = runs_->find(id);
+  std::optional<RunListing> r = runs_->listing(id);
   if (!r) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
   if (const lease::Lease* l = leases_.scheduler().lease(r->lease_id);
       !hasRole(*c.principal, Role::operator_) && (!l || l->holder.principal != c.principal->name))
@@ -283,16 +297,118 @@ void Handlers::cancelRun(Call& c, const std::string& id) {
   c.respond(okText(runs_->find(id)->toJson()));
 }
 
+constexpr size_t kMaxRunStreams = 32; // streamed answers of one run open at once (any kind)
+
+// The streamed answers open per run (loop thread only). A Slot holds one
+// while it lives: the stream it belongs to dies when the stream ends or its
+// client leaves, and so gives it back.
+struct RunStreams {
+  std::map<std::string, size_t> open;
+  struct Slot {
+    Slot(std::shared_ptr<RunStreams> streams, std::string run) : of(std::move(streams)), id(std::move(run)) {}
+    Slot(const Slot&) = delete; // one count, given back once
+    Slot& operator=(const Slot&) = delete;
+    std::shared_ptr<RunStreams> of;
+    std::string id;
+    ~Slot() {
+      auto it = of->open.find(id);
+      if (it != of->open.end() && --it->second == 0) of->open.erase(it);
+    }
+  };
+  // A slot for run `id`, or nullptr when kMaxRunStreams are open.
+  static std::shared_ptr<Slot> take(const std::shared_ptr<RunStreams>& streams, const std::string& id) {
+    size_t& n = streams->open[id];
+    if (n >= kMaxRunStreams) return nullptr;
+    ++n;
+    return std::make_shared<Slot>(streams, id);
+  }
+};
+
+const std::shared_ptr<RunStreams>& Handlers::runStreams() {
+  if (!run_streams_) run_streams_ = std::make_shared<RunStreams>();
+  return run_streams_;
+}
+
+namespace {
+
+constexpr size_t kFileQueueBytes = 1u << 20; // a file's bytes unsent, at most (and one piece more)
+constexpr size_t kFilePiece = 256u << 10;    // read from a file at once
+
+HttpResponse tooManyStreams(const std::string& id, size_t cap) {
+  return jsonError(429, "too_many_streams",
+                   "run " + id + " already has " + std::to_string(cap) + " answers streaming; close one first");
+}
+
+// The next piece (at most kFilePiece) of the `*left` bytes still to send of
+// `fd`; a file cut short since it was opened reads as zeros (its length was
+// promised).
+std::string readPiece(int fd, uint64_t* left) {
+  std::string piece(static_cast<size_t>(std::min<uint64_t>(*left, kFilePiece)), '\0');
+  size_t got = 0;
+  while (got < piece.size()) {
+    ssize_t n = ::read(fd, piece.data() + got, piece.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  *left -= piece.size();
+  return piece;
+}
+
+// What a streamed answer does with its sink: `stream` (a type with `sink`
+// and `pump()`) pumps now and each time the client took what was written.
+// The drained hook keeps it alive until the answer ends or its client leaves.
+template <typename Stream>
+std::function<void(std::shared_ptr<StreamSink>)> pumped(std::shared_ptr<Stream> stream) {
+  return [stream](std::shared_ptr<StreamSink> sink) {
+    stream->sink = sink;
+    sink->onDrained([stream] { stream->pump(); });
+    stream->pump();
+  };
+}
+
+// One artifact sent a piece at a time, the next once the client took the
+// last: memory stays small whatever the file's size, however slowly the
+// client reads.
+struct FileStream {
+  std::shared_ptr<RunStreams::Slot> slot;
+  std::shared_ptr<StreamSink> sink;
+  int fd = -1;
+  uint64_t left = 0;
+  bool over = false;
+
+  ~FileStream() {
+    if (fd >= 0) ::close(fd);
+  }
+  void pump() {
+    while (!over && sink->queued() < kFileQueueBytes) {
+      if (left == 0) {
+        over = true;
+        return sink->end();
+      }
+      if (!sink->write(readPiece(fd, &left))) over = true;
+    }
+  }
+};
+
+} // namespace
+
 void Handlers::runArtifact(Call& c, const std::string& id, const std::string& path) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  if (!runs_->find(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
+  if (!runs_->known(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
   std::string decoded = percentDecode(path);
   if (!RunDir::plainPath(decoded))
     return c.respond(jsonError(400, "invalid_request", "artifact path " + echoed(decoded) + " is not plain"));
-  Result<std::string> bytes = runs_->dir().read(id, decoded);
-  if (!bytes) return c.respond(jsonError(404, "not_found", "run " + id + " has no artifact " + echoed(decoded)));
-  HttpResponse resp = okText(std::move(*bytes));
+  Result<RunDir::Opened> opened = runs_->dir().open(id, decoded);
+  if (!opened) return c.respond(jsonError(404, "not_found", "run " + id + " has no artifact " + echoed(decoded)));
+  auto stream = std::make_shared<FileStream>();
+  stream->fd = opened->fd;
+  stream->left = opened->size;
+  stream->slot = RunStreams::take(runStreams(), id);
+  if (!stream->slot) return c.respond(tooManyStreams(id, kMaxRunStreams));
+  HttpResponse resp;
   resp.content_type = RunDir::contentType(decoded);
+  resp.stream = pumped(stream);
   c.respond(std::move(resp));
 }
 
@@ -341,21 +457,25 @@ struct EventStream {
 
 void Handlers::runEvents(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  if (!runs_->find(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
+  if (!runs_->known(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
   if (runs_->watcherCount(id) >= kMaxEventStreams)
     return c.respond(jsonError(429, "too_many_streams", "run " + id + " already has " +
                                                             std::to_string(kMaxEventStreams) +
                                                             " event streams open; close one first"));
+  std::shared_ptr<RunStreams::Slot> slot = RunStreams::take(runStreams(), id);
+  if (!slot) return c.respond(tooManyStreams(id, kMaxRunStreams));
   HttpResponse r;
   r.content_type = "application/x-ndjson";
   RunService* runs = runs_;
-  r.stream = [runs, id](std::shared_ptr<StreamSink> sink) {
+  r.stream = [runs, id, slot](std::shared_ptr<StreamSink> sink) {
     auto stream = std::make_shared<EventStream>();
     stream->sink = sink;
     stream->runs = runs;
     stream->id = id;
     std::weak_ptr<EventStream> weak = stream;
-    sink->onDrained([weak] {
+    // (the hook lives until the answer is sent or its client left, and the
+    // run's stream slot with it)
+    sink->onDrained([weak, slot] {
       if (auto s = weak.lock(); s && s->lagging && !s->over) s->resync();
     });
     auto unwatch = runs->watch(id, [stream](const std::string& line, bool last) { stream->onEvent(line, last); });
@@ -376,9 +496,6 @@ void Handlers::runEvents(Call& c, const std::string& id) {
 
 namespace {
 
-constexpr size_t kTarQueueBytes = 1u << 20; // unsent, at most (and one piece more)
-constexpr size_t kTarPiece = 256u << 10;    // read from a file at once
-
 // An ended run's artifacts sent as a tar archive a piece at a time, the
 // next once the client took the last: memory stays small whatever the
 // files' sizes. Files that are gone or are no longer plain files are left
@@ -386,6 +503,7 @@ constexpr size_t kTarPiece = 256u << 10;    // read from a file at once
 // when the stream ends or the client leaves.
 struct TarStream {
   TarStream(RunDir d, std::string run) : dir(std::move(d)), id(std::move(run)), prefix(id + "/") {}
+  std::shared_ptr<RunStreams::Slot> slot;
   std::shared_ptr<StreamSink> sink;
   RunDir dir;
   std::string id;
@@ -420,24 +538,17 @@ struct TarStream {
     return false;
   }
 
-  // Writes pieces until kTarQueueBytes wait unsent, then waits for the drain.
+  // Writes pieces until kFileQueueBytes wait unsent, then waits for the drain.
   void pump() {
-    while (!over && sink->queued() < kTarQueueBytes) {
+    while (!over && sink->queued() < kFileQueueBytes) {
       if (fd < 0) {
         if (openNext()) continue;
         over = true;
         sink->write(run::tarEnd());
         return sink->end();
       }
-      std::string piece(static_cast<size_t>(std::min<uint64_t>(left, kTarPiece)), '\0');
-      size_t got = 0;
-      while (got < piece.size()) {
-        ssize_t n = ::read(fd, piece.data() + got, piece.size() - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break; // cut short since its header: the rest stays zeros, the archive stays whole
-        got += static_cast<size_t>(n);
-      }
-      left -= piece.size();
+      // (a file cut short since its header reads as zeros: the archive stays whole)
+      std::string piece = readPiece(fd, &left);
       if (left == 0) {
         piece.append(padding, '\0');
         ::close(std::exchange(fd, -1));
@@ -451,25 +562,26 @@ struct TarStream {
 
 void Handlers::runArtifactsTar(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  const run::Record* r = runs_->find(id);
-  if (!r) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
-  if (r->state == run::State::running)
-    return c.respond(jsonError(409, "run_running", "run " + id + " is running: its artifacts are written when it ends"));
-  auto stream = std::make_shared<TarStream>(runs_->dir(), r->id);
-  for (const auto& path : r->artifacts)
-    if (RunDir::plainPath(path)) stream->paths.push_back(path);
-  // The record itself, also for a run that was interrupted before it listed it.
-  if (std::find(stream->paths.begin(), stream->paths.end(), "summary.json") == stream->paths.end())
-    stream->paths.emplace_back("summary.json");
-  HttpResponse resp;
-  resp.content_type = "application/x-tar";
-  resp.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + r->id + ".tar\"");
-  resp.stream = [stream](std::shared_ptr<StreamSink> sink) {
-    stream->sink = sink;
-    sink->onDrained([stream] { stream->pump(); });
-    stream->pump();
-  };
-  c.respond(std::move(resp));
+  if (!runs_->known(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
+  // An ended run's record (its artifacts) may be read from the database first.
+  runs_->record(id, [this, respond = c.respond, id](const run::Record* r) {
+    if (!r) return respond(jsonError(404, "not_found", "no run " + echoed(id)));
+    if (r->state == run::State::running)
+      return respond(jsonError(409, "run_running", "run " + id + " is running: its artifacts are written when it ends"));
+    auto stream = std::make_shared<TarStream>(runs_->dir(), r->id);
+    stream->slot = RunStreams::take(runStreams(), id);
+    if (!stream->slot) return respond(tooManyStreams(id, kMaxRunStreams));
+    for (const auto& path : r->artifacts)
+      if (RunDir::plainPath(path)) stream->paths.push_back(path);
+    // The record itself, also for a run that was interrupted before it listed it.
+    if (std::find(stream->paths.begin(), stream->paths.end(), "summary.json") == stream->paths.end())
+      stream->paths.emplace_back("summary.json");
+    HttpResponse resp;
+    resp.content_type = "application/x-tar";
+    resp.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + r->id + ".tar\"");
+    resp.stream = pumped(stream);
+    respond(std::move(resp));
+  });
 }
 
 } // namespace hwfarm::api

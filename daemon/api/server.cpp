@@ -24,9 +24,11 @@
 #include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 
+#include "config/tokens.h"
 #include "daemon/api/session_phase.h"
 #include "daemon/api/tls_identity.h"
 #include "daemon/api/upload_spool.h"
+#include "daemon/services/disk_room.h"
 
 namespace hwfarm::api {
 namespace asio = boost::asio;
@@ -412,6 +414,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (plan.kind == BodyPlan::Kind::file) {
       body_limit_ = plan.limit;
       body_limit_name_ = plan.limit_name;
+      body_reserve_ = plan.reserve;
     }
     if (head_->content_length() && *head_->content_length() > body_limit_) {
       // An upload is drained: its client may send the body without waiting.
@@ -419,6 +422,9 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       return write(tooLarge());
     }
     if (plan.kind == BodyPlan::Kind::file) {
+      // A body the disk has no room for is refused before it is read.
+      if (Status room = roomFor(plan.dir, head_->content_length().value_or(0), plan.reserve); !room.ok())
+        return refuseUpload(room);
       std::string error;
       spool_ = std::make_unique<UploadSpool>();
       if (!spool_->open(plan.dir, &error)) {
@@ -480,6 +486,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       if (ec == http::error::need_buffer) ec = {};
       if (ec || self->phase_ != Phase::reading) return self->onRead(ec); // the spool goes with the session
       size_t n = UploadSpool::kChunk - self->upload_->get().body().size;
+      if (Status room = roomFor(self->spool_->dir(), n, self->body_reserve_); n && !room.ok()) {
+        self->spool_.reset();
+        return self->refuseUpload(room);
+      }
       if (int e = n ? self->spool_->append(n) : 0) {
         std::string error = "cannot write " + self->spool_->path() + ": " + std::strerror(e);
         spdlog::error("cannot store an upload: {}", error);
@@ -491,6 +501,14 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       }
       self->readUploadChunk();
     });
+  }
+
+  // 507 for an upload the disk has no room for (roomFor, disk_room.h); the
+  // connection closes, the rest of the body unread.
+  void refuseUpload(const Status& room) {
+    spdlog::warn("upload refused: {}", room.message());
+    after_ = AfterAnswer::drain;
+    write(jsonError(507, "insufficient_storage", "cannot store the upload: " + room.message()));
   }
 
   void onUpload() {
@@ -831,7 +849,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::unique_ptr<UploadSpool> spool_;
   uint64_t body_limit_ = 0;
   std::string body_limit_name_;
-
+  uint64_t body_reserve_ = 0;
   std::function<void()> gone_hook_;
   std::function<void()> drained_hook_; // a stream's writer waiting for room
   std::deque<std::string> queue_;      // raw bytes of a streamed response

@@ -16,6 +16,7 @@ HttpError httpError(Code code) {
     case Code::timeout: return {408, "timeout"};
     case Code::unavailable: return {503, "unavailable"};
     case Code::io_error: return {500, "storage_error"};
+    case Code::no_space: return {507, "insufficient_storage"};
     case Code::ok:
     case Code::internal: return {500, "internal_error"};
   }

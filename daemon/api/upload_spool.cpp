@@ -27,6 +27,7 @@ bool UploadSpool::open(const std::string& dir, std::string* error) {
     return false;
   }
   path_ = name;
+  dir_ = dir;
   sha_ = EVP_MD_CTX_new();
   if (!sha_ || EVP_DigestInit_ex(sha_, EVP_sha256(), nullptr) != 1) {
     *error = "cannot start a SHA-256 digest";

@@ -31,11 +31,13 @@ class UploadSpool {
 
   char* chunk() { return chunk_.data(); }
   const std::string& path() const { return path_; }
+  const std::string& dir() const { return dir_; } // path()'s
   uint64_t bytes() const { return bytes_; }
 
  private:
   int fd_ = -1;
   std::string path_;
+  std::string dir_;
   EVP_MD_CTX* sha_ = nullptr;
   uint64_t bytes_ = 0;
   std::array<char, kChunk> chunk_;

@@ -34,6 +34,7 @@
 #include "daemon/services/upload_service.h"
 #include "config/credentials.h"
 #include "daemon/services/sla_service.h"
+#include "daemon/services/disk_room.h"
 #include "daemon/services/presence.h"
 #include "daemon/services/system_clock.h"
 #include "daemon/store/database.h"
@@ -308,6 +309,10 @@ int Daemon::Impl::run() {
   try {
     state_lock = std::make_unique<StateDirLock>(config->agent.state_dir);
     takeOverChildren(config->agent.state_dir);
+    if (std::string ballast = tendBallast(config->agent.state_dir,
+                                          static_cast<uint64_t>(config->limits.disk_reserve_bytes));
+        !ballast.empty())
+      spdlog::log(ballast.rfind("made ", 0) == 0 ? spdlog::level::info : spdlog::level::warn, "{}", ballast);
     db = openDatabase(*config);
     leases = std::make_unique<LeaseService>(io, *config, clock, *db);
     boards = std::make_unique<BoardService>(io, *config, clock, [this](const std::string& board) {
@@ -400,6 +405,9 @@ int Daemon::Impl::run() {
   if (config->agent.anonymous_loopback)
     spdlog::warn("anonymous access is allowed from loopback and unix-socket clients "
                  "(agent.anonymous = \"loopback\"); use tokens on shared machines");
+  if (Status room = roomForWork(config->agent.state_dir, static_cast<uint64_t>(config->limits.disk_reserve_bytes));
+      room.is(Code::no_space))
+    spdlog::warn("{}: hwfarmd takes no new lease or run until space is freed", room.message());
   spdlog::info("hwfarmd {} ready: {} (config generation 1 from {}, state in {})", kVersion,
                summary(*config), config->source, config->agent.state_dir);
 

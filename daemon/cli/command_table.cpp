@@ -149,8 +149,12 @@ std::vector<CommandSpec> makeCommands() {
        .group = "the boards of a lease",
        .summary = "print a board's console since the lease began, then follow it",
        .help = "It ends when the console closes, the lease ends or the daemon stops; SIGINT and SIGTERM stop it "
-               "(exit 130, 143) after writing out everything received.",
+               "(exit 130, 143) after writing out everything received. On a terminal, control bytes (escape "
+               "sequences, BEL, ...) are shown as \\xNN; into a file or a pipe the bytes are written as they are.",
        .positionals = {{.name = "LEASE"}, {.name = "BOARD"}},
+       .options = {{.name = "--raw",
+                    .help = "write the console's bytes as they are also to a terminal (the firmware's escape "
+                            "sequences then act on it: colours, but also the window title or a cleared screen)"}},
        .run = consoleCommand},
       {.name = "run",
        .group = "runs",

@@ -1,5 +1,7 @@
 #include "daemon/cli/hwfarmctl.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +13,7 @@
 
 #include <boost/json.hpp>
 
+#include "common/shown_text.h"
 #include "config/suggest.h"
 #include "daemon/cli/args.h"
 #include "daemon/cli/help.h"
@@ -278,12 +281,18 @@ int consoleCommand(Session& s, const Args& a) {
   try {
     std::string error_body;
     int signal = 0;
+    // The firmware's bytes reach a terminal escaped: its escape sequences
+    // would act on the operator's terminal. A file or pipe gets them as
+    // they are (byte-exact, like the run's traces).
+    bool escaped = !a.flag("--raw") && &s.out == &std::cout && ::isatty(STDOUT_FILENO);
+    ControlEscaper escaper;
     // Each piece is flushed as it arrives, so a file or pipe has every line
     // received when the stream is stopped (timeout, Ctrl-C, a killed stage).
-    int status = HttpClient(s.url, 30, s.cacert).stream("/v1/leases/" + lease + "/boards/" + p[1] + "/console", s.token,
-                                               [&](const std::string& data) { s.out << data << std::flush; },
-                                               &error_body, &signal);
-    s.out << std::flush;
+    int status = HttpClient(s.url, 30, s.cacert).stream(
+        "/v1/leases/" + lease + "/boards/" + p[1] + "/console", s.token,
+        [&](const std::string& data) { s.out << (escaped ? escaper.feed(data) : data) << std::flush; }, &error_body,
+        &signal);
+    s.out << escaper.finish() << std::flush;
     if (signal) return 128 + signal; // as if the signal had ended the process
     if (status < 300) return kOk;
     boost::system::error_code ec;

@@ -119,9 +119,7 @@ int runFetchCommand(Session& s, const Args& a) {
           << " --out DIR waits, then fetches)\n";
     return kApiError;
   }
-  if (int fetched = fetchArtifacts(s, id, *run, *a.value("--out")); fetched != kOk) return fetched;
-  if (!s.json) s.out << "run " << id << ": " << state << "\n";
-  return verdictCode(state);
+  return endRun(s, id, *run, a.value("--out"));
 }
 
 } // namespace hwfarm::cli

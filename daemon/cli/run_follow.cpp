@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -216,28 +218,44 @@ struct Follow {
 
 int fetchArtifacts(Session& s, const std::string& id, const json::object& run, const std::string& out) {
   const json::value* list = run.if_contains("artifacts");
-  size_t fetched = 0;
+  size_t fetched = 0, missing = 0;
+  // Every file that can be fetched is: one that fails (a 404, a local write
+  // error) is named and counted, and the others still come.
   for (const auto& item : list && list->is_array() ? list->as_array() : json::array{}) {
     if (!item.is_string() || !plainPath(std::string(item.as_string()))) continue;
     std::string path(item.as_string());
+    HttpResult file;
     try {
-      HttpResult file = HttpClient(s.url, 300, s.cacert).request("GET", "/v1/runs/" + id + "/artifacts/" + path, "", s.token);
-      if (file.status != 200) {
-        s.err << "hwfarmctl: run " << id << ": artifact " << path << ": HTTP " << file.status << "\n";
-        return kApiError;
-      }
-      std::filesystem::path dest = std::filesystem::path(out) / path;
-      std::error_code ec;
-      std::filesystem::create_directories(dest.parent_path(), ec);
-      std::ofstream(dest, std::ios::binary) << file.body;
-      ++fetched;
+      file = HttpClient(s.url, 300, s.cacert).request("GET", "/v1/runs/" + id + "/artifacts/" + path, "", s.token);
     } catch (const std::exception& e) {
       s.err << "hwfarmctl: run " << id << ": artifact " << path << ": " << e.what() << "\n";
-      return kUnreachable;
+      return kUnreachable; // the daemon is gone: every other file would wait for its timeout too
     }
+    if (file.status != 200) {
+      s.err << "hwfarmctl: run " << id << ": artifact " << path << ": HTTP " << file.status << "\n";
+      ++missing;
+      continue;
+    }
+    std::filesystem::path dest = std::filesystem::path(out) / path;
+    std::error_code ec;
+    std::filesystem::create_directories(dest.parent_path(), ec);
+    std::ofstream stream(dest, std::ios::binary);
+    stream << file.body;
+    stream.close();
+    if (ec || !stream) {
+      s.err << "hwfarmctl: run " << id << ": artifact " << path << ": cannot write " << dest.string() << ": "
+            << (ec ? ec.message() : std::strerror(errno)) << "\n";
+      ++missing;
+      continue;
+    }
+    ++fetched;
   }
-  if (!s.json) s.out << "artifacts: " << fetched << " file(s) in " << out << "\n";
-  return kOk;
+  if (!s.json) {
+    s.out << "artifacts: " << fetched << " file(s) in " << out;
+    if (missing) s.out << ", " << missing << " could not be fetched";
+    s.out << "\n";
+  }
+  return missing ? kApiError : kOk;
 }
 
 int finishRun(Session& s, const std::string& id, bool cancel, const std::optional<std::string>& out) {
@@ -307,14 +325,21 @@ int finishRun(Session& s, const std::string& id, bool cancel, const std::optiona
     std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
   }
   follow.display.clear();
+  return endRun(s, id, run, out);
+}
+
+int endRun(Session& s, const std::string& id, const json::object& run, const std::optional<std::string>& out) {
+  // The verdict is printed even when an artifact could not be fetched; the
+  // exit code is the verdict's, or the fetch's failure when the run passed.
+  int fetched = out ? fetchArtifacts(s, id, run, *out) : kOk;
+  if (fetched == kUnreachable) return fetched;
   std::string state = runField(run, "state");
-  if (out)
-    if (int fetched = fetchArtifacts(s, id, run, *out); fetched != kOk) return fetched;
   if (s.json) s.out << json::serialize(run) << "\n";
   else
     s.out << "run " << id << ": " << state
           << (run.contains("reason") ? " (" + runField(run, "reason") + ")" : std::string()) << "\n";
-  return verdictCode(state);
+  int verdict = verdictCode(state);
+  return verdict != kOk ? verdict : fetched;
 }
 
 } // namespace hwfarm::cli

@@ -30,8 +30,16 @@ void printAttempt(Session& s, const boost::json::object& attempt);
 // the signal.
 int finishRun(Session& s, const std::string& id, bool cancel, const std::optional<std::string>& out);
 
+// The end of a run the caller has followed or read: fetches its artifacts
+// into `out` if given, prints "run ID: STATE (reason)" (--json: the record)
+// and returns the verdict's exit code (or the fetch's failure, when the run
+// passed).
+int endRun(Session& s, const std::string& id, const boost::json::object& run, const std::optional<std::string>& out);
+
 // Writes every artifact the record `run` lists into `out`, then prints
-// "artifacts: N file(s) in DIR"; kOk or the failure's exit code.
+// "artifacts: N file(s) in DIR"; a file that cannot be fetched (HTTP error,
+// local write error) is named on stderr and the others are still fetched;
+// kOk, kApiError when any was missing, kUnreachable when the daemon was.
 int fetchArtifacts(Session& s, const std::string& id, const boost::json::object& run, const std::string& out);
 
 } // namespace hwfarm::cli

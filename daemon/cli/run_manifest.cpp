@@ -95,6 +95,8 @@ bool image(const toml::table& t, const std::string& file, SuiteImage* out, std::
   }
   if (out->path.empty()) return fail(error, file, t, "image", "needs a path");
   if (out->name.empty()) out->name = std::filesystem::path(out->path).filename().string();
+  if (out->name.empty())
+    return fail(error, file, t, "image", "path \"" + out->path + "\" names a directory, not an image file");
   return true;
 }
 

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,7 +17,9 @@
 #include <spdlog/spdlog.h>
 
 #include "config/loader.h"
+#include "daemon/services/disk_room.h"
 #include "daemon/services/image_store.h"
+#include "daemon/services/loop_timers.h"
 #include "drivers/board.h"
 #include "drivers/console_log.h"
 #include "drivers/serial_port.h"
@@ -31,6 +32,9 @@ constexpr uint64_t kConsoleLogBytes = 16 * 1024 * 1024; // per file, one rotatio
 constexpr size_t kBacklogPiece = 64 * 1024;             // read from a log per step
 constexpr size_t kEvidenceLines = 20;                   // console lines a failed operation carries
 constexpr size_t kEvidenceBytes = 4096;                 // and at most this many bytes of them
+// A simulated board is stopped this long after its run's drain window
+// (runs.drain_ms) ends: the run has read its console to the end by then.
+constexpr auto kStopMargin = std::chrono::milliseconds(500);
 
 // One reader of one console: the backlog phase reads the log file as the
 // reader drains, then live lines come from broadcast().
@@ -233,6 +237,17 @@ struct BoardService::Impl {
     board_configs = std::move(next_configs);
   }
 
+  // The board's driver and configuration; nullptr and why not when a
+  // reload removed it (a run or a lease may still name it: each call that
+  // names a board answers this instead of throwing).
+  std::shared_ptr<drivers::Board> find(const std::string& name) const {
+    auto it = boards.find(name);
+    return it == boards.end() ? nullptr : it->second;
+  }
+  static Status removed(const std::string& name) {
+    return Status::error(Code::not_found, "board " + name + " is no longer configured (a reload removed it)");
+  }
+
   std::string consolesDir() const { return config.agent.state_dir + "/consoles"; }
   std::string leaseDir(const std::string& lease_id) const { return consolesDir() + "/" + lease_id; }
 
@@ -253,15 +268,8 @@ struct BoardService::Impl {
   // limits.disk_reserve_bytes free: console logs stop before the database
   // runs out of room.
   std::string room() const {
-    struct statvfs fs {};
-    std::string dir = consolesDir();
-    if (::statvfs(dir.c_str(), &fs) != 0)
-      return Status::fromErrno("cannot read the free space of " + dir, errno).message();
-    uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
-    uint64_t reserve = static_cast<uint64_t>(config.limits.disk_reserve_bytes);
-    if (free >= reserve) return "";
-    return "only " + std::to_string(free) + " bytes free on " + dir + ", less than limits.disk_reserve_bytes (" +
-           std::to_string(reserve) + ")";
+    Status room = roomFor(consolesDir(), 0, static_cast<uint64_t>(config.limits.disk_reserve_bytes));
+    return room.ok() ? "" : room.message();
   }
 
   std::unique_ptr<drivers::ConsoleLog> openLog(const std::string& lease_id, const std::string& name) {
@@ -284,14 +292,17 @@ struct BoardService::Impl {
     Console& console = consoles[name];
     if (console.port && !console.port->closed() && console.lease_id == lease_id) return Status::success();
     if (Status made = makeDirectory(leaseDir(lease_id)); !made.ok()) return made;
-    Result<std::string> path = boards.at(name)->console();
+    std::shared_ptr<drivers::Board> board = find(name);
+    auto cfg = board_configs.find(name);
+    if (!board || cfg == board_configs.end()) return removed(name);
+    Result<std::string> path = board->console();
     if (!path && refresh_consoles) {
       refresh_consoles();
-      path = boards.at(name)->console();
+      path = board->console();
     }
     if (!path) return std::move(path).takeStatus();
     drivers::SerialOptions options;
-    options.baud = board_configs.at(name).serial.baud;
+    options.baud = cfg->second.serial.baud;
     options.lock_dir = config.agent.lock_dir;
     auto opened = drivers::SerialPort::open(io, *path, options);
     if (!opened) {
@@ -312,8 +323,8 @@ struct BoardService::Impl {
           std::string text(line.text);
           it->second.recent.add(text);
           broadcast(name, it->second.log->stamped(text));
+          stopAfterEnd(name, line); // (first: a watcher that stops watching at END stops it)
           tellWatchers(name, [&](const Watcher& w) { w.line(line); });
-          stopAfterEnd(name, line);
         },
         [this, name](const std::string& reason) {
           spdlog::info("console of board {} closed: {}", name, reason);
@@ -369,15 +380,39 @@ struct BoardService::Impl {
   }
 
   // A simulated board whose firmware reported the end of its run
-  // (`HWFARM END`, docs/protocol.md) is stopped, off the loop and in order
-  // with the board's other work; its console then closes (end of file).
+  // (`HWFARM END`, docs/protocol.md) is stopped once its console has been
+  // read for the drain window after END (a record printed after END must
+  // reach the run, which fails on it): when the run that watches it stops
+  // watching (its drain window is over), or with no one watching, after
+  // runs.drain_ms and a margin. Off the loop and in order with the board's
+  // other work; its console then closes (end of file). Not when an
+  // operation on the board came meanwhile: that is its next use.
   void stopAfterEnd(const std::string& name, const ConsoleLine& line) {
     if (!isEndRecord(line)) return; // the one END rule of every console
     auto board = boards.find(name);
     if (board == boards.end() || !board->second->consoleFollowsPower()) return;
-    consoles[name].log->note("the firmware ended: stopping the simulator");
-    std::shared_ptr<drivers::Board> b = board->second;
-    asio::post(strandOf(name), [b] { (void)b->power(drivers::PowerAction::off, ""); }); // a simulator's off cannot fail
+    Ended& e = ended[name];
+    timers.cancel(e.timer); // (an earlier END's)
+    e = {operations[name], board->second, 0};
+    e.timer = timers.after(std::chrono::milliseconds(config.runs.drain_ms) + kStopMargin, [this, name] {
+      if (auto e = ended.find(name); e != ended.end()) e->second.timer = 0; // fired
+      stopEnded(name);
+    });
+  }
+
+  // Stops board `name` if its firmware ended and nothing was asked of it since.
+  void stopEnded(const std::string& name) {
+    auto e = ended.find(name);
+    if (e == ended.end()) return;
+    timers.cancel(e->second.timer);
+    uint64_t at = e->second.operations;
+    std::shared_ptr<drivers::Board> b = e->second.board;
+    ended.erase(e);
+    auto board = boards.find(name);
+    if (operations[name] != at || board == boards.end() || board->second != b) return;
+    if (auto c = consoles.find(name); c != consoles.end() && c->second.log)
+      c->second.log->note("the firmware ended: stopping the simulator");
+    asio::post(strandOf(name), [b = b] { (void)b->power(drivers::PowerAction::off, ""); }); // a simulator's off cannot fail
   }
 
   // Live lines go to readers past their backlog; those still reading the
@@ -414,7 +449,8 @@ struct BoardService::Impl {
   // Flashes `image` (a path, kept) onto `name` for `lease_id`, its console
   // open first when it is a tty.
   void flashFile(const std::string& lease_id, const std::string& name, const std::string& image, FlashDone done) {
-    std::shared_ptr<drivers::Board> board = boards.at(name);
+    std::shared_ptr<drivers::Board> board = find(name);
+    if (!board) return done(removed(name), 0, "");
     if (Status made = makeDirectory(leaseDir(lease_id)); !made.ok()) return done(std::move(made), 0, "");
     std::string log = flashLog(lease_id, name);
     owner[name] = lease_id;
@@ -441,6 +477,7 @@ struct BoardService::Impl {
   // then starts when the board's operation ends).
   void offLoop(const std::string& board, const char* what, std::function<Status()> work,
                std::function<void(Status, double)> done, bool queue = false, std::function<void()> begin = nullptr) {
+    ++operations[board]; // (a simulator's stop after END is for before it)
     auto [it, idle] = busy.emplace(board, what);
     if (!idle && queue)
       return queued[board].push_back({what, std::move(work), std::move(done), std::move(begin)});
@@ -503,6 +540,17 @@ struct BoardService::Impl {
   std::map<std::string, config::BoardConfig> board_configs; // what each driver was built from
   std::map<std::string, Console> consoles;
   std::map<std::string, std::string> busy; // board -> operation running on the pool
+  std::map<std::string, uint64_t> operations; // board -> operations asked of it so far
+  // The simulated boards whose firmware ended, to stop (stopAfterEnd): the
+  // operations asked of the board then, its driver, the timer that stops
+  // it when no run watches it.
+  struct Ended {
+    uint64_t operations = 0;
+    std::shared_ptr<drivers::Board> board;
+    TimerQueue::Id timer = 0;
+  };
+  LoopTimers timers{io, clock};
+  std::map<std::string, Ended> ended;
   std::map<std::string, std::deque<Operation>> queued; // board -> operations waiting for it (powerOffWhenIdle)
   // The lease that flashed, powered or opened the console of each board,
   // until that lease ends. Only these boards need a reset when their lease
@@ -611,11 +659,12 @@ void BoardService::flash(const lease::Lease& lease, const std::string& name, con
 
 void BoardService::flashCopy(const lease::Lease& lease, const std::string& name, int fd, const std::string& ext,
                              FlashDone done) {
-  std::shared_ptr<drivers::Board> board = impl_->boards.at(name);
   auto source = std::shared_ptr<int>(new int(fd), [](int* f) {
     ::close(*f);
     delete f;
   });
+  std::shared_ptr<drivers::Board> board = impl_->find(name);
+  if (!board) return done(Impl::removed(name), 0, "");
   if (Status made = makeImageDir(lease.id); !made.ok()) return done(std::move(made), 0, "");
   std::string dir = imageDir(lease.id);
   std::string log = flashLogPath(lease.id, name);
@@ -653,8 +702,15 @@ std::function<void()> BoardService::watchConsole(const std::string& board,
     auto it = impl->watchers.find(board);
     if (it == impl->watchers.end()) return;
     it->second.erase(id);
-    if (it->second.empty()) impl->watchers.erase(it);
+    if (!it->second.empty()) return;
+    impl->watchers.erase(it);
+    impl->stopEnded(board); // a run read its console past END: the simulator can stop
   };
+}
+
+std::string BoardService::guestLockup(const std::string& name) const {
+  std::shared_ptr<drivers::Board> board = impl_->find(name);
+  return board ? board->guestLockup() : std::string();
 }
 
 void BoardService::power(const lease::Lease& lease, const std::string& name, drivers::PowerAction action,
@@ -668,7 +724,10 @@ void BoardService::powerOffWhenIdle(const lease::Lease& lease, const std::string
 
 void BoardService::Impl::powerOp(const std::string& lease_id, const std::string& name, drivers::PowerAction action,
                                  Done done, bool queue) {
-  const config::BoardConfig& config = board_configs.at(name);
+  auto found = board_configs.find(name);
+  std::shared_ptr<drivers::Board> board = find(name);
+  if (found == board_configs.end() || !board) return done(removed(name), 0);
+  const config::BoardConfig& config = found->second;
   if (config.driver == "usb" && config.power.driver == "none") {
     // Answering "done" would let a pipeline believe its board was reset.
     done(Status::error(Code::unsupported, "board " + name + " has no power switch (power.driver = \"none\"); "
@@ -676,7 +735,6 @@ void BoardService::Impl::powerOp(const std::string& lease_id, const std::string&
          0);
     return;
   }
-  std::shared_ptr<drivers::Board> board = boards.at(name);
   if (Status made = makeDirectory(leaseDir(lease_id)); !made.ok()) return done(std::move(made), 0);
   std::string log = powerLog(lease_id, name);
   // On the loop as the operation starts (a queued one once the board is free).

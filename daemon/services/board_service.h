@@ -84,6 +84,9 @@ class BoardService {
   // this way.
   std::function<void()> watchConsole(const std::string& board, std::function<void(const ConsoleLine& line)> on_line,
                                      std::function<void(const std::string& reason)> on_closed);
+  // What `board`'s simulator said when its firmware locked the CPU up (QEMU
+  // aborted): read from QEMU's log once the console closed; "" otherwise.
+  std::string guestLockup(const std::string& board) const;
   // Console readers open for `lease_id`, over all its boards.
   size_t consoleReaders(const std::string& lease_id) const;
 

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include "daemon/core/run/report.h"
+#include "daemon/core/run/simulator_share.h"
 #include "daemon/services/board_service.h"
 #include "drivers/simulator_run.h"
 
@@ -40,7 +43,10 @@ SimulatorResult resultOf(Result<drivers::SimulatorRun> ran) {
     Evidence evidence;
     if (ran->qemu_signal) evidence.signal = ran->qemu_signal;
     else evidence.exit_code = ran->qemu_exit;
-    r.status = Status::infrastructure(Code::unavailable, ran->qemu_end, std::move(evidence));
+    if (!ran->guest_lockup.empty()) // the firmware's: a real core locks up the same way
+      r.status = run::lockupFailure(ran->guest_lockup, std::move(evidence));
+    else
+      r.status = Status::infrastructure(Code::unavailable, ran->qemu_end, std::move(evidence));
   }
   return r;
 }
@@ -50,9 +56,15 @@ SimulatorResult resultOf(Result<drivers::SimulatorRun> ran) {
 struct BoardTargets::Impl {
   Impl(asio::io_context& i, const config::FleetConfig& c, BoardService& b)
       : io(i), config(c), boards(b), scratch(c.agent.state_dir + "/simulators"),
-        pool(static_cast<size_t>(std::max<int64_t>(1, c.runs.max_simulators))) {
+        share(slots(c), static_cast<size_t>(c.runs.max_simulators_per_lease)), pool(slots(c)) {
     std::error_code ec;
     fs::remove_all(scratch, ec);
+  }
+
+  // The pool has a thread for every place the configuration ever gave (a
+  // reload may raise it: the share, not the pool, limits what runs).
+  static size_t slots(const config::FleetConfig& c) {
+    return static_cast<size_t>(std::max<int64_t>(1, c.runs.max_simulators));
   }
 
   // Runs `fn` on the loop, after the call that asked for it returned.
@@ -61,19 +73,56 @@ struct BoardTargets::Impl {
     asio::post(io, std::move(fn));
   }
 
+  // A job waiting for its turn: what starts it on the pool.
+  struct Waiting {
+    std::shared_ptr<std::atomic<bool>> stop;
+    std::function<void()> run;     // on the pool
+    std::function<void()> dropped; // on the loop: stopped before it started
+  };
+
+  // Starts what the share allows; first ends, unstarted, every waiting job
+  // that was stopped.
+  void dispatch() {
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      if (!it->second.stop->load()) {
+        ++it;
+        continue;
+      }
+      share.finished(it->first);
+      later(std::move(it->second.dropped));
+      it = waiting.erase(it);
+    }
+    for (uint64_t ticket : share.start()) {
+      auto it = waiting.find(ticket);
+      if (it == waiting.end()) continue;
+      asio::post(pool, std::move(it->second.run));
+      waiting.erase(it);
+    }
+  }
+
   asio::io_context& io;
   config::FleetConfig config;
   BoardService& boards;
   std::string scratch; // the simulators' work directories
+  run::SimulatorShare share;
+  std::map<uint64_t, Waiting> waiting; // by ticket
   asio::thread_pool pool;
+  asio::thread_pool files{1}; // golden outputs: never behind a simulator
 };
 
 BoardTargets::BoardTargets(asio::io_context& io, const config::FleetConfig& config, BoardService& boards)
     : impl_(std::make_unique<Impl>(io, config, boards)) {}
 
-BoardTargets::~BoardTargets() { impl_->pool.join(); }
+BoardTargets::~BoardTargets() {
+  impl_->pool.join();
+  impl_->files.join();
+}
 
-void BoardTargets::reconfigure(const config::FleetConfig& config) { impl_->config = config; }
+void BoardTargets::reconfigure(const config::FleetConfig& config) {
+  impl_->config = config;
+  impl_->share.setLimits(Impl::slots(config), static_cast<size_t>(config.runs.max_simulators_per_lease));
+  impl_->dispatch();
+}
 
 std::optional<run::BoardInfo> BoardTargets::board(const std::string& name) const {
   const config::BoardConfig* b = impl_->config.findBoard(name);
@@ -113,6 +162,8 @@ std::function<void()> BoardTargets::watch(const std::string& board, std::functio
   return impl_->boards.watchConsole(board, std::move(on_line), std::move(on_closed));
 }
 
+std::string BoardTargets::guestLockup(const std::string& board) const { return impl_->boards.guestLockup(board); }
+
 void BoardTargets::release(const std::string& lease_id, const std::string& board) {
   impl_->boards.boardLeftLease(lease_id, board);
 }
@@ -124,29 +175,47 @@ void BoardTargets::simulate(SimulatorJob job, std::function<void()> started,
   // simulator waits for its turn to stage it.
   std::function<void()> release = impl->boards.holdImage(job.image);
   std::string work = impl->scratch + "/" + job.name;
-  asio::post(impl->pool, [impl, job = std::move(job), work, started = std::move(started), ended = std::move(ended),
-                          release = std::move(release)]() mutable {
+  uint64_t ticket = impl->share.add(job.owner);
+  Impl::Waiting waiting;
+  waiting.stop = job.stop;
+  waiting.dropped = [release, ended] {
+    release();
+    ended(resultOf(Status::error(Code::unavailable, "stopped before it started")));
+  };
+  waiting.run = [impl, ticket, job = std::move(job), work, started = std::move(started), ended = std::move(ended),
+                 release = std::move(release)]() mutable {
     Result<drivers::SimulatorRun> ran = Status::error(Code::unavailable, "stopped before it started");
     if (!job.stop->load()) {
       asio::post(impl->io, std::move(started));
       drivers::SimulatorOptions options;
       options.deadline = job.deadline;
+      options.drain = job.drain;
       options.max_bytes = job.max_bytes;
       options.cancel = job.stop.get();
       ran = drivers::runSimulator("ref", job.qemu, job.image, work, options);
       std::error_code ec;
       fs::remove_all(work, ec);
     }
-    asio::post(impl->io, [release = std::move(release), ended = std::move(ended), ran = std::move(ran)]() mutable {
+    asio::post(impl->io, [impl, ticket, release = std::move(release), ended = std::move(ended),
+                          ran = std::move(ran)]() mutable {
       release();
+      impl->share.finished(ticket);
+      impl->dispatch();
       ended(resultOf(std::move(ran)));
     });
-  });
+  };
+  impl->waiting.emplace(ticket, std::move(waiting));
+  impl->dispatch();
+}
+
+void BoardTargets::stopSimulator(const std::shared_ptr<std::atomic<bool>>& stop) {
+  stop->store(true);
+  impl_->dispatch(); // a job still waiting ends now
 }
 
 void BoardTargets::readGolden(const std::string& path, ReadDone done) {
   Impl* impl = impl_.get();
-  asio::post(impl->pool, [impl, path, done = std::move(done)]() mutable {
+  asio::post(impl->files, [impl, path, done = std::move(done)]() mutable {
     std::ifstream in(path, std::ios::binary);
     std::string text((std::istreambuf_iterator<char>(in)), {});
     Status status;

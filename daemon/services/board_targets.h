@@ -1,6 +1,8 @@
 // The real target runner (target_runner.h): boards through the board
 // service, images on fresh simulators (drivers/simulator_run) on a pool of
-// runs.max_simulators threads, golden outputs read off the loop. A board's
+// runs.max_simulators threads, each lease within its share of them
+// (core/run/simulator_share.h), golden outputs read off the loop (on a
+// thread of their own, never behind a simulator). A board's
 // kind comes from its configuration: driver "qemu" is simulated, a USB board
 // with a power switch is switched, one with power.driver = "none" unswitched
 // (its flasher's reset starts it: it is never powered).
@@ -37,8 +39,10 @@ class BoardTargets final : public TargetRunner {
   void powerOff(const lease::Lease& lease, const std::string& board, Done done) override;
   std::function<void()> watch(const std::string& board, std::function<void(const ConsoleLine&)> on_line,
                               std::function<void(const std::string&)> on_closed) override;
+  std::string guestLockup(const std::string& board) const override;
   void release(const std::string& lease_id, const std::string& board) override;
   void simulate(SimulatorJob job, std::function<void()> started, std::function<void(SimulatorResult)> ended) override;
+  void stopSimulator(const std::shared_ptr<std::atomic<bool>>& stop) override;
   void readGolden(const std::string& path, ReadDone done) override;
 
  private:

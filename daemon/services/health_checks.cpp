@@ -49,6 +49,11 @@ struct HealthChecks::Impl : std::enable_shared_from_this<Impl> {
     TimerQueue::Id timer = 0;
     std::function<void(bool, std::string)> end; // the check's end: once, later calls do nothing
     bool over = false;
+    // A flash or power step still running: the check ends only after it,
+    // or the board would be leased while its flasher still holds it (a
+    // banner can come before the flasher exits).
+    bool in_flight = false;
+    std::function<void()> release; // the end, waiting for the step in flight
   };
 
   void bootImage(const std::shared_ptr<Boot>& b, const std::string& image);
@@ -56,6 +61,14 @@ struct HealthChecks::Impl : std::enable_shared_from_this<Impl> {
                                       const StepDone& done) const;
   void carry(const std::shared_ptr<Boot>& b, std::optional<run::BootStep> step, const std::string& image);
   void stepped(const std::shared_ptr<Boot>& b, bool was_running);
+  // A step's result came back: true when the check ended meanwhile (its
+  // end, held for this step, goes out now).
+  static bool landed(const std::shared_ptr<Boot>& b) {
+    b->in_flight = false;
+    if (!b->over) return false;
+    if (b->release) std::exchange(b->release, nullptr)();
+    return true;
+  }
 
   boost::asio::io_context& io;
   config::FleetConfig config;
@@ -72,9 +85,11 @@ void HealthChecks::Impl::carry(const std::shared_ptr<Boot>& b, std::optional<run
   if (!step) return;
   std::weak_ptr<Impl> weak = weak_from_this();
   if (step->kind == run::BootStep::Kind::flash) {
+    b->in_flight = true;
     return targets.flash(pseudoLease(b->board), b->board, image, [weak, b, image](Status s, std::string) {
       auto self = weak.lock();
       if (!self) return;
+      if (self->landed(b)) return;
       bool was_running = b->boot.running();
       std::optional<run::BootStep> next = b->boot.flashed(s);
       if (b->boot.stage() == run::Boot::Stage::failed) {
@@ -86,9 +101,11 @@ void HealthChecks::Impl::carry(const std::shared_ptr<Boot>& b, std::optional<run
       self->carry(b, next, image);
     });
   }
+  b->in_flight = true;
   targets.power(pseudoLease(b->board), b->board, step->power, [weak, b, image](Status s) {
     auto self = weak.lock();
     if (!self) return;
+    if (self->landed(b)) return;
     bool was_running = b->boot.running();
     std::optional<run::BootStep> next = b->boot.powered(s);
     if (b->boot.stage() == run::Boot::Stage::failed)
@@ -180,12 +197,16 @@ void HealthChecks::check(const std::string& name, StepDone done) {
     }
     // Not from inside the console's own line callback (the banner's line):
     // closing the console there would free the callback that is running.
-    boost::asio::post(self->io, [weak, name, finish, ok, detail = std::move(detail)]() mutable {
-      auto s = weak.lock();
-      if (!s) return;
-      s->targets.release(healthLease(name), name); // its console closes; a simulator stops
-      finish(ok, std::move(detail));
-    });
+    auto release = [&io = self->io, weak, name, finish, ok, detail = std::move(detail)]() mutable {
+      boost::asio::post(io, [weak, name, finish, ok, detail = std::move(detail)]() mutable {
+        auto s = weak.lock();
+        if (!s) return;
+        s->targets.release(healthLease(name), name); // its console closes; a simulator stops
+        finish(ok, std::move(detail));
+      });
+    };
+    if (b->in_flight) b->release = std::move(release); // after the flash or power step ends
+    else release();
   };
   impl->bootImage(b, cfg->health.image);
 }

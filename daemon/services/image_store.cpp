@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 
 #include "config/tokens.h"
+#include "daemon/services/open_beneath.h"
 
 namespace hwfarm {
 namespace {
@@ -76,19 +77,27 @@ Result<ServerImage> openServerImage(const std::string& path, const std::vector<s
   std::string outside = "image " + path + " is not under agent.image_roots (" + list + "): upload it instead";
   std::string real = resolved(path);
   bool inside = false;
+  std::string real_root; // the root `real` is under
   for (const auto& root : roots) {
-    std::string real_root = resolved(root);
-    if (real.empty() ? under(path, root) : !real_root.empty() && under(real, real_root)) inside = true;
+    std::string r = resolved(root);
+    bool here = real.empty() ? under(path, root) : !r.empty() && under(real, r);
+    if (here && !inside) real_root = r;
+    inside = inside || here;
   }
   if (!inside) return refuse(Code::permission_denied, outside);
   if (real.empty())
     return refuse(Code::invalid_argument, Status::fromErrno("cannot open image " + path, ENOENT).message());
   image.real_path = real;
-  // O_NOFOLLOW: a symlink swapped in after realpath is not followed;
+  // Opened beneath its root by the resolved path, through no symlink: one
+  // swapped in after realpath, for a folder too, is not followed.
   // O_NONBLOCK: a FIFO does not block the open.
-  image.fd = ::open(real.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  int root_fd = ::open(real_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  std::string relative = real.substr(real_root == "/" ? 1 : real_root.size() + 1);
+  image.fd = root_fd < 0 ? -1 : openBeneath(root_fd, relative, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+  int open_error = errno;
+  if (root_fd >= 0) ::close(root_fd);
   if (image.fd < 0)
-    return refuse(Code::invalid_argument, Status::fromErrno("cannot open image " + path, errno).message());
+    return refuse(Code::invalid_argument, Status::fromErrno("cannot open image " + path, open_error).message());
   struct stat st {};
   if (::fstat(image.fd, &st) != 0)
     return refuse(Code::invalid_argument, Status::fromErrno("cannot stat image " + path, errno).message());

@@ -38,10 +38,11 @@ struct ServerImage {
 };
 
 // Opens `path` if it resolves (realpath) to a file under one of `roots`
-// (each resolved too), opened with O_NOFOLLOW, and fstat says it is a
-// regular file of at most `max_bytes`. A path outside the roots, existing
-// or not, gets the same answer, so a caller learns nothing about the rest
-// of the server's files. Refusals: Code::permission_denied (outside the
+// (each resolved too), opened beneath that root by the resolved path
+// through no symlink (openBeneath: one swapped in since is refused), and
+// fstat says it is a regular file of at most `max_bytes`. A path outside
+// the roots, existing or not, gets the same answer, so a caller learns
+// nothing about the rest of the server's files. Refusals: Code::permission_denied (outside the
 // roots, or no roots), invalid_argument (missing, unreadable, not a
 // regular file), too_large (over `max_bytes`).
 Result<ServerImage> openServerImage(const std::string& path, const std::vector<std::string>& roots, uint64_t max_bytes);

@@ -45,8 +45,12 @@ constexpr int64_t kMemoryHistoryMs = 3600 * 1000;
 constexpr auto kForgetInterval = std::chrono::minutes(1);
 
 lease::SchedulerOptions schedulerOptions(const config::FleetConfig& c) {
-  return {static_cast<int64_t>(c.leases.aging_s * 1000), static_cast<size_t>(c.limits.max_queue),
-          static_cast<int>(c.limits.max_count)};
+  lease::SchedulerOptions o;
+  o.aging_ms = static_cast<int64_t>(c.leases.aging_s * 1000);
+  o.max_queue = static_cast<size_t>(c.limits.max_queue);
+  o.max_count = static_cast<int>(c.limits.max_count);
+  o.max_swaps_per_hour = static_cast<int>(c.leases.max_swaps_per_hour);
+  return o;
 }
 
 } // namespace

@@ -12,6 +12,8 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/services/atomic_file.h"
+#include "daemon/services/disk_room.h"
+#include "daemon/services/open_beneath.h"
 
 namespace fs = std::filesystem;
 
@@ -57,7 +59,8 @@ Status RunDir::create(const std::string& id) const {
   return Status::success();
 }
 
-Status RunDir::write(const std::string& id, const std::vector<run::ArtifactFile>& files) const {
+Status RunDir::write(const std::string& id, const std::vector<run::ArtifactFile>& files,
+                     std::vector<std::string>* unwritten) const {
   Status first;
   for (const auto& f : files) {
     Status s;
@@ -66,7 +69,10 @@ Status RunDir::write(const std::string& id, const std::vector<run::ArtifactFile>
     fs::create_directories(fs::path(file).parent_path(), ec);
     if (ec) s = Status::infrastructure(Code::io_error, "cannot create " + fs::path(file).parent_path().string() +
                                                            ": " + ec.message());
+    else if (Status room = roomFor(path(id), f.bytes.size(), reserve_); !room.ok())
+      s = Status::infrastructure(Code::no_space, "no room for " + file + ": " + room.message());
     else s = replaceFile(file, f.bytes);
+    if (!s.ok() && unwritten) unwritten->push_back(f.path);
     if (!s.ok() && first.ok()) first = std::move(s);
   }
   return first;
@@ -94,18 +100,11 @@ Result<std::vector<std::string>> RunDir::list(const std::string& id) const {
 }
 
 Result<RunDir::Opened> RunDir::open(const std::string& id, const std::string& path_in_run) const {
-  std::vector<std::string> parts = partsOf(path_in_run);
-  if (parts.empty() || !plainPath(id))
+  if (!plainPath(path_in_run) || !plainPath(id))
     return Status::error(Code::invalid_argument, "artifact path " + path_in_run + " is not plain");
-  int dir = ::open(path(id).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int dir = ::open(path(id).c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dir < 0) return notAnArtifact(id, path_in_run);
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    int next = ::openat(dir, parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    ::close(dir);
-    if (next < 0) return notAnArtifact(id, path_in_run);
-    dir = next;
-  }
-  int fd = ::openat(dir, parts.back().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  int fd = openBeneath(dir, path_in_run, O_RDONLY | O_NONBLOCK);
   ::close(dir);
   struct stat st {};
   if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= kMaxArtifactBytes)

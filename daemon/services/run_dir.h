@@ -28,8 +28,9 @@ class RunDir {
  public:
   static constexpr int64_t kMaxArtifactBytes = 256LL << 20;
 
-  // `root`: <state_dir>/runs.
-  explicit RunDir(std::string root) : root_(std::move(root)) {}
+  // `root`: <state_dir>/runs; `reserve`: limits.disk_reserve_bytes, the
+  // free space write() never goes below.
+  explicit RunDir(std::string root, uint64_t reserve = 0) : root_(std::move(root)), reserve_(reserve) {}
 
   const std::string& root() const { return root_; }
   std::string path(const std::string& id) const { return root_ + "/" + id; }
@@ -43,9 +44,13 @@ class RunDir {
   // Creates the run's directory (and runs/).
   Status create(const std::string& id) const;
   // Writes each file into the run's directory, each one atomically
-  // (replaceFile: file and directory synced), creating its folders. Every
-  // file is tried; the first failure is returned.
-  Status write(const std::string& id, const std::vector<run::ArtifactFile>& files) const;
+  // (replaceFile: file and directory synced), creating its folders, unless
+  // it would leave less than the reserve free (roomFor, disk_room.h: a
+  // Code::no_space failure naming the file). Every file is tried, so the
+  // small ones that fit are written; the first failure is returned, and
+  // the paths not written are added to `unwritten` when given.
+  Status write(const std::string& id, const std::vector<run::ArtifactFile>& files,
+               std::vector<std::string>* unwritten = nullptr) const;
   // The run's artifacts: its plain regular files, as relative paths, sorted.
   Result<std::vector<std::string>> list(const std::string& id) const;
 
@@ -54,9 +59,10 @@ class RunDir {
     uint64_t size = 0;
     std::time_t mtime = 0;
   };
-  // Opens artifact `path` of run `id` for reading, each part of the path
-  // without following a symlink. Code::invalid_argument for a path that is
-  // not plain, not_found for anything else that is not an artifact.
+  // Opens artifact `path` of run `id` for reading, beneath the run's
+  // directory and through no symlink in any part of the path (openBeneath,
+  // open_beneath.h). Code::invalid_argument for a path that is not plain,
+  // not_found for anything else that is not an artifact (a symlink too).
   Result<Opened> open(const std::string& id, const std::string& path) const;
   // The whole artifact, read through open().
   Result<std::string> read(const std::string& id, const std::string& path) const;
@@ -69,6 +75,7 @@ class RunDir {
 
  private:
   std::string root_;
+  uint64_t reserve_ = 0;
 };
 
 } // namespace hwfarm

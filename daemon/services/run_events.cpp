@@ -17,7 +17,7 @@ std::string endEventLine(const run::Record& record) {
 
 uint64_t RunWatchers::add(const std::string& id, const run::Record& record, RunEventSink sink) {
   Watched& w = runs_[id];
-  if (w.sinks.empty()) diff(w, record); // the base the changes are told against
+  if (w.sinks.empty()) diff(w, record, nullptr); // the base the changes are told against
   uint64_t n = next_++;
   w.sinks[n] = std::move(sink);
   return n;
@@ -35,14 +35,17 @@ size_t RunWatchers::count(const std::string& id) const {
   return it == runs_.end() ? 0 : it->second.sinks.size();
 }
 
-void RunWatchers::changed(const std::string& id, const run::Record& record) {
+void RunWatchers::changed(const std::string& id, const run::Record& record, const std::vector<size_t>& touched) {
   auto it = runs_.find(id);
   if (it == runs_.end()) return;
-  for (const auto& line : diff(it->second, record)) send(id, line, false);
+  for (const auto& line : diff(it->second, record, &touched)) send(id, line, false);
 }
 
 void RunWatchers::ended(const std::string& id, const run::Record& record) {
-  changed(id, record);
+  auto it = runs_.find(id);
+  if (it == runs_.end()) return;
+  // Every attempt, once: the last word agrees with the record whatever came before.
+  for (const auto& line : diff(it->second, record, nullptr)) send(id, line, false);
   send(id, endEventLine(record), true);
   runs_.erase(id);
 }
@@ -63,9 +66,15 @@ void RunWatchers::send(const std::string& id, const std::string& line, bool last
   }
 }
 
-std::vector<std::string> RunWatchers::diff(Watched& w, const run::Record& record) {
+std::vector<std::string> RunWatchers::diff(Watched& w, const run::Record& record, const std::vector<size_t>* touched) {
   std::vector<std::string> lines;
-  for (size_t i = 0; i < record.attempts.size(); ++i) {
+  std::vector<size_t> all;
+  if (!touched) {
+    for (size_t i = 0; i < record.attempts.size(); ++i) all.push_back(i);
+    touched = &all;
+  }
+  for (size_t i : *touched) {
+    if (i >= record.attempts.size()) continue;
     std::string event = record.attemptEventJson(i);
     if (i < w.attempts.size() && w.attempts[i] == event) continue;
     if (i >= w.attempts.size()) w.attempts.resize(i + 1);

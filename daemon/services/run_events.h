@@ -7,7 +7,8 @@
 //   {"event":"run","run":<record>}                        the record as it stands
 //   {"event":"attempt","index":N,"attempt":{...}}         attempt N changed (or is new): image, target,
 //                                                         board, reference, phase, seconds, outcome,
-//                                                         failure_class, reason, end_status
+//                                                         failure_class, reason, end_status, counts,
+//                                                         cases_left_out
 //   {"event":"progress","done":D,"total":T}
 //   {"event":"end","state":S[,"failure_class":F][,"reason":R]}   the last line
 //
@@ -44,10 +45,11 @@ class RunWatchers {
   // Drops a watcher; nothing if it is gone already. A sink may call it.
   void remove(const std::string& id, uint64_t watcher);
   size_t count(const std::string& id) const;
-  // Run `id`'s record is now `record`: its watchers get a line per attempt
-  // that changed and for the progress. Costs a map lookup when nobody
-  // watches the run.
-  void changed(const std::string& id, const run::Record& record);
+  // Run `id`'s record is now `record`, its attempts `touched` (ascending)
+  // changed or new: its watchers get a line per attempt of those that
+  // changed and for the progress. Costs a map lookup when nobody watches
+  // the run, and never a look at the other attempts.
+  void changed(const std::string& id, const run::Record& record, const std::vector<size_t>& touched);
   // Run `id` ended with `record` (the final one): its watchers get what
   // changed, then the end line, and are dropped.
   void ended(const std::string& id, const run::Record& record);
@@ -60,8 +62,9 @@ class RunWatchers {
   };
   // Tells `id`'s watchers `line`; a sink may remove itself or another.
   void send(const std::string& id, const std::string& line, bool last);
-  // Updates `w` to `record`; the lines of what changed.
-  static std::vector<std::string> diff(Watched& w, const run::Record& record);
+  // Updates `w` to `record` for attempts `touched` (nullptr: every one);
+  // the lines of what changed.
+  static std::vector<std::string> diff(Watched& w, const run::Record& record, const std::vector<size_t>* touched);
 
   std::map<std::string, Watched> runs_;
   uint64_t next_ = 1;

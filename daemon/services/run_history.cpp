@@ -25,6 +25,8 @@ Result<run::Record> recordOf(const std::string& id, const std::string& text, int
 
 } // namespace
 
+RunListing listingOf(const run::Record& r) { return {r.id, r.lease_id, r.state, r.created_ms, r.ended_ms}; }
+
 store::StoredRun rowOf(const run::Record& r) {
   return {r.id, r.lease_id, std::string(run::stateName(r.state)), r.created_ms, r.ended_ms, r.toJson()};
 }
@@ -32,15 +34,22 @@ store::StoredRun rowOf(const run::Record& r) {
 void RunHistory::restore(store::RunTables& tables, store::Database& db, int64_t now_ms, int64_t cutoff_ms) {
   for (const auto& id : tables.prune(db, cutoff_ms))
     if (dir_.remove(id)) spdlog::info("run {} ended more than runs.history_days ago: removed", id);
-  std::vector<run::Record> found;
+  std::vector<RunListing> found;
   std::vector<store::StoredRun> rewrite;
   std::set<std::string> known;
   auto interrupted = [&](const run::Record& r) {
     rewrite.push_back(rowOf(r));
     if (Status w = dir_.write(r.id, {{"summary.json", r.toJson()}}); !w.ok()) spdlog::error("{}", w.message());
   };
+  // Only the rows of runs found running carry their records (to be marked
+  // interrupted); the others are listed by their columns.
   for (const auto& row : tables.load(db, kHistory)) {
     known.insert(row.id);
+    std::optional<run::State> state = run::stateFromName(row.state);
+    if (state && *state != run::State::running) {
+      found.push_back({row.id, row.lease_id, *state, row.created_ms, row.ended_ms});
+      continue;
+    }
     bool changed = false;
     Result<run::Record> r = recordOf(row.id, row.record, now_ms, &changed);
     if (!r) {
@@ -48,7 +57,8 @@ void RunHistory::restore(store::RunTables& tables, store::Database& db, int64_t 
       continue;
     }
     if (changed) interrupted(*r);
-    found.push_back(std::move(*r));
+    found.push_back(listingOf(*r));
+    cache(std::move(*r)); // read already
   }
   // Runs of an older hwfarmd: only their summary.json.
   for (const auto& id : dir_.ids()) {
@@ -63,45 +73,86 @@ void RunHistory::restore(store::RunTables& tables, store::Database& db, int64_t 
     }
     if (changed) interrupted(*r);
     else rewrite.push_back(rowOf(*r));
-    found.push_back(std::move(*r));
+    found.push_back(listingOf(*r));
+    cache(std::move(*r)); // read already
   }
   tables.storeNow(db, rewrite);
-  std::sort(found.begin(), found.end(), [](const run::Record& a, const run::Record& b) {
+  std::sort(found.begin(), found.end(), [](const RunListing& a, const RunListing& b) {
     return a.created_ms != b.created_ms ? a.created_ms < b.created_ms : a.id < b.id;
   });
   if (found.size() > kHistory) found.erase(found.begin(), found.end() - kHistory);
-  for (auto& r : found) {
-    order_.push_back(r.id);
-    finished_.emplace(r.id, std::move(r));
+  for (auto& l : found) {
+    order_.push_back(l.id);
+    listed_.emplace(l.id, std::move(l));
   }
+  for (auto it = cached_.begin(); it != cached_.end();) // (of runs left out)
+    it = listed_.count(it->first) ? std::next(it) : cached_.erase(it);
+  cache_order_.erase(std::remove_if(cache_order_.begin(), cache_order_.end(),
+                                    [this](const std::string& id) { return !cached_.count(id); }),
+                     cache_order_.end());
 }
 
-void RunHistory::started(const std::string& id) { order_.push_back(id); }
+void RunHistory::started(const run::Record& record) {
+  order_.push_back(record.id);
+  listed_[record.id] = listingOf(record);
+}
 
-void RunHistory::dropped(const std::string& id) { order_.erase(std::remove(order_.begin(), order_.end(), id), order_.end()); }
+void RunHistory::dropped(const std::string& id) {
+  order_.erase(std::remove(order_.begin(), order_.end(), id), order_.end());
+  listed_.erase(id);
+  cached_.erase(id);
+  cache_order_.erase(std::remove(cache_order_.begin(), cache_order_.end(), id), cache_order_.end());
+}
 
 void RunHistory::ended(run::Record record) {
+  listed_[record.id] = listingOf(record);
+  cache(std::move(record));
+  while (order_.size() > kHistory) dropped(order_.front());
+}
+
+void RunHistory::cache(run::Record record) {
   std::string id = record.id;
-  finished_[id] = std::move(record);
-  while (order_.size() > kHistory) {
-    finished_.erase(order_.front());
-    order_.pop_front();
+  if (cached_.insert_or_assign(id, std::move(record)).second) cache_order_.push_back(id);
+  while (cache_order_.size() > kCached) {
+    cached_.erase(cache_order_.front());
+    cache_order_.pop_front();
   }
 }
 
 const run::Record* RunHistory::find(const std::string& id) const {
-  auto it = finished_.find(id);
-  return it == finished_.end() ? nullptr : &it->second;
+  auto it = cached_.find(id);
+  return it == cached_.end() ? nullptr : &it->second;
+}
+
+const RunListing* RunHistory::listing(const std::string& id) const {
+  auto it = listed_.find(id);
+  return it == listed_.end() ? nullptr : &it->second;
+}
+
+void RunHistory::load(store::Database& db, const std::string& id, std::function<void(const run::Record*)> done) {
+  if (const run::Record* r = find(id)) return done(r);
+  const RunListing* l = listing(id);
+  if (!l || l->state == run::State::running) return done(nullptr);
+  db.read<std::string>([id](sqlite3* c) { return store::RunTables::record(c, id); },
+                       [this, id, done = std::move(done)](Result<std::string> text) {
+                         if (const run::Record* r = find(id)) return done(r); // cached meanwhile
+                         if (!text || text->empty() || !listing(id)) return done(nullptr);
+                         Result<run::Record> r = run::Record::fromJson(*text);
+                         if (!r) {
+                           spdlog::error("run {}: its stored record is not readable ({})", id, r.status().message());
+                           return done(nullptr);
+                         }
+                         r->id = id;
+                         cache(std::move(*r));
+                         done(find(id));
+                       });
 }
 
 std::vector<std::string> RunHistory::forgetBefore(int64_t cutoff_ms) {
   std::vector<std::string> old;
-  for (const auto& [id, r] : finished_)
-    if (r.ended_ms && r.ended_ms < cutoff_ms) old.push_back(id);
-  for (const auto& id : old) {
-    finished_.erase(id);
-    dropped(id);
-  }
+  for (const auto& [id, l] : listed_)
+    if (l.state != run::State::running && l.ended_ms && l.ended_ms < cutoff_ms) old.push_back(id);
+  for (const auto& id : old) dropped(id);
   return old;
 }
 

@@ -10,6 +10,7 @@
 
 #include "config/tokens.h"
 #include "daemon/core/run/plan.h"
+#include "daemon/services/disk_room.h"
 #include "daemon/services/lease_service.h"
 #include "daemon/services/loop_timers.h"
 #include "daemon/services/run_history.h"
@@ -24,6 +25,9 @@ namespace {
 
 // 64 random bits, hex, from the same source as lease ids.
 std::string newRunId() { return "run-" + config::randomHex(8); }
+
+// The least quota a run starts with (runs.max_artifact_bytes' least value).
+constexpr uint64_t kMinQuota = 65536;
 
 int64_t historyMs(const config::FleetConfig& c) { return static_cast<int64_t>(c.runs.history_days * 86400000.0); }
 
@@ -41,12 +45,14 @@ struct RunService::Impl {
     std::map<size_t, std::shared_ptr<std::atomic<bool>>> simulators;  // by attempt: their stop
     std::deque<run::Event> pending; // events that came while the plan's last steps were carried out
     bool stepping = false;
+    uint64_t quota = 0;   // of the lease's artifact bytes, held while the run runs
+    uint64_t written = 0; // artifact bytes it handed the writer
   };
 
   Impl(asio::io_context& i, const config::FleetConfig& c, TargetRunner& t, LeaseService& l, const Clock& clk,
        store::Database& database)
       : io(i), config(c), targets(t), leases(l), clock(clk), db(database), timers(i, clk),
-        dir(c.agent.state_dir + "/runs"), history(dir), writer(1) {
+        dir(c.agent.state_dir + "/runs", static_cast<uint64_t>(c.limits.disk_reserve_bytes)), history(dir), writer(1) {
     db.add(tables);
     history.restore(tables, db, clock.wallMs(), clock.wallMs() - historyMs(config));
   }
@@ -66,11 +72,17 @@ struct RunService::Impl {
   }
 
   Status start(const lease::Lease& lease, run::Spec spec, StartDone done);
-  void feed(const std::string& id, run::Event event);
+  // `first`: before the events already waiting (a cancel decided now).
+  void feed(const std::string& id, run::Event event, bool first = false);
   struct Carry;
   void swap(const std::string& id, size_t attempt, const std::string& board, const std::string& reason);
   void finished(const std::string& id, Run& r, const run::Finished& f);
   void ended(const std::string& id);
+  // The run's quota goes back to its lease, which keeps `written` bytes.
+  void release(const Run& r, uint64_t written) {
+    if (auto bytes = lease_bytes.find(r.lease.id); bytes != lease_bytes.end())
+      bytes->second = bytes->second - std::min(bytes->second, r.quota) + written;
+  }
 
   asio::io_context& io;
   config::FleetConfig config;
@@ -88,10 +100,17 @@ struct RunService::Impl {
   InfraHook on_infra;
   RunMetrics metrics;
   RunWatchers watchers; // of running runs (watch())
+  // By lease: the artifact bytes its ended runs wrote plus its running
+  // runs' quotas (runs.max_lease_artifact_bytes).
+  std::map<std::string, uint64_t> lease_bytes;
 };
 
 Status RunService::Impl::start(const lease::Lease& lease, run::Spec spec, StartDone done) {
   if (Status s = run::check(spec); !s.ok()) return s;
+  // A run on a full disk would end error, the lab's, at once: refused.
+  if (Status room = roomForWork(config.agent.state_dir, static_cast<uint64_t>(config.limits.disk_reserve_bytes));
+      room.is(Code::no_space))
+    return Status::error(Code::no_space, room.message() + ": hwfarmd starts no run until space is freed");
   if (static_cast<int64_t>(running.size()) >= config.runs.max_runs)
     return Status::error(Code::busy, "runs.max_runs (" + std::to_string(config.runs.max_runs) +
                                          ") runs are running: retry later");
@@ -102,12 +121,28 @@ Status RunService::Impl::start(const lease::Lease& lease, run::Spec spec, StartD
                    }};
   Result<run::Resolved> resolved = run::resolveTargets(spec, lease, fleet);
   if (!resolved) return resolved.status();
+  // The run's quota: the lab's per run, within what its lease has left.
+  uint64_t per_run = static_cast<uint64_t>(config.runs.max_artifact_bytes);
+  uint64_t per_lease = static_cast<uint64_t>(config.runs.max_lease_artifact_bytes);
+  uint64_t used = lease_bytes.count(lease.id) ? lease_bytes[lease.id] : 0;
+  uint64_t left = per_lease > used ? per_lease - used : 0;
+  if (left < kMinQuota)
+    return Status::error(Code::no_space, "lease " + lease.id + "'s runs have written or hold " +
+                                             std::to_string(used) + " bytes of artifacts, its share " +
+                                             "runs.max_lease_artifact_bytes (" + std::to_string(per_lease) +
+                                             "): release it and take a new lease");
+  spec.max_artifact_bytes = std::min(per_run, left);
+  spec.artifact_quota = per_run <= left ? "runs.max_artifact_bytes" : "runs.max_lease_artifact_bytes";
+  uint64_t quota = spec.max_artifact_bytes;
+  spec.max_simulator_ms = static_cast<int64_t>(config.runs.max_simulator_s * 1000);
   std::string id = newRunId();
   if (Status made = dir.create(id); !made.ok()) return made;
   config::QemuConfig qemu = simulatorFor(resolved->sim_type, lease).value_or(config::QemuConfig{});
   run::Plan plan(std::move(spec), std::move(*resolved), id, lease.id, now());
   running[id] = std::make_unique<Run>(std::move(plan), lease, std::move(qemu));
-  history.started(id);
+  running[id]->quota = quota;
+  lease_bytes[lease.id] += quota;
+  history.started(running[id]->plan.record());
   // The run starts once its record is stored: a run is acknowledged only
   // when a restart would find it (and then mark it interrupted).
   db.commit({{store::RunTables::write(rowOf(running[id]->plan.record())), [this, id, done](const Status& stored) {
@@ -116,6 +151,7 @@ Status RunService::Impl::start(const lease::Lease& lease, run::Spec spec, StartD
                   spdlog::error("run {}: cannot store its record: {}", id, stored.message());
                   if (it != running.end()) {
                     watchers.ended(id, it->second->plan.record());
+                    release(*it->second, 0);
                     running.erase(it);
                   }
                   history.dropped(id);
@@ -149,7 +185,9 @@ struct RunService::Impl::Carry {
         [back = back(), i = c.attempt](const ConsoleLine& line) {
           back(run::ConsoleLine{i, std::string(line.text), line.continued, line.end});
         },
-        [back = back(), i = c.attempt](const std::string& why) { back(run::ConsoleClosed{i, why}); });
+        [back = back(), i = c.attempt, &targets = d.targets, board = c.board](const std::string& why) {
+          back(run::ConsoleClosed{i, why, targets.guestLockup(board)});
+        });
   }
   void operator()(run::Unwatch& c) {
     auto it = r.unwatch.find(c.attempt);
@@ -172,7 +210,8 @@ struct RunService::Impl::Carry {
   }
   void operator()(run::Simulate& c) {
     size_t i = c.attempt;
-    SimulatorJob job{id + "-" + std::to_string(i), r.qemu, c.image, c.deadline, run::kMaxConsoleBytes};
+    SimulatorJob job{id + "-" + std::to_string(i), r.qemu, c.image, r.lease.id, c.deadline, c.drain,
+                     run::kMaxConsoleBytes};
     r.simulators[i] = job.stop;
     d.targets.simulate(std::move(job), [back = back(), i] { back(run::SimulatorStarted{i}); },
                        [back = back(), i](SimulatorResult s) {
@@ -181,7 +220,7 @@ struct RunService::Impl::Carry {
                        });
   }
   void operator()(run::StopSimulator& c) {
-    if (auto it = r.simulators.find(c.attempt); it != r.simulators.end()) it->second->store(true);
+    if (auto it = r.simulators.find(c.attempt); it != r.simulators.end()) d.targets.stopSimulator(it->second);
   }
   void operator()(run::ReadGolden& c) {
     d.targets.readGolden(c.path, [back = back(), i = c.attempt](Status s, std::string text) {
@@ -196,9 +235,13 @@ struct RunService::Impl::Carry {
   }
   void operator()(run::SwapBoard& c) { d.swap(id, c.attempt, c.board, c.reason); }
   void operator()(run::WriteFiles& c) {
+    for (const auto& f : c.files) r.written += f.bytes.size();
     asio::post(d.writer, [&d = d, back = back(), id = id, files = std::move(c.files)] {
-      Status written = d.dir.write(id, files);
-      asio::post(d.io, [back, written] { back(run::ArtifactsWritten{written}); });
+      std::vector<std::string> unwritten;
+      Status written = d.dir.write(id, files, &unwritten);
+      asio::post(d.io, [back, written, unwritten = std::move(unwritten)] {
+        back(run::ArtifactsWritten{written, unwritten});
+      });
     });
   }
   void operator()(run::StoreRecord& c) {
@@ -214,11 +257,12 @@ struct RunService::Impl::Carry {
 
 // Steps the run's plan with `event` and carries its commands out; events
 // that come meanwhile (a result answered at once) wait their turn.
-void RunService::Impl::feed(const std::string& id, run::Event event) {
+void RunService::Impl::feed(const std::string& id, run::Event event, bool first) {
   auto it = running.find(id);
   if (it == running.end()) return; // ended: a late answer
   Run& r = *it->second;
-  r.pending.push_back(std::move(event));
+  if (first) r.pending.push_front(std::move(event));
+  else r.pending.push_back(std::move(event));
   if (r.stepping) return;
   r.stepping = true;
   while (!r.pending.empty()) {
@@ -226,7 +270,7 @@ void RunService::Impl::feed(const std::string& id, run::Event event) {
     r.pending.pop_front();
     run::Steps steps = r.plan.step(next, now());
     for (auto& c : steps.commands) std::visit(Carry{*this, id, r}, c);
-    if (steps.changed) watchers.changed(id, r.plan.record());
+    if (steps.changed || !steps.attempts.empty()) watchers.changed(id, r.plan.record(), steps.attempts);
     if (r.plan.over()) return ended(id);
   }
   r.stepping = false;
@@ -278,6 +322,7 @@ void RunService::Impl::ended(const std::string& id) {
   for (auto& [attempt, timer] : r.deadlines) timers.cancel(timer);
   watchers.ended(id, r.plan.record());
   history.ended(r.plan.record());
+  release(r, r.written);
   running.erase(it);
   const run::Record& record = *history.find(id);
   for (const auto& hook : on_ended) hook(record);
@@ -295,12 +340,29 @@ Status RunService::start(const lease::Lease& lease, run::Spec spec, StartDone do
   return impl_->start(lease, std::move(spec), std::move(done));
 }
 
+// The plan decides now, on its stage (Plan::cancelAnswer), and an accepted
+// cancel is the next event it steps: nothing that comes meanwhile can end
+// the run another way.
 Status RunService::cancel(const std::string& id, const std::string& reason) {
-  if (!impl_->running.count(id))
-    return impl_->history.find(id) ? Status::error(Code::conflict, "run " + id + " has ended")
-                                   : Status::error(Code::not_found, "no run " + id);
+  auto it = impl_->running.find(id);
+  if (it == impl_->running.end()) {
+    const RunListing* ended = impl_->history.listing(id);
+    if (!ended) return Status::error(Code::not_found, "no run " + id);
+    return Status::error(Code::conflict,
+                         "run " + id + " has already ended (" + std::string(run::stateName(ended->state)) + ")");
+  }
+  const run::Plan& plan = it->second->plan;
+  switch (plan.cancelAnswer()) {
+    case run::CancelAnswer::ended:
+      return Status::error(Code::conflict, "run " + id + " has already ended (" +
+                                               std::string(run::stateName(*plan.decided())) +
+                                               "): its verdict was decided before the cancel; its files are being "
+                                               "written");
+    case run::CancelAnswer::already: return Status::success();
+    case run::CancelAnswer::accepted: break;
+  }
   spdlog::info("run {} cancelled: {}", id, reason);
-  impl_->feed(id, run::CancelRequested{reason});
+  impl_->feed(id, run::CancelRequested{reason}, true);
   return Status::success();
 }
 
@@ -309,6 +371,7 @@ void RunService::leaseEnded(const lease::Lease& lease) {
   for (const auto& [id, r] : impl_->running)
     if (r->lease.id == lease.id) ids.push_back(id);
   for (const auto& id : ids) (void)cancel(id, "lease " + lease.id + " ended (" + lease::toString(lease.state) + ")");
+  impl_->lease_bytes.erase(lease.id);
 }
 
 const run::Record* RunService::find(const std::string& id) const {
@@ -320,11 +383,26 @@ size_t RunService::runningCount() const { return impl_->running.size(); }
 
 const RunMetrics& RunService::metrics() const { return impl_->metrics; }
 
-std::vector<const run::Record*> RunService::list() const {
-  std::vector<const run::Record*> out;
+bool RunService::known(const std::string& id) const {
+  return impl_->running.count(id) || impl_->history.listing(id);
+}
+
+void RunService::record(const std::string& id, std::function<void(const run::Record*)> done) {
+  if (auto it = impl_->running.find(id); it != impl_->running.end()) return done(&it->second->plan.record());
+  impl_->history.load(impl_->db, id, std::move(done));
+}
+
+std::optional<RunListing> RunService::listing(const std::string& id) const {
+  if (auto it = impl_->running.find(id); it != impl_->running.end()) return listingOf(it->second->plan.record());
+  if (const RunListing* l = impl_->history.listing(id)) return *l;
+  return std::nullopt;
+}
+
+std::vector<RunListing> RunService::list() const {
+  std::vector<RunListing> out;
   const auto& order = impl_->history.order();
   for (auto it = order.rbegin(); it != order.rend(); ++it)
-    if (const run::Record* r = find(*it)) out.push_back(r);
+    if (std::optional<RunListing> l = listing(*it)) out.push_back(std::move(*l));
   return out;
 }
 
@@ -338,10 +416,17 @@ std::function<void()> RunService::watch(const std::string& id, RunEventSink on_e
     Impl* impl = impl_.get();
     return [impl, id, n] { impl->watchers.remove(id, n); };
   }
-  const run::Record* ended = impl_->history.find(id);
-  if (!ended) return nullptr;
-  on_event(runEventLine(*ended), false);
-  on_event(endEventLine(*ended), true);
+  const RunListing* listed = impl_->history.listing(id);
+  if (!listed) return nullptr;
+  // An ended run's record may have to be read first.
+  run::Record bare; // what the end line says of a record that cannot be read
+  bare.state = listed->state;
+  bare.reason = "its stored record is not readable";
+  impl_->history.load(impl_->db, id, [on_event = std::move(on_event), bare](const run::Record* ended) {
+    if (!ended) return on_event(endEventLine(bare), true);
+    on_event(runEventLine(*ended), false);
+    on_event(endEventLine(*ended), true);
+  });
   return [] {};
 }
 

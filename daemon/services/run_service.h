@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "daemon/core/run/spec.h"
 #include "daemon/services/run_dir.h"
 #include "daemon/services/run_events.h"
+#include "daemon/services/run_history.h"
 
 namespace boost::asio {
 class io_context;
@@ -66,24 +68,36 @@ class RunService {
   using StartDone = std::function<void(const Result<std::string>&)>;
   Status start(const lease::Lease& lease, run::Spec spec, StartDone done);
   // Cancels a running run: its boards are powered off, its simulators
-  // stopped, its record says why. Code::not_found, or conflict when it has
-  // ended already.
+  // stopped, its record says why and `cancelling` (it ends cancelled,
+  // whatever comes meanwhile); ok for a run being cancelled already.
+  // Code::not_found, or conflict when it has ended already: its verdict was
+  // decided before the cancel (its files may still be being written; the
+  // message names the state it ends in).
   Status cancel(const std::string& id, const std::string& reason);
   // The lease ended: its runs are cancelled.
   void leaseEnded(const lease::Lease& lease);
 
-  // The run's record as it stands, or nullptr.
+  // The record of a running run, or of an ended one still in memory (the
+  // last few that ended or were read: run_history.h); else nullptr.
   const run::Record* find(const std::string& id) const;
+  // Run `id`'s record to `done`: at once when it is in memory, else once
+  // read from the database; nullptr when there is no run `id` (or its
+  // stored record is not readable). `done` runs on the event loop.
+  void record(const std::string& id, std::function<void(const run::Record*)> done);
+  // There is a run `id` (running, or ended and listed).
+  bool known(const std::string& id) const;
+  std::optional<RunListing> listing(const std::string& id) const;
   size_t runningCount() const;
   const RunMetrics& metrics() const;
-  // Newest first.
-  std::vector<const run::Record*> list() const;
+  // Every run listed, newest first.
+  std::vector<RunListing> list() const;
   // The runs' directories: their artifacts.
   const RunDir& dir() const;
   // Follows run `id`'s progress: `on_event` gets its record as the first
   // line, then a line per change, and last (last = true) the end line once
   // the run's artifacts are written (run_events.h). An ended run's two
-  // lines come before watch() returns. Returns the unwatch (callable any
+  // lines come once its record is read (before watch() returns when it is
+  // in memory). Returns the unwatch (callable any
   // time, also after the end line), or nullptr when there is no run `id`.
   std::function<void()> watch(const std::string& id, RunEventSink on_event);
   size_t watcherCount(const std::string& id) const;

@@ -55,10 +55,11 @@ health::SlaOptions slaOptions(const config::FleetConfig& c) {
 
 std::vector<BoardOutcome> boardOutcomes(const run::Record& run) {
   std::vector<BoardOutcome> out;
-  if (run.state == run::State::cancelled || run.state == run::State::running) return out;
+  if (run.state == run::State::running) return out;
   std::map<std::string, size_t> index; // board -> its entry in out, in first-attempt order
   for (const auto& a : run.attempts) {
-    if (a.reference || a.board.empty()) continue;
+    // (what a cancel cut short is the cancel's doing; what ended before it counts)
+    if (a.reference || a.board.empty() || a.cancelled) continue;
     FailureClass cls = a.judgement ? a.judgement->failure : FailureClass::none;
     RunResult r = cls == FailureClass::infrastructure ? RunResult::infra_failure
                   : cls == FailureClass::test         ? RunResult::test_failure

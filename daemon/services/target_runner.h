@@ -41,7 +41,9 @@ struct SimulatorJob {
   std::string name;           // unique among the jobs running: its scratch directory's
   config::QemuConfig qemu;    // the machine
   std::string image;          // a file of a lease's image store, held until staged
+  std::string owner;          // the lease it runs for: its share of the pool (core/run/simulator_share.h)
   std::chrono::milliseconds deadline{60000};
+  std::chrono::milliseconds drain{250}; // its console is read this long after END
   size_t max_bytes = 8u << 20;
   // Set (any thread): the simulator stops and reports what it printed.
   std::shared_ptr<std::atomic<bool>> stop = std::make_shared<std::atomic<bool>>(false);
@@ -72,14 +74,25 @@ class TargetRunner {
   virtual std::function<void()> watch(const std::string& board,
                                       std::function<void(const ConsoleLine& line)> on_line,
                                       std::function<void(const std::string& reason)> on_closed) = 0;
+  // What `board`'s simulator said when its firmware locked the CPU up
+  // (read when its console closed); "" when it did not, or it is no
+  // simulator.
+  virtual std::string guestLockup(const std::string& board) const {
+    (void)board;
+    return "";
+  }
   // `board` left lease `lease_id` (swapped out): its console closes, it is
   // reset.
   virtual void release(const std::string& lease_id, const std::string& board) = 0;
 
-  // Runs `job` on a fresh simulator when one of the pool's places frees:
-  // `started` when it starts, `ended` with what it printed.
+  // Runs `job` on a fresh simulator when one of the pool's places frees
+  // and its owner is within its share: `started` when it starts, `ended`
+  // with what it printed.
   virtual void simulate(SimulatorJob job, std::function<void()> started,
                         std::function<void(SimulatorResult)> ended) = 0;
+  // Stops the job whose `stop` this is: a running simulator stops and
+  // reports what it printed; a waiting one ends at once, never started.
+  virtual void stopSimulator(const std::shared_ptr<std::atomic<bool>>& stop) = 0;
   // Reads recorded outputs (result-protocol text, core/run/golden.h).
   using ReadDone = std::function<void(Status status, std::string text)>;
   virtual void readGolden(const std::string& path, ReadDone done) = 0;

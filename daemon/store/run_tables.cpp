@@ -12,7 +12,8 @@ namespace {
 
 const char* kVersionKey = "runs_schema_version";
 
-// Rows are written twice per run (start, end) and read at start-up only.
+// Rows are written twice per run (start, end); at start-up their listings
+// are read, and an ended run's record when it is asked for.
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS runs(
   id TEXT PRIMARY KEY,
@@ -38,13 +39,23 @@ void RunTables::create(sqlite3* db) { Database::createTables(db, kVersionKey, "r
 std::vector<StoredRun> RunTables::load(Database& db, size_t limit) {
   return db.startup([limit](sqlite3* c) {
     std::vector<StoredRun> out;
-    Statement s(c, "SELECT id, lease_id, state, created_ms, ended_ms, record FROM "
-                   "(SELECT * FROM runs ORDER BY created_ms DESC, id DESC LIMIT ?1) ORDER BY created_ms, id");
+    Statement s(c, "SELECT id, lease_id, state, created_ms, ended_ms, "
+                   "CASE WHEN state = 'running' THEN record ELSE '' END FROM "
+                   "(SELECT id, lease_id, state, created_ms, ended_ms, record FROM runs "
+                   "ORDER BY created_ms DESC, id DESC LIMIT ?1) ORDER BY created_ms, id");
     s.bind(1, static_cast<int64_t>(limit));
     while (s.step())
       out.push_back({s.text(0), s.text(1), s.text(2), s.integer(3), s.integer(4), s.text(5)});
     return out;
   });
+}
+
+std::string RunTables::record(sqlite3* c, const std::string& id) {
+  Statement s(c, "SELECT record FROM runs WHERE id = ?1");
+  s.bind(1, id);
+  std::string out = s.step() ? s.text(0) : "";
+  s.reset();
+  return out;
 }
 
 void RunTables::storeNow(Database& db, const std::vector<StoredRun>& runs) {

@@ -30,8 +30,11 @@ class RunTables final : public Tables {
   void create(sqlite3* db) override;
   void finished(bool) override {}
 
-  // Start-up: the newest `limit` runs, oldest first.
+  // Start-up: the newest `limit` runs, oldest first, each without its
+  // record but for a run still running (the run history marks it interrupted).
   std::vector<StoredRun> load(Database& db, size_t limit);
+  // The read of run `id`'s record, "" when it has no row (Database::read).
+  static std::string record(sqlite3* db, const std::string& id);
   // Start-up: writes `runs` in one transaction.
   void storeNow(Database& db, const std::vector<StoredRun>& runs);
   // Start-up: deletes the runs that ended before `cutoff_ms`; their ids.

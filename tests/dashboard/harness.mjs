@@ -17,10 +17,21 @@ export const env = {
 };
 
 const children = new Set();
-process.on("exit", () => { for (const c of children) try { process.kill(c.pid, "SIGKILL"); } catch { /* gone */ } });
+const tempDirs = [];
+// At exit every child is killed, then every temporary directory removed,
+// unless the test failed: then they are kept for a look and named.
+process.on("exit", code => {
+  for (const c of children) try { process.kill(c.pid, "SIGKILL"); } catch { /* gone */ }
+  for (const dir of tempDirs) {
+    if (code === 0) try { fs.rmSync(dir, {recursive: true, force: true, maxRetries: 3}); } catch { /* best effort */ }
+    else console.error(`kept ${dir}`);
+  }
+});
 
 export function tempDir(name) {
-  return fs.mkdtempSync(path.join(os.tmpdir(), `hwfarm-${name}-`));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `hwfarm-${name}-`));
+  tempDirs.push(dir);
+  return dir;
 }
 
 export const sleep = ms => new Promise(r => setTimeout(r, ms));
@@ -97,12 +108,20 @@ export async function lease(d, count, holder = {job: "nightly", build: "1", stag
 
 // Runs firmware `variant` (hwfarm-<variant>.elf) on the lease; the record
 // once it ended (or, with `wait` false, at once).
-export async function run(d, leaseId, variant, {name, suite = "selftest", commit, deadline_s, targets, mode, wait = true} = {}) {
-  const bytes = fs.readFileSync(path.join(env.firmware, `hwfarm-${variant}.elf`));
-  const up = await d.api("POST", `/v1/leases/${leaseId}/images?name=${encodeURIComponent(name || variant)}.elf`, bytes,
-                         tokens.pipeline, "application/octet-stream");
-  if (up.status !== 201) throw new Error(`upload: ${up.status} ${up.text}`);
-  const body = {images: [{image: up.json.image, name: name || variant}], suite};
+// `reference`: the QEMU reference runs that variant instead (a board whose
+// console damages what the reference printed whole: the lab's failure).
+export async function run(d, leaseId, variant, {name, suite = "selftest", commit, deadline_s, targets, mode, reference,
+                                                wait = true} = {}) {
+  const upload = async (v, as) => {
+    const bytes = fs.readFileSync(path.join(env.firmware, `hwfarm-${v}.elf`));
+    const up = await d.api("POST", `/v1/leases/${leaseId}/images?name=${encodeURIComponent(as)}.elf`, bytes,
+                           tokens.pipeline, "application/octet-stream");
+    if (up.status !== 201) throw new Error(`upload: ${up.status} ${up.text}`);
+    return up.json.image;
+  };
+  const image = {image: await upload(variant, name || variant), name: name || variant};
+  if (reference) image.reference_image = await upload(reference, `${name || variant}-ref`);
+  const body = {images: [image], suite};
   if (commit) body.commit = commit;
   if (deadline_s) body.deadline_s = deadline_s;
   if (targets) body.targets = targets;

@@ -31,9 +31,15 @@
      CTRLEND  the pass run, a control byte (0x01) before its END record
      LONGLINE the pass run, with a FAIL record after 65,536 bytes of junk on
               one line
+     LONGNAME the pass run plus a passing case and an output whose names
+              are 250 bytes long, near the protocol's limit
      XSS      the pass run plus a failing case and an output whose names,
               message and console lines are HTML and script (the dashboard
               must show them as text: tests/dashboard)
+     MANYCASES 10,000 one-line cases and nothing else, case00000 to
+              case09999: every tenth passes, the one after it is skipped,
+              the other 8,000 fail with one word (a record that must stay
+              bounded), status 1
    Every variant prints the board's identity word (hw.h) after its boot line.
    main's return value is the status of the `HWFARM END status=<n>` record
    that startup.c prints. */
@@ -141,6 +147,21 @@ __attribute__((unused)) static void test_ramp(void) {
 #endif
 }
 
+#if defined(VARIANT_MANYCASES)
+static void many_cases(void) {
+  char name[] = "case00000";
+  for (int i = 0; i < 10000; ++i) {
+    int n = i;
+    for (int d = 8; d >= 4; --d) {
+      name[d] = (char)('0' + n % 10);
+      n /= 10;
+    }
+    hwfarm_verdict v = i % 10 == 0 ? HWFARM_PASS : i % 10 == 1 ? HWFARM_SKIP : HWFARM_FAIL;
+    hwfarm_test(&report, name, v, v == HWFARM_FAIL ? "boom" : 0);
+  }
+}
+#endif
+
 static void print_identity(uint32_t id) {
   uart_puts("hwfarm board identity ");
   uart_put_uint(id);
@@ -247,6 +268,10 @@ int main(void) {
   uart_puts("\n\x01\x02 not a protocol line\n");
 #endif
   hwfarm_begin(&report, "hwfarm-selftest");
+#if defined(VARIANT_MANYCASES)
+  many_cases();
+  return hwfarm_failed(&report);
+#endif
 #if defined(VARIANT_LONGLINE)
   /* One line: 64 KiB of junk, then a record. */
   for (int i = 0; i < 65536; ++i) uart_putc('x');
@@ -266,8 +291,25 @@ int main(void) {
   hwfarm_test(&report, "large", HWFARM_PASS, 0);
   output_large();
 #endif
+#if defined(VARIANT_HUGE)
+  /* huge.y[i] = i for i = 0..29999: a 120 KB .npy, ~280 KB of console. */
+  hwfarm_test(&report, "huge", HWFARM_PASS, 0);
+  report.values_per_record = 100;
+  hwfarm_output_start(&report, "huge", "y", HWFARM_F32X, 30000);
+  for (int i = 0; i < 30000; ++i) hwfarm_value_f32(&report, (float)i);
+#endif
 #if defined(VARIANT_V2COUNT)
   report.records += 1; /* a miscount on purpose */
+#endif
+#if defined(VARIANT_LONGNAME)
+  {
+#define NAME10 "abcdefghij"
+#define NAME50 NAME10 NAME10 NAME10 NAME10 NAME10
+    static const float long_values[2] = {1.0f, 2.0f};
+    hwfarm_test(&report, "case_" NAME50 NAME50 NAME50 NAME50 NAME10 NAME10 NAME10 NAME10 "abcde", HWFARM_PASS, 0);
+    hwfarm_output_f32(&report, "case_" NAME50 NAME50 NAME50 NAME50 NAME10 NAME10 NAME10 NAME10 "abcde",
+                      "out_" NAME50 NAME50 NAME50 NAME50 NAME10 NAME10 NAME10 NAME10 "abcdef", long_values, 2);
+  }
 #endif
 #if defined(VARIANT_XSS)
   uart_puts("<script>window.__xss='trace'</script><img src=x onerror=\"window.__xss='trace-img'\">\n");

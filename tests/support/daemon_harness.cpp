@@ -145,14 +145,28 @@ void RunningDaemon::killAndRestart() {
 
 std::string RunningDaemon::recordAtEnd(const std::string& id, const std::string& token) const {
   std::string received, error;
-  int status = cli::HttpClient(url_, 120).stream("/v1/runs/" + id + "/events", token,
-                                                  [&](const std::string& piece) { received += piece; }, &error);
+  int status = 0;
+  try {
+    status = cli::HttpClient(url_, 120).stream("/v1/runs/" + id + "/events", token,
+                                               [&](const std::string& piece) { received += piece; }, &error);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
   if (status != 200 || received.find("{\"event\":\"end\"") == std::string::npos)
     throw std::runtime_error("the events of run " + id + " ended without their end line (" + std::to_string(status) +
-                             " " + error + "): " + received.substr(0, 2000));
+                             " " + error + "): " + received.substr(0, 2000) + "\n" + state());
   cli::HttpResult r = get("/v1/runs/" + id, token);
   if (r.status != 200) throw std::runtime_error("GET /v1/runs/" + id + ": " + std::to_string(r.status));
   return r.body;
+}
+
+std::string RunningDaemon::state() const {
+  std::string log = readFile(log_path_);
+  size_t from = log.size();
+  for (int lines = 0; from > 0 && lines < 40; ++lines) from = log.rfind('\n', from - 1);
+  std::string tail = log.substr(from == std::string::npos ? 0 : from);
+  return std::string(process_->running() ? "hwfarmd still runs" : "hwfarmd has ended") +
+         "; the last lines of its log:\n" + tail;
 }
 
 cli::HttpResult RunningDaemon::get(const std::string& target, const std::string& token) const {

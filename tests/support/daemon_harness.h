@@ -58,6 +58,9 @@ class RunningDaemon {
   // waited for as a client does, without polling. Throws when the stream
   // fails or ends without its end line.
   std::string recordAtEnd(const std::string& id, const std::string& token = "") const;
+  // Whether hwfarmd still runs, and the last 40 lines of its log: for the
+  // message of a failure that may be its end.
+  std::string state() const;
 
   // The daemon's reaper (drivers/reaper.h), 0 when none is found.
   pid_t reaperPid() const;

@@ -1,6 +1,8 @@
 #include "tests/support/process.h"
 
 #include <fcntl.h>
+#include <pty.h>
+#include <termios.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -124,6 +126,36 @@ std::optional<ExitStatus> Process::wait(std::chrono::milliseconds timeout) {
 }
 
 bool Process::running() { return pid_ > 0 && !wait(std::chrono::milliseconds(0)); }
+
+Terminal::Terminal() {
+  char name[128] = {};
+  termios raw{};
+  ::cfmakeraw(&raw);
+  if (::openpty(&master_, &slave_, name, &raw, nullptr) != 0)
+    throw std::runtime_error(std::string("openpty: ") + std::strerror(errno));
+  ::fcntl(master_, F_SETFL, O_NONBLOCK);
+  name_ = name;
+}
+
+Terminal::~Terminal() {
+  ::close(slave_);
+  ::close(master_);
+}
+
+const std::string& Terminal::screen() {
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(master_, buffer, sizeof buffer)) > 0;) screen_.append(buffer, static_cast<size_t>(n));
+  return screen_;
+}
+
+bool Terminal::waitFor(const std::string& needle, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (screen().find(needle) == std::string::npos) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
 
 std::optional<std::string> waitForText(const std::string& path, const std::string& needle,
                                        std::chrono::milliseconds timeout) {

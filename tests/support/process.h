@@ -64,6 +64,30 @@ class Process {
   std::optional<ExitStatus> status_;
 };
 
+// A pseudo-terminal in raw mode (what is written arrives as it is, no CR
+// added before LF): give name() as a child's stdout or stderr path to see
+// what a person at a terminal would. Throws when no pty can be opened.
+class Terminal {
+ public:
+  Terminal();
+  ~Terminal();
+  Terminal(const Terminal&) = delete;
+  Terminal& operator=(const Terminal&) = delete;
+
+  const std::string& name() const { return name_; }
+  // What was written to it so far (reads what is waiting first).
+  const std::string& screen();
+  // Reads until the screen holds `needle` or `timeout` passed (test code
+  // only: a child's output is its own, not the daemon's timers). True when
+  // it holds it.
+  bool waitFor(const std::string& needle, std::chrono::milliseconds timeout);
+
+ private:
+  int master_ = -1, slave_ = -1;
+  std::string name_;
+  std::string screen_;
+};
+
 // Polls `path` until its contents contain `needle` (test code only: the
 // daemon itself never polls). Returns the contents, or nothing at timeout.
 std::optional<std::string> waitForText(const std::string& path, const std::string& needle,

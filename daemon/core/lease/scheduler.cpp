@@ -397,6 +397,7 @@ OpResult Scheduler::renew(const std::string& id, int64_t ttl_ms, int64_t now, Ch
 void Scheduler::endLease(Lease& lease, LeaseState state, const std::string& reason, BoardState boards_to, int64_t now,
                          Changes& changes) {
   expiry_.erase({lease.expires_ms, lease.id});
+  swaps_.erase(lease.id);
   lease.state = state;
   lease.ended_ms = now;
   lease.end_reason = reason;
@@ -535,6 +536,15 @@ OpResult Scheduler::swap(const std::string& id, const std::string& name, const s
   auto out = index_.find(name);
   if (slot == lease.boards.end() || out == index_.end())
     return {Status::error(Code::not_found, "board " + name + " is not in lease " + id), lease};
+  constexpr int64_t kHourMs = 3600000;
+  std::deque<int64_t>& swaps = swaps_[lease.id];
+  while (!swaps.empty() && swaps.front() <= now - kHourMs) swaps.pop_front();
+  if (static_cast<int64_t>(swaps.size()) >= options_.max_swaps_per_hour)
+    return {Status::error(Code::conflict, "lease " + id + " had " + std::to_string(swaps.size()) +
+                                              " board(s) swapped in within the last hour "
+                                              "(leases.max_swaps_per_hour = " +
+                                              std::to_string(options_.max_swaps_per_hour) + "): " + name + " stays"),
+            lease};
   const std::string& type = boards_[out->second].spec.type;
   std::optional<size_t> in;
   if (auto pool = available_by_type_.find(type); pool != available_by_type_.end())
@@ -547,6 +557,7 @@ OpResult Scheduler::swap(const std::string& id, const std::string& name, const s
     return {Status::error(Code::conflict, "no other board of type " + type + " is available to replace " + name),
             lease};
   const std::string& in_name = boards_[*in].spec.name;
+  swaps.push_back(now);
   changes.events.push_back({now, "board_swap", lease.id, name, "replaced by " + in_name + ": " + reason});
   if (!slot->lost && boards_[out->second].lease_id == lease.id)
     setState(out->second, BoardState::recovering, "swapped out of lease " + lease.id + ": " + reason, now, changes);

@@ -71,6 +71,9 @@ struct SchedulerOptions {
   // Ended leases kept in memory (for GET and idempotent retries) at most;
   // the oldest ended are forgotten first. Bounds memory under any lease rate.
   size_t max_ended = 10000;
+  // Boards swapped into one lease in any hour at most (swap()): a lease's
+  // retries cannot drain a board type's pool. 0: no swaps.
+  int max_swaps_per_hour = 3;
 };
 
 // How submit() placed a request it accepted.
@@ -154,7 +157,8 @@ class Scheduler {
   // recovering (a lost one stays offline); `reason` says why in its event.
   // The answer's lease holds the new board. Refused: not_found (no lease,
   // or `board` not in it), conflict (the lease ended, or no board to swap
-  // in: the message says so). A swap may take a board a waiting request
+  // in, or the lease swapped options.max_swaps_per_hour boards in the hour
+  // before `now`: the message says so). A swap may take a board a waiting request
   // was held back for; it replaces one board of a granted lease, so the
   // lab's total in use does not grow.
   OpResult swap(const std::string& id, const std::string& board, const std::string& reason, int64_t now,
@@ -226,6 +230,7 @@ class Scheduler {
   uint64_t next_ticket_ = 1;
   std::map<std::pair<std::string, std::string>, std::string> idempotent_leases_;
   std::deque<std::string> ended_order_; // ended leases in memory, oldest end first
+  std::unordered_map<std::string, std::deque<int64_t>> swaps_; // active lease -> its swaps' times, last hour
   void rememberEnded(const std::string& id);
   void forget(const std::string& id);
   std::map<std::pair<std::string, std::string>, uint64_t> idempotent_tickets_;

@@ -48,4 +48,29 @@ std::vector<ArtifactFile> artifactFiles(std::string_view run_name, const std::ve
   return out;
 }
 
+Kept withinQuota(std::vector<ArtifactFile> files, uint64_t quota) {
+  Kept kept;
+  std::stable_partition(files.begin(), files.end(), [](const ArtifactFile& f) { return f.path == "junit.xml"; });
+  for (auto& f : files) {
+    kept.wanted += f.bytes.size();
+    if (quota == 0 || (kept.bytes <= quota && f.bytes.size() <= quota - kept.bytes)) {
+      kept.bytes += f.bytes.size();
+      kept.files.push_back(std::move(f));
+    } else {
+      kept.left_out.push_back(std::move(f.path));
+    }
+  }
+  return kept;
+}
+
+std::string quotaReason(const Kept& kept, uint64_t quota, std::string_view name) {
+  constexpr size_t kNamed = 5;
+  std::string out = "its artifacts (" + std::to_string(kept.wanted) + " bytes) exceed " + std::string(name) + " (" +
+                    std::to_string(quota) + " bytes): " + std::to_string(kept.files.size()) + " file(s) kept (" +
+                    std::to_string(kept.bytes) + " bytes), " + std::to_string(kept.left_out.size()) + " left out: ";
+  for (size_t i = 0; i < kept.left_out.size() && i < kNamed; ++i) out += (i ? ", " : "") + kept.left_out[i];
+  if (kept.left_out.size() > kNamed) out += " and " + std::to_string(kept.left_out.size() - kNamed) + " more";
+  return out;
+}
+
 } // namespace hwfarm::run

@@ -4,6 +4,7 @@
 // directory (services/run_dir.h) writes them and summary.json. Pure.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,5 +39,21 @@ struct AttemptOutput {
 // keys carry the image (a run of several images).
 std::vector<ArtifactFile> artifactFiles(std::string_view run_name, const std::vector<AttemptOutput>& attempts,
                                         const std::vector<std::string>& targets, bool by_image);
+
+// What a run's quota of bytes keeps of its files.
+struct Kept {
+  std::vector<ArtifactFile> files; // junit.xml first, then in their order
+  std::vector<std::string> left_out; // the paths of the files that did not fit, in order
+  uint64_t bytes = 0;  // of `files`
+  uint64_t wanted = 0; // of all
+};
+// Keeps junit.xml first (what CI reads), then each file in order that
+// still fits within `quota` bytes (0: no quota, all are kept).
+Kept withinQuota(std::vector<ArtifactFile> files, uint64_t quota);
+
+// The reason of a run that `kept` left files out of: "its artifacts (W
+// bytes) exceed NAME (Q bytes): K file(s) kept (B bytes), N left out: a,
+// b, c and M more".
+std::string quotaReason(const Kept& kept, uint64_t quota, std::string_view name);
 
 } // namespace hwfarm::run

@@ -12,7 +12,7 @@ namespace hwfarm::run {
 std::string jsonNumber(double v);
 
 // A JSON string literal of `s`, quotes included. Valid UTF-8 stays; every
-// other byte and every control character but tab, LF and CR becomes
+// other byte and every control character but tab, LF and CRLF becomes
 // "\xNN" first (xmlSafe, report.h), so the result is always valid JSON.
 std::string jsonString(std::string_view s);
 

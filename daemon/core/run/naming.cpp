@@ -1,5 +1,7 @@
 #include "daemon/core/run/naming.h"
 
+#include <cstdint>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -41,7 +43,16 @@ std::string normalizeName(std::string_view name, std::string_view fallback) {
     else if (!out.empty() && out.back() != '_') out += '_';
   }
   while (!out.empty() && out.back() == '_') out.pop_back();
-  return out.empty() ? std::string(fallback) : out;
+  if (out.empty()) return std::string(fallback);
+  if (out.size() <= kMaxNameBytes) return out;
+  // Too long for a file name once joined with another (a protocol name
+  // may have 256 bytes): its start and a hash of the whole name, the same
+  // every time, and two long names that share a start stay apart.
+  uint32_t h = 2166136261u; // FNV-1a of the name as given
+  for (unsigned char c : name) h = (h ^ c) * 16777619u;
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", h);
+  return out.substr(0, kMaxNameBytes - 9) + "_" + hex;
 }
 
 RunNames runNames(const std::vector<std::string>& targets, const std::optional<std::string>& reference) {

@@ -13,7 +13,12 @@ namespace hwfarm::run {
 
 // Every byte outside [0-9A-Za-z_] becomes '_', runs of '_' become one, and
 // leading and trailing '_' are dropped: "nucleo-f429zi" -> "nucleo_f429zi",
-// "sim m3 (a)" -> "sim_m3_a". A name with nothing left is `fallback`.
+// "sim m3 (a)" -> "sim_m3_a". A name with nothing left is `fallback`. A
+// name longer than kMaxNameBytes keeps its first kMaxNameBytes - 9 bytes and
+// "_" + 8 hex digits of a hash of the whole name: every artifact path
+// component (two names joined, an index, an extension) stays well under
+// the 255 bytes of a file name.
+inline constexpr size_t kMaxNameBytes = 96;
 std::string normalizeName(std::string_view name, std::string_view fallback = "unnamed");
 
 struct RunNames {

@@ -25,6 +25,12 @@ std::string baseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+std::string seconds(int64_t ms) {
+  std::string s = std::to_string(ms / 1000);
+  if (ms % 1000) s += "." + std::to_string(ms % 1000 / 100);
+  return s + " s";
+}
+
 double secondsSince(Clock::SteadyTime start, Now now) {
   return std::chrono::duration<double>(now.steady - start).count();
 }
@@ -66,7 +72,14 @@ Plan::Plan(Spec spec, Resolved targets, std::string id, std::string lease_id, No
 Steps Plan::step(const Event& event, Now now) {
   Steps out;
   std::visit([&](const auto& e) { on(e, now, out); }, event);
+  out.attempts.assign(touched_.begin(), touched_.end());
+  touched_.clear();
   return out;
+}
+
+AttemptEntry& Plan::touch(size_t i) {
+  touched_.insert(i);
+  return record_.attempts[i];
 }
 
 // --- the attempts ---------------------------------------------------------------
@@ -91,6 +104,7 @@ size_t Plan::addAttempt(size_t image, size_t target) {
   w.result.board = e.board;
   record_.attempts.push_back(std::move(e));
   work_.push_back(std::move(w));
+  touched_.insert(work_.size() - 1);
   return work_.size() - 1;
 }
 
@@ -112,13 +126,32 @@ void Plan::startReference(size_t image, Now now, Steps& out) {
   w.started = now.steady;
   const ImageSpec& img = spec_.images[image];
   if (spec_.reference == ReferenceKind::golden) {
-    record_.attempts[i].phase = Phase::running;
+    touch(i).phase = Phase::running;
     out.commands.push_back(ReadGolden{i, img.golden_path});
     return;
   }
   // The reference runs the image's reference_image when it has one.
-  std::string path = img.reference_path.empty() ? img.path : img.reference_path;
-  out.commands.push_back(Simulate{i, std::move(path), std::chrono::milliseconds(spec_.deadline_ms)});
+  simulate(i, img.reference_path.empty() ? img.path : img.reference_path, now, out);
+}
+
+Status Plan::simulatorTimeOut(const std::string& what) const {
+  return Status::testFailure(what + ": the run's simulator time ran out (runs.max_simulator_s, " +
+                             seconds(spec_.max_simulator_ms) + ", its references and simulator targets together)");
+}
+
+// A simulator for attempt `i`, unless the run's simulator time ran out:
+// then the attempt ends unrun, the run's failure.
+void Plan::simulate(size_t i, std::string path, Now now, Steps& out) {
+  if (spec_.max_simulator_ms <= 0 || simulator_used_ms_ < spec_.max_simulator_ms) {
+    out.commands.push_back(Simulate{i, std::move(path), std::chrono::milliseconds(spec_.deadline_ms),
+                                     std::chrono::milliseconds(spec_.drain_ms)});
+    return;
+  }
+  Work& w = work_[i];
+  w.result.status = simulatorTimeOut("not run");
+  size_t target = w.target;
+  attemptDone(i, now, out);
+  if (target != kReference) targetFree(i, now, out);
 }
 
 void Plan::nextOn(size_t t, Now now, Steps& out) {
@@ -140,26 +173,24 @@ void Plan::nextOn(size_t t, Now now, Steps& out) {
   size_t i = addAttempt(*image, t);
   Work& w = work_[i];
   w.retry_of = retry_of;
-  if (retry_of) record_.attempts[i].retry_of_board = record_.attempts[*retry_of].board;
+  if (retry_of) touch(i).retry_of_board = record_.attempts[*retry_of].board;
   w.started = now.steady;
   out.changed = true;
   const Target& target = targets_[t];
   const std::string& path = spec_.images[*image].path;
-  if (target.simulator()) {
-    out.commands.push_back(Simulate{i, path, std::chrono::milliseconds(spec_.deadline_ms)});
-    return;
-  }
+  if (target.simulator()) return simulate(i, path, now, out);
   w.boot.emplace(target.kind);
-  record_.attempts[i].phase = Phase::flashing;
+  touch(i).phase = Phase::flashing;
   out.commands.push_back(Watch{i, target.board});
   w.boot->start();
   out.commands.push_back(Flash{i, target.board, path});
 }
 
-void Plan::enterRunning(size_t i, Now now, Steps& out) {
-  record_.attempts[i].phase = Phase::running;
+void Plan::enterRunning(size_t i, Now now, Steps& out, std::optional<int64_t> deadline_ms) {
+  touch(i).phase = Phase::running;
   out.changed = true;
-  out.commands.push_back(ArmDeadline{i, now.steady + std::chrono::milliseconds(spec_.deadline_ms)});
+  out.commands.push_back(
+      ArmDeadline{i, now.steady + std::chrono::milliseconds(deadline_ms.value_or(spec_.deadline_ms))});
 }
 
 void Plan::on(const Flashed& e, Now now, Steps& out) {
@@ -172,7 +203,7 @@ void Plan::on(const Flashed& e, Now now, Steps& out) {
   if (w.boot->running()) enterRunning(e.attempt, now, out);
   if (next) out.commands.push_back(Power{e.attempt, targets_[w.target].board, next->power});
   // An unswitched board's firmware may have ended while it was flashed.
-  if (w.boot->running() && w.parser.ended()) endBoardRun(e.attempt, "", now, out);
+  if (w.boot->running() && w.parser.ended()) drain(e.attempt, now, out);
 }
 
 void Plan::on(const Powered& e, Now now, Steps& out) {
@@ -200,18 +231,32 @@ void Plan::on(const ConsoleLine& e, Now now, Steps& out) {
     w.console += '\n';
   }
   w.parser.line(e.line()); // cut lines stay cut: never a record
-  if (w.parser.ended() && w.boot->running()) endBoardRun(e.attempt, "", now, out);
+  if (w.parser.ended() && w.boot->running() && !w.drain_until) drain(e.attempt, now, out);
+}
+
+// After END the console is read a little longer: a record printed after it
+// (an early END hiding a failure) fails the attempt.
+void Plan::drain(size_t i, Now now, Steps& out) {
+  Work& w = work_[i];
+  if (spec_.drain_ms <= 0) return endBoardRun(i, "", now, out);
+  w.drain_until = now.steady + std::chrono::milliseconds(spec_.drain_ms);
+  out.commands.push_back(CancelDeadline{i});
+  out.commands.push_back(ArmDeadline{i, *w.drain_until});
 }
 
 void Plan::on(const ConsoleClosed& e, Now now, Steps& out) {
   Work& w = work_.at(e.attempt);
   if (!w.boot || !w.boot->running() || record_.attempts[e.attempt].phase != Phase::running) return;
-  endBoardRun(e.attempt, e.reason, now, out);
+  // Closed after its END (in the drain window): the run is complete.
+  if (!w.drain_until && !e.lockup.empty() && w.result.status.ok())
+    w.result.status = lockupFailure(e.lockup);
+  endBoardRun(e.attempt, w.drain_until ? "" : e.reason, now, out);
 }
 
 void Plan::on(const DeadlinePassed& e, Now now, Steps& out) {
   Work& w = work_.at(e.attempt);
   if (record_.attempts[e.attempt].phase != Phase::running || w.result.timed_out) return;
+  if (w.drain_until) return endBoardRun(e.attempt, "", now, out);
   w.result.timed_out = true;
   // A simulator stops and reports what it printed; a board ends here.
   if (!w.boot) return out.commands.push_back(StopSimulator{e.attempt});
@@ -220,11 +265,15 @@ void Plan::on(const DeadlinePassed& e, Now now, Steps& out) {
 
 void Plan::endBoardRun(size_t i, const std::string& closed, Now now, Steps& out) {
   Work& w = work_[i];
-  record_.attempts[i].phase = Phase::finishing;
+  touch(i).phase = Phase::finishing;
   out.commands.push_back(Unwatch{i});
   out.commands.push_back(CancelDeadline{i});
-  if (!closed.empty() && !w.parser.ended() && w.result.status.ok() && w.console.empty())
-    w.result.status = Status::infrastructure(Code::unavailable, "the console closed before any output: " + closed);
+  // A board's console closing before END is the lab's (a USB hub reset, the
+  // board unplugged): the firmware cannot close it. Retried.
+  if (!closed.empty() && !w.parser.ended() && w.result.status.ok())
+    w.result.status = Status::infrastructure(
+        Code::unavailable, (w.console.empty() ? "the console closed before any output: "
+                                              : "the console closed mid-run (BEGIN but no END): ") + closed);
   w.result.seconds = secondsSince(w.started, now);
   bool timed_out = w.result.timed_out;
   attemptDone(i, now, out);
@@ -248,15 +297,36 @@ void Plan::on(const PoweredOff& e, Now now, Steps& out) { targetFree(e.attempt, 
 
 void Plan::on(const SimulatorStarted& e, Now now, Steps& out) {
   if (record_.attempts.at(e.attempt).phase != Phase::waiting) return;
-  work_[e.attempt].started = now.steady;
-  enterRunning(e.attempt, now, out);
+  Work& w = work_[e.attempt];
+  w.started = now.steady;
+  // Its deadline, or less: what is left of the run's simulator time once
+  // the running simulators' grants are set aside (so the run's simulators
+  // never run longer together than max_simulator_ms).
+  int64_t deadline = spec_.deadline_ms;
+  if (spec_.max_simulator_ms > 0) {
+    int64_t left = spec_.max_simulator_ms - simulator_used_ms_ - simulator_granted_ms_;
+    w.granted_ms = std::clamp<int64_t>(left, 0, deadline);
+    simulator_granted_ms_ += w.granted_ms;
+    deadline = w.granted_ms;
+  }
+  enterRunning(e.attempt, now, out, deadline);
 }
 
 void Plan::on(const SimulatorEnded& e, Now now, Steps& out) {
   Work& w = work_.at(e.attempt);
   if (record_.attempts[e.attempt].phase >= Phase::finishing) return;
   out.commands.push_back(CancelDeadline{e.attempt});
+  int64_t granted = std::exchange(w.granted_ms, 0);
+  simulator_granted_ms_ -= granted;
+  // (on the plan's clock, from its start to its end as the plan saw them:
+  // a simulator stopped at its grant ran at least that)
+  auto ran_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.steady - w.started).count();
+  simulator_used_ms_ += ran_ms;
   w.result.status = e.status;
+  // Stopped because the run's simulator time ran out, not at its deadline.
+  bool cut_short = spec_.max_simulator_ms > 0 && granted < spec_.deadline_ms;
+  if (w.result.timed_out && cut_short && e.status.ok())
+    w.result.status = simulatorTimeOut(granted == 0 ? "stopped as it started" : "stopped after " + seconds(ran_ms));
   w.parser.feed(e.console);
   w.console = e.console;
   w.truncated = e.truncated;
@@ -280,31 +350,67 @@ void Plan::on(const GoldenRead& e, Now now, Steps& out) {
 // retry's decision; against the reference once that is done.
 void Plan::attemptDone(size_t i, Now now, Steps& out) {
   Work& w = work_[i];
-  AttemptEntry& entry = record_.attempts[i];
+  AttemptEntry& entry = touch(i);
   w.parser.finish();
   w.result.parsed = std::move(w.parser).take();
   w.result.trace_tail = tailLines(w.console, kTraceTailLines);
-  if (w.truncated) w.result.trace_tail += "\n[console cut at 8 MiB]\n";
+  if (w.truncated) w.result.trace_tail += "\n[console cut at " + std::to_string(kMaxConsoleMiB) + " MiB]\n";
+  // A board's console is parsed whole (only its trace is cut); a
+  // simulator's was cut before it was parsed.
+  w.result.console_cut = w.truncated && !w.boot;
+  w.result.golden = w.target == kReference && spec_.reference == ReferenceKind::golden;
   entry.phase = Phase::done;
   entry.seconds = w.result.seconds;
   out.changed = true;
   bool board = w.boot.has_value();
-  if (w.target == kReference) entry.judgement = judgementOf(evaluate(w.result, nullptr, nullptr), true);
+  if (w.target == kReference) entry.judgement = judgementOf(judgeOwn(w.result, nullptr), true);
   // A board target that failed the lab's way is retried once on another
-  // board (targetFree), unless the run is stopping.
+  // board (targetFree), unless the run is stopping. Whether it was the
+  // lab's may take its reference's evidence (a silent console is the
+  // firmware's when the simulator printed nothing either).
   if (board && !w.retry_of && spec_.retry && !stopping()) {
-    TargetReport own = evaluate(w.result, nullptr, nullptr);
-    if (own.failure == FailureClass::infrastructure) {
-      w.retry = Retry::wanted;
-      w.retry_reason = own.reason;
-    }
+    bool reference_pending = spec_.reference == ReferenceKind::qemu && !referenceOf(w.image);
+    if (reference_pending && judgeOwn(w.result, nullptr).failure != FailureClass::none) w.retry = Retry::undecided;
+    else decideRetry(i);
   }
   judgeReady();
+  settleRetries(now, out);
   finishIfDone(now, out);
+}
+
+const Attempt* Plan::referenceOf(size_t image) const {
+  size_t r = reference_of_[image];
+  if (r == kReference || record_.attempts[r].phase != Phase::done) return nullptr;
+  return &work_[r].result;
+}
+
+void Plan::decideRetry(size_t i) {
+  Work& w = work_[i];
+  TargetReport own = judgeOwn(w.result, referenceOf(w.image));
+  w.retry = own.failure == FailureClass::infrastructure && !firmware_.count(own.reason) ? Retry::wanted : Retry::none;
+  w.retry_reason = own.reason;
+  // One board per failed board: a board swapped in is not swapped out in
+  // turn (a run of bad images would drain the pool board by board).
+  auto in = swapped_in_.find(w.target);
+  if (w.retry != Retry::wanted || in == swapped_in_.end()) return;
+  w.retry = Retry::none;
+  touch(i).not_retried = targets_[w.target].board + " was swapped in for " + in->second +
+                                    " in this run: a run swaps one board per failed board";
+}
+
+void Plan::settleRetries(Now now, Steps& out) {
+  for (size_t i = 0; i < work_.size(); ++i) {
+    Work& w = work_[i];
+    if (w.retry != Retry::undecided || !referenceOf(w.image)) continue;
+    decideRetry(i);
+    if (w.free) targetFree(i, now, out);
+  }
 }
 
 void Plan::targetFree(size_t i, Now now, Steps& out) {
   Work& w = work_[i];
+  w.free = true;
+  if (w.retry == Retry::undecided) return; // settleRetries goes on
   if (w.retry != Retry::wanted) return nextOn(w.target, now, out);
   w.retry = Retry::swapping;
   out.commands.push_back(SwapBoard{i, targets_[w.target].board, "run " + record_.id + ": " + w.retry_reason});
@@ -317,13 +423,13 @@ void Plan::on(const Swapped& e, Now now, Steps& out) {
   if (!e.board.ok() || stopping()) {
     w.retry = Retry::none;
     if (!e.board.ok()) {
-      record_.attempts[e.attempt].not_retried = e.board.status().message();
+      touch(e.attempt).not_retried = e.board.status().message();
       nextOn(w.target, now, out); // without a swap the board stays in the run
     }
     return finishIfDone(now, out);
   }
   w.retry = Retry::superseded;
-  record_.attempts[e.attempt].retried = true;
+  touch(e.attempt).retried = true;
   record_.judge(); // its failure counts through its retry now
   size_t old = w.target;
   Target fresh = *e.board;
@@ -331,6 +437,7 @@ void Plan::on(const Swapped& e, Now now, Steps& out) {
   targets_.push_back(fresh);
   record_.targets.push_back({fresh.board, fresh.name, targets_[old].board});
   size_t t = targets_.size() - 1;
+  swapped_in_[t] = targets_[old].board;
   per_target_.push_back(std::exchange(per_target_[old], {}));
   retry_on_[t] = e.attempt;
   nextOn(t, now, out);
@@ -338,37 +445,84 @@ void Plan::on(const Swapped& e, Now now, Steps& out) {
 
 // Targets are judged once their image's reference is done.
 void Plan::judgeReady() {
-  const auto thresholds = [this](std::string_view i, std::string_view c, std::string_view o) {
-    return resolveThresholds(spec_.thresholds, i, c, o);
+  const auto thresholds = [this](std::string_view i, std::string_view c, std::string_view o, Dtype d) {
+    return resolveThresholds(spec_.thresholds, i, c, o, d);
   };
   for (size_t i = 0; i < work_.size(); ++i) {
     Work& w = work_[i];
     if (w.target == kReference || w.report || record_.attempts[i].phase != Phase::done) continue;
     const Attempt* reference = nullptr;
     if (spec_.reference != ReferenceKind::none) {
-      size_t r = reference_of_[w.image];
-      if (r == kReference || record_.attempts[r].phase != Phase::done) continue;
-      reference = &work_[r].result;
+      reference = referenceOf(w.image);
+      if (!reference) continue;
     }
     w.report = evaluate(w.result, reference, thresholds);
-    record_.attempts[i].judgement = judgementOf(*w.report, false);
+    if (w.retry_of) sameOnTwoBoards(i);
+    if (auto known = firmware_.find(w.report->reason); known != firmware_.end() && w.boot && w.result.status.ok() &&
+        w.report->failure == FailureClass::infrastructure && !w.report->reference_failed)
+      blameFirmware(*w.report, known->second);
+    touch(i).judgement = judgementOf(*w.report, false);
   }
   record_.judge();
+}
+
+// Blame needs evidence (DESIGN.md): what a console showed on one board (its
+// silence, noise, damaged records) that the image repeats word for word on
+// another is the image's.
+void Plan::sameOnTwoBoards(size_t retry) {
+  size_t first = *work_[retry].retry_of;
+  if (!work_[first].report) return;
+  TargetReport& a = *work_[first].report;
+  TargetReport& b = *work_[retry].report;
+  // (a failed step of the lab's own, a flasher or a power switch, stays the lab's)
+  if (a.failure != FailureClass::infrastructure || b.failure != FailureClass::infrastructure ||
+      a.reference_failed || b.reference_failed || a.reason != b.reason || !work_[first].result.status.ok() ||
+      !work_[retry].result.status.ok())
+    return;
+  std::string why = " (on " + a.board + " and on " + b.board +
+                    " alike: the same image failed the same way on two boards, the firmware's failure)";
+  firmware_.emplace(a.reason, " (as " + a.image + " did on " + a.board + " and on " + b.board +
+                                  ": the firmware's failure)");
+  blameFirmware(a, why);
+  blameFirmware(b, why);
+  touch(first).judgement = judgementOf(a, false);
+  touch(retry).judgement = judgementOf(b, false);
 }
 
 // --- cancel and the end ------------------------------------------------------------
 
 Status Plan::cancelStatus() const { return Status::error(Code::unavailable, "cancelled: " + record_.reason); }
 
+CancelAnswer Plan::cancelIn(Stage stage) {
+  switch (stage) {
+    case Stage::starting:
+    case Stage::running: return CancelAnswer::accepted;
+    case Stage::cancelling: return CancelAnswer::already;
+    case Stage::writing:
+    case Stage::storing:
+    case Stage::over: return CancelAnswer::ended;
+  }
+  return CancelAnswer::ended;
+}
+
+std::optional<State> Plan::decided() const {
+  if (cancelAnswer() != CancelAnswer::ended) return std::nullopt;
+  return final_;
+}
+
+// What ended before the cancel stands (and counts); what had not ended is
+// cut short by it and counts for nothing.
 void Plan::on(const CancelRequested& e, Now now, Steps& out) {
-  if (stage_ != Stage::starting && stage_ != Stage::running) return;
+  if (cancelAnswer() != CancelAnswer::accepted) return;
   stage_ = Stage::cancelling;
   record_.reason = e.reason;
+  record_.cancelling = true;
   out.changed = true;
   for (size_t i = 0; i < work_.size(); ++i) {
     Work& w = work_[i];
-    if (w.retry == Retry::wanted) w.retry = Retry::none;
+    if (w.retry == Retry::wanted || w.retry == Retry::undecided) w.retry = Retry::none;
     Phase phase = record_.attempts[i].phase;
+    if (phase != Phase::done) touch(i).cancelled = true;
     if (!w.boot) {
       // Simulators stop; a golden reference is only being read.
       bool simulator = w.target != kReference || spec_.reference == ReferenceKind::qemu;
@@ -378,7 +532,7 @@ void Plan::on(const CancelRequested& e, Now now, Steps& out) {
     // Flashing boards end when their flasher does; no firmware keeps running.
     if (phase != Phase::running) continue;
     w.result.status = cancelStatus();
-    record_.attempts[i].phase = Phase::finishing;
+    touch(i).phase = Phase::finishing;
     out.commands.push_back(Unwatch{i});
     out.commands.push_back(CancelDeadline{i});
     out.commands.push_back(PowerOff{i, targets_[w.target].board});
@@ -390,7 +544,7 @@ void Plan::on(const CancelRequested& e, Now now, Steps& out) {
 bool Plan::allDone() const {
   for (size_t i = 0; i < work_.size(); ++i)
     if (record_.attempts[i].phase != Phase::done || work_[i].retry == Retry::wanted ||
-        work_[i].retry == Retry::swapping)
+        work_[i].retry == Retry::swapping || work_[i].retry == Retry::undecided)
       return false;
   if (stage_ == Stage::cancelling) return true;
   if (!shard_queue_.empty() || !retry_on_.empty()) return false;
@@ -417,8 +571,17 @@ void Plan::finish(Now now, Steps& out) {
   std::vector<std::string> names; // the targets' names in order, each once: their device ids
   for (const auto& t : targets_)
     if (std::find(names.begin(), names.end(), t.name) == names.end()) names.push_back(t.name);
-  std::vector<ArtifactFile> files =
-      artifactFiles(spec_.suite.empty() ? record_.id : spec_.suite, outputs, names, spec_.images.size() > 1);
+  Kept kept = withinQuota(
+      artifactFiles(spec_.suite.empty() ? record_.id : spec_.suite, outputs, names, spec_.images.size() > 1),
+      spec_.max_artifact_bytes);
+  if (!kept.left_out.empty() && final_ != State::cancelled) {
+    // The run's own outputs are too big: not the lab's failure, and no
+    // verdict stands on files that were not kept.
+    final_ = State::error;
+    record_.reason = quotaReason(kept, spec_.max_artifact_bytes, spec_.artifact_quota);
+    if (record_.failure == FailureClass::none) record_.failure = FailureClass::test;
+  }
+  std::vector<ArtifactFile> files = std::move(kept.files);
   for (const auto& f : files) record_.artifacts.push_back(f.path);
   record_.artifacts.push_back("summary.json");
   files.push_back({"summary.json", finalRecord().toJson()});
@@ -438,6 +601,10 @@ void Plan::on(const ArtifactsWritten& e, Now, Steps& out) {
   if (!e.status.ok()) {
     final_ = State::error;
     record_.reason = "its artifacts could not be written: " + e.status.message();
+    // The record lists only what a client finds.
+    std::erase_if(record_.artifacts, [&](const std::string& path) {
+      return std::find(e.unwritten.begin(), e.unwritten.end(), path) != e.unwritten.end();
+    });
     // The daemon's own I/O failed: the lab's failure, whatever the attempts'.
     if (record_.failure == FailureClass::none) record_.failure = FailureClass::infrastructure;
     out.changed = true;
@@ -456,12 +623,14 @@ void Plan::on(const RecordStored&, Now, Steps& out) {
 
 std::vector<InfraFailure> Plan::infraFailures() const {
   std::vector<InfraFailure> out;
-  if (final_ == State::cancelled) return out;
   for (size_t i = 0; i < work_.size(); ++i) {
     const Work& w = work_[i];
+    if (record_.attempts[i].cancelled) continue; // the cancel's doing
     if (w.target == kReference && !w.result.status.ok())
       out.push_back({"", "run " + record_.id + ": reference simulator: " + w.result.status.message()});
-    if (w.report && w.report->failure == FailureClass::infrastructure)
+    // (a target that failed only because its reference did is not its
+    // board's failure: the reference's own entry counts it)
+    if (w.report && w.report->failure == FailureClass::infrastructure && !w.report->reference_failed)
       out.push_back({w.boot ? targets_[w.target].board : "", "run " + record_.id + ": " + w.report->reason});
   }
   return out;

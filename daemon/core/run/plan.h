@@ -9,8 +9,10 @@
 // image; each: every target runs every image), how a board boots (boot.h),
 // when an attempt ends (END, its deadline, its console closing, a failed
 // step), what is retried (a board target's infrastructure failure, once,
-// on a board swapped into the lease), what a cancel stops, and the verdict
-// (the record's rules, record.h). An attempt's phase is one enum
+// on a board swapped into the lease; never on a board that was itself
+// swapped in: no chain of swaps), whether a cancel is accepted and what it
+// stops, and the verdict (the record's rules, record.h). A failure that a
+// retry shows the same way on a second board is the firmware's. An attempt's phase is one enum
 // (Phase); the run's own life is another (Stage, below).
 //
 // Attempts are numbered in the order they start (the record's order):
@@ -24,6 +26,7 @@
 #include <cstddef>
 #include <deque>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <variant>
@@ -41,9 +44,6 @@
 #include "daemon/core/run/targets.h"
 
 namespace hwfarm::run {
-
-// A console is kept up to this much per attempt (its trace); more is cut.
-inline constexpr size_t kMaxConsoleBytes = 8u << 20;
 
 // The time of an event: steady for deadlines and durations, wall (unix ms)
 // for what the record shows.
@@ -74,6 +74,9 @@ struct ConsoleLine {
 struct ConsoleClosed {
   size_t attempt;
   std::string reason;
+  // A simulated board's guest CPU locked up and its QEMU ended: what QEMU
+  // said (the firmware's failure, not the lab's).
+  std::string lockup = "";
 };
 struct DeadlinePassed {
   size_t attempt;
@@ -106,6 +109,7 @@ struct CancelRequested {
 };
 struct ArtifactsWritten {
   Status status;
+  std::vector<std::string> unwritten; // the paths that were not written (a full disk)
 };
 struct RecordStored {
   Status status;
@@ -142,6 +146,7 @@ struct Simulate { // a fresh simulator of the run's board type -> SimulatorStart
   size_t attempt;
   std::string image;
   std::chrono::milliseconds deadline; // the simulator's own bound, beside ArmDeadline's
+  std::chrono::milliseconds drain;    // its console is read this long after END (or until it exits)
 };
 struct StopSimulator { // -> SimulatorEnded (soon)
   size_t attempt;
@@ -175,15 +180,23 @@ struct InfraFailure {
   std::string why;
 };
 struct Finished { // the run is over: its record says its final state
-  std::vector<InfraFailure> infra; // none for a cancelled run
+  // Of the attempts that ended before a cancel (a cancel causes none).
+  std::vector<InfraFailure> infra;
 };
 
 using Command = std::variant<Watch, Unwatch, Flash, Power, PowerOff, Simulate, StopSimulator, ReadGolden,
                              ArmDeadline, CancelDeadline, SwapBoard, WriteFiles, StoreRecord, Finished>;
 
+// What a cancel gets (Plan::cancelAnswer): accepted (the run stops and ends
+// cancelled), already (a cancel was accepted before: it ends cancelled), or
+// ended (its verdict was decided before the cancel came: refused, HTTP 409
+// run_ended).
+enum class CancelAnswer { accepted, already, ended };
+
 struct Steps {
   std::vector<Command> commands; // in order
   bool changed = false;          // the record changed (its watchers want to know)
+  std::vector<size_t> attempts;  // the attempts added or changed, ascending (the watchers tell only those)
 };
 
 class Plan {
@@ -196,16 +209,27 @@ class Plan {
 
   const Record& record() const { return record_; }
   bool over() const { return stage_ == Stage::over; }
+  // What a CancelRequested stepped now gets, from the run's stage (the one
+  // rule: step() follows it): accepted while it starts or runs, already
+  // while it is cancelling, ended from the moment its verdict is decided
+  // (its files being written, its record stored, over).
+  CancelAnswer cancelAnswer() const { return cancelIn(stage_); }
+  // The state the run ends in, once its verdict is decided (ended above);
+  // nullopt before.
+  std::optional<State> decided() const;
 
  private:
   // The run's life: starting (until its record is stored), running,
   // cancelling (its attempts stop), writing its artifacts, storing its
   // final record, over.
   enum class Stage { starting, running, cancelling, writing, storing, over };
+  static CancelAnswer cancelIn(Stage stage);
   // An infrastructure failure of a board target: none, wanted (once the
   // board is free), swapping (the lease service replaces the board),
-  // superseded (the retry runs on the board swapped in).
-  enum class Retry { none, wanted, swapping, superseded };
+  // superseded (the retry runs on the board swapped in); undecided: the
+  // board failed and its reference, which tells the lab's failure from the
+  // firmware's, is not done yet.
+  enum class Retry { none, undecided, wanted, swapping, superseded };
   static constexpr size_t kReference = SIZE_MAX; // an attempt's target: the reference
 
   // An attempt's working state, beside its entry in the record.
@@ -222,6 +246,14 @@ class Plan {
     bool truncated = false; // the console passed kMaxConsoleBytes
     std::string flash_log;
     Clock::SteadyTime started{};
+    // A board's run after its END: until then, records that follow are
+    // still read (and fail it: "record after END").
+    std::optional<Clock::SteadyTime> drain_until;
+    bool free = false; // its target was left free (targetFree)
+    // A simulator's: the time granted from the run's simulator time
+    // (Spec::max_simulator_ms) while it runs; less than the deadline, its
+    // deadline is the run's time running out.
+    int64_t granted_ms = 0;
     std::optional<TargetReport> report; // a target's, against the reference
   };
 
@@ -241,20 +273,40 @@ class Plan {
   void on(const RecordStored& e, Now now, Steps& out);
 
   size_t addAttempt(size_t image, size_t target);
+  // Attempt `i`'s entry, to change: the step's Steps::attempts names it.
+  // Every change of an attempt's entry goes through it.
+  AttemptEntry& touch(size_t i);
   void startReference(size_t image, Now now, Steps& out);
   // Gives target `t` its next image, if any is left: first the retry it
   // was swapped in for.
   void nextOn(size_t t, Now now, Steps& out);
-  void enterRunning(size_t i, Now now, Steps& out);
+  // Its deadline armed: spec_.deadline_ms unless told.
+  void enterRunning(size_t i, Now now, Steps& out, std::optional<int64_t> deadline_ms = std::nullopt);
+  void simulate(size_t i, std::string path, Now now, Steps& out);
+  // A simulator attempt's failure when the run's simulator time ran out:
+  // `what` ("not run", "stopped after 2 s"), then why.
+  Status simulatorTimeOut(const std::string& what) const;
   // A board attempt's console run is over: END, its deadline, its console
   // closed (`closed`), or a failed step.
   void endBoardRun(size_t i, const std::string& closed, Now now, Steps& out);
+  // A board attempt's END arrived: its console is read for the drain window.
+  void drain(size_t i, Now now, Steps& out);
   // A board attempt that never ran (its flash failed, or the run was
   // cancelled while it flashed).
   void endBoot(size_t i, Status status, Now now, Steps& out);
   void attemptDone(size_t i, Now now, Steps& out);
   // Attempt `i` left its target free: the retry, or the target's next image.
   void targetFree(size_t i, Now now, Steps& out);
+  // Whether board attempt `i` is retried, from its own verdict with its
+  // image's reference (when it has one) as the witness.
+  void decideRetry(size_t i);
+  // A retry that failed the lab's way as its first attempt did: both are
+  // the firmware's (the same image failed the same way on two boards).
+  void sameOnTwoBoards(size_t retry);
+  // Decides the retries that waited for a reference now done.
+  void settleRetries(Now now, Steps& out);
+  // The done reference attempt of `image`; nullptr: none (or not done).
+  const Attempt* referenceOf(size_t image) const;
   void judgeReady();
   bool allDone() const;
   void finishIfDone(Now now, Steps& out);
@@ -269,11 +321,22 @@ class Plan {
   std::string sim_label_;
   std::string reference_name_;
   Record record_;
-  std::vector<Work> work_; // by attempt
+  // By attempt. A deque: an attempt added while a handler holds another's
+  // Work& (an attempt's end starts the next image) leaves that reference
+  // valid, where a vector's growth would free it under the handler.
+  std::deque<Work> work_;
+  int64_t simulator_used_ms_ = 0;    // by the run's simulators that ended
+  int64_t simulator_granted_ms_ = 0; // to those running (Work::granted_ms)
   std::vector<size_t> reference_of_; // by image: its reference attempt (kReference: none)
   std::deque<size_t> shard_queue_;   // images no target took yet (shard mode)
   std::vector<std::deque<size_t>> per_target_; // each mode: the images a target has left
   std::map<size_t, size_t> retry_on_; // target -> the attempt it retries first
+  std::map<size_t, std::string> swapped_in_; // target -> the board it replaced (never swapped itself)
+  // The lab's failures (their reasons) that an image showed the same way on
+  // two boards: the firmware's, in any attempt of the run (never retried).
+  // -> what its reason then says.
+  std::map<std::string, std::string> firmware_;
+  std::set<size_t> touched_; // by this step (touch())
   Stage stage_ = Stage::starting;
   State final_ = State::running; // from finish() on
 };

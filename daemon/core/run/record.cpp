@@ -52,9 +52,17 @@ Judgement judgementOf(const TargetReport& report, bool reference) {
   if (reference) return j;
   j.evidence = report.evidence;
   j.end_status = report.end_status;
-  for (const auto& c : report.cases) {
-    CaseVerdict cv{c.name, c.outcome, c.message, {}};
-    for (const auto& o : c.outputs) cv.outputs.push_back({o.key, o.comparison.verdict, o.comparison.actual_pcc});
+  std::vector<size_t> kept = keptCases(report.cases);
+  j.counts = countCases(report.cases, kept.size());
+  for (size_t i : kept) {
+    const CaseReport& c = report.cases[i];
+    CaseVerdict cv{c.name, c.outcome, keptMessage(c.message), {}, 0};
+    std::vector<size_t> outputs = keptOutputs(c.outputs);
+    for (size_t k : outputs) {
+      const OutputResult& o = c.outputs[k];
+      cv.outputs.push_back({o.key, o.comparison.verdict, o.comparison.actual_pcc});
+    }
+    cv.outputs_left_out = c.outputs.size() - outputs.size();
     j.cases.push_back(std::move(cv));
   }
   return j;
@@ -63,12 +71,12 @@ Judgement judgementOf(const TargetReport& report, bool reference) {
 void Record::judge() {
   failure = FailureClass::none;
   for (const auto& a : attempts) {
-    if (a.reference || a.retried || !a.judgement) continue;
-    if (a.judgement->failure == FailureClass::infrastructure) {
-      failure = FailureClass::infrastructure;
+    if (a.reference || a.retried || a.cancelled || !a.judgement) continue;
+    if (a.judgement->failure == FailureClass::test) {
+      failure = FailureClass::test; // never hidden by another attempt's infrastructure failure
       return;
     }
-    if (a.judgement->failure == FailureClass::test) failure = FailureClass::test;
+    if (a.judgement->failure == FailureClass::infrastructure) failure = FailureClass::infrastructure;
   }
 }
 

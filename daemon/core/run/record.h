@@ -4,9 +4,12 @@
 // uploads read it. JSON is its text at those edges only: toJson() and
 // fromJson(), nowhere else.
 //
-// Its rules live here, each in one place: the run's failure class is the
-// worst of its judged attempts, a superseded one counting through its retry
-// and the reference's own verdict never (judge(), which keeps `failure`);
+// Its rules live here, each in one place: the run's failure class is test
+// when any judged attempt failed the firmware's way (a test failure is never
+// hidden by another target's infrastructure failure, which stays in its
+// attempt's judgement and still counts for the SLA), else infrastructure
+// when any failed the lab's way; a superseded attempt counts through its
+// retry and the reference's own verdict never (judge(), which keeps `failure`);
 // the state a run that ran to its end gets follows from it (verdict()); a
 // run cut short by a restart is interrupted (interrupt()).
 #pragma once
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "daemon/core/run/case_summary.h"
 #include "daemon/core/run/compare.h"
 #include "daemon/core/run/report.h"
 
@@ -64,7 +68,8 @@ struct CaseVerdict {
   std::string name;
   Outcome outcome = Outcome::pass;
   std::string message;
-  std::vector<OutputVerdict> outputs;
+  std::vector<OutputVerdict> outputs; // those kept (keptOutputs, case_summary.h)
+  size_t outputs_left_out = 0;        // of the case's outputs, not listed
 };
 
 // A target's verdict against the reference, or (cases, evidence and end
@@ -75,15 +80,20 @@ struct Judgement {
   std::string reason;
   Evidence evidence;
   std::optional<int> end_status;
+  // Its cases, bounded (case_summary.h): at most kKeptCases, failing ones
+  // first, each message cut at kKeptMessageBytes; `counts` are of all of
+  // them and say how many were left out.
   std::vector<CaseVerdict> cases;
+  CaseCounts counts;
   // Which result protocol version its console spoke, and whether END's
   // record count was checked: "verified", "mismatch" or "unverified"
   // (report.h). Empty for an attempt that has no report of its own.
   int protocol_version = 1;
   std::string record_count;
 };
-// What the record keeps of a report: all of it for a target, the verdict
-// alone for the reference's own.
+// What the record keeps of a report: for a target its verdict, evidence,
+// counts and its cases within the bound; the verdict alone for the
+// reference's own.
 Judgement judgementOf(const TargetReport& report, bool reference);
 
 struct AttemptEntry {
@@ -96,6 +106,10 @@ struct AttemptEntry {
   std::string retry_of_board;  // a retry: the board of the attempt it retries
   bool retried = false;        // superseded by its retry: kept, never counted
   std::string not_retried;     // why its infrastructure failure was not retried
+  // Not done when the run's cancel was accepted: what it shows is the
+  // cancel's doing, never counted (not in the run's failure class, not for
+  // the SLA).
+  bool cancelled = false;
   std::optional<Judgement> judgement;
 };
 
@@ -115,16 +129,20 @@ struct Record {
   std::vector<AttemptEntry> attempts;
   FailureClass failure = FailureClass::none; // the run's failure class (judge())
   std::string reason; // why it ended as it did (a cancel, a restart, artifacts not written)
+  // A cancel was accepted: the run ends cancelled (it says running until
+  // its attempts have stopped and its files are written).
+  bool cancelling = false;
   // The run's files under its directory, summary.json last; shown once the
   // run has ended.
   std::vector<std::string> artifacts;
 
-  // Sets `failure` to the worst failure class of the judged target attempts
-  // that count (not a superseded one, never the reference's own): run it
+  // Sets `failure` from the judged target attempts that count (not a
+  // superseded one nor one a cancel cut short, never the reference's own): test if any failed the
+  // firmware's way, else infrastructure if any failed the lab's way. Run it
   // when a judgement changes.
   void judge();
-  // The state of a run that ran to its end, from `failure`: error
-  // (infrastructure), failed (test) or passed.
+  // The state of a run that ran to its end, from `failure`: failed (test),
+  // error (infrastructure only) or passed.
   State verdict() const;
   // Attempts done, for the progress.
   size_t doneCount() const;

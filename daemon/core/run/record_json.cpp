@@ -21,10 +21,11 @@ json::object caseObject(const CaseVerdict& c) {
     outputs.push_back(json::object{
         {"key", xmlSafe(out.key)}, {"verdict", verdictName(out.verdict)}, {"actual_pcc", number(out.actual_pcc)}});
   if (!outputs.empty()) o["outputs"] = std::move(outputs);
+  if (c.outputs_left_out) o["outputs_left_out"] = c.outputs_left_out;
   return o;
 }
 
-// `brief`: as an event carries it, without cases and evidence.
+// `brief`: as an event carries it, without cases and evidence (with the counts).
 json::object attemptObject(const AttemptEntry& a, bool brief) {
   json::object o{{"image", a.image},
                  {"target", a.target},
@@ -33,6 +34,7 @@ json::object attemptObject(const AttemptEntry& a, bool brief) {
                  {"phase", phaseName(a.phase)}};
   if (!a.retry_of_board.empty()) o["retry_of_board"] = a.retry_of_board;
   if (a.retried) o["retried"] = true;
+  if (a.cancelled) o["cancelled"] = true;
   if (!a.not_retried.empty()) o["not_retried"] = a.not_retried;
   if (a.phase == Phase::done) o["seconds"] = a.seconds;
   if (!a.judgement) return o;
@@ -45,6 +47,10 @@ json::object attemptObject(const AttemptEntry& a, bool brief) {
   if (a.reference) return o;
   if (!brief && !j.evidence.empty()) o["evidence"] = evidenceJson(j.evidence);
   if (j.end_status) o["end_status"] = *j.end_status;
+  const CaseCounts& n = j.counts;
+  o["counts"] = json::object{{"cases", n.cases},     {"passed", n.passed}, {"failed", n.failed},
+                             {"skipped", n.skipped}, {"errors", n.errors}};
+  if (n.left_out) o["cases_left_out"] = n.left_out;
   if (brief) return o;
   json::array cases;
   for (const auto& c : j.cases) cases.push_back(caseObject(c));
@@ -138,6 +144,38 @@ const std::initializer_list<Outcome> kOutcomes{Outcome::pass, Outcome::fail, Out
 const std::initializer_list<FailureClass> kClasses{FailureClass::none, FailureClass::infrastructure,
                                                     FailureClass::test};
 
+// A record of an older hwfarmd has no counts: they are its cases' (it kept
+// them all).
+void readCounts(Reader& r, Judgement& j) {
+  CaseCounts& n = j.counts;
+  const json::object* counts = r.has("counts") ? r.object("counts") : nullptr;
+  if (!counts) {
+    for (const auto& c : j.cases) {
+      ++n.cases;
+      n.passed += c.outcome == Outcome::pass;
+      n.failed += c.outcome == Outcome::fail;
+      n.skipped += c.outcome == Outcome::skip;
+      n.errors += c.outcome == Outcome::error;
+    }
+    return;
+  }
+  Reader in(*counts, r.where() + "counts.");
+  auto count = [&in](const char* key, size_t& out) {
+    int64_t v = 0;
+    in.integer(key, v);
+    out = v > 0 ? static_cast<size_t>(v) : 0;
+  };
+  count("cases", n.cases);
+  count("passed", n.passed);
+  count("failed", n.failed);
+  count("skipped", n.skipped);
+  count("errors", n.errors);
+  if (!in.error().ok()) r.adopt(in.error());
+  int64_t left_out = 0;
+  r.integer("cases_left_out", left_out);
+  n.left_out = left_out > 0 ? static_cast<size_t>(left_out) : 0;
+}
+
 Judgement readJudgement(Reader& r, const json::object& attempt) {
   Judgement j;
   r.named("outcome", j.outcome, kOutcomes, outcomeName);
@@ -169,8 +207,12 @@ Judgement readJudgement(Reader& r, const json::object& attempt) {
       o.pcc("actual_pcc", ov.actual_pcc);
       cv.outputs.push_back(std::move(ov));
     });
+    int64_t left_out = 0;
+    c.integer("outputs_left_out", left_out);
+    cv.outputs_left_out = left_out > 0 ? static_cast<size_t>(left_out) : 0;
     j.cases.push_back(std::move(cv));
   });
+  readCounts(r, j);
   return j;
 }
 
@@ -185,6 +227,7 @@ AttemptEntry readAttempt(Reader& r, const json::object& o) {
   r.real("seconds", a.seconds);
   r.text("retry_of_board", a.retry_of_board);
   r.flag("retried", a.retried);
+  r.flag("cancelled", a.cancelled);
   r.text("not_retried", a.not_retried);
   if (o.contains("outcome")) a.judgement = readJudgement(r, o);
   return a;
@@ -224,6 +267,7 @@ std::string Record::toJson() const {
   o["attempts"] = std::move(attempt_list);
   if (failure != FailureClass::none) o["failure_class"] = failureClassName(failure);
   if (!reason.empty()) o["reason"] = reason;
+  if (cancelling) o["cancelling"] = true;
   if (state != State::running && !artifacts.empty()) {
     json::array paths;
     for (const auto& p : artifacts) paths.emplace_back(p);
@@ -282,6 +326,7 @@ Result<Record> Record::fromJson(std::string_view text) {
     }
   in.named("failure_class", r.failure, kClasses, failureClassName);
   in.text("reason", r.reason);
+  in.flag("cancelling", r.cancelling);
   if (const json::array* list = o.contains("artifacts") ? in.array("artifacts") : nullptr)
     for (const auto& p : *list) {
       if (!p.is_string()) return Status::error(Code::invalid_argument, "artifacts: expected an array of paths");

@@ -39,7 +39,20 @@ struct Spec {
   // type swapped into the lease.
   bool retry = true;
   int64_t deadline_ms = 60000; // per image and target, from the power-on
+  // How long a console (a board's, a simulator's) is still read after its
+  // END: a record that follows fails the attempt ("record after END").
+  int64_t drain_ms = 250;
   std::vector<ThresholdRule> thresholds;
+  // Set by the daemon, never by a client: the bytes of artifacts the run
+  // may write (withinQuota, artifacts.h; 0: no quota) and the config key
+  // that set it, named in the reason of a run that passes it.
+  uint64_t max_artifact_bytes = 0;
+  std::string artifact_quota = "runs.max_artifact_bytes";
+  // Set by the daemon: the simulator time the run may use, its references'
+  // and its simulator targets' together (runs.max_simulator_s; 0: no
+  // bound). A simulator is stopped when the run's time runs out, and one
+  // not started yet does not start: those attempts fail the run's way.
+  int64_t max_simulator_ms = 0;
 };
 
 // The target that names the reference's simulator (Spec::targets).

@@ -2,9 +2,19 @@
 
 namespace hwfarm::run {
 
-Thresholds resolveThresholds(const std::vector<ThresholdRule>& rules, std::string_view image,
-                             std::string_view case_name, std::string_view output) {
+Thresholds defaultThresholds(Dtype dtype) {
   Thresholds t;
+  if (dtype != Dtype::f32) {
+    t.atol = 0;
+    t.rtol = 0;
+    t.require_allclose = true;
+  }
+  return t;
+}
+
+Thresholds resolveThresholds(const std::vector<ThresholdRule>& rules, std::string_view image,
+                             std::string_view case_name, std::string_view output, Dtype dtype) {
+  Thresholds t = defaultThresholds(dtype);
   for (int level = 0; level <= 3; ++level) {
     for (const auto& r : rules) {
       if (r.specificity() != level || !r.selects(image, case_name, output)) continue;

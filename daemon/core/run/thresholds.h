@@ -26,10 +26,15 @@ struct ThresholdRule {
   }
 };
 
-// The thresholds of one output: the defaults, then every rule that selects
-// it from the least specific to the most (rules of one specificity in the
-// order given), each setting what it names.
+// The defaults of an output of `dtype`: f32 is held to its PCC; an integer
+// output must match exactly (allclose with atol 0 and rtol 0 decides), as a
+// value off by one or a wrong requantization scale keeps the PCC near 1.
+Thresholds defaultThresholds(Dtype dtype);
+
+// The thresholds of one output: the defaults of its dtype, then every rule
+// that selects it from the least specific to the most (rules of one
+// specificity in the order given), each setting what it names.
 Thresholds resolveThresholds(const std::vector<ThresholdRule>& rules, std::string_view image,
-                             std::string_view case_name, std::string_view output);
+                             std::string_view case_name, std::string_view output, Dtype dtype = Dtype::f32);
 
 } // namespace hwfarm::run
