@@ -50,7 +50,7 @@ DEB_DIR ?= $(BUILD_DIR)/deb
 # other build flags are Debian's (dpkg-buildflags).
 DEB_CMAKE_FLAGS ?=
 
-.PHONY: all deps build test demo bench bench-against clean test-asan test-tsan fuzz deb test-deb
+.PHONY: all deps build test demo bench bench-against bench-runs-against clean test-asan test-tsan fuzz deb test-deb
 
 all: build
 
@@ -103,6 +103,12 @@ bench: build
 bench-against: build
 	$(BUILD_DIR)/bench/hwfarm_lease_bench --fsync off --against $(AGAINST)
 	$(BUILD_DIR)/bench/hwfarm_lease_bench --fsync on --against $(AGAINST)
+
+# The run benchmark with another build directory (its hwfarmd and
+# hwfarmctl) as the baseline column:
+#   make bench-runs-against AGAINST_BUILD=/path/to/old/build
+bench-runs-against: build
+	bench/run_against.sh $(BUILD_DIR) $(AGAINST_BUILD)
 
 # Only the demo's packages and targets; exec: Ctrl-C stops the demo, not a
 # shell in between (make then has nothing to report).

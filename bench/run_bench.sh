@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run benchmark (issue 11): how long a run takes end to end, next to the
+# Run benchmark: how long a run takes end to end, next to the
 # bare simulator it wraps, measured side by side (rounds alternate).
 #
 #   bench/run_bench.sh [BUILD_DIR] [ROUNDS]
