@@ -20,6 +20,7 @@
 # key the baseline does not know, e.g. RUNS_CONFIG="drain_ms = 0" to leave
 # out the drain window after END that a baseline without one lacks).
 set -euo pipefail
+shopt -s inherit_errexit # a run that fails inside $(pair ...) ends the benchmark
 a_build=${1:?usage: run_against.sh BUILD_DIR BASELINE_BUILD_DIR [ROUNDS]}
 b_build=${2:?usage: run_against.sh BUILD_DIR BASELINE_BUILD_DIR [ROUNDS]}
 rounds=${3:-15}
@@ -94,22 +95,20 @@ run() { # SIDE LEASE MODE: milliseconds of one hwfarmctl run
   ms "$start" "$end"
 }
 
-declare -A one two
-for side in a b; do one[$side]=$(ctl $side lease acquire --type mps2-an385 --count 1 --ttl 3600 -q); done
-lat_a=() lat_b=()
-for _ in $(seq 1 "$rounds"); do
-  lat_a+=("$(run a "${one[a]}" shard)")
-  lat_b+=("$(run b "${one[b]}" shard)")
-done
-for side in a b; do ctl $side lease release "${one[$side]}" >/dev/null; done
-
-for side in a b; do two[$side]=$(ctl $side lease acquire --type mps2-an385 --count 2 --ttl 3600 -q); done
-par_a=() par_b=()
-for _ in $(seq 1 "$rounds"); do
-  par_a+=("$(run a "${two[a]}" each)")
-  par_b+=("$(run b "${two[b]}" each)")
-done
-for side in a b; do ctl $side lease release "${two[$side]}" >/dev/null; done
+pair() { # COUNT MODE: "A B", the medians of ROUNDS runs in MODE on COUNT boards a side
+  local count=$1 mode=$2 lease_a lease_b times_a=() times_b=()
+  lease_a=$(ctl a lease acquire --type mps2-an385 --count "$count" --ttl 3600 -q)
+  lease_b=$(ctl b lease acquire --type mps2-an385 --count "$count" --ttl 3600 -q)
+  for _ in $(seq 1 "$rounds"); do
+    times_a+=("$(run a "$lease_a" "$mode")")
+    times_b+=("$(run b "$lease_b" "$mode")")
+  done
+  ctl a lease release "$lease_a" >/dev/null
+  ctl b lease release "$lease_b" >/dev/null
+  echo "$(median "${times_a[@]}") $(median "${times_b[@]}")"
+}
+latency=$(pair 1 shard)
+parallelism=$(pair 2 each)
 
 stream() { # SIDE: one client, 10 runs on a lease of its own
   local lease
@@ -136,8 +135,8 @@ for _ in $(seq 1 "$thr_rounds"); do
 done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3fx", a / b; else print "-" }'; }
-la=$(median "${lat_a[@]}") lb=$(median "${lat_b[@]}")
-pa=$(median "${par_a[@]}") pb=$(median "${par_b[@]}")
+read -r la lb <<<"$latency"
+read -r pa pb <<<"$parallelism"
 ta=$(median "${thr_a[@]}") tb=$(median "${thr_b[@]}")
 echo "run benchmark against a baseline build: $rounds alternating rounds (median), $(nproc) cores"
 printf '%-44s %12s %12s %9s\n' "" "this build" "baseline" "ratio"

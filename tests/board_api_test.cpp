@@ -21,6 +21,7 @@
 
 #include "tests/support/daemon_harness.h"
 #include "tests/support/firmware.h"
+#include "tests/support/wait.h"
 
 using namespace hwfarm::test;
 namespace json = boost::json;
@@ -124,7 +125,7 @@ TEST_CASE("power cycling a leased simulated board restarts its firmware and rele
   REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 1);
   // Releasing the lease stops the simulator.
   REQUIRE(d.request("DELETE", "/v1/leases/" + id, "").status == 200);
-  for (int i = 0; i < 300 && qemuProcesses(dir.file("state/boards/sim-0/")) > 0; ++i) std::this_thread::sleep_for(10ms);
+  waitWhile([&] { return qemuProcesses(dir.file("state/boards/sim-0/")) > 0; }, 3s);
   REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 0);
 }
 
@@ -163,7 +164,7 @@ TEST_CASE("a simulator does not outlive a killed hwfarmd") {
   REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 1);
   d.process().signal(SIGKILL);
   d.process().wait(10s);
-  for (int i = 0; i < 300 && qemuProcesses(dir.file("state/boards/sim-0/")) > 0; ++i) std::this_thread::sleep_for(10ms);
+  waitWhile([&] { return qemuProcesses(dir.file("state/boards/sim-0/")) > 0; }, 3s);
   REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 0);
 }
 
@@ -491,7 +492,7 @@ TEST_CASE("issue 9: a firmware that locks up in a semihosting call leaves the bo
   REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 1);
   // releasing the lease stops it,
   REQUIRE(d.request("DELETE", "/v1/leases/" + id, "").status == 200);
-  for (int i = 0; i < 300 && qemuProcesses(dir.file("state/boards/sim-0/")) > 0; ++i) std::this_thread::sleep_for(10ms);
+  waitWhile([&] { return qemuProcesses(dir.file("state/boards/sim-0/")) > 0; }, 3s);
   REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 0);
   // and the next lease runs its firmware on the same board.
   auto second = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual","wait_s":5})", 201);
@@ -665,7 +666,7 @@ TEST_CASE("issue 21: a restarted hwfarmd stops the simulator and the flasher its
     ::kill(reaper, SIGKILL);
     d.process().signal(SIGKILL);
     REQUIRE(d.process().wait(10s));
-    for (int i = 0; i < 100 && processAlive(reaper); ++i) std::this_thread::sleep_for(10ms);
+    waitWhile([&] { return processAlive(reaper); }, 1s);
     std::vector<std::string> orphans = lasting();
     INFO("before:\n" << lines(before) << "orphans:\n" << lines(orphans));
     // (each one that had become what it runs, by its pid: a child that had
@@ -685,7 +686,7 @@ TEST_CASE("issue 21: a restarted hwfarmd stops the simulator and the flasher its
       return std::count_if(all.begin(), all.end(),
                            [](const std::string& o) { return o.find(" (sleep): sleep 300") != std::string::npos; });
     };
-    for (int i = 0; i < 100 && sleeps() < 3; ++i) std::this_thread::sleep_for(20ms);
+    waitWhile([&] { return sleeps() < 3; }, 2s);
     REQUIRE(sleeps() == 3);
     REQUIRE(qemuProcesses(dir.file("state/boards/sim-0/")) == 1);
   }

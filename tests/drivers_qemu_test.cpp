@@ -29,8 +29,10 @@
 #include "drivers/simulator_run.h"
 #include "tests/support/process.h"
 #include "tests/support/firmware.h"
+#include "tests/support/wait.h"
 
 using namespace hwfarm::drivers;
+using hwfarm::test::waitWhile;
 using hwfarm::Status;
 using hwfarm::test::firmware;
 using hwfarm::test::readFile;
@@ -822,7 +824,7 @@ TEST_CASE("issue 19: a sandbox killed from outside is told apart from QEMU's own
   // and QEMU is gone too.
   CHECK(readConsole(fd, ""));
   ::close(fd);
-  for (int i = 0; i < 500 && qemuPid(dir.path()) != 0; ++i) std::this_thread::sleep_for(10ms);
+  waitWhile([&] { return qemuPid(dir.path()) != 0; }, 5s);
   CHECK(qemuPid(dir.path()) == 0);
 }
 

@@ -20,8 +20,10 @@
 #include "drivers/power.h"
 #include "drivers/tool_runner.h"
 #include "tests/support/process.h"
+#include "tests/support/wait.h"
 
 using namespace hwfarm::drivers;
+using hwfarm::test::waitWhile;
 using hwfarm::test::readFile;
 using hwfarm::test::TempDir;
 using namespace std::chrono_literals;
@@ -116,7 +118,7 @@ TEST_CASE("a tool that exits leaves no background process behind") {
   auto r = runTool({"/bin/sh", "-c", "sleep 60 & echo $! > " + pidfile + "; echo flashed"}, options);
   REQUIRE(r.ok());
   pid_t grandchild = std::stoi(readFile(pidfile));
-  for (int i = 0; i < 100 && alive(grandchild); ++i) std::this_thread::sleep_for(10ms);
+  waitWhile([&] { return alive(grandchild); }, 1s);
   REQUIRE_FALSE(alive(grandchild));
 }
 
@@ -164,7 +166,7 @@ TEST_CASE("a tool past its deadline is killed with every process it started") {
   REQUIRE(s.evidence().tool_output == "flashing\n");
   REQUIRE(s.message() == "flash: killed after its 0.3 s timeout; output: flashing\n");
   pid_t grandchild = std::stoi(readFile(pidfile));
-  for (int i = 0; i < 500 && alive(grandchild); ++i) std::this_thread::sleep_for(10ms); // killed, not yet reaped
+  waitWhile([&] { return alive(grandchild); }, 5s); // killed, not yet reaped
   REQUIRE_FALSE(alive(grandchild));
 }
 

@@ -16,6 +16,7 @@
 
 #include "tests/support/daemon_harness.h"
 #include "tests/support/firmware.h"
+#include "tests/support/wait.h"
 
 using namespace hwfarm::test;
 namespace json = boost::json;
@@ -186,7 +187,7 @@ TEST_CASE("lease run forwards SIGTERM to the command and its children and releas
   REQUIRE(status->exited);
   REQUIRE(status->code == 128 + SIGTERM); // the shell died of the forwarded SIGTERM
   REQUIRE(activeLeases(d) == 0);
-  for (int i = 0; i < 500 && alive(sleeper); ++i) std::this_thread::sleep_for(10ms); // killed, not yet reaped
+  waitWhile([&] { return alive(sleeper); }, 5s); // killed, not yet reaped
   REQUIRE_FALSE(alive(sleeper)); // the grandchild is gone too
 }
 
@@ -246,7 +247,7 @@ TEST_CASE("lease run stops what the command left running in its group") {
                        "sleep 60 & echo $! > " + pidfile});
   REQUIRE(r.status.code == 0);
   pid_t left = std::stoi(readFile(pidfile));
-  for (int i = 0; i < 500 && alive(left); ++i) std::this_thread::sleep_for(10ms); // killed, not yet reaped
+  waitWhile([&] { return alive(left); }, 5s); // killed, not yet reaped
   REQUIRE_FALSE(alive(left));
 }
 
@@ -402,7 +403,7 @@ TEST_CASE("a waiting lease acquire logs its place in the queue, and Ctrl-C ends 
   std::map<std::string, std::string> env{{"HWFARM_WORKER", ""}, {"HWFARM_CONTEXT", ""}, {"CHANGE_ID", ""}};
   Process first({HWFARMCTL_PATH, "--url", d.url(), "lease", "acquire", "--type", "mps2-an385", "-q"},
                 dir.file("first.out"), dir.file("first.err"), env);
-  for (int i = 0; i < 500 && queueDepth(d) < 1; ++i) std::this_thread::sleep_for(10ms);
+  waitWhile([&] { return queueDepth(d) < 1; }, 5s);
   REQUIRE(queueDepth(d) == 1);
   Process second({HWFARMCTL_PATH, "--url", d.url(), "lease", "acquire", "--type", "mps2-an385", "-q"},
                  dir.file("second.out"), dir.file("second.err"), env);
@@ -420,7 +421,7 @@ TEST_CASE("a waiting lease acquire logs its place in the queue, and Ctrl-C ends 
   CHECK(stopped->code == 130);
   CHECK(readFile(dir.file("second.err")).find("hwfarmctl: Interrupt while waiting for boards; giving up\n") !=
         std::string::npos);
-  for (int i = 0; i < 500 && queueDepth(d) > 1; ++i) std::this_thread::sleep_for(10ms);
+  waitWhile([&] { return queueDepth(d) > 1; }, 5s);
   CHECK(queueDepth(d) == 1);
   // The first gets the board once it is free, and no line is left behind.
   REQUIRE(ctl({"lease", "release", holder}).status.code == 0);

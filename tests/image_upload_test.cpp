@@ -19,6 +19,7 @@
 
 #include "config/tokens.h"
 #include "tests/support/daemon_harness.h"
+#include "tests/support/wait.h"
 
 using namespace hwfarm::test;
 namespace json = boost::json;
@@ -293,7 +294,7 @@ TEST_CASE("issue 9 item 3: the image store of a lease that ended while hwfarmd w
   std::this_thread::sleep_until(start + 2500ms); // the lease's own TTL, in wall-clock time
   d.killAndRestart();
   // the restarted daemon removes its store and keeps its logs.
-  for (int i = 0; i < 500 && fs::exists(store); ++i) std::this_thread::sleep_for(10ms);
+  waitWhile([&] { return fs::exists(store); }, 5s);
   REQUIRE_FALSE(fs::exists(store));
   REQUIRE(fs::exists(dir.file("state/consoles/" + id + "/flash__fake-1.txt")));
   REQUIRE(json::parse(d.get("/v1/leases/" + id).body).at("state").as_string() == "expired");

@@ -14,6 +14,7 @@
 
 #include "tests/support/daemon_harness.h"
 #include "tests/support/requests.h"
+#include "tests/support/wait.h"
 
 using namespace hwfarm::test;
 namespace json = boost::json;
@@ -137,7 +138,7 @@ TEST_CASE("a waiting request is granted through its held connection when boards 
   auto waiting = std::async(std::launch::async, [&] {
     return d.request("POST", "/v1/leases", acquireBody(2, 60, 20), kPipeline2, 30);
   });
-  for (int i = 0; i < 200 && queueDepth(d) == 0; ++i) std::this_thread::sleep_for(10ms);
+  waitWhile([&] { return queueDepth(d) == 0; }, 2s);
   REQUIRE(queueDepth(d) == 1);
   REQUIRE(boardState(d, "sim-1") == "available");
   auto queue = parse(d.get("/v1/queue", kViewer)).at("queue").at(0);
@@ -161,7 +162,7 @@ TEST_CASE("no board within wait_s is 408 with the queue position") {
   // Given one request waiting for the leased board,
   auto first = std::async(std::launch::async,
                           [&] { return d.request("POST", "/v1/leases", acquireBody(1, 60, 20), kPipeline, 30); });
-  for (int i = 0; i < 200 && queueDepth(d) == 0; ++i) std::this_thread::sleep_for(10ms);
+  waitWhile([&] { return queueDepth(d) == 0; }, 2s);
   REQUIRE(queueDepth(d) == 1);
   // a second one that will not wait is told it was second in the queue,
   auto second = d.request("POST", "/v1/leases", acquireBody(1, 60, 0), kPipeline2);
@@ -217,7 +218,7 @@ TEST_CASE("a client that hangs up while waiting leaves the queue") {
   Process client({HWFARMCTL_PATH, "--url", d.url(), "--token", kPipeline2, "lease", "acquire", "--type",
                   "mps2-an385", "--wait", "60"},
                  dir.file("client.out"), dir.file("client.err"));
-  for (int i = 0; i < 1000 && queueDepth(d) == 0; ++i) std::this_thread::sleep_for(10ms);
+  waitWhile([&] { return queueDepth(d) == 0; }, 10s);
   auto queue = parse(d.get("/v1/queue", kViewer)).at("queue");
   REQUIRE(queue.as_array().size() == 1);
   REQUIRE(queue.at(0).at("holder").at("principal").as_string() == "pipeline2");
@@ -225,7 +226,7 @@ TEST_CASE("a client that hangs up while waiting leaves the queue") {
   client.signal(SIGKILL);
   REQUIRE(client.wait(10s));
   // the request leaves the queue.
-  for (int i = 0; i < 1000 && queueDepth(d) > 0; ++i) std::this_thread::sleep_for(10ms);
+  waitWhile([&] { return queueDepth(d) > 0; }, 10s);
   REQUIRE(queueDepth(d) == 0);
 }
 

@@ -25,6 +25,7 @@
 #include "tests/support/process.h"
 #include "tests/support/firmware.h"
 #include "tests/support/small_disk.h"
+#include "tests/support/wait.h"
 
 using namespace hwfarm::test;
 using namespace std::chrono_literals;
@@ -102,7 +103,7 @@ int qemuProcesses(const std::string& needle) { return static_cast<int>(qemuPids(
 // `needle` are as many as `holds` wants: processes of their own, not the
 // daemon's timers, so they are looked at every 10 ms.
 bool qemuCount(const std::string& needle, const std::function<bool(int)>& holds) {
-  for (int i = 0; i < 1000 && !holds(qemuProcesses(needle)); ++i) std::this_thread::sleep_for(10ms);
+  waitWhile([&] { return !holds(qemuProcesses(needle)); }, 10s);
   return holds(qemuProcesses(needle));
 }
 
@@ -228,7 +229,7 @@ TEST_CASE("issue 21: hwfarmd killed while a run's reference simulator and target
   startRun(d, lease, R"({"images":)" + images({{hang, "hang.elf"}}) + R"(,"deadline_s":600})");
   // Given a run whose reference simulator (started on the run service's
   // thread) and target board (on the board's) both run QEMU,
-  for (int i = 0; i < 1000 && qemuProcesses(dir.file("state")) < 2; ++i) std::this_thread::sleep_for(10ms);
+  waitWhile([&] { return qemuProcesses(dir.file("state")) < 2; }, 10s);
   REQUIRE(qemuProcesses(dir.file("state")) == 2);
   // when hwfarmd dies by SIGKILL or SIGABRT,
   d.process().signal(sig);

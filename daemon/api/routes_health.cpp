@@ -38,8 +38,8 @@ void Handlers::healthz(Call& c) {
   // The room the state dir's writers leave the database (docs/operations.md,
   // "Disk space"): below half of it, no new lease or run is taken.
   uint64_t reserve = static_cast<uint64_t>(state_.config->limits.disk_reserve_bytes);
-  Status room = roomForWork(state_.config->agent.state_dir, reserve);
   Result<uint64_t> free = freeBytes(state_.config->agent.state_dir);
+  Status room = roomForWork(state_.config->agent.state_dir, free, reserve);
   json::object disk{{"dir", state_.config->agent.state_dir},
                     {"free_bytes", free ? json::value(*free) : json::value(nullptr)},
                     {"reserve_bytes", reserve},

@@ -486,7 +486,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       if (ec == http::error::need_buffer) ec = {};
       if (ec || self->phase_ != Phase::reading) return self->onRead(ec); // the spool goes with the session
       size_t n = UploadSpool::kChunk - self->upload_->get().body().size;
-      if (Status room = roomFor(self->spool_->dir(), n, self->body_reserve_); n && !room.ok()) {
+      if (Status room = n ? roomFor(self->spool_->dir(), n, self->body_reserve_) : Status(); !room.ok()) {
         self->spool_.reset();
         return self->refuseUpload(room);
       }

@@ -29,8 +29,9 @@ Status roomFor(const std::string& dir, uint64_t bytes, uint64_t reserve) {
                                                     " bytes free on " + dir + limit);
 }
 
-Status roomForWork(const std::string& dir, uint64_t reserve) {
-  Result<uint64_t> free = freeBytes(dir);
+Status roomForWork(const std::string& dir, uint64_t reserve) { return roomForWork(dir, freeBytes(dir), reserve); }
+
+Status roomForWork(const std::string& dir, const Result<uint64_t>& free, uint64_t reserve) {
   if (!free) return Status::infrastructure(Code::io_error, free.status().message());
   if (*free >= reserve / 2) return Status::success();
   return Status::infrastructure(Code::no_space, "only " + std::to_string(*free) + " bytes free on " + dir +

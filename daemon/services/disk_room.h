@@ -11,11 +11,6 @@
 
 namespace hwfarm {
 
-struct DiskRoom {
-  uint64_t free = 0;    // bytes an unprivileged writer may still use
-  uint64_t reserve = 0; // limits.disk_reserve_bytes
-};
-
 // The free space of the filesystem holding `path` (a file or a directory).
 Result<uint64_t> freeBytes(const std::string& path);
 
@@ -34,6 +29,8 @@ Status roomFor(const std::string& dir, uint64_t bytes, uint64_t reserve);
 // rest left to the leases that are. Else Code::no_space:
 //   "only F bytes free on DIR, less than half of limits.disk_reserve_bytes (R)"
 Status roomForWork(const std::string& dir, uint64_t reserve);
+// The same for a free space already read (freeBytes(dir)).
+Status roomForWork(const std::string& dir, const Result<uint64_t>& free, uint64_t reserve);
 
 // The ballast: `dir`/.ballast, a file of a quarter of the reserve (4 MiB at
 // most) that hwfarmd makes at start-up while the disk has room (half the
