@@ -414,7 +414,6 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (plan.kind == BodyPlan::Kind::file) {
       body_limit_ = plan.limit;
       body_limit_name_ = plan.limit_name;
-      body_reserve_ = plan.reserve;
     }
     if (head_->content_length() && *head_->content_length() > body_limit_) {
       // An upload is drained: its client may send the body without waiting.
@@ -427,7 +426,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
         return refuseUpload(room);
       std::string error;
       spool_ = std::make_unique<UploadSpool>();
-      if (!spool_->open(plan.dir, &error)) {
+      if (!spool_->open(plan.dir, plan.reserve, &error)) {
         spool_.reset();
         spdlog::error("cannot store an upload: {}", error);
         after_ = AfterAnswer::close;
@@ -486,11 +485,12 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       if (ec == http::error::need_buffer) ec = {};
       if (ec || self->phase_ != Phase::reading) return self->onRead(ec); // the spool goes with the session
       size_t n = UploadSpool::kChunk - self->upload_->get().body().size;
-      if (Status room = n ? roomFor(self->spool_->dir(), n, self->body_reserve_) : Status(); !room.ok()) {
+      if (n == 0) return self->readUploadChunk();
+      if (Status room = self->spool_->roomFor(n); !room.ok()) {
         self->spool_.reset();
         return self->refuseUpload(room);
       }
-      if (int e = n ? self->spool_->append(n) : 0) {
+      if (int e = self->spool_->append(n)) {
         std::string error = "cannot write " + self->spool_->path() + ": " + std::strerror(e);
         spdlog::error("cannot store an upload: {}", error);
         self->spool_.reset();
@@ -504,7 +504,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   }
 
   // 507 for an upload the disk has no room for (roomFor, disk_room.h); the
-  // connection closes, the rest of the body unread.
+  // rest of the body is drained unstored, then the connection closes.
   void refuseUpload(const Status& room) {
     spdlog::warn("upload refused: {}", room.message());
     after_ = AfterAnswer::drain;
@@ -849,7 +849,6 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::unique_ptr<UploadSpool> spool_;
   uint64_t body_limit_ = 0;
   std::string body_limit_name_;
-  uint64_t body_reserve_ = 0;
   std::function<void()> gone_hook_;
   std::function<void()> drained_hook_; // a stream's writer waiting for room
   std::deque<std::string> queue_;      // raw bytes of a streamed response

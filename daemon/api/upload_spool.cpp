@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "config/tokens.h"
+#include "daemon/services/disk_room.h"
 
 namespace hwfarm::api {
 
@@ -19,7 +20,7 @@ UploadSpool::~UploadSpool() {
   if (sha_) EVP_MD_CTX_free(sha_);
 }
 
-bool UploadSpool::open(const std::string& dir, std::string* error) {
+bool UploadSpool::open(const std::string& dir, uint64_t reserve, std::string* error) {
   std::string name = dir + "/.upload-XXXXXX";
   fd_ = ::mkostemp(name.data(), O_CLOEXEC);
   if (fd_ < 0) {
@@ -28,6 +29,7 @@ bool UploadSpool::open(const std::string& dir, std::string* error) {
   }
   path_ = name;
   dir_ = dir;
+  reserve_ = reserve;
   sha_ = EVP_MD_CTX_new();
   if (!sha_ || EVP_DigestInit_ex(sha_, EVP_sha256(), nullptr) != 1) {
     *error = "cannot start a SHA-256 digest";
@@ -35,6 +37,8 @@ bool UploadSpool::open(const std::string& dir, std::string* error) {
   }
   return true;
 }
+
+Status UploadSpool::roomFor(size_t n) const { return hwfarm::roomFor(dir_, n, reserve_); }
 
 int UploadSpool::append(size_t n) {
   if (EVP_DigestUpdate(sha_, chunk_.data(), n) != 1) return EIO;

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/status.h"
+
 namespace hwfarm::api {
 
 class UploadSpool {
@@ -21,8 +23,11 @@ class UploadSpool {
   UploadSpool(const UploadSpool&) = delete;
   UploadSpool& operator=(const UploadSpool&) = delete;
 
-  // Creates the file in `dir`; false with `error` set on failure.
-  bool open(const std::string& dir, std::string* error);
+  // Creates the file in `dir`, whose writers leave `reserve` bytes free
+  // (limits.disk_reserve_bytes); false with `error` set on failure.
+  bool open(const std::string& dir, uint64_t reserve, std::string* error);
+  // Whether the disk has room for n more bytes (roomFor, disk_room.h).
+  Status roomFor(size_t n) const;
   // Appends the first n bytes of chunk(); 0 on success, else errno.
   int append(size_t n);
   // Closes the file; the lower-case hex SHA-256 of its bytes, or empty with
@@ -31,13 +36,13 @@ class UploadSpool {
 
   char* chunk() { return chunk_.data(); }
   const std::string& path() const { return path_; }
-  const std::string& dir() const { return dir_; } // path()'s
   uint64_t bytes() const { return bytes_; }
 
  private:
   int fd_ = -1;
   std::string path_;
-  std::string dir_;
+  std::string dir_; // path()'s
+  uint64_t reserve_ = 0;
   EVP_MD_CTX* sha_ = nullptr;
   uint64_t bytes_ = 0;
   std::array<char, kChunk> chunk_;
