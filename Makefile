@@ -3,6 +3,9 @@
 SOURCE_DIR := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
+# The build type of a first `make demo` in a build dir not configured yet
+# (Quick: -O1, no debug information); `make test` rebuilds it as BUILD_TYPE.
+DEMO_BUILD_TYPE ?= Quick
 JOBS ?= 2
 CMAKE_FLAGS ?=
 ASAN_DIR ?= build-asan
@@ -43,7 +46,7 @@ TSAN_ENV = TSAN_OPTIONS=$(SAN_COMMON):second_deadlock_stack=1:log_path=$(CURDIR)
 # No "make: Entering directory" lines from the makes CMake's build runs.
 MAKEFLAGS += --no-print-directory
 # For scripts/demo.sh, which builds the demo's targets itself.
-export BUILD_TYPE JOBS CMAKE_FLAGS
+export BUILD_TYPE DEMO_BUILD_TYPE JOBS CMAKE_FLAGS
 
 DEB_DIR ?= $(BUILD_DIR)/deb
 # cmake arguments of the package's build (a compiler launcher, say); the
@@ -62,7 +65,8 @@ deps:
 # Configured with the tests, also a build dir that `make demo` configured
 # without them (the demo needs none of the test packages).
 build: deps
-	@grep -qs '^HWFARM_BUILD_TESTS:BOOL=ON$$' $(BUILD_DIR)/CMakeCache.txt || \
+	@grep -qs '^HWFARM_BUILD_TESTS:BOOL=ON$$' $(BUILD_DIR)/CMakeCache.txt && \
+	  grep -qs '^CMAKE_BUILD_TYPE:STRING=$(BUILD_TYPE)$$' $(BUILD_DIR)/CMakeCache.txt || \
 	  cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DHWFARM_BUILD_TESTS=ON $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD_DIR) -j$(JOBS)
 

@@ -9,11 +9,13 @@
 #
 # --build (what `make demo` passes) first makes what the demo runs:
 # installs the demo's packages (scripts/install-deps.sh demo), configures
-# BUILD_DIR when it is not configured yet (without the tests, which need the
-# test packages; `make test` turns them on in the same directory) and builds
+# BUILD_DIR when it is not configured yet (as DEMO_BUILD_TYPE, Quick: -O1
+# without debug information, and without the tests, which need the test
+# packages; `make test` turns them on in the same directory) and builds
 # hwfarmd, hwfarmctl and the test firmware only, with the compiler's output
-# in BUILD_DIR/demo-build.log (shown if the build fails). BUILD_TYPE, JOBS
-# and CMAKE_FLAGS come from the environment (the Makefile's variables).
+# in BUILD_DIR/demo-build.log (shown if the build fails). JOBS,
+# DEMO_BUILD_TYPE and CMAKE_FLAGS come from the environment (the Makefile's
+# variables).
 #
 # hwfarmd's state and the demo's run go to ./.hwfarm-state/ in the working
 # directory (the simulated fleet's state_dir; the run's artifacts in
@@ -70,7 +72,7 @@ build_demo() {
   "$src/scripts/install-deps.sh" demo
   if [ ! -f "$build/CMakeCache.txt" ]; then
     # shellcheck disable=SC2086 # CMAKE_FLAGS holds several flags
-    cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" -DHWFARM_BUILD_TESTS=OFF \
+    cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE="${DEMO_BUILD_TYPE:-Quick}" -DHWFARM_BUILD_TESTS=OFF \
       ${CMAKE_FLAGS:-} >/dev/null
   fi
   mkdir -p "$build"

@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <optional>
 
 #include <boost/asio.hpp>
@@ -189,14 +191,90 @@ struct Target {
   std::string cacert; // TLS: the CA file, or empty for the system's store
 };
 
+// A connection to hwfarmd over a unix socket, TCP or TLS, behind one type:
+// the HTTP exchanges below are compiled once, not once per kind of stream
+// (Beast's coroutines over a TLS stream alone took most of this file's
+// compile time). An asynchronous read or write stream for Beast: each
+// operation reads or writes the first non-empty buffer of its sequence,
+// which a read_some/write_some may.
+class Connection {
+public:
+  using executor_type = asio::any_io_executor;
+  using Done = std::function<void(boost::system::error_code, std::size_t)>;
+
+  virtual ~Connection() = default;
+  virtual executor_type get_executor() = 0;
+  // Connects and, over TLS, verifies the server.
+  virtual asio::awaitable<void> connect(const Target& t) = 0;
+  virtual void expiresAfter(std::chrono::milliseconds timeout) = 0;
+  virtual void expiresNever() = 0;
+  virtual void cancel() = 0;
+  virtual void readSome(asio::mutable_buffer buffer, Done done) = 0;
+  virtual void writeSome(asio::const_buffer buffer, Done done) = 0;
+
+  template <class Buffers, class Token>
+  auto async_read_some(const Buffers& buffers, Token&& token) {
+    return asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
+        [this](auto handler, asio::mutable_buffer b) { readSome(b, shared(std::move(handler))); }, token,
+        first<asio::mutable_buffer>(buffers));
+  }
+  template <class Buffers, class Token>
+  auto async_write_some(const Buffers& buffers, Token&& token) {
+    return asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
+        [this](auto handler, asio::const_buffer b) { writeSome(b, shared(std::move(handler))); }, token,
+        first<asio::const_buffer>(buffers));
+  }
+
+private:
+  template <class Buffer, class Buffers>
+  static Buffer first(const Buffers& buffers) {
+    for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers); ++it)
+      if (Buffer b(*it); b.size() > 0) return b;
+    return Buffer{};
+  }
+  // A completion handler may be move-only; Done is copyable.
+  template <class Handler>
+  static Done shared(Handler handler) {
+    auto h = std::make_shared<Handler>(std::move(handler));
+    return [h](boost::system::error_code ec, std::size_t n) { std::move (*h)(ec, n); };
+  }
+};
+
+template <class Stream, class Endpoints>
+class ConnectionOver final : public Connection {
+public:
+  template <class... Args>
+  explicit ConnectionOver(Endpoints endpoints, Args&&... args)
+      : stream_(std::forward<Args>(args)...), endpoints_(std::move(endpoints)) {}
+  Stream& stream() { return stream_; }
+  executor_type get_executor() override { return stream_.get_executor(); }
+  asio::awaitable<void> connect(const Target& t) override {
+    co_await connectTo(stream_, endpoints_, t.where, t.cacert);
+  }
+  void expiresAfter(std::chrono::milliseconds timeout) override {
+    beast::get_lowest_layer(stream_).expires_after(timeout);
+  }
+  void expiresNever() override { beast::get_lowest_layer(stream_).expires_never(); }
+  void cancel() override { beast::get_lowest_layer(stream_).cancel(); }
+  void readSome(asio::mutable_buffer buffer, Done done) override {
+    stream_.async_read_some(buffer, std::move(done));
+  }
+  void writeSome(asio::const_buffer buffer, Done done) override {
+    stream_.async_write_some(buffer, std::move(done));
+  }
+
+private:
+  Stream stream_;
+  Endpoints endpoints_;
+};
+
 // Beast's stream timeouts apply to asynchronous operations only, so the
 // exchange is a coroutine run to completion on a private io_context.
-template <class Stream, class Endpoints>
-asio::awaitable<HttpResult> exchange(Stream& stream, Endpoints endpoints, Target t, std::string method,
-                                     std::string target, std::string body, std::string token,
-                                     std::chrono::milliseconds timeout, std::string content_type) {
-  beast::get_lowest_layer(stream).expires_after(timeout);
-  co_await connectTo(stream, endpoints, t.where, t.cacert);
+asio::awaitable<HttpResult> exchange(Connection& stream, Target t, std::string method, std::string target,
+                                     std::string body, std::string token, std::chrono::milliseconds timeout,
+                                     std::string content_type) {
+  stream.expiresAfter(timeout);
+  co_await stream.connect(t);
   http::request<http::string_body> request{http::string_to_verb(method), target, 11};
   request.set(http::field::host, t.host.empty() ? "localhost" : t.host);
   request.set(http::field::user_agent, "hwfarmctl");
@@ -225,8 +303,7 @@ asio::awaitable<HttpResult> exchange(Stream& stream, Endpoints endpoints, Target
   co_return HttpResult{static_cast<int>(parser.get().result_int()), parser.get().body()};
 }
 
-template <class Awaitable>
-HttpResult runToCompletion(asio::io_context& io, Awaitable awaitable) {
+HttpResult runToCompletion(asio::io_context& io, asio::awaitable<HttpResult> awaitable) {
   std::optional<HttpResult> result;
   std::exception_ptr error;
   asio::co_spawn(io, std::move(awaitable), [&](std::exception_ptr e, HttpResult r) {
@@ -239,31 +316,24 @@ HttpResult runToCompletion(asio::io_context& io, Awaitable awaitable) {
   return std::move(*result);
 }
 
-
-
-} // namespace
-
-namespace {
-
-// Runs `run(stream, endpoints, target)` on the connection `t` names: a unix
-// socket, TCP, or TLS over TCP.
-template <class Run>
-HttpResult connected(asio::io_context& io, const Target& t, const std::string& unix_path, const std::string& port,
-                     bool tls, Run&& run) {
+// The connection `t` names: a unix socket, TCP, or TLS over TCP (its
+// context kept in `context`), not yet connected.
+std::unique_ptr<Connection> connection(asio::io_context& io, const Target& t, const std::string& unix_path,
+                                       const std::string& port, bool tls,
+                                       std::unique_ptr<ssl::context>& context) {
   if (!unix_path.empty()) {
-    beast::basic_stream<asio::local::stream_protocol> stream(io);
-    return run(stream, asio::local::stream_protocol::endpoint(unix_path));
+    using Local = asio::local::stream_protocol;
+    return std::make_unique<ConnectionOver<beast::basic_stream<Local>, Local::endpoint>>(Local::endpoint(unix_path),
+                                                                                         io);
   }
   asio::ip::tcp::resolver resolver(io);
   auto endpoints = resolver.resolve(t.host, port);
-  if (!tls) {
-    beast::tcp_stream stream(io);
-    return run(stream, endpoints);
-  }
-  auto context = clientContext(t.cacert);
-  TlsStream stream(io, *context);
-  expectServer(stream, t.host);
-  return run(stream, endpoints);
+  using Endpoints = decltype(endpoints);
+  if (!tls) return std::make_unique<ConnectionOver<beast::tcp_stream, Endpoints>>(endpoints, io);
+  context = clientContext(t.cacert);
+  auto c = std::make_unique<ConnectionOver<TlsStream, Endpoints>>(endpoints, io, *context);
+  expectServer(c->stream(), t.host);
+  return c;
 }
 
 } // namespace
@@ -285,9 +355,9 @@ HttpResult HttpClient::request(const std::string& method, const std::string& tar
   } detach{cancellation_};
   try {
     Target t{where(), host_, cacert_};
-    return connected(io, t, unix_path_, port_, tls_, [&](auto& stream, const auto& endpoints) {
-      return runToCompletion(io, exchange(stream, endpoints, t, method, target, body, token, timeout, content_type));
-    });
+    std::unique_ptr<ssl::context> context;
+    auto c = connection(io, t, unix_path_, port_, tls_, context);
+    return runToCompletion(io, exchange(*c, t, method, target, body, token, timeout, content_type));
   } catch (const boost::system::system_error& e) {
     throw Unreachable("cannot reach hwfarmd at " + where() + ": " + e.code().message());
   }
@@ -305,15 +375,14 @@ struct SignalWaitEnd {
   }
 };
 
-template <class Stream, class Endpoints>
-asio::awaitable<HttpResult> streamExchange(Stream& stream, Endpoints endpoints, Target t, std::string target,
+asio::awaitable<HttpResult> streamExchange(Connection& stream, Target t, std::string target,
                                            std::string token, std::chrono::milliseconds connect_timeout,
                                            const std::function<void(const std::string&)>* on_data,
                                            asio::signal_set* signals) {
   SignalWaitEnd signal_wait_end{signals};
-  beast::get_lowest_layer(stream).expires_after(connect_timeout);
-  co_await connectTo(stream, endpoints, t.where, t.cacert);
-  beast::get_lowest_layer(stream).expires_never();
+  stream.expiresAfter(connect_timeout);
+  co_await stream.connect(t);
+  stream.expiresNever();
   http::request<http::empty_body> request{http::verb::get, target, 11};
   request.set(http::field::host, t.host.empty() ? "localhost" : t.host);
   request.set(http::field::user_agent, "hwfarmctl");
@@ -361,11 +430,11 @@ int HttpClient::stream(const std::string& target, const std::string& token,
   }
   try {
     Target t{where(), host_, cacert_};
-    HttpResult r = connected(io, t, unix_path_, port_, tls_, [&](auto& s, const auto& endpoints) {
-      cancel = [&s] { beast::get_lowest_layer(s).cancel(); };
-      return runToCompletion(io, streamExchange(s, endpoints, t, target, token, timeout, &on_data,
-                                                signals ? &*signals : nullptr));
-    });
+    std::unique_ptr<ssl::context> context;
+    auto c = connection(io, t, unix_path_, port_, tls_, context);
+    cancel = [&c] { c->cancel(); };
+    HttpResult r = runToCompletion(
+        io, streamExchange(*c, t, target, token, timeout, &on_data, signals ? &*signals : nullptr));
     if (r.status >= 300) *error_body = r.body;
     return r.status;
   } catch (const boost::system::system_error& e) {

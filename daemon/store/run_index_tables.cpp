@@ -9,12 +9,12 @@
 namespace hwfarm::store {
 namespace {
 
-const char* kVersionKey = "run_index_schema_version";
+const char* kRunIndexVersionKey = "run_index_schema_version";
 
 // Lists (images, board types, boards) are stored "\n"-joined with a "\n" on
 // each side, so a filter matches one whole entry: instr(images, "\nX\n").
 // Names hold no line end (artifact names, configured board names and types).
-const char* kSchema = R"sql(
+const char* kRunIndexSchema = R"sql(
 CREATE TABLE IF NOT EXISTS run_index(
   id TEXT PRIMARY KEY,
   lease_id TEXT NOT NULL,
@@ -98,7 +98,7 @@ std::string where(const RunFilter& f, bool without_state, std::vector<std::strin
 } // namespace
 
 void RunIndexTables::create(sqlite3* db) {
-  Database::createTables(db, kVersionKey, "run index", kSchemaVersion, kSchema);
+  Database::createTables(db, kRunIndexVersionKey, "run index", kSchemaVersion, kRunIndexSchema);
 }
 
 Database::Write RunIndexTables::write(IndexedRun r) {

@@ -10,11 +10,11 @@
 namespace hwfarm::store {
 namespace {
 
-const char* kVersionKey = "runs_schema_version";
+const char* kRunVersionKey = "runs_schema_version";
 
 // Rows are written twice per run (start, end); at start-up their listings
 // are read, and an ended run's record when it is asked for.
-const char* kSchema = R"sql(
+const char* kRunSchema = R"sql(
 CREATE TABLE IF NOT EXISTS runs(
   id TEXT PRIMARY KEY,
   lease_id TEXT NOT NULL,
@@ -34,7 +34,7 @@ bool writeRow(sqlite3* c, const StoredRun& r) {
 
 } // namespace
 
-void RunTables::create(sqlite3* db) { Database::createTables(db, kVersionKey, "runs", kSchemaVersion, kSchema); }
+void RunTables::create(sqlite3* db) { Database::createTables(db, kRunVersionKey, "runs", kSchemaVersion, kRunSchema); }
 
 std::vector<StoredRun> RunTables::load(Database& db, size_t limit) {
   return db.startup([limit](sqlite3* c) {

@@ -11,9 +11,9 @@
 namespace hwfarm::store {
 namespace {
 
-const char* kVersionKey = "uploads_schema_version";
+const char* kUploadVersionKey = "uploads_schema_version";
 
-const char* kSchema = R"sql(
+const char* kUploadSchema = R"sql(
 CREATE TABLE IF NOT EXISTS uploads(
   run_id TEXT PRIMARY KEY,
   lease_id TEXT NOT NULL,
@@ -36,7 +36,7 @@ CREATE TABLE IF NOT EXISTS upload_objects(
 } // namespace
 
 void UploadTables::create(sqlite3* db) {
-  Database::createTables(db, kVersionKey, "upload", kSchemaVersion, kSchema);
+  Database::createTables(db, kUploadVersionKey, "upload", kSchemaVersion, kUploadSchema);
 }
 
 std::vector<StoredUpload> UploadTables::load(Database& db) {

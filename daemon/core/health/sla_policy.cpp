@@ -31,7 +31,7 @@ std::string percent(double ratio) {
   return buf;
 }
 
-std::string joined(const std::vector<std::string>& names) {
+std::string listedWithAnd(const std::vector<std::string>& names) {
   std::string out;
   for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
   return out;
@@ -288,8 +288,8 @@ Standing SlaPolicy::standing(int64_t now_ms) const {
     st.ms_to_demotion = std::max<int64_t>(0, first->demotes_at_ms - now_ms);
     const Incident& inc = first->incident;
     const bool one = inc.unresolved.size() == 1;
-    std::string who = inc.scope == Scope::board ? joined(inc.unresolved)
-                                                : inc.subject() + " (" + joined(inc.unresolved) + ")";
+    std::string who = inc.scope == Scope::board ? listedWithAnd(inc.unresolved)
+                                                : inc.subject() + " (" + listedWithAnd(inc.unresolved) + ")";
     const bool plural = inc.scope == Scope::board && !one;
     const std::string to = s_.policy_tier + 1 == kSuspended ? "suspended" : std::to_string(s_.policy_tier + 1);
     st.warning = "tier " + std::to_string(s_.policy_tier) + " → " + to + " in " + formatCountdown(*st.ms_to_demotion) +
