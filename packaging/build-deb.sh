@@ -48,6 +48,11 @@ fi
 [[ -d $stage/packaging/debian ]] || { echo "build-deb: ${commit:-the working tree} has no packaging/debian" >&2; exit 1; }
 rm -rf "$stage/debian"
 cp -a "$stage/packaging/debian" "$stage/debian"
+# debhelper makes the user and groups in postinst (dh_installsysusers, which
+# debian/control turns on) from debian/hwfarm.sysusers only, not from the
+# sysusers.d file the build installs: without them the service cannot start
+# (217/USER: no user hwfarm).
+[[ ! -f $stage/systemd/hwfarm.sysusers ]] || cp "$stage/systemd/hwfarm.sysusers" "$stage/debian/hwfarm.sysusers"
 cat >"$stage/debian/changelog" <<EOF
 hwfarm ($version) unstable; urgency=medium
 

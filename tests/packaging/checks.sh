@@ -9,9 +9,15 @@ json_field() { # FIELD <<<JSON
 
 main_pid() { get systemctl show -P MainPID hwfarmd; }
 
-# Waits until hwfarmd answers on its unix socket.
+# Waits until hwfarmd answers on its unix socket; when it does not, shows
+# why: the service's state, its journal and hwfarmctl's own error.
 wait_serving() {
-  wait_for "${1:-30}" hwfarmctl --url unix:/run/hwfarm/hwfarmd.sock status || fail "hwfarmd does not answer"
+  wait_for "${1:-30}" hwfarmctl --url unix:/run/hwfarm/hwfarmd.sock status && return 0
+  in_system systemctl status --no-pager hwfarmd 2>&1 | sed 's/^/  /' || true
+  in_system journalctl --no-pager -u hwfarmd -n 40 2>&1 | sed 's/^/  /' || true
+  in_system hwfarmctl --url unix:/run/hwfarm/hwfarmd.sock status 2>&1 | sed 's/^/  /' || true
+  in_system sh -c 'getent passwd hwfarm; getent group hwfarm dialout plugdev; id hwfarm' 2>&1 | sed 's/^/  /' || true
+  fail "hwfarmd does not answer"
 }
 
 install_package() { # DEB VERSION
