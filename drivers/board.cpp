@@ -65,6 +65,7 @@ class SimulatedBoard : public Board {
   }
   Status power(PowerAction action, const std::string&) override {
     std::lock_guard lock(mutex_);
+    if (action == PowerAction::cycle_off) action = PowerAction::off; // a simulator needs no off time
     if (action != PowerAction::on) qemu_.powerOff();
     setConsole("", action != PowerAction::off);
     if (action == PowerAction::off) return Status::success();

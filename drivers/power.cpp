@@ -12,12 +12,14 @@ const char* toString(PowerAction action) {
     case PowerAction::on: return "on";
     case PowerAction::off: return "off";
     case PowerAction::cycle: return "cycle";
+    case PowerAction::cycle_off: return "off";
   }
   return "on";
 }
 
 std::vector<std::vector<std::string>> powerArgv(const config::PowerConfig& c, PowerAction action,
                                                 const FlashTarget& t) {
+  if (action == PowerAction::cycle_off) action = PowerAction::off; // its off time is power()'s
   if (c.driver == "uhubctl") {
     std::ostringstream delay;
     delay << c.off_s;
@@ -57,6 +59,9 @@ Status power(const config::PowerConfig& c, PowerAction action, const FlashTarget
       return r.toStatus("power " + std::string(toString(action)) + " of board " + target.board + ": " + steps[i][0] +
                         " ");
   }
+  // The off half of a cycle keeps the board off for its off time too.
+  if (action == PowerAction::cycle_off && !steps.empty())
+    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(c.off_s * 1000)));
   return Status::success();
 }
 

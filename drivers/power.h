@@ -12,8 +12,15 @@
 
 namespace hwfarm::drivers {
 
-enum class PowerAction { on, off, cycle };
+// cycle_off is the first half of a cycle that its caller completes with
+// an on: off, then the switch's off time (power.off_s). A run boots a
+// switched board so, listening to its console only from the on: what the
+// board printed until it was off (a boot of the flasher's own reset) is
+// not the run's.
+enum class PowerAction { on, off, cycle, cycle_off };
 const char* toString(PowerAction action);
+// Whether `action` leaves the board off: off and cycle_off.
+inline bool powersOff(PowerAction action) { return action == PowerAction::off || action == PowerAction::cycle_off; }
 
 // The argv for `action`, or several for a cycle without its own command
 // (off, then on after off_s). Empty: nothing to run (driver "none").

@@ -285,6 +285,8 @@ TEST_CASE("power switches: uhubctl ports, operator commands and none") {
           std::vector<std::vector<std::string>>{{"uhubctl", "--location", "1-1.4", "--ports", "2", "--action", "cycle",
                                                  "--delay", "1.5"}});
   REQUIRE(powerArgv(hub, PowerAction::off, t).at(0).at(6) == "off");
+  // A run's boot turns the board off (the off half of a cycle), then on.
+  REQUIRE(powerArgv(hub, PowerAction::cycle_off, t) == powerArgv(hub, PowerAction::off, t));
 
   hwfarm::config::PowerConfig relay;
   relay.driver = "command";
@@ -294,6 +296,12 @@ TEST_CASE("power switches: uhubctl ports, operator commands and none") {
   // A cycle without its own command is off, a pause, then on.
   REQUIRE(power(relay, PowerAction::cycle, t, dir.file("power.log")).ok());
   REQUIRE(readFile(dir.file("relay.log")) == "off nucleo-1\non nucleo-1\n");
+  // The off half of a cycle runs the off command only, even with a cycle
+  // command of its own, and says "off" in its failures.
+  relay.cycle = {"/bin/sh", "-c", "echo cycle {board} >> " + dir.file("relay.log")};
+  REQUIRE(power(relay, PowerAction::cycle_off, t, dir.file("power.log")).ok());
+  REQUIRE(readFile(dir.file("relay.log")) == "off nucleo-1\non nucleo-1\noff nucleo-1\n");
+  relay.cycle.clear();
 
   relay.on = {"/bin/sh", "-c", "echo relay board not answering; exit 4"};
   hwfarm::Status failed = power(relay, PowerAction::on, t, dir.file("power.log"));

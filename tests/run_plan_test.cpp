@@ -36,8 +36,10 @@ TEST_CASE("each: every image on every board, each board in the order of its queu
                    {"pass", "nucleo-0"}, {"pass", "nucleo-1"}, {"ref", "nucleo-0"}, {"ref", "nucleo-1"}});
   CHECK(lab.record().state == State::passed);
   CHECK(lab.record().doneCount() == 4);
-  // A switched board boots by a power cycle, after its flash.
-  CHECK(lab.powerSteps("nucleo-0") == std::vector<PowerStep>{PowerStep::cycle, PowerStep::cycle});
+  // A switched board boots by a power cycle after its flash: off (and its
+  // off time), then on.
+  CHECK(lab.powerSteps("nucleo-0") ==
+        std::vector<PowerStep>{PowerStep::cycle_off, PowerStep::on, PowerStep::cycle_off, PowerStep::on});
 }
 
 TEST_CASE("the reference runs each image once on a simulator, its own build when it has one") {
@@ -534,14 +536,56 @@ TEST_CASE("each kind of board boots its own way: the one sequence of runs and he
   CHECK_FALSE(sim.powered(Status::infrastructure(Code::io_error, "qemu did not start")));
   CHECK(sim.stage() == Boot::Stage::failed);
   CHECK(sim.failure().message() == "qemu did not start");
-  // A switched board: flash, power-cycle; a failed flash ends it.
+  // A switched board: flash, power off (and its off time), power on; its
+  // console holds the boot from the power-on only.
   Boot board(BoardKind::switched);
   board.start();
-  CHECK(board.flashed(Status())->power == PowerStep::cycle);
+  CHECK(board.flashed(Status())->power == PowerStep::cycle_off);
+  CHECK(board.stage() == Boot::Stage::stopping);
+  CHECK_FALSE(board.listening());
+  CHECK(board.powered(Status())->power == PowerStep::on);
+  CHECK(board.listening());
+  // A switch that fails to turn it off ends the boot with its failure.
+  Boot stuck(BoardKind::switched);
+  stuck.start();
+  stuck.flashed(Status());
+  CHECK_FALSE(stuck.powered(Status::infrastructure(Code::io_error, "uhubctl: no such hub")));
+  CHECK(stuck.stage() == Boot::Stage::failed);
+  CHECK(stuck.failure().message() == "uhubctl: no such hub");
+  // A failed flash ends it.
   Boot broken(BoardKind::switched);
   broken.start();
   CHECK_FALSE(broken.flashed(flashFailure()));
   CHECK(broken.failure().evidence().tool_output == "verify failed");
+}
+
+TEST_CASE("verdict: a switched board whose flasher boots the image holds only the power-on's boot in its console") {
+  // Given a board whose flasher resets it, so the image boots once while it
+  // is flashed and prints on until the power switch turns it off, with an
+  // image that passes only when its console holds one boot (a second
+  // BEGIN, or records after END, fail it),
+  std::map<std::string, FakeBoard> boards = nucleos(1);
+  boards["nucleo-0"].flasher_boots = true;
+  Lab lab(boards);
+  lab.start(spec({"pass.elf"}, Mode::shard, ReferenceKind::none), {"nucleo-0"});
+  REQUIRE(lab.over());
+  // the attempt reads the boot of the power-on only, and passes.
+  INFO(lab.record().toJson());
+  CHECK(lab.record().state == State::passed);
+  CHECK(lab.attempt("pass", "nucleo").judgement->outcome == Outcome::pass);
+  CHECK(lab.powerSteps("nucleo-0") == std::vector<PowerStep>{PowerStep::cycle_off, PowerStep::on});
+  // A switch that cannot turn the board off fails the attempt as the lab's,
+  // before the firmware's boot is read at all.
+  std::map<std::string, FakeBoard> stuck = nucleos(1);
+  stuck["nucleo-0"].flasher_boots = true;
+  stuck["nucleo-0"].power = Status::infrastructure(Code::io_error, "power off of board nucleo-0: uhubctl exited 1");
+  Lab broken(stuck);
+  broken.start(spec({"pass.elf"}, Mode::shard, ReferenceKind::none), {"nucleo-0"});
+  REQUIRE(broken.over());
+  CHECK(broken.record().state == State::error);
+  CHECK(broken.attempt("pass", "nucleo").judgement->failure == FailureClass::infrastructure);
+  CHECK(broken.attempt("pass", "nucleo").judgement->reason.find("uhubctl exited 1") != std::string::npos);
+  CHECK(broken.powerSteps("nucleo-0") == std::vector<PowerStep>{PowerStep::cycle_off});
 }
 
 TEST_CASE("artifacts that cannot be written end the run in error and summary.json is written again saying so") {

@@ -311,6 +311,55 @@ TEST_CASE("a USB board without a power switch runs from its flasher's reset, in 
   CHECK(trace.find("HWFARM END status=0") != std::string::npos);
 }
 
+TEST_CASE("verdict: a switched board whose flasher resets it holds one boot in its console, through hwfarmd") {
+  TempDir dir;
+  // Given a board with a power switch whose flasher also resets it (as
+  // openocd, st-flash and nrfjprog do), so the image boots once already,
+  // printing a line every 100 ms ("slow") on into its power switch's off,
+  // which takes half a second,
+  std::string sock = dir.file("fake1.sock");
+  auto tool = [&](const std::string& args) {
+    return "[\"/bin/sh\", \"-c\", \"" + args + "\", \"" FAKE_BOARD_PATH "\", \"" + sock + "\"]";
+  };
+  std::string board =
+      "  [[worker.board]]\n  name = \"fake-1\"\n  type = \"fake\"\n"
+      "  usb = { vendor = \"1209\", product = \"0001\", serial = \"FAKE0001\" }\n"
+      "  serial = { port = \"" + dir.file("ttyFAKE1") + "\" }\n"
+      "  flash = { driver = \"command\", argv = [\"" FAKE_BOARD_PATH "\", \"flash\", \"" + sock +
+      "\", \"{image}\", \"reset\"], timeout_s = 5 }\n"
+      "  power = { driver = \"command\", on = " + tool("exec \\\"$0\\\" power \\\"$1\\\" on") +
+      ", off = " + tool("sleep 0.5 && exec \\\"$0\\\" power \\\"$1\\\" off") + ", off_s = 0.1 }\n";
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") + board);
+  Process plugged = plugIn(dir, 1);
+  REQUIRE(waitState(d, "fake-1", "available"));
+  setMode(dir, 1, "slow");
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  std::string lease(json::parse(granted.body).at("id").as_string());
+  std::string image = upload(d, lease, kPass);
+  // when it runs, the board boots twice (its console log has both boots),
+  json::object r = run(d, lease, image);
+  INFO(json::serialize(r));
+  std::string console = readFile(dir.file("state/consoles/" + lease + "/fake-1.log"));
+  INFO(console);
+  CHECK(console.find("boot 1") != std::string::npos);
+  CHECK(console.find("boot 2") != std::string::npos);
+  // and its attempt holds the boot of the power-on only: what the
+  // flasher's boot printed is neither a second BEGIN nor records after
+  // END, nor the result. The run passes on the second boot.
+  CHECK(r.at("state").as_string() == "passed");
+  const json::array& attempts = r.at("attempts").as_array();
+  REQUIRE(attempts.size() == 1);
+  CHECK(attempts[0].at("outcome").as_string() == "pass");
+  std::string trace = readFile(dir.file("state/runs/" + std::string(r.at("id").as_string()) + "/traces/fw__fake.txt"));
+  INFO(trace);
+  CHECK(trace.find("boot 1") == std::string::npos);
+  CHECK(trace.find("boot 2") != std::string::npos);
+  size_t begins = 0;
+  for (size_t at = trace.find("HWFARM BEGIN"); at != std::string::npos; at = trace.find("HWFARM BEGIN", at + 1)) ++begins;
+  CHECK(begins == 1);
+}
+
 TEST_CASE("a health check ends after its flasher does: a banner printed while the flasher still runs does not free "
           "the board") {
   TempDir dir;

@@ -756,7 +756,7 @@ void BoardService::Impl::powerOp(const std::string& lease_id, const std::string&
         // connect right away so no output is lost.
         auto found = owner.find(name);
         bool current = found != owner.end() && found->second == lease_id;
-        if (current && status.ok() && action != drivers::PowerAction::off && board->consoleFollowsPower()) {
+        if (current && status.ok() && !drivers::powersOff(action) && board->consoleFollowsPower()) {
           Status attached = attach(lease_id, name);
           if (!attached.ok() && attached.message().find("is off") == std::string::npos)
             spdlog::warn("board {}: console not attached after power {}: {}", name, drivers::toString(action),

@@ -25,6 +25,7 @@ drivers::PowerAction actionOf(run::PowerStep step) {
     case run::PowerStep::on: return drivers::PowerAction::on;
     case run::PowerStep::off: return drivers::PowerAction::off;
     case run::PowerStep::cycle: return drivers::PowerAction::cycle;
+    case run::PowerStep::cycle_off: return drivers::PowerAction::cycle_off;
   }
   return drivers::PowerAction::off;
 }

@@ -10,13 +10,15 @@
 //                                     reset, the board then runs the image (a
 //                                     flasher that resets its target)
 //   fake_board power SOCK on|off|cycle
-//   fake_board mode SOCK MODE         normal | drop | garbage | stall |
+//   fake_board mode SOCK MODE         normal | drop | garbage | stall | slow |
 //                                     flash-fail | flash-hang | vanish
 //
 // An "image" is a text file: powering on prints its lines on the console.
 // Modes change what happens next: drop stops output halfway with the line
 // still up, garbage prints noise first, stall stops after the first line,
-// flash-fail/-hang break the flasher, vanish removes the device at once.
+// slow prints "boot N" (N counts the boots) and then a line every 100 ms
+// until the board is powered off, flash-fail/-hang break the flasher,
+// vanish removes the device at once.
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
@@ -24,8 +26,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -68,6 +73,9 @@ struct Board {
   std::string link;
   std::string mode = "normal";
   std::vector<std::string> image;
+  int boots = 0;
+  std::deque<std::string> pending; // slow mode: the lines still to print
+  std::chrono::steady_clock::time_point next_line;
 
   void put(const std::string& text) const {
     if (master >= 0 && ::write(master, text.data(), text.size()) < 0) {
@@ -75,7 +83,15 @@ struct Board {
     }
   }
 
-  void powerOn() const {
+  void powerOn() {
+    ++boots;
+    pending.clear();
+    if (mode == "slow") {
+      put("boot " + std::to_string(boots) + "\n");
+      pending.assign(image.begin(), image.end());
+      next_line = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      return;
+    }
     size_t lines = image.size();
     if (mode == "drop") lines /= 2;
     if (mode == "stall") lines = std::min<size_t>(lines, 1);
@@ -108,6 +124,7 @@ struct Board {
       return "ok";
     }
     if (verb == "power") {
+      pending.clear(); // off: a slow boot stops here
       if (arg == "on" || arg == "cycle") powerOn();
       return "ok";
     }
@@ -134,6 +151,17 @@ int serve(const std::string& link, const std::string& sock) {
   signal(SIGPIPE, SIG_IGN);
   std::vector<int> hung; // connections of a flasher told to hang
   while (true) {
+    if (!board.pending.empty()) { // a slow boot's next line, unless a command comes first
+      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(board.next_line -
+                                                                        std::chrono::steady_clock::now());
+      pollfd p{listener, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, wait.count()))) == 0) {
+        board.put(board.pending.front() + "\n");
+        board.pending.pop_front();
+        board.next_line += std::chrono::milliseconds(100);
+        continue;
+      }
+    }
     int client = ::accept(listener, nullptr, nullptr);
     if (client < 0) continue;
     std::string line;

@@ -61,6 +61,10 @@ struct FakeBoard {
   Status power; // what its power switch answers
   // Its console closes (the board unplugged) after this many lines.
   size_t closes_after = SIZE_MAX;
+  // Its flasher resets it (openocd, st-flash, nrfjprog): the image boots
+  // once already, printing the first half of its lines while it is flashed
+  // and the rest until its power switch turns it off.
+  bool flasher_boots = false;
 };
 
 // A run plan and a fake target runner that carries its commands out.
@@ -184,6 +188,13 @@ class Lab {
     }
   }
 
+  // The first or second half of what `image` prints.
+  void printHalf(size_t attempt, const std::string& image, bool first) {
+    std::vector<std::string> lines = firmware(image);
+    size_t half = lines.size() / 2;
+    for (size_t n = first ? 0 : half; n < (first ? half : lines.size()); ++n) later(run::ConsoleLine{attempt, lines[n]});
+  }
+
   void answer(Command c) {
     log_.push_back(c);
     std::visit([this](auto& x) { carry(x); }, c);
@@ -197,13 +208,18 @@ class Lab {
     // An unswitched board's firmware starts at its flasher's reset, before
     // the flash reports back.
     if (b.flash.ok() && b.kind == BoardKind::unswitched) print(f.attempt, f.image, b);
+    if (b.flash.ok() && b.flasher_boots) printHalf(f.attempt, f.image, true);
     later(Flashed{f.attempt, b.flash, "flashed " + f.image});
   }
   void carry(const Power& p) {
     if (hold.count("power")) return;
     const FakeBoard& b = boards_.at(p.board);
+    bool turns_off = p.step == PowerStep::off || p.step == PowerStep::cycle_off || p.step == PowerStep::cycle;
+    // The flasher's boot runs on until the switch turns the board off.
+    if (turns_off && b.flasher_boots && watching_.count(p.attempt)) printHalf(p.attempt, images_[p.attempt], false);
     later(Powered{p.attempt, p.step == PowerStep::off ? Status() : b.power});
-    if (p.step != PowerStep::off && b.power.ok() && watching_.count(p.attempt)) print(p.attempt, images_[p.attempt], b);
+    bool turns_on = p.step == PowerStep::on || p.step == PowerStep::cycle;
+    if (turns_on && b.power.ok() && watching_.count(p.attempt)) print(p.attempt, images_[p.attempt], b);
   }
   void carry(const PowerOff& p) { later(PoweredOff{p.attempt}); }
   void carry(const Simulate& s) {

@@ -19,8 +19,8 @@ std::optional<BootStep> Boot::flashed(const Status& status) {
       stage_ = Stage::stopping;
       return BootStep{BootStep::Kind::power, PowerStep::off};
     case BoardKind::switched:
-      stage_ = Stage::running;
-      return BootStep{BootStep::Kind::power, PowerStep::cycle};
+      stage_ = Stage::stopping;
+      return BootStep{BootStep::Kind::power, PowerStep::cycle_off};
     case BoardKind::unswitched:
       stage_ = Stage::running;
       return std::nullopt;
@@ -30,6 +30,11 @@ std::optional<BootStep> Boot::flashed(const Status& status) {
 
 std::optional<BootStep> Boot::powered(const Status& status) {
   if (stage_ == Stage::stopping) {
+    if (kind_ == BoardKind::switched && !status.ok()) {
+      failure_ = status;
+      stage_ = Stage::failed;
+      return std::nullopt;
+    }
     stage_ = Stage::running;
     return BootStep{BootStep::Kind::power, PowerStep::on};
   }

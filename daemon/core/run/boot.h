@@ -5,12 +5,15 @@
 //
 //   simulated   flash (stage the image), power off (the console then holds
 //               this boot only), power on
-//   switched    flash, power-cycle (a board with a tty and a power switch)
+//   switched    flash, power off (and its off time), power on: a board with
+//               a tty and a power switch. Its console holds this boot only:
+//               what a flasher that resets the board (openocd, st-flash,
+//               nrfjprog) let it print until it was off is not read
 //   unswitched  flash: the flasher's reset starts the firmware (a USB board
 //               with power.driver = "none": nothing to switch)
 //
 // The console counts from listening() on: a switched or simulated board's
-// once its power step starts, an unswitched board's from the flash's start
+// once its power-on starts, an unswitched board's from the flash's start
 // (its firmware starts at the flasher's reset, before the flash reports
 // back). The deadline counts from running() on.
 #pragma once
@@ -23,7 +26,8 @@ namespace hwfarm::run {
 
 enum class BoardKind { simulated, switched, unswitched };
 
-enum class PowerStep { on, off, cycle };
+// cycle_off: off, then the switch's off time (power.off_s); an on follows.
+enum class PowerStep { on, off, cycle, cycle_off };
 
 struct BootStep {
   enum class Kind { flash, power } kind = Kind::flash;
@@ -35,7 +39,7 @@ class Boot {
   enum class Stage {
     idle,     // not started
     flashing, // the flash runs
-    stopping, // a simulated board powers off before its boot
+    stopping, // a simulated or switched board powers off before its boot
     running,  // the firmware runs (its power step may still be under way)
     failed,   // a flash or power step failed: failure() says why
   };
@@ -47,8 +51,9 @@ class Boot {
   // The flash's result: the next step, if any (running or stopping), or
   // failed (nullopt).
   std::optional<BootStep> flashed(const Status& status);
-  // A power step's result: from stopping, the power-on (any result: a
-  // simulator's off cannot fail); in running, a failure ends the boot.
+  // A power step's result: from stopping, the power-on (a simulator's off
+  // cannot fail; a switch's failed off ends the boot); in running, a
+  // failure ends the boot.
   std::optional<BootStep> powered(const Status& status);
 
   Stage stage() const { return stage_; }
