@@ -168,6 +168,40 @@ TEST_CASE("version 2 runs say their record count was verified, and a miscount or
   CHECK(junit.find("counts 7 records before it, 6 arrived intact: 1 lost on the way") != std::string::npos);
 }
 
+// The board's attempt failed as the firmware's, with `reason` in its
+// verdict; the run exits 10.
+static void firmwaresFailure(const Lab::Ran& r, const std::string& reason) {
+  INFO(r.out);
+  CHECK(r.exit_code == 10);
+  CHECK(text(r.target, "failure_class") == "test");
+  CHECK(text(r.target, "reason").find(reason) != std::string::npos);
+}
+
+TEST_CASE("verdict: integer outputs match exactly, a failing reference fails the target, and an output only the "
+          "reference printed is missing, through hwfarmd") {
+  Lab lab;
+  // Given an image whose ramp.y (i32) is one more everywhere on the target
+  // (PCC 1.0 against the reference), the board fails it: integers must be
+  // equal, and it is the firmware's failure.
+  Lab::Ran off = lab.run("offbyone");
+  CHECK(text(off.ref, "outcome") == "pass");
+  firmwaresFailure(off, "ramp.y: ");
+  firmwaresFailure(off, "values outside atol 0 + rtol 0");
+  // An image whose ramp case passes on the board but fails on the reference
+  // simulator: the board does not pass against it.
+  Lab::Ran ref = lab.run("reffail");
+  CHECK(text(ref.ref, "reason") == "ramp: FAIL: expected 3 got 4");
+  CHECK(text(ref.target, "reason").rfind("the reference qemu_ref fails its own tests: ramp: FAIL: expected 3 got 4", 0) ==
+        0);
+  firmwaresFailure(ref, "(the test fails on the simulator too)");
+  CHECK(readFile(ref.dir + "/junit.xml").find("failures=\"0\"") == std::string::npos);
+  // An output the reference printed outside any TEST record, which the
+  // board did not print, is missing.
+  Lab::Ran only = lab.run("refonly");
+  CHECK(text(only.ref, "outcome") == "pass");
+  firmwaresFailure(only, "boot.z: output missing (the reference has it)");
+}
+
 TEST_CASE("verdict: an early END hides nothing and the health-check image is no test run, through hwfarmd") {
   // (a drain window of 2 s: the record after END comes at once, but a
   // loaded machine may hold QEMU back longer than the default 250 ms)

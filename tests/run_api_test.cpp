@@ -178,6 +178,12 @@ TEST_CASE("a failing case fails the run as a test failure, and a hang is a test 
   CHECK(run.at("failure_class").as_string() == "test");
   std::string junit = readFile(dir.file("state/runs/" + id + "/junit.xml"));
   CHECK(junit.find("<failure type=\"test\" message=\"FAIL: expected 3 got 4\">") != std::string::npos);
+  // The reference fails the same case: every attempt is the firmware's,
+  // none the lab's, and the board's verdict is its own failure.
+  for (const auto& a : run.at("attempts").as_array()) {
+    CHECK(a.at("failure_class").as_string() == "test");
+    CHECK(a.at("reason").as_string() == "ramp: FAIL: expected 3 got 4");
+  }
 
   json::object h = runVariant(d, lease, "hang", R"(,"deadline_s":1.5)");
   INFO(json::serialize(h));

@@ -36,6 +36,12 @@
      XSS      the pass run plus a failing case and an output whose names,
               message and console lines are HTML and script (the dashboard
               must show them as text: tests/dashboard)
+     OFFBYONE passes; as a run's target its ramp.y (i32) is one more in
+              every element (PCC 1.0 against the reference, but not equal)
+     REFFAIL  passes as a run's target; on the reference simulator its ramp
+              case fails
+     REFONLY  the pass run; on the reference simulator it also prints boot.z
+              (i32) before its first case, outside any TEST record
      MANYCASES 10,000 one-line cases and nothing else, case00000 to
               case09999: every tenth passes, the one after it is skipped,
               the other 8,000 fail with one word (a record that must stay
@@ -101,9 +107,15 @@ __attribute__((unused)) static void output_square(int target) {
   }
 }
 
-__attribute__((unused)) static void output_ramp(void) {
+__attribute__((unused)) static void output_ramp(int target) {
+#if defined(VARIANT_OFFBYONE)
+  int shift = target ? 1 : 0;
+#else
+  int shift = 0;
+  (void)target;
+#endif
   hwfarm_output_start(&report, "ramp", "y", HWFARM_I32, 4);
-  for (int i = 0; i < 3; ++i) hwfarm_value_int(&report, i);
+  for (int i = 0; i < 3; ++i) hwfarm_value_int(&report, i + shift);
 #if defined(VARIANT_CRC)
   damage_next('3', '7'); /* one flipped bit (0x33 -> 0x37) */
 #endif
@@ -111,7 +123,7 @@ __attribute__((unused)) static void output_ramp(void) {
   damage_next('7', 0); /* the board dies inside the line: "... 2 3" */
   hwfarm_value_int(&report, 37);
 #else
-  hwfarm_value_int(&report, 3);
+  hwfarm_value_int(&report, 3 + shift);
 #endif
 }
 
@@ -134,7 +146,8 @@ static void output_large(void) {
 #endif
 
 /* The ramp case's verdict: passes, or fails with a message. */
-__attribute__((unused)) static void test_ramp(void) {
+__attribute__((unused)) static void test_ramp(int target) {
+  (void)target;
 #if defined(VARIANT_FAIL)
   hwfarm_test(&report, "ramp", HWFARM_FAIL, "expected 3 got 4");
 #elif defined(VARIANT_V2LOST)
@@ -142,6 +155,8 @@ __attribute__((unused)) static void test_ramp(void) {
   hwfarm_test(&report, "ramp", HWFARM_FAIL, "expected 3 got 4");
 #elif defined(VARIANT_STAR) || defined(VARIANT_V2STAR)
   hwfarm_test(&report, "ramp", HWFARM_FAIL, "bad word at *20003f00");
+#elif defined(VARIANT_REFFAIL)
+  hwfarm_test(&report, "ramp", target ? HWFARM_PASS : HWFARM_FAIL, target ? 0 : "expected 3 got 4");
 #else
   hwfarm_test(&report, "ramp", HWFARM_PASS, 0);
 #endif
@@ -277,14 +292,21 @@ int main(void) {
   for (int i = 0; i < 65536; ++i) uart_putc('x');
   hwfarm_test(&report, "hidden", HWFARM_FAIL, 0);
 #endif
+#if defined(VARIANT_REFONLY)
+  if (identity != HWFARM_IDENTITY_TARGET) {
+    hwfarm_output_start(&report, "boot", "z", HWFARM_I32, 2);
+    hwfarm_value_int(&report, 5);
+    hwfarm_value_int(&report, 6);
+  }
+#endif
   hwfarm_test(&report, "square", HWFARM_PASS, 0);
   output_square(identity == HWFARM_IDENTITY_TARGET);
 #if defined(VARIANT_HANG)
   for (;;) {
   }
 #endif
-  test_ramp();
-  output_ramp();
+  test_ramp(identity == HWFARM_IDENTITY_TARGET);
+  output_ramp(identity == HWFARM_IDENTITY_TARGET);
   hwfarm_test(&report, "precision", HWFARM_PASS, 0);
   output_precision();
 #if defined(VARIANT_LARGE)
