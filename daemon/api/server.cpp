@@ -351,9 +351,27 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
                                               r.content_type + "\r\nContent-Length: " + std::to_string(r.body.size()) +
                                               "\r\nConnection: close\r\n\r\n" + r.body);
     asio::async_write(beast::get_lowest_layer(stream_), asio::buffer(*text),
-                      [self = this->shared_from_this(), text](beast::error_code, size_t) {
-                        self->to(SessionEvent::peer_gone);
+                      [self = this->shared_from_this(), text](beast::error_code ec, size_t) {
+                        if (self->phase_ != Phase::handshake) return; // timed out: closed
+                        if (ec) return self->to(SessionEvent::peer_gone);
+                        // Closing with the rest of the request unread would
+                        // send a reset, which may reach the client before it
+                        // reads the answer: end the sending side, then read
+                        // what the client still sends until it closes (at
+                        // most 64 KiB, within the handshake's deadline).
+                        boost::system::error_code ignored;
+                        auto& socket = beast::get_lowest_layer(self->stream_);
+                        socket.shutdown(std::remove_reference_t<decltype(socket)>::shutdown_send, ignored);
+                        self->drainPlainHttp(std::make_shared<std::array<char, 4096>>(), 64 * 1024);
                       });
+  }
+  void drainPlainHttp(std::shared_ptr<std::array<char, 4096>> scratch, size_t left) {
+    beast::get_lowest_layer(stream_).async_read_some(
+        asio::buffer(*scratch), [self = this->shared_from_this(), scratch, left](beast::error_code ec, size_t n) {
+          if (self->phase_ != Phase::handshake) return; // timed out: closed
+          if (ec || n >= left) return self->to(SessionEvent::peer_gone);
+          self->drainPlainHttp(scratch, left - n);
+        });
   }
 
   void afterConnect() {

@@ -288,18 +288,35 @@ asio::awaitable<HttpResult> exchange(Connection& stream, Target t, std::string m
   bool ask = content_type == "application/octet-stream";
   if (ask) request.set(http::field::expect, "100-continue");
   http::request_serializer<http::string_body> serializer{request};
-  co_await http::async_write_header(stream, serializer, asio::use_awaitable);
-  if (ask) {
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64 * 1024 * 1024);
+  // A server may answer before it has read the whole request (a plain
+  // request to an https:// address, a refusal) and close: a write that
+  // fails so is followed by reading that answer, which is the error to show.
+  auto answered_early = [](const boost::system::error_code& ec) {
+    return ec == asio::error::broken_pipe || ec == asio::error::connection_reset;
+  };
+  auto [header_ec, header_n] =
+      co_await http::async_write_header(stream, serializer, asio::as_tuple(asio::use_awaitable));
+  (void)header_n;
+  if (header_ec && !answered_early(header_ec)) throw boost::system::system_error(header_ec);
+  if (!header_ec && ask) {
     http::response_parser<http::string_body> interim;
     interim.body_limit(64 * 1024 * 1024);
     co_await http::async_read(stream, buffer, interim, asio::use_awaitable);
     if (interim.get().result() != http::status::continue_)
       co_return HttpResult{static_cast<int>(interim.get().result_int()), interim.get().body()};
   }
-  co_await http::async_write(stream, serializer, asio::use_awaitable);
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(64 * 1024 * 1024);
-  co_await http::async_read(stream, buffer, parser, asio::use_awaitable);
+  boost::system::error_code write_ec = header_ec;
+  if (!write_ec) {
+    auto [ec, n] = co_await http::async_write(stream, serializer, asio::as_tuple(asio::use_awaitable));
+    (void)n;
+    write_ec = ec;
+  }
+  if (write_ec && !answered_early(write_ec)) throw boost::system::system_error(write_ec);
+  auto [read_ec, read_n] = co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+  (void)read_n;
+  if (read_ec) throw boost::system::system_error(write_ec ? write_ec : read_ec);
   co_return HttpResult{static_cast<int>(parser.get().result_int()), parser.get().body()};
 }
 
