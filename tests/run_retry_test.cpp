@@ -228,6 +228,34 @@ json::object leaseAndRun(const RunningDaemon& d, std::string& lease) {
 
 } // namespace
 
+TEST_CASE("verdict: a board unplugged mid-run is the lab's failure, retried on another board, through hwfarmd") {
+  TempDir dir;
+  RunningDaemon d(dir, fleet(dir));
+  Process b1 = plugIn(dir, 1), b2 = plugIn(dir, 2);
+  REQUIRE(waitState(d, "fake-1", "available"));
+  REQUIRE(waitState(d, "fake-2", "available"));
+  // Given a board that is unplugged after its image printed BEGIN,
+  setMode(dir, 1, "unplug");
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  std::string lease(json::parse(granted.body).at("id").as_string());
+  REQUIRE(leaseBoards(d, lease) == std::vector<std::string>{"fake-1"});
+  std::string image = upload(d, lease, kPass);
+  json::object r = run(d, lease, image);
+  INFO(json::serialize(r));
+  // its attempt is the lab's failure (the firmware cannot close a console),
+  // and the image runs again on the other board, which passes.
+  const json::array& attempts = r.at("attempts").as_array();
+  REQUIRE(attempts.size() == 2);
+  CHECK(attempts[0].at("board").as_string() == "fake-1");
+  CHECK(attempts[0].at("failure_class").as_string() == "infrastructure");
+  CHECK(attempts[0].at("reason").as_string() == "the console closed mid-run (BEGIN but no END): end of file");
+  CHECK(attempts[0].at("retried").as_bool());
+  CHECK(attempts[1].at("board").as_string() == "fake-2");
+  CHECK(attempts[1].at("outcome").as_string() == "pass");
+  CHECK(r.at("state").as_string() == "passed");
+}
+
 TEST_CASE("images failing on every board swap one board per failed board, and a lease no more than its hourly limit") {
   // Given four boards of a type whose flashers all fail, swaps limited to one an hour
   TempDir dir;

@@ -11,14 +11,15 @@
 //                                     flasher that resets its target)
 //   fake_board power SOCK on|off|cycle
 //   fake_board mode SOCK MODE         normal | drop | garbage | stall | slow |
-//                                     flash-fail | flash-hang | vanish
+//                                     unplug | flash-fail | flash-hang | vanish
 //
 // An "image" is a text file: powering on prints its lines on the console.
 // Modes change what happens next: drop stops output halfway with the line
 // still up, garbage prints noise first, stall stops after the first line,
 // slow prints "boot N" (N counts the boots) and then a line every 100 ms
-// until the board is powered off, flash-fail/-hang break the flasher,
-// vanish removes the device at once.
+// until the board is powered off, unplug prints the first half and then
+// vanishes (mid-run), flash-fail/-hang break the flasher, vanish removes
+// the device at once.
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
@@ -74,6 +75,7 @@ struct Board {
   std::string mode = "normal";
   std::vector<std::string> image;
   int boots = 0;
+  bool unplugging = false;
   std::deque<std::string> pending; // slow mode: the lines still to print
   std::chrono::steady_clock::time_point next_line;
 
@@ -93,10 +95,18 @@ struct Board {
       return;
     }
     size_t lines = image.size();
-    if (mode == "drop") lines /= 2;
+    if (mode == "drop" || mode == "unplug") lines /= 2;
     if (mode == "stall") lines = std::min<size_t>(lines, 1);
     if (mode == "garbage") put(std::string("\x13\x80\xfe garbage \x01\xff\n", 15));
     for (size_t i = 0; i < lines; ++i) put(image[i] + "\n");
+    if (mode == "unplug") unplugging = true; // once the power tool has its answer
+  }
+
+  // The device goes away, as a board whose USB cable is pulled.
+  [[noreturn]] void unplug() const {
+    ::unlink(link.c_str());
+    ::close(master);
+    std::exit(0);
   }
 
   // Returns the reply, or "" for no reply at all (a hung tool).
@@ -106,11 +116,7 @@ struct Board {
     in >> verb >> arg >> option;
     if (verb == "mode") {
       mode = arg;
-      if (mode == "vanish") {
-        ::unlink(link.c_str());
-        ::close(master);
-        std::exit(0);
-      }
+      if (mode == "vanish") unplug();
       return "ok";
     }
     if (verb == "flash") {
@@ -177,6 +183,10 @@ int serve(const std::string& link, const std::string& sock) {
       // The client left.
     }
     ::close(client);
+    if (board.unplugging) { // a moment later: what it printed reaches the reader first
+      ::usleep(200 * 1000);
+      board.unplug();
+    }
   }
 }
 
