@@ -98,23 +98,36 @@ json::object run(const RunningDaemon& d, const std::string& lease, const std::st
 
 const std::string kPass = "HWFARM BEGIN suite=fake\nHWFARM TEST t PASS\nHWFARM END status=0\n";
 
+// Leases one fake board of two, both unused: fake-1, the first in
+// configuration order, is granted.
+std::string leaseFirst(const RunningDaemon& d) {
+  REQUIRE(waitState(d, "fake-1", "available"));
+  REQUIRE(waitState(d, "fake-2", "available"));
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  std::string lease(json::parse(granted.body).at("id").as_string());
+  REQUIRE(leaseBoards(d, lease) == std::vector<std::string>{"fake-1"});
+  return lease;
+}
+
+// Leases fake-1 (leaseFirst), puts it in fault `mode` and runs the pass
+// image on it; the lease is left in `lease`.
+std::pair<json::object, std::string> runOnFaulty(const TempDir& dir, const RunningDaemon& d, const std::string& mode,
+                                                 std::string& lease) {
+  lease = leaseFirst(d);
+  setMode(dir, 1, mode);
+  std::string image = upload(d, lease, kPass);
+  return {run(d, lease, image), image};
+}
+
 } // namespace
 
 TEST_CASE("an infrastructure failure is retried once on another board swapped into the lease") {
   TempDir dir;
   RunningDaemon d(dir, fleet(dir));
   Process b1 = plugIn(dir, 1), b2 = plugIn(dir, 2);
-  REQUIRE(waitState(d, "fake-1", "available"));
-  REQUIRE(waitState(d, "fake-2", "available"));
-  setMode(dir, 1, "flash-fail");
-  // Both unused: the first in configuration order is granted.
-  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
-  REQUIRE(granted.status == 201);
-  std::string lease(json::parse(granted.body).at("id").as_string());
-  REQUIRE(leaseBoards(d, lease) == std::vector<std::string>{"fake-1"});
-  std::string image = upload(d, lease, kPass);
-
-  json::object r = run(d, lease, image);
+  std::string lease;
+  auto [r, image] = runOnFaulty(dir, d, "flash-fail", lease);
   INFO(json::serialize(r));
   std::string id(r.at("id").as_string());
   CHECK(r.at("state").as_string() == "passed");
@@ -232,16 +245,9 @@ TEST_CASE("verdict: a board unplugged mid-run is the lab's failure, retried on a
   TempDir dir;
   RunningDaemon d(dir, fleet(dir));
   Process b1 = plugIn(dir, 1), b2 = plugIn(dir, 2);
-  REQUIRE(waitState(d, "fake-1", "available"));
-  REQUIRE(waitState(d, "fake-2", "available"));
   // Given a board that is unplugged after its image printed BEGIN,
-  setMode(dir, 1, "unplug");
-  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"context":"manual"})", "");
-  REQUIRE(granted.status == 201);
-  std::string lease(json::parse(granted.body).at("id").as_string());
-  REQUIRE(leaseBoards(d, lease) == std::vector<std::string>{"fake-1"});
-  std::string image = upload(d, lease, kPass);
-  json::object r = run(d, lease, image);
+  std::string lease;
+  json::object r = runOnFaulty(dir, d, "unplug", lease).first;
   INFO(json::serialize(r));
   // its attempt is the lab's failure (the firmware cannot close a console),
   // and the image runs again on the other board, which passes.
