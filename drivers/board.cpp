@@ -65,10 +65,9 @@ class SimulatedBoard : public Board {
   }
   Status power(PowerAction action, const std::string&) override {
     std::lock_guard lock(mutex_);
-    if (action == PowerAction::cycle_off) action = PowerAction::off; // a simulator needs no off time
     if (action != PowerAction::on) qemu_.powerOff();
-    setConsole("", action != PowerAction::off);
-    if (action == PowerAction::off) return Status::success();
+    setConsole("", !powersOff(action));
+    if (powersOff(action)) return Status::success(); // a simulator needs no off time
     std::string console;
     Status s = qemu_.powerOn(&console);
     setConsole(console, false);

@@ -44,6 +44,13 @@ std::vector<std::vector<std::string>> powerArgv(const config::PowerConfig& c, Po
   return {};
 }
 
+namespace {
+// A switch's off time in a cycle (power.off_s).
+void keepOff(const config::PowerConfig& c) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(c.off_s * 1000)));
+}
+} // namespace
+
 Status power(const config::PowerConfig& c, PowerAction action, const FlashTarget& target,
              const std::string& log_path) {
   auto steps = powerArgv(c, action, target);
@@ -53,15 +60,14 @@ Status power(const config::PowerConfig& c, PowerAction action, const FlashTarget
   options.what = "power switch of board " + target.board;
   for (size_t i = 0; i < steps.size(); ++i) {
     // A cycle made of off and on waits off_s in between.
-    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(c.off_s * 1000)));
+    if (i > 0) keepOff(c);
     ToolResult r = runTool(steps[i], options);
     if (!r.ok())
       return r.toStatus("power " + std::string(toString(action)) + " of board " + target.board + ": " + steps[i][0] +
                         " ");
   }
   // The off half of a cycle keeps the board off for its off time too.
-  if (action == PowerAction::cycle_off && !steps.empty())
-    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(c.off_s * 1000)));
+  if (action == PowerAction::cycle_off && !steps.empty()) keepOff(c);
   return Status::success();
 }
 

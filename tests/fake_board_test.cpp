@@ -86,12 +86,6 @@ std::set<std::string> tree(const std::string& dir) {
   return paths;
 }
 
-size_t occurrences(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 } // namespace
 
 TEST_CASE("a fake board comes and goes with its device link and fails on command") {

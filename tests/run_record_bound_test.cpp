@@ -44,12 +44,6 @@ int schemaCheck(const std::string& file) {
   return WEXITSTATUS(std::system(cmd.c_str()));
 }
 
-size_t occurrences(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 // The attempt's counts, as "cases/passed/failed/skipped/errors".
 std::string counts(const json::object& attempt) {
   const json::object& c = attempt.at("counts").as_object();

@@ -45,6 +45,13 @@ std::string fleet(const TempDir& dir) {
   return qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") + fakeBoard(dir, 1) + fakeBoard(dir, 2);
 }
 
+// `board` (a fakeBoard entry) with its `key = ...` line replaced by `line`.
+std::string withLine(std::string board, const std::string& key, const std::string& line) {
+  size_t at = board.find("  " + key + " = ");
+  REQUIRE(at != std::string::npos);
+  return board.replace(at, board.find('\n', at) + 1 - at, line);
+}
+
 Process plugIn(const TempDir& dir, int n) {
   std::string s = std::to_string(n);
   return Process({FAKE_BOARD_PATH, "serve", "--link", dir.file("ttyFAKE" + s), "--control", dir.file("fake" + s + ".sock")},
@@ -110,14 +117,18 @@ std::string leaseFirst(const RunningDaemon& d) {
   return lease;
 }
 
-// Leases fake-1 (leaseFirst), puts it in fault `mode` and runs the pass
-// image on it; the lease is left in `lease`.
-std::pair<json::object, std::string> runOnFaulty(const TempDir& dir, const RunningDaemon& d, const std::string& mode,
-                                                 std::string& lease) {
-  lease = leaseFirst(d);
+// A run of the pass image on fake-1 (leaseFirst) put in a fault mode.
+struct FaultyRun {
+  std::string lease, image;
+  json::object record;
+};
+FaultyRun runOnFaulty(const TempDir& dir, const RunningDaemon& d, const std::string& mode) {
+  FaultyRun f;
+  f.lease = leaseFirst(d);
   setMode(dir, 1, mode);
-  std::string image = upload(d, lease, kPass);
-  return {run(d, lease, image), image};
+  f.image = upload(d, f.lease, kPass);
+  f.record = run(d, f.lease, f.image);
+  return f;
 }
 
 } // namespace
@@ -126,8 +137,9 @@ TEST_CASE("an infrastructure failure is retried once on another board swapped in
   TempDir dir;
   RunningDaemon d(dir, fleet(dir));
   Process b1 = plugIn(dir, 1), b2 = plugIn(dir, 2);
-  std::string lease;
-  auto [r, image] = runOnFaulty(dir, d, "flash-fail", lease);
+  FaultyRun faulty = runOnFaulty(dir, d, "flash-fail");
+  const std::string &lease = faulty.lease, &image = faulty.image;
+  const json::object& r = faulty.record;
   INFO(json::serialize(r));
   std::string id(r.at("id").as_string());
   CHECK(r.at("state").as_string() == "passed");
@@ -223,10 +235,7 @@ std::string healthBoard(TempDir& dir, const std::string& flash = "") {
   std::string health = dir.write("health.txt", "HEALTH OK\n");
   std::string board = fakeBoard(dir, 3, false, "bare",
                                 "  health = { image = \"" + health + "\", banner = \"^HEALTH OK\", timeout_s = 10 }\n");
-  if (flash.empty()) return board;
-  size_t at = board.find("  flash = ");
-  REQUIRE(at != std::string::npos);
-  return board.replace(at, board.find('\n', at) + 1 - at, flash);
+  return flash.empty() ? board : withLine(board, "flash", flash);
 }
 
 // Once fake-3's health check passed: leases it at once and runs the pass
@@ -246,8 +255,7 @@ TEST_CASE("verdict: a board unplugged mid-run is the lab's failure, retried on a
   RunningDaemon d(dir, fleet(dir));
   Process b1 = plugIn(dir, 1), b2 = plugIn(dir, 2);
   // Given a board that is unplugged after its image printed BEGIN,
-  std::string lease;
-  json::object r = runOnFaulty(dir, d, "unplug", lease).first;
+  json::object r = runOnFaulty(dir, d, "unplug").record;
   INFO(json::serialize(r));
   // its attempt is the lab's failure (the firmware cannot close a console),
   // and the image runs again on the other board, which passes.
@@ -355,14 +363,13 @@ TEST_CASE("verdict: a switched board whose flasher resets it holds one boot in i
   auto tool = [&](const std::string& args) {
     return "[\"/bin/sh\", \"-c\", \"" + args + "\", \"" FAKE_BOARD_PATH "\", \"" + sock + "\"]";
   };
-  std::string board =
-      "  [[worker.board]]\n  name = \"fake-1\"\n  type = \"fake\"\n"
-      "  usb = { vendor = \"1209\", product = \"0001\", serial = \"FAKE0001\" }\n"
-      "  serial = { port = \"" + dir.file("ttyFAKE1") + "\" }\n"
-      "  flash = { driver = \"command\", argv = [\"" FAKE_BOARD_PATH "\", \"flash\", \"" + sock +
-      "\", \"{image}\", \"reset\"], timeout_s = 5 }\n"
+  std::string board = withLine(
+      withLine(fakeBoard(dir, 1), "flash",
+               "  flash = { driver = \"command\", argv = [\"" FAKE_BOARD_PATH "\", \"flash\", \"" + sock +
+                   "\", \"{image}\", \"reset\"], timeout_s = 5 }\n"),
+      "power",
       "  power = { driver = \"command\", on = " + tool("exec \\\"$0\\\" power \\\"$1\\\" on") +
-      ", off = " + tool("sleep 0.5 && exec \\\"$0\\\" power \\\"$1\\\" off") + ", off_s = 0.1 }\n";
+          ", off = " + tool("sleep 0.5 && exec \\\"$0\\\" power \\\"$1\\\" off") + ", off_s = 0.1 }\n");
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") + board);
   Process plugged = plugIn(dir, 1);
   REQUIRE(waitState(d, "fake-1", "available"));
@@ -389,9 +396,7 @@ TEST_CASE("verdict: a switched board whose flasher resets it holds one boot in i
   INFO(trace);
   CHECK(trace.find("boot 1") == std::string::npos);
   CHECK(trace.find("boot 2") != std::string::npos);
-  size_t begins = 0;
-  for (size_t at = trace.find("HWFARM BEGIN"); at != std::string::npos; at = trace.find("HWFARM BEGIN", at + 1)) ++begins;
-  CHECK(begins == 1);
+  CHECK(occurrences(trace, "HWFARM BEGIN") == 1);
 }
 
 TEST_CASE("a health check ends after its flasher does: a banner printed while the flasher still runs does not free "

@@ -110,12 +110,6 @@ bool eventually(F condition, std::chrono::milliseconds timeout = 5s) {
   return true;
 }
 
-size_t countOf(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
-
 int64_t rssKiB(pid_t pid) {
   std::string status = readFile("/proc/" + std::to_string(pid) + "/status");
   std::smatch m;
@@ -198,7 +192,7 @@ TEST_CASE("issue 9: accept failing with EMFILE backs off and logs once per inter
   std::this_thread::sleep_for(1500ms); // the failure goes on: let a spinning accept loop show
   // then the failure is reported once for the episode, not per attempt,
   std::string log = d.log();
-  CHECK(countOf(log, "accept failed") <= 2);
+  CHECK(occurrences(log, "accept failed") <= 2);
   REQUIRE(log.find("accept failed: Too many open files; retrying every 100 ms (reported at most every 10 s)") !=
           std::string::npos);
   // and once the clients leave, it answers again.

@@ -14,6 +14,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
@@ -288,34 +289,25 @@ asio::awaitable<HttpResult> exchange(Connection& stream, Target t, std::string m
   bool ask = content_type == "application/octet-stream";
   if (ask) request.set(http::field::expect, "100-continue");
   http::request_serializer<http::string_body> serializer{request};
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(64 * 1024 * 1024);
   // A server may answer before it has read the whole request (a plain
   // request to an https:// address, a refusal) and close: a write that
   // fails so is followed by reading that answer, which is the error to show.
-  auto answered_early = [](const boost::system::error_code& ec) {
-    return ec == asio::error::broken_pipe || ec == asio::error::connection_reset;
-  };
-  auto [header_ec, header_n] =
-      co_await http::async_write_header(stream, serializer, asio::as_tuple(asio::use_awaitable));
-  (void)header_n;
-  if (header_ec && !answered_early(header_ec)) throw boost::system::system_error(header_ec);
-  if (!header_ec && ask) {
+  boost::system::error_code write_ec;
+  co_await http::async_write_header(stream, serializer, asio::redirect_error(asio::use_awaitable, write_ec));
+  if (!write_ec && ask) {
     http::response_parser<http::string_body> interim;
     interim.body_limit(64 * 1024 * 1024);
     co_await http::async_read(stream, buffer, interim, asio::use_awaitable);
     if (interim.get().result() != http::status::continue_)
       co_return HttpResult{static_cast<int>(interim.get().result_int()), interim.get().body()};
   }
-  boost::system::error_code write_ec = header_ec;
-  if (!write_ec) {
-    auto [ec, n] = co_await http::async_write(stream, serializer, asio::as_tuple(asio::use_awaitable));
-    (void)n;
-    write_ec = ec;
-  }
-  if (write_ec && !answered_early(write_ec)) throw boost::system::system_error(write_ec);
-  auto [read_ec, read_n] = co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
-  (void)read_n;
+  if (!write_ec) co_await http::async_write(stream, serializer, asio::redirect_error(asio::use_awaitable, write_ec));
+  if (write_ec && write_ec != asio::error::broken_pipe && write_ec != asio::error::connection_reset)
+    throw boost::system::system_error(write_ec);
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64 * 1024 * 1024);
+  boost::system::error_code read_ec;
+  co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, read_ec));
   if (read_ec) throw boost::system::system_error(write_ec ? write_ec : read_ec);
   co_return HttpResult{static_cast<int>(parser.get().result_int()), parser.get().body()};
 }

@@ -89,9 +89,6 @@ check_config_examples() {
   run hwfarmd --check-config /tmp/examples.toml || fail "the starter's examples"
 }
 
-# Runs the test firmware on a leased simulated board (and the simulator
-# reference); sets RUN_ID and RUN_STATE. The run must pass, or with "any"
-# only end (the previous package's verdict is not this tree's to check).
 # The end of every log a run's output points at ("see PATH").
 show_logs() {
   local path
@@ -101,6 +98,9 @@ show_logs() {
   done
 }
 
+# Runs the test firmware on a leased simulated board (and the simulator
+# reference); sets RUN_ID and RUN_STATE. The run must pass, or with "any"
+# only end (the previous package's verdict is not this tree's to check).
 lease_and_run() {
   local out ok=1
   out=$(get hwfarmctl lease run --type mps2-an385 --context manual --wait 60 -- \
@@ -112,9 +112,8 @@ lease_and_run() {
   fi
   printf '$ hwfarmctl lease run --type mps2-an385 --context manual --wait 60 -- hwfarmctl run --out /tmp/run /root/hwfarm-pass.elf\n'
   echo "$out" | sed 's/^/  /'
-  RUN_ID=$(sed -n 's/^run \(run-[0-9a-z]*\): [a-z]*$/\1/p' <<<"$out")
-  RUN_STATE=$(sed -n 's/^run run-[0-9a-z]*: \([a-z]*\)$/\1/p' <<<"$out")
-  [[ -n $RUN_ID ]] || fail "no ended run in hwfarmctl run's output"
+  read -r RUN_ID RUN_STATE < <(sed -n 's/^run \(run-[0-9a-z]*\): \([a-z]*\)$/\1 \2/p' <<<"$out") || true
+  [[ -n ${RUN_ID:-} ]] || fail "no ended run in hwfarmctl run's output"
   [[ $RUN_STATE == passed || ${1:-} == any ]] || fail "run $RUN_ID: $RUN_STATE, not passed"
   [[ -f $root/var/lib/hwfarm/runs/$RUN_ID/summary.json ]] || fail "no summary.json of $RUN_ID"
 }

@@ -31,6 +31,8 @@ class TempDir {
 };
 
 std::string readFile(const std::string& path);
+// How many times `what` occurs in `text` (overlapping ones too).
+size_t occurrences(const std::string& text, const std::string& what);
 
 // Running, not merely a zombie waiting for a reaper that may never come.
 bool processAlive(pid_t pid);
