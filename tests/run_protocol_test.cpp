@@ -547,6 +547,20 @@ TEST_CASE("a record hidden after more than a line's limit of other bytes is neve
   CHECK(r.cases.size() == 2);
 }
 
+TEST_CASE("a long line with a damaged record in several of its pieces is one damaged line") {
+  // Given one line past the limit with a hidden record in each 64-byte piece,
+  ParseOptions o;
+  o.max_line_bytes = 64;
+  std::string piece = std::string(40, 'x') + "HWFARM TEST hidden FAIL";
+  ParseResult r = parse(piece + piece + piece + "\nHWFARM BEGIN suite=s\nHWFARM TEST a PASS\nHWFARM END status=0\n", o);
+  // each is a problem, and the line counts once among the damaged.
+  CHECK(r.problems.size() == 3);
+  for (const auto& p : r.problems) CHECK(p.kind == ProblemKind::damaged_line);
+  CHECK(r.damaged_lines == 1);
+  CHECK(r.noise_lines == 1);
+  CHECK(r.findCase("a"));
+}
+
 TEST_CASE("END is what the one END rule says: control bytes before it as everywhere, a blank or the line end after it") {
   using namespace std::string_literals;
   ParseResult ctrl = parse("HWFARM BEGIN suite=s\n\x01HWFARM END status=0\n");

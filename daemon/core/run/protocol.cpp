@@ -147,10 +147,17 @@ void Parser::noise(std::string_view text, bool first_piece) {
     problem(caseOf(start.substr(tag)), "line " + std::to_string(line_no_) + ": a damaged record tag (" + shown(start) +
                                            "): not read as a record",
             ProblemKind::damaged_line);
-    ++result_.damaged_lines;
+    countDamaged();
     return;
   }
   damaged(text, first_piece ? 1 : 0, "a record after other text on its line", first_piece ? 0 : piece_at_);
+}
+
+// A line is damaged once, however many of its pieces hold a damaged record.
+void Parser::countDamaged() {
+  if (damaged_line_ == line_no_) return;
+  damaged_line_ = line_no_;
+  ++result_.damaged_lines;
 }
 
 // `text` (a piece `line_offset` bytes into its line) holds a record tag and
@@ -158,7 +165,7 @@ void Parser::noise(std::string_view text, bool first_piece) {
 void Parser::damaged(std::string_view text, size_t from, const char* how, size_t line_offset) {
   size_t at = embeddedRecord(text, from);
   if (at == std::string_view::npos) return;
-  ++result_.damaged_lines;
+  countDamaged();
   problem(caseOf(text.substr(at + kRecordTag.size())),
           "line " + std::to_string(line_no_) + ": " + how + " (" + shown(text.substr(at)) + " after " +
               std::to_string(line_offset + at) + " bytes): not read as a record",

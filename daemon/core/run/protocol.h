@@ -176,6 +176,7 @@ class Parser {
   bool checkCrc(std::string_view keyword, std::string_view& body, bool v2_begin);
   void noise(std::string_view text, bool first_piece);
   void damaged(std::string_view text, size_t from, const char* how, size_t line_offset = 0);
+  void countDamaged();
   void begin(std::string_view rest);
   void test(std::string_view rest);
   void output(std::string_view rest);
@@ -192,6 +193,7 @@ class Parser {
   size_t piece_at_ = 0;    // bytes of the current line before its next piece
   bool finished_ = false;
   size_t line_no_ = 0;     // of the line being parsed
+  size_t damaged_line_ = 0; // the last line counted in damaged_lines
   size_t values_ = 0;      // over all outputs
   std::unordered_map<std::string, size_t> case_index_;
   std::unordered_map<std::string, size_t> output_index_; // by key()
