@@ -12,6 +12,7 @@
 
 #include "daemon/cli/http_client.h"
 #include "tests/support/daemon_harness.h"
+#include "tests/support/firmware.h"
 #include "tests/support/process.h"
 
 using namespace hwfarm::test;
@@ -87,9 +88,10 @@ std::vector<std::string> leaseBoards(const RunningDaemon& d, const std::string& 
   return out;
 }
 
-std::string upload(const RunningDaemon& d, const std::string& lease, const std::string& text) {
+std::string upload(const RunningDaemon& d, const std::string& lease, const std::string& text,
+                   const std::string& name = "fw.bin") {
   auto r = hwfarm::cli::HttpClient(d.url())
-               .request("POST", "/v1/leases/" + lease + "/images?name=fw.bin", text, "", "application/octet-stream");
+               .request("POST", "/v1/leases/" + lease + "/images?name=" + name, text, "", "application/octet-stream");
   REQUIRE(r.status == 201);
   return std::string(json::parse(r.body).at("image").as_string());
 }
@@ -489,4 +491,134 @@ TEST_CASE("a cancel during a run's finishing is refused with run_ended and the r
   json::object cancelled = json::parse(d.recordAtEnd(stalled)).as_object();
   CHECK(cancelled.at("state").as_string() == "cancelled");
   CHECK(cancelled.at("attempts").at(0).at("cancelled").as_bool());
+}
+
+namespace {
+
+// fleet() with a QEMU reference for type fake, and sim-0, a simulated board.
+std::string referenceFleet(const TempDir& dir) {
+  return qemuFleet(dir.file("state"), 1, "[leases]\nrecovery_s = 0\n") + fakeBoard(dir, 1) + fakeBoard(dir, 2) +
+         "\n[[reference]]\ntype = \"fake\"\nmachine = \"mps2-an385\"\n";
+}
+
+// What test firmware `variant` prints as a run's target: its console on
+// sim-0, in a run of its own that passed.
+std::string targetConsole(const TempDir& dir, const RunningDaemon& d, const std::string& variant) {
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  std::string lease(json::parse(granted.body).at("id").as_string());
+  json::object r = run(d, lease, upload(d, lease, readFile(firmware(variant)), "fw.elf"));
+  INFO(json::serialize(r));
+  REQUIRE(r.at("state").as_string() == "passed");
+  std::string console;
+  for (const auto& f : fs::directory_iterator(dir.file("state/runs/" + std::string(r.at("id").as_string()) + "/traces")))
+    console += readFile(f.path().string());
+  REQUIRE(d.request("DELETE", "/v1/leases/" + lease, "", "").status == 200);
+  REQUIRE(console.find("HWFARM END status=0") != std::string::npos);
+  return console;
+}
+
+// A run of `image` (what the fake board prints) on the lease's board
+// against the QEMU reference running `reference` (test firmware).
+json::object runAgainst(const RunningDaemon& d, const std::string& lease, const std::string& image,
+                        const std::string& reference, const std::string& deadline_s = "5") {
+  std::string ref = upload(d, lease, readFile(firmware(reference)), reference + ".elf");
+  auto r = d.request("POST", "/v1/leases/" + lease + "/runs",
+                     R"({"images":[{"image":")" + image + R"(","name":"fw.bin","reference_image":")" + ref +
+                         R"("}],"reference":"qemu","deadline_s":)" + deadline_s + "}",
+                     "");
+  INFO(r.body);
+  REQUIRE(r.status == 201);
+  return json::parse(d.recordAtEnd(std::string(json::parse(r.body).at("id").as_string()))).as_object();
+}
+
+// The attempts of a run's record on `board` (the reference's: "").
+std::vector<json::object> attemptsOn(const json::object& record, const std::string& board) {
+  std::vector<json::object> out;
+  for (const auto& a : record.at("attempts").as_array()) {
+    bool ref = a.at("reference").as_bool();
+    if (ref ? board.empty() : !board.empty() && a.at("board").as_string() == board) out.push_back(a.as_object());
+  }
+  return out;
+}
+
+int64_t infraFailures(const RunningDaemon& d) {
+  return json::parse(d.get("/v1/sla").body).at("ratio").at("infra_failures").as_int64();
+}
+
+} // namespace
+
+TEST_CASE("verdict: noise only is the lab's when the reference printed records, the firmware's when it printed noise "
+          "too, through hwfarmd") {
+  TempDir dir;
+  RunningDaemon d(dir, referenceFleet(dir));
+  Process b1 = plugIn(dir, 1), b2 = plugIn(dir, 2);
+  // Given boards that print what the pass firmware prints on a simulated
+  // board, and fake-1's console read at the wrong baud rate (noise only),
+  std::string lease = leaseFirst(d);
+  std::string image = upload(d, lease, targetConsole(dir, d, "pass"));
+  setMode(dir, 1, "noise");
+  // when the reference prints its records, the noise is the lab's: the
+  // attempt is retried on fake-2, which passes, and the SLA counts it.
+  json::object r = runAgainst(d, lease, image, "pass");
+  INFO(json::serialize(r));
+  CHECK(attemptsOn(r, "").at(0).at("outcome").as_string() == "pass");
+  std::vector<json::object> first = attemptsOn(r, "fake-1");
+  REQUIRE(first.size() == 1);
+  CHECK(first[0].at("failure_class").as_string() == "infrastructure");
+  CHECK(first[0].at("reason").as_string().find("no result records (no BEGIN): 4 lines of other output") == 0);
+  CHECK(first[0].at("reason").as_string().find("(the reference printed its records)") != std::string::npos);
+  CHECK(first[0].at("retried").as_bool());
+  std::vector<json::object> retry = attemptsOn(r, "fake-2");
+  REQUIRE(retry.size() == 1);
+  CHECK(retry[0].at("outcome").as_string() == "pass");
+  CHECK(r.at("state").as_string() == "passed");
+  CHECK(infraFailures(d) == 1);
+  // When the firmware prints noise on the reference too (and never ends),
+  // the same noise is the firmware's: not retried, no board swapped,
+  // nothing for the SLA.
+  REQUIRE(leaseBoards(d, lease) == std::vector<std::string>{"fake-2"});
+  setMode(dir, 2, "noise");
+  json::object n = runAgainst(d, lease, image, "noise");
+  INFO(json::serialize(n));
+  std::vector<json::object> own = attemptsOn(n, "fake-2");
+  REQUIRE(own.size() == 1);
+  CHECK(attemptsOn(n, "fake-1").empty());
+  CHECK(own[0].at("failure_class").as_string() == "test");
+  CHECK(own[0].at("reason").as_string().find("(the reference printed none either)") != std::string::npos);
+  CHECK_FALSE(own[0].contains("retried"));
+  CHECK(n.at("state").as_string() == "failed");
+  CHECK(n.at("failure_class").as_string() == "test");
+  CHECK(leaseBoards(d, lease) == std::vector<std::string>{"fake-2"});
+  CHECK(infraFailures(d) == 1);
+}
+
+TEST_CASE("verdict: a reference that timed out while the target completed is reference incomplete, through hwfarmd") {
+  TempDir dir;
+  RunningDaemon d(dir, referenceFleet(dir));
+  Process b1 = plugIn(dir, 1), b2 = plugIn(dir, 2);
+  // Given a board that runs the pass firmware through, and a reference
+  // build that hangs after its first case,
+  std::string lease = leaseFirst(d);
+  std::string image = upload(d, lease, targetConsole(dir, d, "pass"));
+  json::object r = runAgainst(d, lease, image, "hang", "3");
+  INFO(json::serialize(r));
+  // the reference is incomplete: not the target's own failure, and not
+  // the lab's (the simulator ran; the image hung on it).
+  CHECK(attemptsOn(r, "").at(0).at("failure_class").as_string() == "test");
+  std::vector<json::object> target = attemptsOn(r, "fake-1");
+  REQUIRE(target.size() == 1);
+  std::string reason(target[0].at("reason").as_string());
+  CHECK(reason.find("reference incomplete: the reference qemu_ref: BEGIN but no END before the deadline") == 0);
+  CHECK(reason.find("; the target completed") != std::string::npos);
+  CHECK(target[0].at("failure_class").as_string() == "test");
+  CHECK_FALSE(target[0].contains("retried"));
+  // The cases the reference printed compare; those it never printed are
+  // not compared, never "missing".
+  std::string junit = readFile(dir.file("state/runs/" + std::string(r.at("id").as_string()) + "/junit.xml"));
+  CHECK(junit.find("not compared: the reference did not complete") != std::string::npos);
+  CHECK(junit.find("output missing") == std::string::npos);
+  CHECK(r.at("state").as_string() == "failed");
+  CHECK(infraFailures(d) == 0);
+  CHECK(leaseBoards(d, lease) == std::vector<std::string>{"fake-1"});
 }

@@ -10,12 +10,14 @@
 //                                     reset, the board then runs the image (a
 //                                     flasher that resets its target)
 //   fake_board power SOCK on|off|cycle
-//   fake_board mode SOCK MODE         normal | drop | garbage | stall | slow |
-//                                     unplug | flash-fail | flash-hang | vanish
+//   fake_board mode SOCK MODE         normal | drop | garbage | noise | stall |
+//                                     slow | unplug | flash-fail | flash-hang |
+//                                     vanish
 //
 // An "image" is a text file: powering on prints its lines on the console.
 // Modes change what happens next: drop stops output halfway with the line
-// still up, garbage prints noise first, stall stops after the first line,
+// still up, garbage prints noise first, noise prints only noise whatever the
+// image (a console read at the wrong baud rate), stall stops after the first line,
 // slow prints "boot N" (N counts the boots) and then a line every 100 ms
 // until the board is powered off, unplug prints the first half and then
 // vanishes (mid-run), flash-fail/-hang break the flasher, vanish removes
@@ -92,6 +94,10 @@ struct Board {
       put("boot " + std::to_string(boots) + "\n");
       pending.assign(image.begin(), image.end());
       next_line = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      return;
+    }
+    if (mode == "noise") {
+      for (int i = 0; i < 4; ++i) put(std::string("\x15\xfe\x80~~\xe6\x98~\n", 9));
       return;
     }
     size_t lines = image.size();

@@ -8,6 +8,8 @@
      BAD      the same, perturbed a lot (PCC about 0.5)
      HANG     begins, then never ends (a stuck board)
      GARBAGE  prints non-protocol noise, then a valid run
+     NOISE    prints non-protocol noise only, then loops: never a record
+              (silent on the protocol by its own doing, on any console)
      CRCOK    the pass run, every record with its CRC-32 suffix (version 1)
      CRC      the same, but one record is corrupted after its CRC was taken
      LARGE    the pass run plus a 1000-value output in pieces of 100
@@ -278,9 +280,13 @@ int main(void) {
   uart_puts("HWFARM HEALTH OK\n");
   return 0;
 #else
-#if defined(VARIANT_GARBAGE)
+#if defined(VARIANT_GARBAGE) || defined(VARIANT_NOISE)
   for (int i = 0; i < 64; ++i) uart_putc((char)(0x80 + (i * 37) % 120));
   uart_puts("\n\x01\x02 not a protocol line\n");
+#endif
+#if defined(VARIANT_NOISE)
+  for (;;) {
+  }
 #endif
   hwfarm_begin(&report, "hwfarm-selftest");
 #if defined(VARIANT_MANYCASES)
