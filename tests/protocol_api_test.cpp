@@ -7,7 +7,9 @@
 // record after END or a run without a test case never passes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include <boost/json.hpp>
 
@@ -221,4 +223,75 @@ TEST_CASE("verdict: an early END hides nothing and the health-check image is no 
   CHECK(health.exit_code == 10);
   CHECK(text(health.target, "failure_class") == "test");
   CHECK(readFile(health.dir + "/junit.xml").find("<failure") != std::string::npos);
+}
+
+namespace {
+
+// junit.xml's test cases per image (their classname): how many, and how
+// many fail or err.
+struct JunitCases {
+  int tests = 0, failures = 0, errors = 0;
+};
+std::map<std::string, JunitCases> junitByImage(const std::string& xml) {
+  std::map<std::string, JunitCases> out;
+  const std::string open = "<testcase classname=\"";
+  for (size_t at = xml.find(open); at != std::string::npos; at = xml.find(open, at + 1)) {
+    size_t name_end = xml.find('"', at + open.size());
+    JunitCases& c = out[xml.substr(at + open.size(), name_end - at - open.size())];
+    ++c.tests;
+    size_t end = xml.find('>', name_end);
+    if (xml[end - 1] == '/') continue; // <testcase .../>: passed
+    std::string body = xml.substr(end, xml.find("</testcase>", end) - end);
+    c.failures += body.find("<failure") != std::string::npos;
+    c.errors += body.find("<error") != std::string::npos;
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("verdict: junit.xml's counts agree with the verdict for every test firmware variant, through hwfarmd") {
+  Lab lab;
+  // Given every test firmware there is (the rules, not its variants'
+  // output, decide: a variant added later is checked too),
+  std::vector<std::string> images;
+  for (const auto& f : fs::directory_iterator(HWFARM_FIRMWARE_DIR))
+    if (f.path().extension() == ".elf") images.push_back(f.path().string());
+  std::sort(images.begin(), images.end());
+  REQUIRE(images.size() >= 25);
+  // run in one run on the simulated board against the reference,
+  std::string out = lab.dir.file("out-all");
+  std::vector<std::string> argv{HWFARMCTL_PATH, "--url", lab.daemon.url(), "run", "--lease", lab.lease,
+                                "--deadline", "3", "--out", out};
+  argv.insert(argv.end(), images.begin(), images.end());
+  CommandResult r = runCommand(argv, {}, 300s);
+  INFO(r.out << r.err);
+  REQUIRE(fs::exists(out + "/summary.json"));
+  json::value summary = json::parse(readFile(out + "/summary.json"));
+  std::map<std::string, JunitCases> junit = junitByImage(readFile(out + "/junit.xml"));
+  // each target verdict shows in junit.xml: a pass has no failing or
+  // erring case, a test failure a <failure>, the lab's an <error> or a
+  // <failure>; never an image without a case.
+  size_t judged = 0, passed = 0;
+  for (const auto& a : summary.at("attempts").as_array()) {
+    if (a.at("reference").as_bool()) continue;
+    std::string image = text(a.as_object(), "image"), outcome = text(a.as_object(), "outcome");
+    INFO(image << ": " << outcome << " " << text(a.as_object(), "reason"));
+    ++judged;
+    const JunitCases& c = junit[image];
+    CHECK(c.tests >= 1);
+    if (outcome == "pass") {
+      ++passed;
+      CHECK(c.failures + c.errors == 0);
+    } else if (text(a.as_object(), "failure_class") == "test") {
+      CHECK(c.failures >= 1);
+    } else {
+      CHECK(c.failures + c.errors >= 1);
+    }
+  }
+  CHECK(judged == images.size());
+  // and the run's exit code says the same: some variants pass, most fail.
+  CHECK(passed >= 5);
+  CHECK(passed < judged);
+  CHECK(r.status.code == 10);
 }
