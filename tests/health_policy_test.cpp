@@ -59,6 +59,9 @@ class Sim {
   ManualClock clock;
   std::vector<Fault> faults;
   bool test_failures = false; // every run fails its own tests
+  // While in one of these (offsets from T0), every run's reference
+  // simulator fails the lab's way: the boards run well.
+  std::vector<std::pair<int64_t, int64_t>> reference_down;
   std::vector<Transition> transitions;
   // Every input given to the policy, in order (the event log a restart replays).
   struct Input {
@@ -93,6 +96,11 @@ class Sim {
     return false;
   }
 
+  bool referenceDown(int64_t t) const {
+    for (const auto& [from, to] : reference_down)
+      if (t >= T0 + from && t < T0 + to) return true;
+    return false;
+  }
   void tick(int64_t t) {
     const int64_t in_hour = (t - T0) % kHour;
     if (in_hour % (30 * kMin) == 0) run(t);
@@ -109,9 +117,10 @@ class Sim {
     for (size_t n = 0; n < kBoards.size(); ++n) {
       const auto& b = kBoards[(slot + n) % kBoards.size()].board;
       if (policy.incidents().incidentOf(b)) continue;
-      const RunResult r = broken(b, t, false) ? RunResult::infra_failure
-                          : test_failures     ? RunResult::test_failure
-                                              : RunResult::passed;
+      const RunResult r = broken(b, t, false)   ? RunResult::infra_failure
+                          : referenceDown(t)    ? RunResult::reference_failure
+                          : test_failures       ? RunResult::test_failure
+                                                : RunResult::passed;
       log.push_back({false, t, b, r, false});
       keep(policy.onRun(t, b, "", r, "flash timeout"));
       return;
@@ -215,6 +224,28 @@ TEST_CASE("sla sim: a burst of infrastructure failures above the ratio demotes o
   CHECK(sim.transitions[1].at_ms == T0 + 4 * kDay + 5 * kHour + 35 * kMin);
   CHECK(sim.transitions[1].kind == Transition::Kind::promoted);
   CHECK(sim.transitions[1].to == 1);
+}
+
+TEST_CASE("sla sim: a reference simulator failing the lab's way counts in the ratio and opens no incident") {
+  Sim sim;
+  // Given every run's reference simulator failing from day 3 00:00 to
+  // 06:00 while the boards run well: as the burst above, the 10th failure
+  // (04:30) makes 10 of 48 runs (21%) and demotes,
+  sim.reference_down = {{3 * kDay, 3 * kDay + 6 * kHour}};
+  Standing s = sim.standingAt(3 * kDay + 4 * kHour);
+  CHECK(s.ratio.infra_failures == 9);
+  CHECK(s.incidents.empty());
+  sim.runUntil(3 * kDay + 4 * kHour + 30 * kMin);
+  REQUIRE(sim.transitions.size() == 1);
+  CHECK(sim.transitions[0].reason == "demoted to tier 2 at 2026-12-04T04:30Z: infrastructure failures in 10 of 48 "
+                                     "runs (21%) over 24h, above 20%");
+  // but no board has an incident (none could resolve it), and the healthy
+  // period restarts at the last failure (05:30): promoted at day 4 05:30.
+  sim.runUntil(14 * kDay);
+  CHECK(sim.policy.incidents().open().empty());
+  REQUIRE(sim.transitions.size() == 2);
+  CHECK(sim.transitions[1].kind == Transition::Kind::promoted);
+  CHECK(sim.transitions[1].at_ms == T0 + 4 * kDay + 5 * kHour + 30 * kMin);
 }
 
 TEST_CASE("sla sim: test failures only never demote") {

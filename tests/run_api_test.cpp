@@ -196,7 +196,7 @@ TEST_CASE("a failing case fails the run as a test failure, and a hang is a test 
   CHECK(qemuCount(dir.file("state"), [](int n) { return n == 0; })); // stopped as the run ends, or soon after
 }
 
-TEST_CASE("issue 19: a reference simulator killed mid-run fails its part as infrastructure, with the signal") {
+TEST_CASE("verdict: a reference simulator killed mid-run is the lab's failure with the signal, counted once by the SLA, through hwfarmd") {
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
   std::string lease = leaseBoards(d, 1);
@@ -224,6 +224,13 @@ TEST_CASE("issue 19: a reference simulator killed mid-run fails its part as infr
       said = true;
     }
   CHECK(said);
+  // The SLA counts it, once, in its ratio (a lab fault still counts,
+  // though the target hung on its own), and against no board: no incident.
+  json::value sla = json::parse(d.get("/v1/sla").body);
+  INFO(json::serialize(sla));
+  CHECK(sla.at("ratio").at("runs").as_int64() == 1);
+  CHECK(sla.at("ratio").at("infra_failures").as_int64() == 1);
+  CHECK(sla.at("incidents").as_array().empty());
 }
 
 TEST_CASE("issue 21: hwfarmd killed while a run's reference simulator and target run leaves nothing running") {

@@ -75,12 +75,16 @@ struct Sla {
 // plus the reference's attempt.
 // A run's record: its reference's own failure, then each board attempt's
 // failure class ("none", "test", "infrastructure").
-run::Record summary(const std::string& state, const std::vector<std::pair<std::string, std::string>>& attempts) {
+// A run's record: its reference's attempt (passed, or with `reference_died`
+// the lab's failure), then `attempts` (board, failure class).
+run::Record summary(const std::string& state, const std::vector<std::pair<std::string, std::string>>& attempts,
+                    bool reference_died = false) {
   run::Record r;
   r.id = "run-1";
   r.state = *run::stateFromName(state);
   run::AttemptEntry ref{"i", "ref", "", true};
-  ref.judgement = run::Judgement{run::Outcome::error, FailureClass::infrastructure, "qemu died"};
+  ref.judgement = reference_died ? run::Judgement{run::Outcome::error, FailureClass::infrastructure, "qemu died"}
+                                 : run::Judgement{run::Outcome::pass, FailureClass::none, ""};
   r.attempts.push_back(ref);
   for (const auto& [board, cls] : attempts) {
     run::AttemptEntry a{"i", "t", board, false};
@@ -170,7 +174,7 @@ TEST_CASE("sla service: a run without an infrastructure failure on the board res
   REQUIRE(s.sla->policy().effectiveTier() == 1);
   REQUIRE(s.sla->policy().transitions().empty());
   // Those runs are older than tier 1's 24 h ratio window now; a new one
-  // counts, its reference's own failure not.
+  // counts.
   health::Standing st = s.sla->standing();
   REQUIRE(st.ratio.runs == 0);
   s.sla->runEnded(summary("error", {{"sim-1", "infrastructure"}, {"sim-1", "none"}}));
@@ -179,6 +183,41 @@ TEST_CASE("sla service: a run without an infrastructure failure on the board res
   REQUIRE(st.ratio.infra_failures == 1);
   REQUIRE(st.incidents.size() == 1);
   REQUIRE(st.incidents.front().incident.detail == "sim-1 infrastructure");
+}
+
+TEST_CASE("sla service: a reference simulator's own failure counts once in the ratio, against no board") {
+  // Given a run whose reference simulator died (the lab's failure), on two
+  // boards whose targets failed only because of it, or by their own tests,
+  run::Record r = summary("error", {{"sim-0", "infrastructure"}, {"sim-1", "test"}}, true);
+  r.attempts[1].judgement->reference_failed = true;
+  // it is one reference_failure, on the first board, and no failure of either board's,
+  auto outcomes = boardOutcomes(r);
+  REQUIRE(outcomes.size() == 2);
+  CHECK(outcomes[0].result == RunResult::reference_failure);
+  CHECK(outcomes[0].detail == "reference simulator: qemu died");
+  CHECK(outcomes[1].result == RunResult::test_failure);
+  // (a board's own infrastructure failure stays one, and takes the count)
+  auto own = boardOutcomes(summary("error", {{"sim-0", "infrastructure"}}, true));
+  REQUIRE(own.size() == 1);
+  CHECK(own[0].result == RunResult::infra_failure);
+  CHECK(boardOutcomes(summary("failed", {{"sim-0", "test"}}, true)).at(0).result == RunResult::reference_failure);
+  // and the SLA counts it in the ratio without an incident: the boards
+  // ran, and one open before on sim-0 is resolved by it.
+  test::TempDir dir;
+  ManualClock clock(kStartWallMs);
+  Sla s(fleet(dir), clock);
+  s.sla->infraFailure("sim-0", "board vanished while leased");
+  s.advance(1h);
+  s.sla->runEnded(r);
+  health::Standing st = s.sla->standing();
+  CHECK(st.ratio.runs == 2);
+  CHECK(st.ratio.infra_failures == 1);
+  CHECK(st.incidents.empty());
+  // The record keeps which target failed by its reference's doing.
+  Result<run::Record> back = run::Record::fromJson(r.toJson());
+  REQUIRE(back.ok());
+  CHECK(back->attempts[1].judgement->reference_failed);
+  CHECK_FALSE(back->attempts[2].judgement->reference_failed);
 }
 
 TEST_CASE("sla service: a failed health check opens an incident and a clean one resolves it") {

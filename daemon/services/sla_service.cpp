@@ -57,13 +57,22 @@ std::vector<BoardOutcome> boardOutcomes(const run::Record& run) {
   std::vector<BoardOutcome> out;
   if (run.state == run::State::running) return out;
   std::map<std::string, size_t> index; // board -> its entry in out, in first-attempt order
+  std::string reference_failure;       // the first reference attempt that failed the lab's way
   for (const auto& a : run.attempts) {
     // (what a cancel cut short is the cancel's doing; what ended before it counts)
-    if (a.reference || a.board.empty() || a.cancelled) continue;
+    if (a.cancelled) continue;
     FailureClass cls = a.judgement ? a.judgement->failure : FailureClass::none;
-    RunResult r = cls == FailureClass::infrastructure ? RunResult::infra_failure
-                  : cls == FailureClass::test         ? RunResult::test_failure
-                                                      : RunResult::passed;
+    if (a.reference) {
+      if (cls == FailureClass::infrastructure && reference_failure.empty())
+        reference_failure = "reference simulator: " + a.judgement->reason;
+      continue;
+    }
+    if (a.board.empty()) continue;
+    // (a target that failed only because its reference did ran well: the
+    // reference's failure counts once below)
+    RunResult r = cls == FailureClass::infrastructure && !a.judgement->reference_failed ? RunResult::infra_failure
+                  : cls == FailureClass::test                                         ? RunResult::test_failure
+                                                                                      : RunResult::passed;
     auto [it, fresh] = index.emplace(a.board, out.size());
     if (fresh) out.push_back({a.board, RunResult::passed, ""});
     BoardOutcome& o = out[it->second];
@@ -72,6 +81,13 @@ std::vector<BoardOutcome> boardOutcomes(const run::Record& run) {
       o.result = r;
       o.detail = a.judgement->reason;
     }
+  }
+  // The reference's own failure, once per run, on the first board's
+  // outcome unless that is an infrastructure failure already.
+  if (!reference_failure.empty() && !out.empty() &&
+      static_cast<int>(out.front().result) < static_cast<int>(RunResult::reference_failure)) {
+    out.front().result = RunResult::reference_failure;
+    out.front().detail = reference_failure;
   }
   return out;
 }

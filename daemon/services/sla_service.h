@@ -45,9 +45,12 @@ health::SlaOptions slaOptions(const config::FleetConfig& config);
 
 // One run's outcome per board target, from its record: the worst of its
 // attempts on that board (an infrastructure failure, else a test failure,
-// else passed), with the first such attempt's reason. Attempts on the
-// reference simulator and runs that were cancelled (or still run) give
-// nothing.
+// else passed), with the first such attempt's reason. A reference
+// simulator that failed the lab's way makes the first board's outcome a
+// reference_failure (unless it is an infrastructure failure already): one
+// per run, whatever else failed, and a target that failed only because of
+// it is no failure of its board. Runs that were cancelled (or still run)
+// give nothing, and neither do the attempts a cancel cut short.
 struct BoardOutcome {
   std::string board;
   health::RunResult result = health::RunResult::passed;

@@ -51,7 +51,11 @@ struct SlaOptions {
   size_t transitions_kept = 100;            // transitions state() keeps
 };
 
-enum class RunResult { passed, test_failure, infra_failure };
+// A run's outcome on one board, from best to worst. reference_failure: the
+// board ran, but the run's reference simulator failed the lab's way (a
+// simulator killed, a console cut): an infrastructure failure of the run,
+// of no board.
+enum class RunResult { passed, test_failure, reference_failure, infra_failure };
 
 struct Transition {
   enum class Kind { demoted, promoted, pinned, unpinned };
@@ -140,7 +144,10 @@ class SlaPolicy {
                                          const std::string& detail);
   // A run's outcome on `board`. Every run counts in the ratio; an
   // infrastructure failure also opens or joins an incident; a run without
-  // one (passed, or failed by its own tests) resolves the board.
+  // one (passed, or failed by its own tests) resolves the board. A
+  // reference_failure counts as an infrastructure failure in the ratio and
+  // restarts the healthy period, opens no incident (no board could resolve
+  // it) and resolves the board, which ran.
   std::vector<Transition> onRun(int64_t at_ms, const std::string& board, const std::string& hub, RunResult result,
                                 const std::string& detail = "");
   // A health check's result: a pass resolves the board, a failure opens

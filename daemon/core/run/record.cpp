@@ -50,6 +50,7 @@ Judgement judgementOf(const TargetReport& report, bool reference) {
   j.protocol_version = report.protocol_version;
   j.record_count = report.record_count;
   if (reference) return j;
+  j.reference_failed = report.reference_failed;
   j.evidence = report.evidence;
   j.end_status = report.end_status;
   std::vector<size_t> kept = keptCases(report.cases);

@@ -90,6 +90,9 @@ struct Judgement {
   // (report.h). Empty for an attempt that has no report of its own.
   int protocol_version = 1;
   std::string record_count;
+  // A target's infrastructure failure that is its reference's (the
+  // simulator failed, the target's own steps did not): not its board's.
+  bool reference_failed = false;
 };
 // What the record keeps of a report: for a target its verdict, evidence,
 // counts and its cases within the bound; the verdict alone for the

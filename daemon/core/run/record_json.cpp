@@ -45,6 +45,7 @@ json::object attemptObject(const AttemptEntry& a, bool brief) {
   if (!j.record_count.empty())
     o["protocol"] = json::object{{"version", j.protocol_version}, {"record_count", j.record_count}};
   if (a.reference) return o;
+  if (j.reference_failed) o["reference_failed"] = true;
   if (!brief && !j.evidence.empty()) o["evidence"] = evidenceJson(j.evidence);
   if (j.end_status) o["end_status"] = *j.end_status;
   const CaseCounts& n = j.counts;
@@ -181,6 +182,7 @@ Judgement readJudgement(Reader& r, const json::object& attempt) {
   r.named("outcome", j.outcome, kOutcomes, outcomeName);
   r.named("failure_class", j.failure, kClasses, failureClassName);
   r.text("reason", j.reason);
+  r.flag("reference_failed", j.reference_failed);
   if (const json::object* e = r.object("evidence")) j.evidence = evidenceFromJson(*e);
   if (const json::object* p = r.object("protocol")) {
     Reader protocol(*p, r.where() + "protocol.");
