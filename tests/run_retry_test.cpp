@@ -622,3 +622,34 @@ TEST_CASE("verdict: a reference that timed out while the target completed is ref
   CHECK(infraFailures(d) == 0);
   CHECK(leaseBoards(d, lease) == std::vector<std::string>{"fake-1"});
 }
+
+TEST_CASE("verdict: a test failure is never hidden by another target's infrastructure failure, through hwfarmd") {
+  TempDir dir;
+  RunningDaemon d(dir, fleet(dir));
+  Process b1 = plugIn(dir, 1), b2 = plugIn(dir, 2);
+  REQUIRE(waitState(d, "fake-1", "available"));
+  REQUIRE(waitState(d, "fake-2", "available"));
+  auto granted = d.request("POST", "/v1/leases", R"({"selector":{"type":"fake"},"count":2,"context":"manual"})", "");
+  REQUIRE(granted.status == 201);
+  std::string lease(json::parse(granted.body).at("id").as_string());
+  // Given an image that fails its own test, run on both boards, and
+  // fake-1's flasher broken (no retry),
+  setMode(dir, 1, "flash-fail");
+  std::string image = upload(d, lease, "HWFARM BEGIN suite=fake\nHWFARM TEST t FAIL expected 3 got 4\nHWFARM END status=1\n");
+  json::object r = run(d, lease, image, R"(,"retry":false,"mode":"each")");
+  INFO(json::serialize(r));
+  // the run fails as the firmware's (exit 10 for hwfarmctl), never error,
+  CHECK(r.at("state").as_string() == "failed");
+  CHECK(r.at("failure_class").as_string() == "test");
+  // and the flasher's failure stays in its attempt, the lab's, counted.
+  std::vector<json::object> broken = attemptsOn(r, "fake-1"), failing = attemptsOn(r, "fake-2");
+  REQUIRE(broken.size() == 1);
+  REQUIRE(failing.size() == 1);
+  CHECK(broken[0].at("failure_class").as_string() == "infrastructure");
+  CHECK(failing[0].at("failure_class").as_string() == "test");
+  CHECK(failing[0].at("reason").as_string() == "t: FAIL: expected 3 got 4");
+  CHECK(infraFailures(d) == 1);
+  std::string junit = readFile(dir.file("state/runs/" + std::string(r.at("id").as_string()) + "/junit.xml"));
+  CHECK(junit.find("<failure") != std::string::npos);
+  CHECK(junit.find("<error") != std::string::npos);
+}
