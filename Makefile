@@ -53,7 +53,7 @@ DEB_DIR ?= $(BUILD_DIR)/deb
 # other build flags are Debian's (dpkg-buildflags).
 DEB_CMAKE_FLAGS ?=
 
-.PHONY: all deps build test demo bench bench-against bench-runs-against clean test-asan test-tsan fuzz deb test-deb
+.PHONY: all deps build test demo bench bench-against bench-runs-against clean test-asan test-tsan fuzz soak deb test-deb
 
 all: build
 
@@ -95,6 +95,13 @@ fuzz: deps
 	  -DHWFARM_FUZZ=ON -DHWFARM_BUILD_TESTS=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(FUZZ_DIR) -j$(JOBS) --target hwfarm_fuzzers
 	./scripts/run-fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+
+# One hwfarmd for SOAK_SECONDS beside hostile tenants and the lab's faults;
+# prints its table (docs/testing.md). As root (it mounts a small disk).
+SOAK_SECONDS ?= 1800
+soak: build
+	@cmake --build $(BUILD_DIR) -j$(JOBS) --target soak_test
+	cd $(BUILD_DIR)/tests && SOAK_SECONDS=$(SOAK_SECONDS) ./soak_test '[.soak]'
 
 bench: build
 	$(BUILD_DIR)/bench/hwfarm_lease_bench --fsync off
