@@ -41,6 +41,9 @@ before(async () => {
   // Markup and script through firmware (names, message, trace) and requests (holder, suite, commit).
   const x = await lease(d, 1, {job: XSS.job, build: "1", stage: XSS.stage, url: XSS.url});
   xssRun = await run(d, x, "xss", {suite: XSS.suite, commit: XSS.commit});
+  // More outputs in a case, and more cases, than a run's record lists.
+  runs.wide = await run(d, x, "manyoutputs", {suite: "wide"});
+  runs.many = await run(d, x, "manycases", {suite: "many"});
   await d.api("DELETE", `/v1/leases/${x}`);
   b = await browser();
 });
@@ -130,6 +133,25 @@ describe("as a viewer", () => {
     assert.equal(bad[1], "m-bad");
   });
 
+  it("shows every output of a case in the grid and says how many cases the record does not list", async () => {
+    const {page} = await viewer();
+    // Given a case with 30 outputs (the record lists the first 20 of a case),
+    const listed = runs.wide.attempts.find(a => !a.reference).cases.find(c => c.name === "wide");
+    assert.ok(listed.outputs.length < 30);
+    // the grid has a row for each, from golden_results,
+    await view(page, `#/run/${runs.wide.id}`);
+    const rows = await page.$$eval("table.grid tbody tr th", ths => ths.map(th => th.textContent));
+    assert.equal(rows.filter(r => r.startsWith("wide.y")).length, 30);
+    assert.ok(rows.includes("wide.y29"));
+    const last = await page.$$eval("table.grid tbody tr", trs =>
+      trs.filter(tr => tr.querySelector("th").textContent === "wide.y29").map(tr => tr.querySelector("td").textContent));
+    assert.deepEqual(last, ["✓ max 0"]);
+    // and a run of 10,000 cases lists 100 and says how many more there are.
+    await view(page, `#/run/${runs.many.id}`);
+    const note = await page.$eval("tr.left-out", tr => tr.textContent);
+    assert.match(note, /9900 more cases not listed \(counted in the verdict; every case is in the trace\)/);
+  });
+
   it("plots a cell's values against the reference's from the .npy files, with the worst positions", async () => {
     const {page} = await viewer();
     await view(page, `#/run/${runs.bad.id}?cell=model%7Cmps2_an385_0%7Csquare.y`);
@@ -148,16 +170,16 @@ describe("as a viewer", () => {
     await view(page, "#/runs?state=error");
     assert.deepEqual(await ids(), [runs.infra.id]);
     await view(page, "#/runs?failure_class=test");
-    assert.deepEqual((await ids()).sort(), [runs.hang.id, runs.bad.id, xssRun.id].sort());
+    assert.deepEqual((await ids()).sort(), [runs.hang.id, runs.bad.id, xssRun.id, runs.many.id].sort());
     await view(page, "#/runs?commit=c6");
     assert.deepEqual(await ids(), [runs.drift.id]);
     await view(page, "#/runs?holder=tvm%2Fnightly&state=passed");
     assert.deepEqual((await ids()).sort(), [runs.pass1.id, runs.pass2.id, runs.pass3.id, runs.drift.id].sort());
     await view(page, "#/runs");
     const chips = await page.$$eval("ul.chips li", lis => lis.map(li => li.textContent));
-    assert.ok(chips.includes("3test failures"), chips.join("|"));
+    assert.ok(chips.includes("4test failures"), chips.join("|"));
     assert.ok(chips.includes("1infrastructure failures"), chips.join("|"));
-    assert.equal((await ids())[0], xssRun.id); // newest first
+    assert.equal((await ids())[0], runs.many.id); // newest first
   });
 
   it("flags the drop in an output's history at the run where it left its band", async () => {

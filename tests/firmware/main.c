@@ -8,6 +8,7 @@
      BAD      the same, perturbed a lot (PCC about 0.5)
      HANG     begins, then never ends (a stuck board)
      GARBAGE  prints non-protocol noise, then a valid run
+     MANYOUTPUTS the pass run plus case wide with 30 i32 outputs y00 ... y29
      NOISE    prints non-protocol noise only, then loops: never a record
               (silent on the protocol by its own doing, on any console)
      CRCOK    the pass run, every record with its CRC-32 suffix (version 1)
@@ -325,6 +326,18 @@ int main(void) {
   report.values_per_record = 100;
   hwfarm_output_start(&report, "huge", "y", HWFARM_F32X, 30000);
   for (int i = 0; i < 30000; ++i) hwfarm_value_f32(&report, (float)i);
+#endif
+#if defined(VARIANT_MANYOUTPUTS)
+  /* One case, 30 outputs: more than a run's record lists per case. */
+  hwfarm_test(&report, "wide", HWFARM_PASS, 0);
+  for (int k = 0; k < 30; ++k) {
+    char name[] = "y00";
+    name[1] = (char)('0' + k / 10);
+    name[2] = (char)('0' + k % 10);
+    hwfarm_output_start(&report, "wide", name, HWFARM_I32, 2);
+    hwfarm_value_int(&report, k);
+    hwfarm_value_int(&report, k + 1);
+  }
 #endif
 #if defined(VARIANT_V2COUNT)
   report.records += 1; /* a miscount on purpose */

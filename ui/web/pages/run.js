@@ -77,10 +77,17 @@ function verdictTable(record) {
 
 function caseTable(record) {
   const rows = [];
-  for (const a of current(record))
+  for (const a of current(record)) {
     for (const c of a.cases || [])
       rows.push(h("tr", {class: c.outcome === "error" ? "infra" : c.outcome === "fail" ? "testfail" : null},
         h("td", {}, a.image), h("td", {}, a.target), h("td", {}, c.name), h("td", {}, badge(c.outcome)), h("td", {}, c.message || "")));
+    // The record keeps the first cases in full (failing ones first); the
+    // rest are counted in the verdicts, and every case is in the trace.
+    if (a.cases_left_out)
+      rows.push(h("tr", {class: "left-out"}, h("td", {}, a.image), h("td", {}, a.target),
+        h("td", {colspan: 3}, `${a.cases_left_out} more ${a.cases_left_out === 1 ? "case" : "cases"} not listed ` +
+          `(counted in the verdict; every case is in the trace)`)));
+  }
   return rows.length ? table(["Image", "Target", "Case", "Outcome", "Message"], rows) : empty("No case reported yet.");
 }
 
@@ -112,17 +119,26 @@ export function gridModel(record, goldens, multi) {
     if (!seen.has(row)) { seen.add(row); rows.push({row, image, key}); }
     return row;
   };
+  const cell = (image, target, key, row, o, g) => cells.set(`${row}\u0000${target}`, {
+    image, target, key, row, pass: (g ? g.verdict : o.verdict) === "pass",
+    actual_pcc: g ? g.actual_pcc : o.actual_pcc ?? null, expected_pcc: g ? g.expected_pcc : null,
+    max: g ? g.max : null, dtype: g ? g.dtype : null, reason: g ? g.reason : "", fields: g || null});
   for (const a of current(record))
     for (const c of a.cases || [])
       for (const o of c.outputs || []) {
         const row = add(a.image, o.key);
-        if (a.reference) continue;
-        const g = (goldens[a.target] || {})[row];
-        cells.set(`${row}\u0000${a.target}`, {
-          image: a.image, target: a.target, key: o.key, row, pass: (g ? g.verdict : o.verdict) === "pass",
-          actual_pcc: g ? g.actual_pcc : o.actual_pcc ?? null, expected_pcc: g ? g.expected_pcc : null,
-          max: g ? g.max : null, dtype: g ? g.dtype : null, reason: g ? g.reason : "", fields: g || null});
+        if (!a.reference) cell(a.image, a.target, o.key, row, o, (goldens[a.target] || {})[row]);
       }
+  // The record lists a case's first outputs; golden_results has them all.
+  const single = (record.images || [])[0]?.name || "";
+  for (const target of targets)
+    for (const [row, g] of Object.entries(goldens[target] || {})) {
+      if (cells.has(`${row}\u0000${target}`)) continue;
+      const cut = multi ? row.indexOf("/") : -1;
+      const image = cut > 0 ? row.slice(0, cut) : single, key = cut > 0 ? row.slice(cut + 1) : row;
+      add(image, key);
+      cell(image, target, key, row, g, g);
+    }
   return {targets, rows, cells};
 }
 
