@@ -65,7 +65,14 @@ std::vector<std::string> dieInPhase(const TempDir& dir, const std::string& phase
   // Given a parent whose child reached `phase`,
   INFO("child_spawner's stderr: " << readFile(dir.file("err")));
   REQUIRE((death.how != "wait" || waitForText(dir.file("out"), "ready\n", 60s)));
+  // (a tool started through a shell or setsid may still be between its
+  // fork and its exec when "ready" comes: what runs is waited for)
   std::vector<std::string> running = processesUnder(dir.path());
+  for (auto until = std::chrono::steady_clock::now() + 10s;
+       death.how == "wait" && count(running, child) < expected && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(20ms);
+    running = processesUnder(dir.path());
+  }
   INFO("running:\n" << lines(running));
   if (death.how == "wait") REQUIRE(count(running, child) >= expected);
   // when the parent dies,
