@@ -12,6 +12,7 @@
 
 #include "daemon/cli/http_client.h"
 #include "tests/support/daemon_harness.h"
+#include "tests/support/fake_board.h"
 #include "tests/support/firmware.h"
 #include "tests/support/process.h"
 
@@ -22,26 +23,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Fake board `n` of type `type`: with a power switch, or (`switched` false)
-// without one (power.driver = "none"), its flasher then resetting it.
-std::string fakeBoard(const TempDir& dir, int n, bool switched = true, const std::string& type = "fake",
-                      const std::string& extra = "") {
-  std::string sock = dir.file("fake" + std::to_string(n) + ".sock"), link = dir.file("ttyFAKE" + std::to_string(n));
-  auto tool = [&](const std::string& args) {
-    return "[\"" FAKE_BOARD_PATH "\", " + args + "]";
-  };
-  std::string flash = "\"flash\", \"" + sock + "\", \"{image}\"" + (switched ? "" : ", \"reset\"");
-  std::string board = "  [[worker.board]]\n  name = \"fake-" + std::to_string(n) + "\"\n  type = \"" + type + "\"\n"
-                      "  usb = { vendor = \"1209\", product = \"0001\", serial = \"FAKE000" + std::to_string(n) +
-                      "\" }\n"
-                      "  serial = { port = \"" + link + "\" }\n"
-                      "  flash = { driver = \"command\", argv = " + tool(flash) + ", timeout_s = 5 }\n";
-  if (switched)
-    board += "  power = { driver = \"command\", on = " + tool("\"power\", \"" + sock + "\", \"on\"") +
-             ", off = " + tool("\"power\", \"" + sock + "\", \"off\"") + " }\n";
-  return board + extra;
-}
-
 std::string fleet(const TempDir& dir) {
   return qemuFleet(dir.file("state"), 0, "[leases]\nrecovery_s = 0\n") + fakeBoard(dir, 1) + fakeBoard(dir, 2);
 }
@@ -51,12 +32,6 @@ std::string withLine(std::string board, const std::string& key, const std::strin
   size_t at = board.find("  " + key + " = ");
   REQUIRE(at != std::string::npos);
   return board.replace(at, board.find('\n', at) + 1 - at, line);
-}
-
-Process plugIn(const TempDir& dir, int n) {
-  std::string s = std::to_string(n);
-  return Process({FAKE_BOARD_PATH, "serve", "--link", dir.file("ttyFAKE" + s), "--control", dir.file("fake" + s + ".sock")},
-                 dir.file("board" + s + ".out"), dir.file("board" + s + ".err"));
 }
 
 void setMode(const TempDir& dir, int n, const std::string& mode) {
@@ -96,13 +71,17 @@ std::string upload(const RunningDaemon& d, const std::string& lease, const std::
   return std::string(json::parse(r.body).at("image").as_string());
 }
 
-json::object run(const RunningDaemon& d, const std::string& lease, const std::string& image,
-                 const std::string& extra = "") {
-  auto r = d.request("POST", "/v1/leases/" + lease + "/runs",
-                     R"({"images":[{"image":")" + image + R"(","name":"fw.bin"}],"reference":"none")" + extra + "}", "");
+// Starts a run of `body` on the lease and returns its record at its end.
+json::object ranToEnd(const RunningDaemon& d, const std::string& lease, const std::string& body) {
+  auto r = d.request("POST", "/v1/leases/" + lease + "/runs", body, "");
   INFO(r.body);
   REQUIRE(r.status == 201);
   return json::parse(d.recordAtEnd(std::string(json::parse(r.body).at("id").as_string()))).as_object();
+}
+
+json::object run(const RunningDaemon& d, const std::string& lease, const std::string& image,
+                 const std::string& extra = "") {
+  return ranToEnd(d, lease, R"({"images":[{"image":")" + image + R"(","name":"fw.bin"}],"reference":"none")" + extra + "}");
 }
 
 const std::string kPass = "HWFARM BEGIN suite=fake\nHWFARM TEST t PASS\nHWFARM END status=0\n";
@@ -523,13 +502,9 @@ std::string targetConsole(const TempDir& dir, const RunningDaemon& d, const std:
 json::object runAgainst(const RunningDaemon& d, const std::string& lease, const std::string& image,
                         const std::string& reference, const std::string& deadline_s = "5") {
   std::string ref = upload(d, lease, readFile(firmware(reference)), reference + ".elf");
-  auto r = d.request("POST", "/v1/leases/" + lease + "/runs",
-                     R"({"images":[{"image":")" + image + R"(","name":"fw.bin","reference_image":")" + ref +
-                         R"("}],"reference":"qemu","deadline_s":)" + deadline_s + "}",
-                     "");
-  INFO(r.body);
-  REQUIRE(r.status == 201);
-  return json::parse(d.recordAtEnd(std::string(json::parse(r.body).at("id").as_string()))).as_object();
+  return ranToEnd(d, lease,
+                  R"({"images":[{"image":")" + image + R"(","name":"fw.bin","reference_image":")" + ref +
+                      R"("}],"reference":"qemu","deadline_s":)" + deadline_s + "}");
 }
 
 // The attempts of a run's record on `board` (the reference's: "").

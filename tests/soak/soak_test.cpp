@@ -35,7 +35,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -44,6 +43,7 @@
 
 #include "daemon/cli/http_client.h"
 #include "tests/support/daemon_harness.h"
+#include "tests/support/fake_board.h"
 #include "tests/support/firmware.h"
 #include "tests/support/process.h"
 #include "tests/support/small_disk.h"
@@ -59,18 +59,6 @@ namespace {
 double secondsFromEnv(const char* name, double fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atof(v) : fallback;
-}
-
-std::string fakeBoard(const TempDir& dir, int n) {
-  std::string s = std::to_string(n), sock = dir.file("fake" + s + ".sock");
-  auto tool = [&](const std::string& args) { return "[\"" FAKE_BOARD_PATH "\", " + args + "]"; };
-  return "  [[worker.board]]\n  name = \"fake-" + s + "\"\n  type = \"fake\"\n"
-         "  usb = { vendor = \"1209\", product = \"0001\", serial = \"FAKE000" + s + "\" }\n"
-         "  serial = { port = \"" + dir.file("ttyFAKE" + s) + "\" }\n"
-         "  flash = { driver = \"command\", argv = " + tool("\"flash\", \"" + sock + "\", \"{image}\"") +
-         ", timeout_s = 5 }\n"
-         "  power = { driver = \"command\", on = " + tool("\"power\", \"" + sock + "\", \"on\"") +
-         ", off = " + tool("\"power\", \"" + sock + "\", \"off\"") + " }\n";
 }
 
 // The lab: what every thread shares. The daemon's address changes at each
@@ -254,12 +242,7 @@ TEST_CASE("soak: tenants beside hostile firmware and clients, reloads, kill -9 a
                                      "[runs]\nmax_deadline_s = 10\n");
   const std::string all = base + fakeBoard(dir, 1) + fakeBoard(dir, 2);
   const std::string without2 = base + fakeBoard(dir, 1);
-  std::vector<std::unique_ptr<Process>> boards;
-  for (std::string n : {"1", "2"})
-    boards.push_back(std::make_unique<Process>(
-        std::vector<std::string>{FAKE_BOARD_PATH, "serve", "--link", dir.file("ttyFAKE" + n), "--control",
-                                 dir.file("fake" + n + ".sock")},
-        dir.file("board" + n + ".out"), dir.file("board" + n + ".err")));
+  Process board1 = plugIn(dir, 1), board2 = plugIn(dir, 2);
   RunningDaemon d(dir, all);
   Lab lab;
   lab.url = d.url();
