@@ -153,6 +153,7 @@ TEST_CASE("events and artifacts.tar of an unknown run are 404") {
   WithRuns w(simulatedFleet(dir, 1));
   for (auto handler : {&api::Handlers::runEvents, &api::Handlers::runArtifactsTar}) {
     auto answer = w.get(handler, "run-nope", "events");
+    w.d.runUntil(answer); // (its row is looked for first)
     CHECK(answer->status() == 404);
     CHECK(answer->json().at("error").as_string() == "not_found");
   }
@@ -197,6 +198,114 @@ TEST_CASE("after a restart an ended run is listed, and its record is read from t
   // and kept in memory for the next one.
   REQUIRE(w.runs.find(id));
   CHECK(w.runs.find(id)->toJson() == shown->body());
+}
+
+TEST_CASE("a run older than the newest 1,000 listed is served from its row until runs.history_days, then removed") {
+  TempDir dir;
+  // Given 1,006 ended runs (as an older hwfarmd left them: their
+  // summary.json), the oldest 3 ended two days ago, the others an hour ago,
+  int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  auto idOf = [](int i) {
+    char id[32];
+    std::snprintf(id, sizeof id, "run-%016x", i);
+    return std::string(id);
+  };
+  for (int i = 0; i < 1006; ++i) {
+    int64_t created = (i < 3 ? now - 2 * 86400000LL : now - 3600000) + i;
+    std::string run = dir.file("state/runs/") + idOf(i);
+    fs::create_directories(run);
+    json::object record{{"id", idOf(i)},           {"lease_id", "l1"}, {"state", "failed"},
+                        {"created_ms", created},   {"ended_ms", created + 500},
+                        {"reason", "case " + std::to_string(i) + ": FAIL"},
+                        {"artifacts", json::array{"junit.xml", "summary.json"}}};
+    std::ofstream(run + "/summary.json") << json::serialize(record);
+    std::ofstream(run + "/junit.xml") << "<testsuites name=\"" << i << "\"/>\n";
+  }
+  std::string oldest = idOf(0);
+  {
+    WithRuns w(simulatedFleet(dir, 1));
+    // the newest 1,000 are listed,
+    REQUIRE(w.runs.list().size() == 1000);
+    CHECK(w.runs.list().back().id == idOf(6));
+    CHECK_FALSE(w.runs.known(oldest));
+    // and the oldest is still served: its record,
+    auto shown = w.get(&api::Handlers::showRun, oldest, "");
+    w.d.runUntil(shown);
+    REQUIRE(shown->status() == 200);
+    CHECK(shown->json().at("reason") == "case 0: FAIL");
+    // an artifact,
+    auto file = w.d.start(&api::Handlers::runArtifact, httpRequest("GET", "/v1/runs/" + oldest + "/artifacts/junit.xml"),
+                          callers::viewer, oldest, std::string("junit.xml"));
+    w.d.runUntil(file);
+    REQUIRE(file->status() == 200);
+    auto file_sink = std::make_shared<HeldStream>();
+    file->response->stream(file_sink);
+    CHECK(file_sink->ended);
+    CHECK(file_sink->text == "<testsuites name=\"0\"/>\n");
+    // its events (the record, then the end),
+    auto events = w.get(&api::Handlers::runEvents, idOf(1), "events");
+    w.d.runUntil(events);
+    REQUIRE(events->status() == 200);
+    auto sink = std::make_shared<HeldStream>();
+    events->response->stream(sink);
+    w.runUntil([&] { return sink->ended; });
+    REQUIRE(sink->lines().size() == 2);
+    CHECK(sink->lines()[0].at("run").at("reason") == "case 1: FAIL");
+    CHECK(sink->lines()[1].at("event") == "end");
+    // its archive;
+    auto tar = w.get(&api::Handlers::runArtifactsTar, idOf(2), "artifacts.tar");
+    w.d.runUntil(tar);
+    CHECK(tar->status() == 200);
+    // a cancel is refused as for any ended run, and an unknown run is 404 everywhere.
+    auto cancel = w.d.call(&api::Handlers::cancelRun, httpRequest("DELETE", "/v1/runs/" + oldest), callers::operator_,
+                           oldest);
+    CHECK(cancel->status() == 409);
+    CHECK(cancel->json().at("detail").as_string() == "run " + oldest + " has already ended (failed)");
+    std::string nope = "run-ffffffffffffffff";
+    for (auto handler : {&api::Handlers::showRun, &api::Handlers::runEvents, &api::Handlers::runArtifactsTar,
+                         &api::Handlers::cancelRun}) {
+      auto answer = w.get(handler, nope, "x");
+      w.d.runUntil(answer);
+      CHECK(answer->status() == 404);
+      CHECK(answer->json().at("detail").as_string() == "no run " + nope);
+    }
+    auto no_file = w.d.start(&api::Handlers::runArtifact, httpRequest("GET", "/v1/runs/" + nope + "/artifacts/junit.xml"),
+                             callers::viewer, nope, std::string("junit.xml"));
+    w.d.runUntil(no_file);
+    CHECK(no_file->status() == 404);
+
+    // When runs.history_days becomes 1 and the hourly pruning comes, the
+    // three that ended two days ago go, listed or not, with their files.
+    w.d.reload(simulatedFleet(dir, 1, "\n[runs]\nhistory_days = 1\n"));
+    w.runs.pruneOld();
+    w.runUntil([&] { return !fs::exists(dir.file("state/runs/") + oldest); });
+    CHECK_FALSE(fs::exists(dir.file("state/runs/") + oldest));
+    CHECK_FALSE(fs::exists(dir.file("state/runs/") + idOf(2)));
+    CHECK(fs::exists(dir.file("state/runs/") + idOf(3)));
+    auto gone = w.get(&api::Handlers::showRun, oldest, "");
+    w.d.runUntil(gone);
+    CHECK(gone->status() == 404);
+    auto kept = w.get(&api::Handlers::showRun, idOf(3), "");
+    w.d.runUntil(kept);
+    CHECK(kept->status() == 200);
+  }
+  // A row still running (hwfarmd killed mid-run), older than the newest
+  // 1,000 (1,003 are left): the restart finds it too and marks it interrupted.
+  std::string running = idOf(3);
+  CommandResult set = runCommand(
+      {"/usr/bin/python3", "-c",
+       "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); "
+       "c.execute(\"UPDATE runs SET state='running', ended_ms=0, record=json_set(record,'$.state','running') "
+       "WHERE id=?\", (sys.argv[2],)); c.commit()",
+       dir.file("state/hwfarm.db"), running});
+  REQUIRE(set.status.code == 0);
+  WithRuns w(simulatedFleet(dir, 1));
+  CHECK(w.runs.list().size() == 1000);
+  CHECK_FALSE(w.runs.known(running));
+  auto shown = w.get(&api::Handlers::showRun, running, "");
+  w.d.runUntil(shown);
+  REQUIRE(shown->status() == 200);
+  CHECK(shown->json().at("state") == "interrupted");
 }
 
 TEST_CASE("artifacts.tar holds the listed plain files of the run under its id, read a piece at a time") {

@@ -187,6 +187,8 @@ class Handlers {
   // run's golden file, whatever its name says) into `lease`'s image store,
   // or nothing once the refusal is answered.
   std::optional<BodyPlan> planImageStore(Call& call, const lease::Lease& lease, bool golden = false);
+  // The events route's answer, once run `id` is known to exist.
+  void followRun(const Reply& respond, const std::string& id);
 
   const AgentState& state_;
   LeaseService& leases_;

@@ -274,10 +274,25 @@ void Handlers::listRuns(Call& c) {
   c.respond(ok(json::object{{"runs", std::move(list)}}));
 }
 
+namespace {
+
+// `then` once there is a run `id`: at once when it is running or listed,
+// else once its stored record was read (a run older than the runs listed,
+// kept until runs.history_days); 404 `no run ID` when there is none.
+void whenRunKnown(RunService& runs, const Reply& respond, const std::string& id, std::function<void(const Reply&)> then) {
+  if (runs.known(id)) return then(respond);
+  runs.record(id, [respond, id, then = std::move(then)](const run::Record* r) {
+    if (!r) return respond(jsonError(404, "not_found", "no run " + echoed(id)));
+    then(respond);
+  });
+}
+
+} // namespace
+
 void Handlers::showRun(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  if (!runs_->known(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
-  // An ended run's record may be read from the database first.
+  // An ended run's record may be read from the database first (also one
+  // older than the runs listed).
   runs_->record(id, [respond = c.respond, id](const run::Record* r) {
     if (!r) return respond(jsonError(404, "not_found", "no run " + echoed(id)));
     respond(okText(r->toJson()));
@@ -287,7 +302,12 @@ void Handlers::showRun(Call& c, const std::string& id) {
 void Handlers::cancelRun(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
   std::optional<RunListing> r = runs_->listing(id);
-  if (!r) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
+  if (!r) // maybe one older than the runs listed: ended long ago
+    return runs_->record(id, [respond = c.respond, id](const run::Record* ended) {
+      if (!ended) return respond(jsonError(404, "not_found", "no run " + echoed(id)));
+      respond(jsonError(409, "run_ended", "run " + id + " has already ended (" +
+                                              std::string(run::stateName(ended->state)) + ")"));
+    });
   if (const lease::Lease* l = leases_.scheduler().lease(r->lease_id);
       !hasRole(*c.principal, Role::operator_) && (!l || l->holder.principal != c.principal->name))
     return c.respond(jsonError(403, "forbidden", "run " + id + " is not of a lease of \"" + c.principal->name + "\""));
@@ -395,21 +415,22 @@ struct FileStream {
 
 void Handlers::runArtifact(Call& c, const std::string& id, const std::string& path) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  if (!runs_->known(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
-  std::string decoded = percentDecode(path);
-  if (!RunDir::plainPath(decoded))
-    return c.respond(jsonError(400, "invalid_request", "artifact path " + echoed(decoded) + " is not plain"));
-  Result<RunDir::Opened> opened = runs_->dir().open(id, decoded);
-  if (!opened) return c.respond(jsonError(404, "not_found", "run " + id + " has no artifact " + echoed(decoded)));
-  auto stream = std::make_shared<FileStream>();
-  stream->fd = opened->fd;
-  stream->left = opened->size;
-  stream->slot = RunStreams::take(runStreams(), id);
-  if (!stream->slot) return c.respond(tooManyStreams(id, kMaxRunStreams));
-  HttpResponse resp;
-  resp.content_type = RunDir::contentType(decoded);
-  resp.stream = pumped(stream);
-  c.respond(std::move(resp));
+  whenRunKnown(*runs_, c.respond, id, [this, id, path](const Reply& respond) {
+    std::string decoded = percentDecode(path);
+    if (!RunDir::plainPath(decoded))
+      return respond(jsonError(400, "invalid_request", "artifact path " + echoed(decoded) + " is not plain"));
+    Result<RunDir::Opened> opened = runs_->dir().open(id, decoded);
+    if (!opened) return respond(jsonError(404, "not_found", "run " + id + " has no artifact " + echoed(decoded)));
+    auto stream = std::make_shared<FileStream>();
+    stream->fd = opened->fd;
+    stream->left = opened->size;
+    stream->slot = RunStreams::take(runStreams(), id);
+    if (!stream->slot) return respond(tooManyStreams(id, kMaxRunStreams));
+    HttpResponse resp;
+    resp.content_type = RunDir::contentType(decoded);
+    resp.stream = pumped(stream);
+    respond(std::move(resp));
+  });
 }
 
 // --- GET /v1/runs/{id}/events -------------------------------------------------
@@ -457,13 +478,16 @@ struct EventStream {
 
 void Handlers::runEvents(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  if (!runs_->known(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
+  whenRunKnown(*runs_, c.respond, id, [this, id](const Reply& respond) { followRun(respond, id); });
+}
+
+void Handlers::followRun(const Reply& respond, const std::string& id) {
   if (runs_->watcherCount(id) >= kMaxEventStreams)
-    return c.respond(jsonError(429, "too_many_streams", "run " + id + " already has " +
-                                                            std::to_string(kMaxEventStreams) +
-                                                            " event streams open; close one first"));
+    return respond(jsonError(429, "too_many_streams", "run " + id + " already has " +
+                                                          std::to_string(kMaxEventStreams) +
+                                                          " event streams open; close one first"));
   std::shared_ptr<RunStreams::Slot> slot = RunStreams::take(runStreams(), id);
-  if (!slot) return c.respond(tooManyStreams(id, kMaxRunStreams));
+  if (!slot) return respond(tooManyStreams(id, kMaxRunStreams));
   HttpResponse r;
   r.content_type = "application/x-ndjson";
   RunService* runs = runs_;
@@ -489,7 +513,7 @@ void Handlers::runEvents(Call& c, const std::string& id) {
       }
     });
   };
-  c.respond(std::move(r));
+  respond(std::move(r));
 }
 
 // --- GET /v1/runs/{id}/artifacts.tar ----------------------------------------------
@@ -562,8 +586,8 @@ struct TarStream {
 
 void Handlers::runArtifactsTar(Call& c, const std::string& id) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
-  if (!runs_->known(id)) return c.respond(jsonError(404, "not_found", "no run " + echoed(id)));
-  // An ended run's record (its artifacts) may be read from the database first.
+  // An ended run's record (its artifacts) may be read from the database
+  // first (also one older than the runs listed).
   runs_->record(id, [this, respond = c.respond, id](const run::Record* r) {
     if (!r) return respond(jsonError(404, "not_found", "no run " + echoed(id)));
     if (r->state == run::State::running)

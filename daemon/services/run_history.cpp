@@ -36,7 +36,7 @@ void RunHistory::restore(store::RunTables& tables, store::Database& db, int64_t 
     if (dir_.remove(id)) spdlog::info("run {} ended more than runs.history_days ago: removed", id);
   std::vector<RunListing> found;
   std::vector<store::StoredRun> rewrite;
-  std::set<std::string> known;
+  std::set<std::string> known = tables.ids(db); // (a directory of one is not read)
   auto interrupted = [&](const run::Record& r) {
     rewrite.push_back(rowOf(r));
     if (Status w = dir_.write(r.id, {{"summary.json", r.toJson()}}); !w.ok()) spdlog::error("{}", w.message());
@@ -44,7 +44,6 @@ void RunHistory::restore(store::RunTables& tables, store::Database& db, int64_t 
   // Only the rows of runs found running carry their records (to be marked
   // interrupted); the others are listed by their columns.
   for (const auto& row : tables.load(db, kHistory)) {
-    known.insert(row.id);
     std::optional<run::State> state = run::stateFromName(row.state);
     if (state && *state != run::State::running) {
       found.push_back({row.id, row.lease_id, *state, row.created_ms, row.ended_ms});
@@ -132,16 +131,21 @@ const RunListing* RunHistory::listing(const std::string& id) const {
 void RunHistory::load(store::Database& db, const std::string& id, std::function<void(const run::Record*)> done) {
   if (const run::Record* r = find(id)) return done(r);
   const RunListing* l = listing(id);
-  if (!l || l->state == run::State::running) return done(nullptr);
+  if (l && l->state == run::State::running) return done(nullptr);
+  // A run not listed may be older than the newest kHistory: its row says.
+  // (Reads come after the commits before them: a run pruned meanwhile has no row.)
+  bool listed = l != nullptr;
   db.read<std::string>([id](sqlite3* c) { return store::RunTables::record(c, id); },
-                       [this, id, done = std::move(done)](Result<std::string> text) {
+                       [this, id, listed, done = std::move(done)](Result<std::string> text) {
                          if (const run::Record* r = find(id)) return done(r); // cached meanwhile
-                         if (!text || text->empty() || !listing(id)) return done(nullptr);
+                         if (!text || text->empty() || (listed && !listing(id))) return done(nullptr);
                          Result<run::Record> r = run::Record::fromJson(*text);
                          if (!r) {
                            spdlog::error("run {}: its stored record is not readable ({})", id, r.status().message());
                            return done(nullptr);
                          }
+                         // (every row still running is listed from start-up on: one here started meanwhile)
+                         if (!listed && r->state == run::State::running) return done(nullptr);
                          r->id = id;
                          cache(std::move(*r));
                          done(find(id));
@@ -153,6 +157,14 @@ std::vector<std::string> RunHistory::forgetBefore(int64_t cutoff_ms) {
   for (const auto& [id, l] : listed_)
     if (l.state != run::State::running && l.ended_ms && l.ended_ms < cutoff_ms) old.push_back(id);
   for (const auto& id : old) dropped(id);
+  // Records read of runs older than the newest kHistory go too.
+  for (auto it = cached_.begin(); it != cached_.end();)
+    if (!listed_.count(it->first) && it->second.ended_ms && it->second.ended_ms < cutoff_ms) {
+      cache_order_.erase(std::remove(cache_order_.begin(), cache_order_.end(), it->first), cache_order_.end());
+      it = cached_.erase(it);
+    } else {
+      ++it;
+    }
   return old;
 }
 

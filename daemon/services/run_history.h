@@ -59,12 +59,14 @@ class RunHistory {
   // The listing of a run (running ones say running), or nullptr.
   const RunListing* listing(const std::string& id) const;
   // The record of ended run `id` to `done`: at once when it is in memory,
-  // else once read from `db` (then kept among the cached); nullptr when
-  // there is no such run or its row is not readable. On the event loop.
+  // else once read from `db` (then kept among the cached), listed or not
+  // (a run older than the newest kHistory); nullptr when there is no such
+  // run or its row is not readable. On the event loop.
   void load(store::Database& db, const std::string& id, std::function<void(const run::Record*)> done);
   // Every run listed, oldest first.
   const std::deque<std::string>& order() const { return order_; }
-  // Forgets the ended runs that ended before `cutoff_ms`; their ids.
+  // Forgets the ended runs that ended before `cutoff_ms` (listed, or read
+  // and cached); the listed ones' ids.
   std::vector<std::string> forgetBefore(int64_t cutoff_ms);
 
  private:

@@ -417,10 +417,11 @@ std::function<void()> RunService::watch(const std::string& id, RunEventSink on_e
     return [impl, id, n] { impl->watchers.remove(id, n); };
   }
   const RunListing* listed = impl_->history.listing(id);
-  if (!listed) return nullptr;
+  const run::Record* cached = impl_->history.find(id); // (one older than those listed, read)
+  if (!listed && !cached) return nullptr;
   // An ended run's record may have to be read first.
   run::Record bare; // what the end line says of a record that cannot be read
-  bare.state = listed->state;
+  bare.state = listed ? listed->state : cached->state;
   bare.reason = "its stored record is not readable";
   impl_->history.load(impl_->db, id, [on_event = std::move(on_event), bare](const run::Record* ended) {
     if (!ended) return on_event(endEventLine(bare), true);
@@ -438,13 +439,20 @@ void RunService::onInfrastructureFailure(InfraHook hook) { impl_->on_infra = std
 
 void RunService::pruneOld() {
   Impl& d = *impl_;
-  std::vector<std::string> old = d.history.forgetBefore(d.clock.wallMs() - historyMs(d.config));
-  if (old.empty()) return;
-  d.db.commit({{store::RunTables::remove(old), [](const Status& s) {
-                  if (!s.ok()) spdlog::error("cannot remove old runs: {}", s.message());
-                }}});
-  for (const auto& id : old) asio::post(d.writer, [&d, id] { d.dir.remove(id); });
-  spdlog::info("removed {} run(s) older than runs.history_days", old.size());
+  int64_t cutoff = d.clock.wallMs() - historyMs(d.config);
+  d.history.forgetBefore(cutoff);
+  // The rows say which: the runs listed and those older than the newest listed.
+  d.db.read<std::vector<std::string>>(
+      [cutoff](sqlite3* c) { return store::RunTables::endedBefore(c, cutoff); },
+      [&d](Result<std::vector<std::string>> old) {
+        if (!old) return spdlog::error("cannot find the old runs: {}", old.status().message());
+        if (old->empty()) return;
+        spdlog::info("removing {} run(s) older than runs.history_days", old->size());
+        for (const auto& id : *old) asio::post(d.writer, [&d, id] { d.dir.remove(id); });
+        d.db.commit({{store::RunTables::remove(std::move(*old)), [](const Status& s) {
+                        if (!s.ok()) spdlog::error("cannot remove old runs: {}", s.message());
+                      }}});
+      });
 }
 
 void RunService::stop() {

@@ -84,7 +84,8 @@ class RunService {
   // read from the database; nullptr when there is no run `id` (or its
   // stored record is not readable). `done` runs on the event loop.
   void record(const std::string& id, std::function<void(const run::Record*)> done);
-  // There is a run `id` (running, or ended and listed).
+  // There is a run `id` (running, or ended and listed); for one older
+  // than the runs listed, record() says.
   bool known(const std::string& id) const;
   std::optional<RunListing> listing(const std::string& id) const;
   size_t runningCount() const;
@@ -98,7 +99,8 @@ class RunService {
   // the run's artifacts are written (run_events.h). An ended run's two
   // lines come once its record is read (before watch() returns when it is
   // in memory). Returns the unwatch (callable any
-  // time, also after the end line), or nullptr when there is no run `id`.
+  // time, also after the end line), or nullptr when there is no run `id`
+  // (running, listed, or read by record() and still in memory).
   std::function<void()> watch(const std::string& id, RunEventSink on_event);
   size_t watcherCount(const std::string& id) const;
   // Runs when a run ends, after its artifacts are written (every hook

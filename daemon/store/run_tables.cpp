@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include "daemon/store/sqlite.h"
@@ -41,11 +42,22 @@ std::vector<StoredRun> RunTables::load(Database& db, size_t limit) {
     std::vector<StoredRun> out;
     Statement s(c, "SELECT id, lease_id, state, created_ms, ended_ms, "
                    "CASE WHEN state = 'running' THEN record ELSE '' END FROM "
-                   "(SELECT id, lease_id, state, created_ms, ended_ms, record FROM runs "
-                   "ORDER BY created_ms DESC, id DESC LIMIT ?1) ORDER BY created_ms, id");
+                   "(SELECT id, lease_id, state, created_ms, ended_ms, record FROM "
+                   "(SELECT * FROM runs ORDER BY created_ms DESC, id DESC LIMIT ?1) "
+                   "UNION SELECT id, lease_id, state, created_ms, ended_ms, record FROM runs "
+                   "WHERE state = 'running') ORDER BY created_ms, id");
     s.bind(1, static_cast<int64_t>(limit));
     while (s.step())
       out.push_back({s.text(0), s.text(1), s.text(2), s.integer(3), s.integer(4), s.text(5)});
+    return out;
+  });
+}
+
+std::set<std::string> RunTables::ids(Database& db) {
+  return db.startup([](sqlite3* c) {
+    std::set<std::string> out;
+    Statement s(c, "SELECT id FROM runs");
+    while (s.step()) out.insert(s.text(0));
     return out;
   });
 }
@@ -67,15 +79,17 @@ void RunTables::storeNow(Database& db, const std::vector<StoredRun>& runs) {
 }
 
 std::vector<std::string> RunTables::prune(Database& db, int64_t cutoff_ms) {
-  std::vector<std::string> ids = db.startup([cutoff_ms](sqlite3* c) {
-    std::vector<std::string> out;
-    Statement s(c, "SELECT id FROM runs WHERE state != 'running' AND ended_ms < ?1");
-    s.bind(1, cutoff_ms);
-    while (s.step()) out.push_back(s.text(0));
-    return out;
-  });
+  std::vector<std::string> ids = db.startup([cutoff_ms](sqlite3* c) { return endedBefore(c, cutoff_ms); });
   if (!ids.empty()) db.commitNow(remove(ids));
   return ids;
+}
+
+std::vector<std::string> RunTables::endedBefore(sqlite3* c, int64_t cutoff_ms) {
+  std::vector<std::string> out;
+  Statement s(c, "SELECT id FROM runs WHERE state != 'running' AND ended_ms < ?1");
+  s.bind(1, cutoff_ms);
+  while (s.step()) out.push_back(s.text(0));
+  return out;
 }
 
 Database::Write RunTables::write(StoredRun run) {

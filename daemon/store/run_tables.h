@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,11 +31,16 @@ class RunTables final : public Tables {
   void create(sqlite3* db) override;
   void finished(bool) override {}
 
-  // Start-up: the newest `limit` runs, oldest first, each without its
-  // record but for a run still running (the run history marks it interrupted).
+  // Start-up: the newest `limit` runs and every run still running (however
+  // old), oldest first, each without its record but for a run still
+  // running (the run history marks it interrupted).
   std::vector<StoredRun> load(Database& db, size_t limit);
+  // Start-up: the id of every run stored.
+  std::set<std::string> ids(Database& db);
   // The read of run `id`'s record, "" when it has no row (Database::read).
   static std::string record(sqlite3* db, const std::string& id);
+  // The read of the ids of the runs that ended before `cutoff_ms`.
+  static std::vector<std::string> endedBefore(sqlite3* db, int64_t cutoff_ms);
   // Start-up: writes `runs` in one transaction.
   void storeNow(Database& db, const std::vector<StoredRun>& runs);
   // Start-up: deletes the runs that ended before `cutoff_ms`; their ids.

@@ -137,6 +137,7 @@ void InProcess::reload(const config::FleetConfig& next) {
   boards->reconfigure(next);
   targets->reconfigure(next);
   leases->reconfigure(next);
+  runs->reconfigure(next);
 }
 
 } // namespace hwfarm::test
