@@ -104,6 +104,9 @@ struct RunsConfig {
   // (docs/runs.md, "Disk quotas").
   int64_t max_artifact_bytes = 1LL << 30;
   int64_t max_lease_artifact_bytes = 4LL << 30;
+  // Bytes one run holds in memory (consoles, flash logs, outputs' values)
+  // of attempts whose files are not written yet (docs/runs.md, "Memory").
+  int64_t max_run_memory_bytes = 512LL << 20;
 };
 
 // [upload]: where hwfarmd publishes each run's artifacts (docs/uploads.md).

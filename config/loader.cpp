@@ -309,6 +309,7 @@ class FleetParser {
     constexpr int64_t kTiB = int64_t{1} << 40;
     if (auto v = r.integer("max_artifact_bytes", 65536, kTiB)) c.max_artifact_bytes = *v;
     if (auto v = r.integer("max_lease_artifact_bytes", 65536, kTiB)) c.max_lease_artifact_bytes = *v;
+    if (auto v = r.integer("max_run_memory_bytes", 16LL << 20, kTiB)) c.max_run_memory_bytes = *v;
     r.finish();
     if (c.max_artifact_bytes > c.max_lease_artifact_bytes) {
       if (table.get("max_lease_artifact_bytes"))

@@ -519,6 +519,19 @@ TEST_CASE("runs: a run's and a lease's artifact quotas, the run's within the lea
               "fleet.toml:5:22: runs.max_artifact_bytes: expected an integer from 65536 to 1099511627776, got 4096"});
 }
 
+TEST_CASE("runs: the memory one run holds of results not written yet, 512 MiB by default, at least 16 MiB") {
+  const std::string worker = "[[worker]]\nname = \"w\"\n";
+  LoadResult plain = parseFleetConfig(kAgent + worker, "fleet.toml");
+  REQUIRE(plain.ok());
+  CHECK(plain.config->runs.max_run_memory_bytes == int64_t{512} << 20);
+  LoadResult set = parseFleetConfig(kAgent + "[runs]\nmax_run_memory_bytes = 2147483648\n" + worker, "fleet.toml");
+  REQUIRE(set.ok());
+  CHECK(set.config->runs.max_run_memory_bytes == int64_t{2} << 30);
+  REQUIRE(errorsOf(kAgent + "[runs]\nmax_run_memory_bytes = 1048576\n" + worker) ==
+          std::vector<std::string>{"fleet.toml:5:24: runs.max_run_memory_bytes: expected an integer from 16777216 to "
+                                   "1099511627776, got 1048576"});
+}
+
 TEST_CASE("issue 9 item 3: limits.max_image_bytes and agent.image_roots") {
   // Defaults: 64 MiB uploads, no server-side image paths.
   const std::string worker = "[[worker]]\nname = \"w\"\n" + usbBoard("a", "S");

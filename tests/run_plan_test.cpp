@@ -603,6 +603,101 @@ TEST_CASE("artifacts that cannot be written end the run in error and summary.jso
   CHECK(Record::fromJson(writes[1].files[0].bytes)->state == State::error);
 }
 
+TEST_CASE("an image's files are written once it is judged, while the run goes on, and the end writes the rest, junit.xml first") {
+  Lab lab(nucleos(1));
+  // Given a run of three images on one board, judged without a reference,
+  lab.start(spec({"pass.elf", "drift.elf", "fail.elf"}, Mode::shard, ReferenceKind::none), {"nucleo-0"});
+  REQUIRE(lab.over());
+  // the first two images' attempt files were written as each was judged
+  // (while the next ran), the third's with the run's own files at the end,
+  std::vector<WriteFiles> writes = lab.done<WriteFiles>();
+  REQUIRE(writes.size() == 3);
+  CHECK(writes[0].early);
+  CHECK(writes[1].early);
+  CHECK_FALSE(writes[2].early);
+  auto paths = [](const WriteFiles& w) {
+    std::vector<std::string> out;
+    for (const auto& f : w.files) out.push_back(f.path);
+    return out;
+  };
+  auto holds = [](const std::vector<std::string>& list, const std::string& needle) {
+    return std::any_of(list.begin(), list.end(), [&](const std::string& p) { return p.find(needle) != std::string::npos; });
+  };
+  CHECK(paths(writes[0]) == std::vector<std::string>{"traces/pass__nucleo.txt", "logs/flash__pass__nucleo.txt",
+                                                     "outputs/pass__nucleo/t.y.npy"});
+  CHECK(holds(paths(writes[1]), "drift__nucleo"));
+  CHECK_FALSE(holds(paths(writes[1]), "pass__"));
+  CHECK(holds(paths(writes[2]), "traces/fail__nucleo.txt"));
+  CHECK_FALSE(holds(paths(writes[2]), "traces/drift__"));
+  CHECK(holds(paths(writes[2]), "junit.xml"));
+  CHECK(paths(writes[2]).back() == "summary.json");
+  // and the record lists every file once, junit.xml first, summary.json last.
+  const std::vector<std::string>& listed = lab.record().artifacts;
+  CHECK(listed.front() == "junit.xml");
+  CHECK(listed.back() == "summary.json");
+  std::vector<std::string> all;
+  for (const auto& w : writes)
+    for (const auto& p : paths(w)) all.push_back(p);
+  std::vector<std::string> sorted_listed = listed, sorted_all = all;
+  std::sort(sorted_listed.begin(), sorted_listed.end());
+  std::sort(sorted_all.begin(), sorted_all.end());
+  CHECK(sorted_listed == sorted_all);
+  CHECK(std::adjacent_find(sorted_all.begin(), sorted_all.end()) == sorted_all.end());
+  CHECK(lab.record().state == State::failed);
+}
+
+TEST_CASE("an early write that fails ends the run error, the lab's, its files unlisted") {
+  Lab lab(nucleos(1));
+  lab.write_status = Status::infrastructure(Code::no_space, "runs/run-1/traces/pass__nucleo.txt: no space left");
+  lab.start(spec({"pass.elf", "drift.elf"}, Mode::shard, ReferenceKind::none), {"nucleo-0"});
+  REQUIRE(lab.over());
+  CHECK(lab.record().state == State::error);
+  CHECK(lab.record().failure == FailureClass::infrastructure);
+  CHECK(lab.record().reason == "its artifacts could not be written: runs/run-1/traces/pass__nucleo.txt: no space left");
+}
+
+TEST_CASE("past runs.max_run_memory_bytes a target waits until its held results are judged and written, then goes on") {
+  Lab lab(nucleos(1));
+  lab.hold = {"simulate"};
+  // Given a run that may hold 1 byte, its references not started yet,
+  Spec s = spec({"pass.elf", "drift.elf"}, Mode::shard, ReferenceKind::qemu);
+  s.max_run_memory_bytes = 1;
+  lab.start(s, {"nucleo-0"});
+  // the board ran the first image and waits: its results wait for their reference,
+  REQUIRE(lab.record().attempts.size() == 3); // two references, one target attempt
+  CHECK(lab.record().attempts[2].phase == Phase::done);
+  CHECK(lab.done<WriteFiles>().empty());
+  // once the first image's reference ran, its files are written, and the board goes on.
+  lab.feed(SimulatorStarted{0});
+  lab.feed(SimulatorEnded{0, Status(), text(firmware("pass.elf")), false, false, 0.25});
+  REQUIRE(lab.done<WriteFiles>().size() == 1);
+  CHECK(lab.done<WriteFiles>()[0].early);
+  REQUIRE(lab.record().attempts.size() == 4);
+  CHECK(lab.record().attempts[3].image == "drift");
+  lab.feed(SimulatorStarted{1});
+  lab.feed(SimulatorEnded{1, Status(), text(firmware("drift.elf")), false, false, 0.25});
+  REQUIRE(lab.over());
+  CHECK(lab.record().state == State::passed);
+}
+
+TEST_CASE("a run past runs.max_run_memory_bytes that nothing can free ends error, the firmware's, saying why") {
+  Lab lab(nucleos(1));
+  // Given a run that may hold 1 byte and write 16 bytes of files (so its
+  // first image's files wait for the end),
+  Spec s = spec({"pass.elf", "drift.elf", "fail.elf"}, Mode::shard, ReferenceKind::none);
+  s.max_run_memory_bytes = 1;
+  s.max_artifact_bytes = 16;
+  lab.start(s, {"nucleo-0"});
+  // it ends after its first image, the rest not run.
+  REQUIRE(lab.over());
+  CHECK(lab.record().attempts.size() == 1);
+  CHECK(lab.record().state == State::error);
+  CHECK(lab.record().failure == FailureClass::test);
+  CHECK(lab.record().reason.rfind("it holds ", 0) == 0);
+  CHECK(lab.record().reason.find("past runs.max_run_memory_bytes (1 bytes), and nothing it runs can free them: its "
+                                 "files come near runs.max_artifact_bytes (16 bytes)") != std::string::npos);
+}
+
 TEST_CASE("the record says running until its artifacts are written and stored, then lists them") {
   Lab lab(nucleos(1));
   lab.start(spec({"pass.elf"}), {"nucleo-0"});

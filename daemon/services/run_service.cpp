@@ -135,6 +135,7 @@ Status RunService::Impl::start(const lease::Lease& lease, run::Spec spec, StartD
   spec.artifact_quota = per_run <= left ? "runs.max_artifact_bytes" : "runs.max_lease_artifact_bytes";
   uint64_t quota = spec.max_artifact_bytes;
   spec.max_simulator_ms = static_cast<int64_t>(config.runs.max_simulator_s * 1000);
+  spec.max_run_memory_bytes = static_cast<uint64_t>(config.runs.max_run_memory_bytes);
   std::string id = newRunId();
   if (Status made = dir.create(id); !made.ok()) return made;
   config::QemuConfig qemu = simulatorFor(resolved->sim_type, lease).value_or(config::QemuConfig{});
@@ -236,11 +237,11 @@ struct RunService::Impl::Carry {
   void operator()(run::SwapBoard& c) { d.swap(id, c.attempt, c.board, c.reason); }
   void operator()(run::WriteFiles& c) {
     for (const auto& f : c.files) r.written += f.bytes.size();
-    asio::post(d.writer, [&d = d, back = back(), id = id, files = std::move(c.files)] {
+    asio::post(d.writer, [&d = d, back = back(), id = id, files = std::move(c.files), early = c.early] {
       std::vector<std::string> unwritten;
       Status written = d.dir.write(id, files, &unwritten);
-      asio::post(d.io, [back, written, unwritten = std::move(unwritten)] {
-        back(run::ArtifactsWritten{written, unwritten});
+      asio::post(d.io, [back, written, unwritten = std::move(unwritten), early] {
+        back(run::ArtifactsWritten{written, unwritten, early});
       });
     });
   }

@@ -262,8 +262,8 @@ class Lab {
     spares.pop_front();
     later(Swapped{s.attempt, Target{fresh, "", boards_.at(fresh).kind}});
   }
-  void carry(const WriteFiles&) {
-    if (!hold.count("write")) later(ArtifactsWritten{write_status});
+  void carry(const WriteFiles& w) {
+    if (!hold.count("write")) later(ArtifactsWritten{write_status, {}, w.early});
   }
   void carry(const StoreRecord&) { later(RecordStored{Status()}); }
   void carry(const Finished& f) { infra = f.infra; }

@@ -31,6 +31,14 @@ struct AttemptOutput {
   const TargetReport* report = nullptr; // a target's verdict, nullptr for the reference
 };
 
+// The files of attempts, in their order: traces, flash logs, outputs. The
+// attempts of an image come together (a superseded attempt's files are
+// named by its place among its image's attempts on its target).
+std::vector<ArtifactFile> attemptFiles(const std::vector<AttemptOutput>& attempts);
+// A run's files of its counted attempts' verdicts `reports`:
+// golden_results per target, the accuracy overlay and junit.xml (below).
+std::vector<ArtifactFile> summaryFiles(std::string_view run_name, const std::vector<const TargetReport*>& reports,
+                                       const std::vector<std::string>& targets, bool by_image);
 // The files of a run named `run_name` (its suite, else its id), in the
 // order of its attempts, then golden_results per target, the accuracy
 // overlay (overlay.h: golden_results.json over `targets`, the run's target
@@ -55,5 +63,9 @@ Kept withinQuota(std::vector<ArtifactFile> files, uint64_t quota);
 // bytes) exceed NAME (Q bytes): K file(s) kept (B bytes), N left out: a,
 // b, c and M more".
 std::string quotaReason(const Kept& kept, uint64_t quota, std::string_view name);
+// The same with `earlier` files of `earlier_bytes` written before (each
+// image's files as it was judged) counted among those kept.
+std::string quotaReason(const Kept& kept, uint64_t quota, std::string_view name, size_t earlier,
+                        uint64_t earlier_bytes);
 
 } // namespace hwfarm::run

@@ -62,6 +62,8 @@ Plan::Plan(Spec spec, Resolved targets, std::string id, std::string lease_id, No
   for (const auto& t : targets_) r.targets.push_back({t.simulator() ? sim_label_ : t.board, t.name, ""});
   per_target_.resize(targets_.size());
   reference_of_.assign(spec_.images.size(), kReference);
+  image_written_.assign(spec_.images.size(), false);
+  image_begun_.assign(spec_.images.size(), false);
   for (size_t i = 0; i < spec_.images.size(); ++i) {
     if (spec_.mode == Mode::shard) shard_queue_.push_back(i);
     else
@@ -96,6 +98,7 @@ size_t Plan::addAttempt(size_t image, size_t target) {
     e.target = targets_[target].name;
     e.board = targets_[target].simulator() ? sim_label_ : targets_[target].board;
   }
+  if (!reference) image_begun_[image] = true;
   Work w;
   w.image = image;
   w.target = target;
@@ -165,6 +168,10 @@ void Plan::nextOn(size_t t, Now now, Steps& out) {
   } else {
     std::deque<size_t>& queue = spec_.mode == Mode::shard ? shard_queue_ : per_target_[t];
     if (!queue.empty()) {
+      if (!mayStart(queue.front())) {
+        paused_.insert(t);
+        return finishIfDone(now, out); // (it may be stuck)
+      }
       image = queue.front();
       queue.pop_front();
     }
@@ -353,6 +360,9 @@ void Plan::attemptDone(size_t i, Now now, Steps& out) {
   AttemptEntry& entry = touch(i);
   w.parser.finish();
   w.result.parsed = std::move(w.parser).take();
+  w.held = w.console.size() + w.flash_log.size();
+  for (const auto& o : w.result.parsed.outputs) w.held += o.values.size() * sizeof(double);
+  held_bytes_ += w.held;
   w.result.trace_tail = tailLines(w.console, kTraceTailLines);
   if (w.truncated) w.result.trace_tail += "\n[console cut at " + std::to_string(kMaxConsoleMiB) + " MiB]\n";
   // A board's console is parsed whole (only its trace is cut); a
@@ -552,37 +562,151 @@ bool Plan::allDone() const {
 }
 
 void Plan::finishIfDone(Now now, Steps& out) {
+  writeSettled(now, out);
+  endIfStuck(out);
   if ((stage_ == Stage::running || stage_ == Stage::cancelling) && allDone()) finish(now, out);
+}
+
+// --- memory ---------------------------------------------------------------------
+
+bool Plan::imageSettled(size_t image) const {
+  if (image_written_[image]) return false;
+  if (spec_.reference != ReferenceKind::none && !referenceOf(image)) return false;
+  if (std::find(shard_queue_.begin(), shard_queue_.end(), image) != shard_queue_.end()) return false;
+  for (const auto& q : per_target_)
+    if (std::find(q.begin(), q.end(), image) != q.end()) return false;
+  for (const auto& [t, a] : retry_on_)
+    if (work_[a].image == image) return false;
+  bool any = false;
+  for (size_t i = 0; i < work_.size(); ++i) {
+    const Work& w = work_[i];
+    if (w.image != image || w.target == kReference) continue;
+    any = true;
+    if (record_.attempts[i].phase != Phase::done || !w.report) return false;
+    if (w.retry != Retry::none && w.retry != Retry::superseded) return false;
+  }
+  return any;
+}
+
+AttemptOutput Plan::outputOf(size_t i) const {
+  const Work& w = work_[i];
+  return {record_.attempts[i].image, record_.attempts[i].target, w.boot.has_value(), w.retry == Retry::superseded,
+          &w.console, &w.flash_log, &w.result.parsed, w.report ? &*w.report : nullptr};
+}
+
+void Plan::writeSettled(Now now, Steps& out) {
+  // (a run that ends now writes everything at once)
+  if (stage_ != Stage::running || allDone()) return;
+  std::set<size_t> images;
+  for (size_t i : touched_) images.insert(work_[i].image);
+  for (size_t image : images)
+    if (!deferring_ && imageSettled(image)) writeImage(image, out);
+  if (paused_.empty() || (spec_.max_run_memory_bytes && held_bytes_ > spec_.max_run_memory_bytes)) return;
+  for (size_t t : std::exchange(paused_, {})) nextOn(t, now, out);
+}
+
+// An image's attempt files, within the quota's early share: the last
+// eighth is kept for what the end writes (junit.xml first: withinQuota).
+void Plan::writeImage(size_t image, Steps& out) {
+  std::vector<size_t> of;
+  std::vector<AttemptOutput> outputs;
+  for (size_t i = 0; i < work_.size(); ++i)
+    if (work_[i].image == image) {
+      of.push_back(i);
+      outputs.push_back(outputOf(i));
+    }
+  std::vector<ArtifactFile> files = attemptFiles(outputs);
+  uint64_t bytes = 0;
+  for (const auto& f : files) bytes += f.bytes.size();
+  if (uint64_t quota = spec_.max_artifact_bytes; quota > 0) {
+    uint64_t share = quota - std::max<uint64_t>(1, quota / 8);
+    if (early_bytes_ + bytes > share) {
+      deferring_ = true; // the rest is sorted out at the end, junit.xml first
+      return;
+    }
+  }
+  image_written_[image] = true;
+  early_bytes_ += bytes;
+  for (const auto& f : files) early_paths_.push_back(f.path);
+  for (size_t i : of) {
+    Work& w = work_[i];
+    w.console = std::string();
+    w.flash_log = std::string();
+    for (auto& o : w.result.parsed.outputs) std::vector<double>().swap(o.values);
+    held_bytes_ -= w.held;
+    w.held = 0;
+    w.written = true;
+  }
+  out.commands.push_back(WriteFiles{std::move(files), true});
+}
+
+bool Plan::mayStart(size_t image) const {
+  if (!spec_.max_run_memory_bytes || held_bytes_ <= spec_.max_run_memory_bytes) return true;
+  return spec_.mode != Mode::shard && image_begun_[image];
+}
+
+bool Plan::anyInFlight() const {
+  for (size_t i = 0; i < work_.size(); ++i)
+    if (record_.attempts[i].phase != Phase::done || work_[i].retry == Retry::wanted ||
+        work_[i].retry == Retry::swapping || work_[i].retry == Retry::undecided)
+      return true;
+  return false;
+}
+
+void Plan::endIfStuck(Steps& out) {
+  if (stage_ != Stage::running || paused_.empty() || anyInFlight()) return;
+  out_of_memory_ = true;
+  stage_ = Stage::cancelling; // (nothing runs: it finishes at once)
+  record_.reason = memoryReason();
+  out.changed = true;
+  paused_.clear();
+}
+
+std::string Plan::memoryReason() const {
+  std::string out = "it holds " + std::to_string(held_bytes_) +
+                    " bytes of consoles, flash logs and outputs not written yet, past runs.max_run_memory_bytes (" +
+                    std::to_string(spec_.max_run_memory_bytes) + " bytes), and nothing it runs can free them";
+  if (deferring_)
+    out += ": its files come near " + spec_.artifact_quota + " (" + std::to_string(spec_.max_artifact_bytes) +
+           " bytes), so the rest wait for its end";
+  return out + "; its images not started did not run";
 }
 
 // The record says "running" until the artifacts are written and the final
 // record stored: a client that sees the run ended finds every file in place.
 void Plan::finish(Now now, Steps& out) {
-  final_ = stage_ == Stage::cancelling ? State::cancelled : record_.verdict();
+  final_ = out_of_memory_ ? State::error : stage_ == Stage::cancelling ? State::cancelled : record_.verdict();
+  // Its own outputs outgrew what it may hold: not the lab's failure.
+  if (out_of_memory_ && record_.failure == FailureClass::none) record_.failure = FailureClass::test;
   stage_ = Stage::writing;
   record_.ended_ms = now.wall_ms;
+  // The attempt files not written early, then the run's own.
   std::vector<AttemptOutput> outputs;
+  std::vector<const TargetReport*> reports;
   for (size_t i = 0; i < work_.size(); ++i) {
     const Work& w = work_[i];
-    outputs.push_back({record_.attempts[i].image, record_.attempts[i].target, w.boot.has_value(),
-                       w.retry == Retry::superseded, &w.console, &w.flash_log, &w.result.parsed,
-                       w.report ? &*w.report : nullptr});
+    if (!w.written) outputs.push_back(outputOf(i));
+    if (w.report && w.retry != Retry::superseded) reports.push_back(&*w.report);
   }
   std::vector<std::string> names; // the targets' names in order, each once: their device ids
   for (const auto& t : targets_)
     if (std::find(names.begin(), names.end(), t.name) == names.end()) names.push_back(t.name);
-  Kept kept = withinQuota(
-      artifactFiles(spec_.suite.empty() ? record_.id : spec_.suite, outputs, names, spec_.images.size() > 1),
-      spec_.max_artifact_bytes);
-  if (!kept.left_out.empty() && final_ != State::cancelled) {
+  std::vector<ArtifactFile> all = attemptFiles(outputs);
+  for (auto& f : summaryFiles(spec_.suite.empty() ? record_.id : spec_.suite, reports, names, spec_.images.size() > 1))
+    all.push_back(std::move(f));
+  // (early writes stay within the quota's share: what is left of it is at least 1 byte)
+  uint64_t quota = spec_.max_artifact_bytes;
+  Kept kept = withinQuota(std::move(all), quota ? quota - early_bytes_ : 0);
+  if (!kept.left_out.empty() && final_ != State::cancelled && !out_of_memory_) {
     // The run's own outputs are too big: not the lab's failure, and no
     // verdict stands on files that were not kept.
     final_ = State::error;
-    record_.reason = quotaReason(kept, spec_.max_artifact_bytes, spec_.artifact_quota);
+    record_.reason = quotaReason(kept, quota, spec_.artifact_quota, early_paths_.size(), early_bytes_);
     if (record_.failure == FailureClass::none) record_.failure = FailureClass::test;
   }
   std::vector<ArtifactFile> files = std::move(kept.files);
   for (const auto& f : files) record_.artifacts.push_back(f.path);
+  for (const auto& path : early_paths_) record_.artifacts.push_back(path);
   record_.artifacts.push_back("summary.json");
   files.push_back({"summary.json", finalRecord().toJson()});
   out.changed = true;
@@ -596,14 +720,25 @@ Record Plan::finalRecord() const {
 }
 
 void Plan::on(const ArtifactsWritten& e, Now, Steps& out) {
+  if (e.early) { // (before the last write's, which waits for it)
+    if (e.status.ok()) return;
+    if (early_failure_.empty()) early_failure_ = e.status.message();
+    early_unwritten_.insert(early_unwritten_.end(), e.unwritten.begin(), e.unwritten.end());
+    std::erase_if(early_paths_, [&](const std::string& path) {
+      return std::find(e.unwritten.begin(), e.unwritten.end(), path) != e.unwritten.end();
+    });
+    return;
+  }
   if (stage_ != Stage::writing) return;
   stage_ = Stage::storing;
-  if (!e.status.ok()) {
+  if (!e.status.ok() || !early_failure_.empty()) {
     final_ = State::error;
-    record_.reason = "its artifacts could not be written: " + e.status.message();
+    record_.reason = "its artifacts could not be written: " + (e.status.ok() ? early_failure_ : e.status.message());
+    std::vector<std::string> unwritten = e.unwritten;
+    unwritten.insert(unwritten.end(), early_unwritten_.begin(), early_unwritten_.end());
     // The record lists only what a client finds.
     std::erase_if(record_.artifacts, [&](const std::string& path) {
-      return std::find(e.unwritten.begin(), e.unwritten.end(), path) != e.unwritten.end();
+      return std::find(unwritten.begin(), unwritten.end(), path) != unwritten.end();
     });
     // The daemon's own I/O failed: the lab's failure, whatever the attempts'.
     if (record_.failure == FailureClass::none) record_.failure = FailureClass::infrastructure;

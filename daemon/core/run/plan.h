@@ -110,6 +110,7 @@ struct CancelRequested {
 struct ArtifactsWritten {
   Status status;
   std::vector<std::string> unwritten; // the paths that were not written (a full disk)
+  bool early = false;                 // of a WriteFiles that was early
 };
 struct RecordStored {
   Status status;
@@ -169,6 +170,9 @@ struct SwapBoard { // replace `board` in the lease with another of its type -> S
 };
 struct WriteFiles { // into the run's directory, each atomically -> ArtifactsWritten
   std::vector<ArtifactFile> files;
+  // An image's attempt files, written once it was judged (its memory is
+  // released), while the run goes on; the last WriteFiles is not early.
+  bool early = false;
 };
 struct StoreRecord { // the final record, to the database -> RecordStored
   Record record;
@@ -255,6 +259,8 @@ class Plan {
     // deadline is the run's time running out.
     int64_t granted_ms = 0;
     std::optional<TargetReport> report; // a target's, against the reference
+    uint64_t held = 0;    // bytes of its console, flash log and values, once done and until written
+    bool written = false; // its files were handed to an early WriteFiles (its memory released)
   };
 
   void on(const Started&, Now now, Steps& out);
@@ -308,6 +314,23 @@ class Plan {
   // The done reference attempt of `image`; nullptr: none (or not done).
   const Attempt* referenceOf(size_t image) const;
   void judgeReady();
+  // --- memory: an image's files are written once it is settled ---
+  // Every attempt of `image` is done and judged and none is to come.
+  bool imageSettled(size_t image) const;
+  // Writes the attempt files of the settled images among the attempts
+  // touched this step, unless the quota says to wait for the end; then
+  // the targets paused for memory go on while it allows.
+  void writeSettled(Now now, Steps& out);
+  void writeImage(size_t image, Steps& out);
+  AttemptOutput outputOf(size_t i) const;
+  // Past Spec::max_run_memory_bytes a target starts only an image another
+  // began (it may settle it); `t` may start `image`.
+  bool mayStart(size_t image) const;
+  // Paused targets and nothing running that could free memory: the run
+  // ends error (memoryReason()).
+  void endIfStuck(Steps& out);
+  bool anyInFlight() const;
+  std::string memoryReason() const;
   bool allDone() const;
   void finishIfDone(Now now, Steps& out);
   void finish(Now now, Steps& out);
@@ -337,6 +360,16 @@ class Plan {
   // -> what its reason then says.
   std::map<std::string, std::string> firmware_;
   std::set<size_t> touched_; // by this step (touch())
+  uint64_t held_bytes_ = 0;              // Work::held of the attempts not written
+  std::vector<bool> image_written_;      // by image: its attempt files were written early
+  std::vector<bool> image_begun_;        // by image: a target attempt of it was added
+  std::vector<std::string> early_paths_; // the files written early (not those that failed)
+  uint64_t early_bytes_ = 0;
+  bool deferring_ = false;    // an image's files would pass the quota's early share: the rest wait for the end
+  std::set<size_t> paused_;   // targets waiting for memory
+  bool out_of_memory_ = false; // the run ends error: memoryReason()
+  std::string early_failure_; // why an early write failed
+  std::vector<std::string> early_unwritten_; // the paths it did not write
   Stage stage_ = Stage::starting;
   State final_ = State::running; // from finish() on
 };

@@ -53,6 +53,12 @@ struct Spec {
   // bound). A simulator is stopped when the run's time runs out, and one
   // not started yet does not start: those attempts fail the run's way.
   int64_t max_simulator_ms = 0;
+  // Set by the daemon: the bytes of consoles, flash logs and outputs' values
+  // the run may hold of attempts whose files are not written yet
+  // (runs.max_run_memory_bytes; 0: no bound). Past it a target starts only
+  // an image other targets began; when nothing can free memory the run
+  // ends error (Plan).
+  uint64_t max_run_memory_bytes = 0;
 };
 
 // The target that names the reference's simulator (Spec::targets).
