@@ -6,8 +6,8 @@
 #                          libraries of hwfarmd and hwfarmctl, QEMU, the test
 #                          firmware's cross compiler, bubblewrap
 #   install-deps.sh test   the demo's group and what `make test` and CI run:
-#                          Catch2, umockdev, Python with numpy, pykwalify and
-#                          botocore, Tcl, xmllint, groovy and a JRE, promtool,
+#                          Catch2, umockdev, Python with numpy, pykwalify,
+#                          botocore and pytest, Tcl, xmllint, groovy and a JRE, promtool,
 #                          clang-14 with libFuzzer, Chromium, node with s3rver
 #                          and puppeteer-core
 #   install-deps.sh        the same as `test` (also `all`)
@@ -81,6 +81,8 @@ test_packages=(
   # package, and dateutil); SigV4 against botocore's signer
   python3 python3-numpy python3-yaml python3-pykwalify python3-ruamel.yaml python3-dateutil
   python3-botocore
+  # tests: a harness's results read as pytest writes them (--junitxml)
+  python3-pytest
   # tests: the man pages are rendered by groff to check them
   groff-base
   # tests: the Jenkins shared library (jenkins/) runs in a Groovy harness
@@ -118,6 +120,7 @@ test_checks=(
   "python3-yaml|/usr/bin/python3 -c 'import yaml'"
   "python3-pykwalify python3-ruamel.yaml python3-dateutil|/usr/bin/python3 -c 'import pykwalify.core'"
   "python3-botocore|/usr/bin/python3 -c 'import botocore.auth, botocore.awsrequest, botocore.credentials'"
+  "python3-pytest|/usr/bin/python3 -m pytest --version"
   "groovy default-jre-headless|groovy --version"
   "prometheus|promtool --version"
   "clang-14|clang++-14 --version"

@@ -28,6 +28,7 @@ targets=(
   "npy:4096:"
   "run_manifest:4096:toml.dict"
   "run_record:4096:json_codec.dict"
+  "harness_results:8192:harness_results.dict"
 )
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:abort_on_error=1:detect_leaks=1:print_stacktrace=1}
