@@ -1017,6 +1017,43 @@ TEST_CASE("a run whose artifacts pass runs.max_artifact_bytes keeps junit.xml an
   CHECK(runVariant(d, lease, "pass").at("state").as_string() == "passed");
 }
 
+TEST_CASE("a run past runs.max_run_memory_bytes that nothing can free ends error, the firmware's, and hwfarmd works on") {
+  // Given a lab whose runs may hold 16 MiB of results not written yet and
+  // write 64 KiB (so an image's files wait for the run's end),
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1,
+                                 "[runs]\nmax_artifact_bytes = 65536\nmax_run_memory_bytes = 16777216\n"));
+  std::string lease = leaseBoards(d, 1);
+  std::string image = uploadImage(d, lease, "huge");
+  // when a run of 40 images that each print 280 KB of console and a 120 KB
+  // output (about 1 MB a board attempt and its reference hold),
+  std::vector<std::pair<std::string, std::string>> list;
+  for (int i = 0; i < 40; ++i) list.emplace_back(image, "huge" + std::to_string(i) + ".elf");
+  json::object run = waitRun(d, startRun(d, lease, R"({"images":)" + images(list) + "}"));
+  INFO(json::serialize(run).substr(0, 2000));
+  // it stops starting images once it holds more than 16 MiB, and ends error,
+  // the firmware's, saying why;
+  CHECK(run.at("state").as_string() == "error");
+  CHECK(run.at("failure_class").as_string() == "test");
+  std::string reason(run.at("reason").as_string());
+  CHECK(std::regex_search(reason, std::regex("^it holds [0-9]+ bytes of consoles, flash logs and outputs not written "
+                                             "yet, past runs.max_run_memory_bytes \\(16777216 bytes\\), and nothing "
+                                             "it runs can free them: its files come near runs.max_artifact_bytes "
+                                             "\\(65536 bytes\\)")));
+  size_t targets = 0;
+  for (const auto& a : run.at("attempts").as_array()) targets += a.at("reference").as_bool() ? 0 : 1;
+  CHECK(targets >= 10);
+  CHECK(targets < 40);
+  // the references ran at most 8 images ahead of the board;
+  size_t references = run.at("attempts").as_array().size() - targets;
+  CHECK(references <= targets + 8);
+  // every file it lists is there, and the next run passes.
+  for (const auto& a : run.at("artifacts").as_array())
+    CHECK(d.get("/v1/runs/" + std::string(run.at("id").as_string()) + "/artifacts/" + std::string(a.as_string()))
+              .status == 200);
+  CHECK(runVariant(d, lease, "pass").at("state").as_string() == "passed");
+}
+
 TEST_CASE("artifacts stop at limits.disk_reserve_bytes: the run ends error, the lab's, listing only what was written, and the daemon works on") {
   // Given an 8 MiB state dir that keeps 4 MiB free, filled by something else to 100 KB above that
   TempDir dir;

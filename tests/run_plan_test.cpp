@@ -680,6 +680,25 @@ TEST_CASE("past runs.max_run_memory_bytes a target waits until its held results 
   CHECK(lab.record().state == State::passed);
 }
 
+TEST_CASE("references start at most 8 images ahead of the targets: their results wait in memory for them") {
+  Lab lab(nucleos(1));
+  lab.hold = {"flash"};
+  // Given a run of 20 images on one board whose flasher has not answered yet,
+  std::vector<std::string> images;
+  for (int i = 0; i < 20; ++i) images.push_back("pass" + std::to_string(i) + ".elf");
+  lab.start(spec(images, Mode::shard, ReferenceKind::qemu), {"nucleo-0"});
+  // the reference of the image the board began runs, and those of the next 8,
+  std::vector<Simulate> started = lab.done<Simulate>();
+  REQUIRE(started.size() == 9);
+  CHECK(started.back().image == "pass8.elf");
+  // and each image the board begins starts one more.
+  lab.hold.clear();
+  lab.feed(Flashed{8, Status(), "flashed"});
+  REQUIRE(lab.over());
+  CHECK(lab.done<Simulate>().size() == 20);
+  CHECK(lab.record().state == State::passed);
+}
+
 TEST_CASE("a run past runs.max_run_memory_bytes that nothing can free ends error, the firmware's, saying why") {
   Lab lab(nucleos(1));
   // Given a run that may hold 1 byte and write 16 bytes of files (so its

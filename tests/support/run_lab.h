@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <deque>
 #include <map>
 #include <set>
@@ -28,6 +29,7 @@ constexpr int64_t kStartWallMs = 1'800'000'000'000;
 inline std::vector<std::string> firmware(const std::string& image) {
   std::string file = image.substr(image.rfind('/') + 1);
   std::string name = file.substr(0, file.find('.'));
+  while (!name.empty() && std::isdigit(static_cast<unsigned char>(name.back()))) name.pop_back(); // pass7: pass
   if (name == "pass" || name == "ref")
     return {"boot 1.0", "HWFARM BEGIN suite=s", "HWFARM TEST t PASS", "HWFARM OUTPUT t.y i32 2 1 2",
             "HWFARM END status=0"};

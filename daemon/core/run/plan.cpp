@@ -115,11 +115,30 @@ void Plan::on(const Started&, Now now, Steps& out) {
   if (stage_ != Stage::starting) return;
   stage_ = Stage::running;
   // References first (they run on their own simulators), then every target.
-  if (spec_.reference != ReferenceKind::none)
-    for (size_t i = 0; i < spec_.images.size(); ++i) startReference(i, now, out);
+  startReferences(now, out);
   for (size_t t = 0; t < targets_.size(); ++t) nextOn(t, now, out);
   out.changed = true;
   finishIfDone(now, out);
+}
+
+// The reference of every image a target began, and of the next images
+// until kReferencesAhead of those no target began yet have one: their
+// results wait in memory for their images' targets. Past the memory bound
+// none starts ahead.
+void Plan::startReferences(Now now, Steps& out) {
+  if (spec_.reference == ReferenceKind::none || stopping()) return;
+  size_t ahead = 0;
+  for (size_t image = 0; image < spec_.images.size(); ++image)
+    if (reference_of_[image] != kReference && !image_begun_[image]) ++ahead;
+  bool over = spec_.max_run_memory_bytes && held_bytes_ > spec_.max_run_memory_bytes;
+  for (size_t image = 0; image < spec_.images.size(); ++image) {
+    if (reference_of_[image] != kReference) continue;
+    if (!image_begun_[image]) {
+      if (over || ahead >= kReferencesAhead) continue;
+      ++ahead;
+    }
+    startReference(image, now, out);
+  }
 }
 
 void Plan::startReference(size_t image, Now now, Steps& out) {
@@ -178,6 +197,7 @@ void Plan::nextOn(size_t t, Now now, Steps& out) {
   }
   if (!image) return;
   size_t i = addAttempt(*image, t);
+  if (reference_of_[*image] == kReference) startReferences(now, out); // (its own, and one more ahead)
   Work& w = work_[i];
   w.retry_of = retry_of;
   if (retry_of) touch(i).retry_of_board = record_.attempts[*retry_of].board;
@@ -601,7 +621,8 @@ void Plan::writeSettled(Now now, Steps& out) {
   for (size_t i : touched_) images.insert(work_[i].image);
   for (size_t image : images)
     if (!deferring_ && imageSettled(image)) writeImage(image, out);
-  if (paused_.empty() || (spec_.max_run_memory_bytes && held_bytes_ > spec_.max_run_memory_bytes)) return;
+  if (spec_.max_run_memory_bytes && held_bytes_ > spec_.max_run_memory_bytes) return;
+  startReferences(now, out);
   for (size_t t : std::exchange(paused_, {})) nextOn(t, now, out);
 }
 

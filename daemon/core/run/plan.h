@@ -282,6 +282,8 @@ class Plan {
   // Attempt `i`'s entry, to change: the step's Steps::attempts names it.
   // Every change of an attempt's entry goes through it.
   AttemptEntry& touch(size_t i);
+  static constexpr size_t kReferencesAhead = 8; // references started for images no target began
+  void startReferences(Now now, Steps& out);
   void startReference(size_t image, Now now, Steps& out);
   // Gives target `t` its next image, if any is left: first the retry it
   // was swapped in for.
