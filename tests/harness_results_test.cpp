@@ -279,6 +279,20 @@ TEST_CASE("a twister.json that is not JSON or not twister's is refused, naming t
              "\"status\": 1}]}]}") == "twister.json: testsuites[0].testcases[1].status: expected a string");
   CHECK(read("{\"testsuites\": [{\"name\": \"s\", \"testcases\": [{\"identifier\": \"a\", \"execution_time\": "
              "\"-1\"}]}]}") == "twister.json: testsuites[0].testcases[0].execution_time: expected a number of seconds");
+  CHECK(read("{\"testsuites\": []} {\"testsuites\": []}") == "twister.json:1:20: not JSON: extra data");
+  CHECK(read("{\"testsuites\": [{\"name\": \"s\", \"status\": \"timeout\"}]}") ==
+        "twister.json: testsuites[0].status: expected passed, failed, error, skipped, filtered, not run, blocked, "
+        "started or null");
+  CHECK(read("{\"testsuites\": [{\"name\": \"s\", \"testcases\": [{\"identifier\": \"a\", \"status\": "
+             "\"FAILED\"}]}]}") ==
+        "twister.json: testsuites[0].testcases[0].status: expected passed, failed, error, skipped, filtered, not run, "
+        "blocked, started or null");
+  // Small values by the million would cost far more as JSON values than as text.
+  CHECK(read("{\"testsuites\": [" + std::string(4u << 20, ',') + "]}") ==
+        "twister.json: more than 4194304 JSON values");
+  Result<HarnessResults> bom = parseHarnessResults("\xEF\xBB\xBF{\"testsuites\": []}", "twister.json");
+  REQUIRE(bom.ok());
+  CHECK(bom->format == "twister");
   std::string deep(40, '[');
   CHECK(read("{\"testsuites\": " + deep) == "twister.json:1:47: not JSON: too deep");
   CHECK(refusal(parseHarnessResults("results", "r.txt")) ==

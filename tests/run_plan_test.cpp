@@ -680,6 +680,35 @@ TEST_CASE("past runs.max_run_memory_bytes a target waits until its held results 
   CHECK(lab.record().state == State::passed);
 }
 
+TEST_CASE("each mode past runs.max_run_memory_bytes: a fast target waits for a slow one, which goes on and frees memory") {
+  Lab lab(nucleos(1));
+  lab.hold = {"flash"};
+  // Given a run of 12 images on a simulator and a board whose flasher is
+  // slow, that may hold 1 byte,
+  std::vector<std::string> images;
+  for (int i = 0; i < 12; ++i) images.push_back("pass" + std::to_string(i) + ".elf");
+  Spec s = spec(images, Mode::each, ReferenceKind::qemu);
+  s.max_run_memory_bytes = 1;
+  lab.start(s, {"", "nucleo-0"});
+  // the simulator ran the images whose references ran (the first 9), and
+  // waits: no reference starts ahead past the bound,
+  size_t on_simulator = 0;
+  for (const auto& a : lab.record().attempts) on_simulator += !a.reference && a.target == "qemu" ? 1 : 0;
+  CHECK(on_simulator == 9);
+  CHECK(lab.done<Simulate>().size() == 9 + 9);
+  CHECK_FALSE(lab.over());
+  // and once the board's flasher answers, each image the board ends is
+  // written, memory is freed and both go on: the run passes.
+  lab.hold.clear();
+  for (int round = 0; round < 100 && !lab.over(); ++round)
+    for (size_t a = 0; a < lab.record().attempts.size(); ++a)
+      if (lab.record().attempts[a].phase == Phase::flashing) lab.feed(Flashed{a, Status(), "flashed"});
+  REQUIRE(lab.over());
+  CHECK(lab.record().state == State::passed);
+  CHECK(lab.record().reason.empty());
+  CHECK(lab.done<WriteFiles>().size() > 2); // (images written as they were judged)
+}
+
 TEST_CASE("references start at most 8 images ahead of the targets: their results wait in memory for them") {
   Lab lab(nucleos(1));
   lab.hold = {"flash"};

@@ -138,7 +138,8 @@ void RunHistory::load(store::Database& db, const std::string& id, std::function<
   db.read<std::string>([id](sqlite3* c) { return store::RunTables::record(c, id); },
                        [this, id, listed, done = std::move(done)](Result<std::string> text) {
                          if (const run::Record* r = find(id)) return done(r); // cached meanwhile
-                         if (!text || text->empty() || (listed && !listing(id))) return done(nullptr);
+                         // (a run that left the listing meanwhile is served while its row is there)
+                         if (!text || text->empty()) return done(nullptr);
                          Result<run::Record> r = run::Record::fromJson(*text);
                          if (!r) {
                            spdlog::error("run {}: its stored record is not readable ({})", id, r.status().message());

@@ -418,12 +418,11 @@ std::function<void()> RunService::watch(const std::string& id, RunEventSink on_e
     return [impl, id, n] { impl->watchers.remove(id, n); };
   }
   const RunListing* listed = impl_->history.listing(id);
-  const run::Record* cached = impl_->history.find(id); // (one older than those listed, read)
-  if (!listed && !cached) return nullptr;
+  // (a run older than those listed: its row is read, as the route did)
   // An ended run's record may have to be read first.
   run::Record bare; // what the end line says of a record that cannot be read
-  bare.state = listed ? listed->state : cached->state;
-  bare.reason = "its stored record is not readable";
+  bare.state = listed ? listed->state : run::State::error;
+  bare.reason = listed ? "its stored record is not readable" : "its stored record is gone";
   impl_->history.load(impl_->db, id, [on_event = std::move(on_event), bare](const run::Record* ended) {
     if (!ended) return on_event(endEventLine(bare), true);
     on_event(runEventLine(*ended), false);
@@ -449,7 +448,10 @@ void RunService::pruneOld() {
         if (!old) return spdlog::error("cannot find the old runs: {}", old.status().message());
         if (old->empty()) return;
         spdlog::info("removing {} run(s) older than runs.history_days", old->size());
-        for (const auto& id : *old) asio::post(d.writer, [&d, id] { d.dir.remove(id); });
+        for (const auto& id : *old) {
+          d.history.dropped(id); // (one read meanwhile is forgotten too)
+          asio::post(d.writer, [&d, id] { d.dir.remove(id); });
+        }
         d.db.commit({{store::RunTables::remove(std::move(*old)), [](const Status& s) {
                         if (!s.ok()) spdlog::error("cannot remove old runs: {}", s.message());
                       }}});

@@ -99,8 +99,9 @@ class RunService {
   // the run's artifacts are written (run_events.h). An ended run's two
   // lines come once its record is read (before watch() returns when it is
   // in memory). Returns the unwatch (callable any
-  // time, also after the end line), or nullptr when there is no run `id`
-  // (running, listed, or read by record() and still in memory).
+  // time, also after the end line). A run neither running nor listed is
+  // read from its row (one older than those listed, which record() found):
+  // without a row its end line says its record is gone.
   std::function<void()> watch(const std::string& id, RunEventSink on_event);
   size_t watcherCount(const std::string& id) const;
   // Runs when a run ends, after its artifacts are written (every hook

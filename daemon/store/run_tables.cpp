@@ -44,8 +44,9 @@ std::vector<StoredRun> RunTables::load(Database& db, size_t limit) {
                    "CASE WHEN state = 'running' THEN record ELSE '' END FROM "
                    "(SELECT id, lease_id, state, created_ms, ended_ms, record FROM "
                    "(SELECT * FROM runs ORDER BY created_ms DESC, id DESC LIMIT ?1) "
-                   "UNION SELECT id, lease_id, state, created_ms, ended_ms, record FROM runs "
-                   "WHERE state = 'running') ORDER BY created_ms, id");
+                   "UNION ALL SELECT id, lease_id, state, created_ms, ended_ms, record FROM runs "
+                   "WHERE state = 'running' AND id NOT IN "
+                   "(SELECT id FROM runs ORDER BY created_ms DESC, id DESC LIMIT ?1)) ORDER BY created_ms, id");
     s.bind(1, static_cast<int64_t>(limit));
     while (s.step())
       out.push_back({s.text(0), s.text(1), s.text(2), s.integer(3), s.integer(4), s.text(5)});
@@ -86,7 +87,7 @@ std::vector<std::string> RunTables::prune(Database& db, int64_t cutoff_ms) {
 
 std::vector<std::string> RunTables::endedBefore(sqlite3* c, int64_t cutoff_ms) {
   std::vector<std::string> out;
-  Statement s(c, "SELECT id FROM runs WHERE state != 'running' AND ended_ms < ?1");
+  Statement s(c, "SELECT id FROM runs WHERE state != 'running' AND ended_ms > 0 AND ended_ms < ?1");
   s.bind(1, cutoff_ms);
   while (s.step()) out.push_back(s.text(0));
   return out;

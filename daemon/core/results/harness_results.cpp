@@ -25,6 +25,7 @@ std::string_view caseStatusName(CaseStatus s) {
 namespace {
 
 constexpr std::string_view kCutMark = "[earlier text cut]\n";
+constexpr size_t kMaxJsonValues = 4u << 20; // in a twister.json (about 200 MB as JSON values)
 constexpr std::string_view kEllipsis = "...";
 
 // The head of `s`, at most `max` bytes (and the mark): names and messages.
@@ -203,7 +204,7 @@ Result<HarnessResults> parseJunitXml(std::string_view text, std::string_view fil
     }
     if (e.name == "testsuite") {
       if (current) return refused(file, at(e) + "a <testsuite> inside a <testcase>");
-      suites.push_back(attribute(e, "name"));
+      suites.push_back(head(attribute(e, "name"), limits.max_name_bytes));
       continue;
     }
     if (e.name == "testcase") {
@@ -211,8 +212,8 @@ Result<HarnessResults> parseJunitXml(std::string_view text, std::string_view fil
       if (suites.empty()) return refused(file, at(e) + "a <testcase> outside any <testsuite>");
       HarnessCase c;
       c.suite = suites.back();
-      c.classname = attribute(e, "classname");
-      c.name = attribute(e, "name");
+      c.classname = head(attribute(e, "classname"), limits.max_name_bytes);
+      c.name = head(attribute(e, "name"), limits.max_name_bytes);
       if (c.name.empty()) return refused(file, at(e) + "a <testcase> without a name");
       std::optional<double> s = seconds(attribute(e, "time"));
       if (!s)
@@ -287,11 +288,29 @@ Result<HarnessResults> parseTwisterJson(std::string_view text_in, std::string_vi
   if (text_in.size() > limits.max_bytes)
     return refused(file, " " + std::to_string(text_in.size()) + " bytes, more than the " +
                              std::to_string(limits.max_bytes) + " a results file may have");
+  if (text_in.substr(0, 3) == "\xEF\xBB\xBF") text_in.remove_prefix(3); // a UTF-8 byte order mark
+  // The values are counted first: a file of small values would cost far
+  // more memory as JSON values than as text.
+  size_t values = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text_in.size(); ++i) {
+    char c = text_in[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == ',' || c == '[' || c == '{') {
+      ++values;
+    }
+  }
+  if (values > kMaxJsonValues)
+    return refused(file, " more than " + std::to_string(kMaxJsonValues) + " JSON values");
   json::parse_options options;
   options.max_depth = 32;
   json::stream_parser p({}, options);
   boost::system::error_code ec;
-  size_t used = p.write_some(text_in.data(), text_in.size(), ec);
+  size_t used = p.write(text_in.data(), text_in.size(), ec); // (data after the value is an error)
   if (!ec) p.finish(ec);
   if (ec) {
     size_t line = 1, column = 1;
@@ -320,6 +339,10 @@ Result<HarnessResults> parseTwisterJson(std::string_view text_in, std::string_vi
                           std::pair{"reason", &reason}, std::pair{"dut", &dut}, std::pair{"log", &log}})
       if (!*v) return wrong(path + "." + key, "expected a string");
     if (name->empty()) return wrong(path + ".name", "expected the test suite's name");
+    for (auto* v : {&name, &platform, &dut}) **v = head(std::move(**v), limits.max_name_bytes);
+    *reason = head(std::move(*reason), limits.max_text_bytes);
+    bool log_cut = log->size() > limits.max_text_bytes;
+    if (log_cut) *log = log->substr(log->size() - limits.max_text_bytes);
     // A suite that did not pass, fail or run its cases: its cases that did
     // not end (blocked, started, none) take its status and reason.
     bool suite_failed = *status == "error" || *status == "failed";
@@ -336,6 +359,14 @@ Result<HarnessResults> parseTwisterJson(std::string_view text_in, std::string_vi
     if (cases_v && !cases_v->is_null() && !cases_v->is_array()) return wrong(path + ".testcases", "expected an array");
     const json::array empty;
     const json::array& cases = cases_v && cases_v->is_array() ? cases_v->get_array() : empty;
+    auto known = [](const std::string& st) {
+      for (const char* k : {"passed", "failed", "error", "skipped", "filtered", "not run", "blocked", "started", ""})
+        if (st == k) return true;
+      return false;
+    };
+    constexpr const char* kStatuses =
+        "expected passed, failed, error, skipped, filtered, not run, blocked, started or null";
+    if (!known(*status)) return wrong(path + ".status", kStatuses);
     auto statusOf = [&](const std::string& st, HarnessCase* c) {
       if (st == "passed") c->status = CaseStatus::passed;
       else if (st == "failed") c->status = CaseStatus::failed;
@@ -367,8 +398,8 @@ Result<HarnessResults> parseTwisterJson(std::string_view text_in, std::string_vi
       if (!t) return t.status();
       c.seconds = *t;
       statusOf(*status, &c);
-      c.output = log->substr(log->size() > limits.max_text_bytes ? log->size() - limits.max_text_bytes : 0);
-      cutTail(&c.output, limits.max_text_bytes, log->size() > limits.max_text_bytes);
+      c.output = *log;
+      cutTail(&c.output, limits.max_text_bytes, log_cut);
       if (!collected.add(std::move(c)))
         return wrong(path, "more than " + std::to_string(limits.max_cases) + " test cases");
       continue;
@@ -383,6 +414,7 @@ Result<HarnessResults> parseTwisterJson(std::string_view text_in, std::string_vi
                             std::pair{"log", &clog}})
         if (!*v) return wrong(case_path + "." + key, "expected a string");
       if (id->empty()) return wrong(case_path + ".identifier", "expected the case's identifier");
+      if (!known(*st)) return wrong(case_path + ".status", kStatuses);
       HarnessCase c = base();
       c.name = *id;
       c.message = *why;
@@ -390,9 +422,10 @@ Result<HarnessResults> parseTwisterJson(std::string_view text_in, std::string_vi
       if (!t) return t.status();
       c.seconds = *t;
       statusOf(*st, &c);
-      const std::string& out = clog->empty() && (c.status == CaseStatus::failed || c.status == CaseStatus::error) ? *log : *clog;
+      bool own = !clog->empty() || (c.status != CaseStatus::failed && c.status != CaseStatus::error);
+      const std::string& out = own ? *clog : *log; // (the suite's log, for a failing case without its own)
       c.output = out.substr(out.size() > limits.max_text_bytes ? out.size() - limits.max_text_bytes : 0);
-      cutTail(&c.output, limits.max_text_bytes, out.size() > limits.max_text_bytes);
+      cutTail(&c.output, limits.max_text_bytes, own ? out.size() > limits.max_text_bytes : log_cut);
       if (!collected.add(std::move(c)))
         return wrong(case_path, "more than " + std::to_string(limits.max_cases) + " test cases");
     }

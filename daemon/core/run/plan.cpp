@@ -649,28 +649,41 @@ void Plan::writeImage(size_t image, Steps& out) {
   image_written_[image] = true;
   early_bytes_ += bytes;
   for (const auto& f : files) early_paths_.push_back(f.path);
+  // Its memory moves into the write: it counts until the write is done.
+  uint64_t held = 0;
   for (size_t i : of) {
     Work& w = work_[i];
     w.console = std::string();
     w.flash_log = std::string();
     for (auto& o : w.result.parsed.outputs) std::vector<double>().swap(o.values);
-    held_bytes_ -= w.held;
-    w.held = 0;
+    held += std::exchange(w.held, 0);
     w.written = true;
   }
+  writing_.push_back(held);
   out.commands.push_back(WriteFiles{std::move(files), true});
 }
 
 bool Plan::mayStart(size_t image) const {
   if (!spec_.max_run_memory_bytes || held_bytes_ <= spec_.max_run_memory_bytes) return true;
+  // An image whose reference is done (its results held) or that another
+  // target began: running it lets it be judged and written.
+  size_t r = reference_of_[image];
+  if (r != kReference && record_.attempts[r].phase == Phase::done) return true;
   return spec_.mode != Mode::shard && image_begun_[image];
 }
 
 bool Plan::anyInFlight() const {
-  for (size_t i = 0; i < work_.size(); ++i)
-    if (record_.attempts[i].phase != Phase::done || work_[i].retry == Retry::wanted ||
-        work_[i].retry == Retry::swapping || work_[i].retry == Retry::undecided)
+  if (!writing_.empty()) return true; // (a write frees memory when done)
+  std::vector<bool> freeing(targets_.size(), false); // its last attempt ended, its next not asked for yet
+  for (size_t i = 0; i < work_.size(); ++i) {
+    const Work& w = work_[i];
+    if (record_.attempts[i].phase != Phase::done || w.retry == Retry::wanted || w.retry == Retry::swapping ||
+        w.retry == Retry::undecided)
       return true;
+    if (w.target != kReference) freeing[w.target] = !w.free;
+  }
+  for (size_t t = 0; t < targets_.size(); ++t)
+    if (freeing[t] && !paused_.count(t)) return true;
   return false;
 }
 
@@ -740,15 +753,19 @@ Record Plan::finalRecord() const {
   return r;
 }
 
-void Plan::on(const ArtifactsWritten& e, Now, Steps& out) {
+void Plan::on(const ArtifactsWritten& e, Now now, Steps& out) {
   if (e.early) { // (before the last write's, which waits for it)
-    if (e.status.ok()) return;
+    if (!writing_.empty()) {
+      held_bytes_ -= writing_.front();
+      writing_.pop_front();
+    }
+    if (e.status.ok()) return finishIfDone(now, out); // (memory freed: paused targets may go on)
     if (early_failure_.empty()) early_failure_ = e.status.message();
     early_unwritten_.insert(early_unwritten_.end(), e.unwritten.begin(), e.unwritten.end());
     std::erase_if(early_paths_, [&](const std::string& path) {
       return std::find(e.unwritten.begin(), e.unwritten.end(), path) != e.unwritten.end();
     });
-    return;
+    return finishIfDone(now, out);
   }
   if (stage_ != Stage::writing) return;
   stage_ = Stage::storing;

@@ -367,6 +367,7 @@ class Plan {
   std::vector<bool> image_begun_;        // by image: a target attempt of it was added
   std::vector<std::string> early_paths_; // the files written early (not those that failed)
   uint64_t early_bytes_ = 0;
+  std::deque<uint64_t> writing_; // the memory of each early write not done yet (in held_bytes_)
   bool deferring_ = false;    // an image's files would pass the quota's early share: the rest wait for the end
   std::set<size_t> paused_;   // targets waiting for memory
   bool out_of_memory_ = false; // the run ends error: memoryReason()
