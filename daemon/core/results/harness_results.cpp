@@ -390,14 +390,22 @@ Result<HarnessResults> parseTwisterJson(std::string_view text_in, std::string_vi
       c.dut = *dut;
       return c;
     };
-    if (cases.empty()) { // the suite alone (a build error, a filtered suite)
+    // A case of the suite named `case_name`, from `o` (its time) at `where`.
+    auto caseOf = [&](const std::string& case_name, const std::string& message, const json::object& o,
+                      const std::string& where, const std::string& st) -> Result<HarnessCase> {
       HarnessCase c = base();
-      c.name = *name;
-      c.message = *reason;
-      Result<double> t = suiteTime(suite, path);
+      c.name = head(case_name, limits.max_name_bytes);
+      c.message = message;
+      Result<double> t = suiteTime(o, where);
       if (!t) return t.status();
       c.seconds = *t;
-      statusOf(*status, &c);
+      statusOf(st, &c);
+      return c;
+    };
+    if (cases.empty()) { // the suite alone (a build error, a filtered suite)
+      Result<HarnessCase> made = caseOf(*name, *reason, suite, path, *status);
+      if (!made) return made.status();
+      HarnessCase c = std::move(*made);
       c.output = *log;
       cutTail(&c.output, limits.max_text_bytes, log_cut);
       if (!collected.add(std::move(c)))
@@ -415,13 +423,9 @@ Result<HarnessResults> parseTwisterJson(std::string_view text_in, std::string_vi
         if (!*v) return wrong(case_path + "." + key, "expected a string");
       if (id->empty()) return wrong(case_path + ".identifier", "expected the case's identifier");
       if (!known(*st)) return wrong(case_path + ".status", kStatuses);
-      HarnessCase c = base();
-      c.name = *id;
-      c.message = *why;
-      Result<double> t = suiteTime(tc, case_path);
-      if (!t) return t.status();
-      c.seconds = *t;
-      statusOf(*st, &c);
+      Result<HarnessCase> made = caseOf(*id, *why, tc, case_path, *st);
+      if (!made) return made.status();
+      HarnessCase c = std::move(*made);
       bool own = !clog->empty() || (c.status != CaseStatus::failed && c.status != CaseStatus::error);
       const std::string& out = own ? *clog : *log; // (the suite's log, for a failing case without its own)
       c.output = out.substr(out.size() > limits.max_text_bytes ? out.size() - limits.max_text_bytes : 0);
