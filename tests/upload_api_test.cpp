@@ -88,7 +88,8 @@ void waitDone(const RunningDaemon& d) {
 // Every artifact of `run` (files under the daemon's runs/<id>/) is in the
 // bucket under the run's key, byte for byte; the day's index.json lists
 // the run with its verdict.
-void checkBucket(const TempDir& dir, int port, const std::string& prefix, const json::object& run) {
+void checkBucket(const TempDir& dir, int port, const std::string& prefix, const json::object& run,
+                 size_t min_files = 3) {
   std::string id(run.at("id").as_string());
   S3Client s3 = reader(port);
   std::string run_dir = dir.file("state") + "/runs/" + id;
@@ -109,7 +110,7 @@ void checkBucket(const TempDir& dir, int port, const std::string& prefix, const 
     CHECK(a.body == readFile(e.path().string()));
     ++files;
   }
-  CHECK(files >= 3); // summary.json, junit.xml, a trace at least
+  CHECK(files >= min_files); // summary.json, junit.xml, a trace at least (an interrupted run: its summary.json)
   S3Answer i = s3.get(upload::indexKey(prefix, kAgent, today));
   INFO(i.error);
   REQUIRE(i.ok());
@@ -195,6 +196,32 @@ TEST_CASE("uploads pending when hwfarmd is killed complete after its restart") {
   S3rver again(dir, dir.file("s3data"), port);
   waitDone(d);
   checkBucket(dir, port, "restart", run);
+}
+
+TEST_CASE("a run that hwfarmd's kill -9 cut short goes to the bucket as interrupted after the restart") {
+  TempDir dir;
+  S3rver s3(dir, dir.file("s3data"));
+  RunningDaemon d(dir, fleet(dir, s3.port(), "cut", s3Credentials(dir)));
+  // Given a run of the hang image, running when hwfarmd is killed,
+  auto lease =
+      d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"count":1,"context":"manual"})", "");
+  REQUIRE(lease.status == 201);
+  std::string lease_id(parsed(lease).at("id").as_string());
+  auto image = cli::HttpClient(d.url()).request("POST", "/v1/leases/" + lease_id + "/images?name=hang.elf",
+                                                readFile(std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-hang.elf"), "",
+                                                "application/octet-stream");
+  REQUIRE(image.status == 201);
+  auto run = d.request("POST", "/v1/leases/" + lease_id + "/runs",
+                       R"({"images":[{"image":")" + std::string(parsed(image).at("image").as_string()) +
+                           R"("}],"reference":"none","deadline_s":60})");
+  REQUIRE(run.status == 201);
+  std::string id(parsed(run).at("id").as_string());
+  d.killAndRestart();
+  // the restart marks it interrupted and uploads it: its files and the index.
+  json::object ended = parsed(d.get("/v1/runs/" + id)).as_object();
+  CHECK(ended.at("state").as_string() == "interrupted");
+  waitDone(d);
+  checkBucket(dir, s3.port(), "cut", ended, 1);
 }
 
 TEST_CASE("wrong credentials fail the upload once with a clear permanent error and no retry storm") {

@@ -327,6 +327,8 @@ int Daemon::Impl::run() {
     startDatabase(*db, io);
     uploads->configure(*config, std::move(upload_credentials));
     runs->onRunEnded([this](const run::Record& run) { uploads->runEnded(run); });
+    // Runs a restart cut short ended then: their records go up too.
+    for (const auto& run : runs->interruptedAtStart()) uploads->runEnded(run);
     health = std::make_unique<HealthService>(io, *config, *boards, *targets, *leases, clock);
     // A run's infrastructure failures are events against their boards (the SLA's input).
     runs->onInfrastructureFailure([this](const std::string& lease, const std::string& board, const std::string& why) {

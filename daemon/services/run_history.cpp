@@ -38,6 +38,7 @@ void RunHistory::restore(store::RunTables& tables, store::Database& db, int64_t 
   std::vector<store::StoredRun> rewrite;
   std::set<std::string> known = tables.ids(db); // (a directory of one is not read)
   auto interrupted = [&](const run::Record& r) {
+    interrupted_.push_back(r);
     rewrite.push_back(rowOf(r));
     if (Status w = dir_.write(r.id, {{"summary.json", r.toJson()}}); !w.ok()) spdlog::error("{}", w.message());
   };

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "daemon/core/run/record.h"
@@ -65,6 +66,8 @@ class RunHistory {
   void load(store::Database& db, const std::string& id, std::function<void(const run::Record*)> done);
   // Every run listed, oldest first.
   const std::deque<std::string>& order() const { return order_; }
+  // The runs restore() found running and marked interrupted (taken once).
+  std::vector<run::Record> takeInterrupted() { return std::exchange(interrupted_, {}); }
   // Forgets the ended runs that ended before `cutoff_ms` (listed, or read
   // and cached); the listed ones' ids.
   std::vector<std::string> forgetBefore(int64_t cutoff_ms);
@@ -77,6 +80,7 @@ class RunHistory {
   std::deque<std::string> order_; // ids, oldest first
   std::map<std::string, run::Record> cached_;
   std::deque<std::string> cache_order_; // ids in cached_, oldest first
+  std::vector<run::Record> interrupted_;
 };
 
 // A record as the database's row.

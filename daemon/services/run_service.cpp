@@ -435,6 +435,8 @@ size_t RunService::watcherCount(const std::string& id) const { return impl_->wat
 
 void RunService::onRunEnded(std::function<void(const run::Record&)> hook) { impl_->on_ended.push_back(std::move(hook)); }
 
+std::vector<run::Record> RunService::interruptedAtStart() { return impl_->history.takeInterrupted(); }
+
 void RunService::onInfrastructureFailure(InfraHook hook) { impl_->on_infra = std::move(hook); }
 
 void RunService::pruneOld() {

@@ -104,6 +104,9 @@ class RunService {
   // without a row its end line says its record is gone.
   std::function<void()> watch(const std::string& id, RunEventSink on_event);
   size_t watcherCount(const std::string& id) const;
+  // The runs hwfarmd found running at start-up, now interrupted (ended
+  // then, without their hooks): taken once, for their uploads.
+  std::vector<run::Record> interruptedAtStart();
   // Runs when a run ends, after its artifacts are written (every hook
   // given, in order).
   void onRunEnded(std::function<void(const run::Record&)> hook);

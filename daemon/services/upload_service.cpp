@@ -51,6 +51,9 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
     bool page = false;
     LabEntry lab;
     std::string prefix;
+    // The run's record, for a summary.json its directory lacks (a full
+    // disk kept it from being written); "" when not in memory.
+    std::string record;
   };
 
   asio::io_context& io;
@@ -66,6 +69,7 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
   std::map<std::string, StoredUpload> uploads; // by run id
   std::string busy;                             // the run the worker has, or ""
   std::map<std::string, uint64_t> generation;   // by run id: retries so far
+  std::map<std::string, std::string> records;   // by run id: the records of runs ended since start, until uploaded
   asio::steady_timer timer;
   std::mt19937_64 random;
   bool stopping = false;
@@ -127,10 +131,14 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
       return post([id = j.run_id, g = j.generation, error = paths.status().message()](Impl& s) {
         s.failed(id, g, 0, "", error, true);
       });
-    for (const auto& path : *paths) {
+    std::vector<std::string> files = *paths;
+    bool summary_from_record = !j.record.empty() && std::find(files.begin(), files.end(), "summary.json") == files.end();
+    if (summary_from_record) files.push_back("summary.json");
+    for (const auto& path : files) {
       if (j.uploaded.count(path)) continue;
       if (quitting()) return;
-      Result<std::string> body = runs.read(j.run_id, path);
+      Result<std::string> body = summary_from_record && path == "summary.json" ? Result<std::string>(j.record)
+                                                                                 : runs.read(j.run_id, path);
       if (!body)
         return post([id = j.run_id, g = j.generation, path](Impl& s) {
           s.failed(id, g, 0, "", "cannot read artifact " + path, true);
@@ -213,6 +221,7 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
 
   void finished(const std::string& id, uint64_t gen) {
     busy.clear();
+    records.erase(id);
     if (StoredUpload* found = current(id, gen)) {
       StoredUpload& u = *found;
       u.state = "done";
@@ -292,6 +301,7 @@ struct UploadService::Impl : std::enable_shared_from_this<Impl> {
     busy = next->run_id;
     Job j{next->run_id, generation[next->run_id], next->key, next->uploaded,
           upload::indexKey(settings.prefix, agent, next->day), indexBody(next->day, next->run_id), client};
+    if (auto r = records.find(next->run_id); r != records.end()) j.record = r->second;
     if (!dashboard) return hand(std::move(j));
     // The dashboard's objects come from the run index (a database read).
     std::weak_ptr<Impl> self = weak_from_this();
@@ -376,6 +386,11 @@ void UploadService::runEnded(const run::Record& run) {
   u.verdict = std::string(run::stateName(run.state));
   u.updated_ms = s.clock.wallMs();
   s.uploads[run.id] = u;
+  // A run whose files the disk kept from being written: its summary.json
+  // goes up from its record.
+  if (std::find(run.artifacts.begin(), run.artifacts.end(), "summary.json") == run.artifacts.end() ||
+      run.reason.rfind("its artifacts could not be written", 0) == 0)
+    s.records[run.id] = run.toJson();
   s.save(u, true);
   s.pump();
 }

@@ -13,14 +13,14 @@
 //            removes and brings back.
 //   faults   in turn: a reload that removes fake-2, one that adds it back,
 //            kill -9 and a restart, a state directory that fills up for a
-//            while.
+//            while, the upload server (s3rver) gone for a while.
 //
 // It checks: every acknowledged run and every lease not yet released is
 // still known after each restart (lost: 0); every run ends; the good
 // tenant's runs that no fault touched pass, in a small factor of their time
-// alone; no hostile run is ever the lab's failure; hwfarmd's memory and open
-// descriptors come back to their baseline; nothing it started outlives the
-// runs. Hidden from `make test` ([.soak]); one Catch2 case.
+// alone; no hostile run is ever the lab's failure; every run's upload
+// completes once the server is back; hwfarmd's memory and open descriptors
+// come back to their baseline; nothing it started outlives the runs. Hidden from `make test` ([.soak]); one Catch2 case.
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +46,7 @@
 #include "tests/support/fake_board.h"
 #include "tests/support/firmware.h"
 #include "tests/support/process.h"
+#include "tests/support/s3rver.h"
 #include "tests/support/small_disk.h"
 
 using namespace hwfarm::test;
@@ -214,7 +216,9 @@ std::vector<std::string> leftBehind(const std::string& dir, pid_t daemon, pid_t 
     if (pid == daemon || pid == reaper || pid == ::getpid()) continue;
     std::string cmd = readFile("/proc/" + name + "/cmdline");
     std::replace(cmd.begin(), cmd.end(), '\0', ' ');
-    if (cmd.find(dir) == std::string::npos || cmd.find(" serve --link ") != std::string::npos) continue;
+    if (cmd.find(dir) == std::string::npos || cmd.find(" serve --link ") != std::string::npos ||
+        cmd.find("s3rver") != std::string::npos)
+      continue;
     out.push_back(name + ": " + cmd.substr(0, 160));
   }
   return out;
@@ -233,9 +237,12 @@ TEST_CASE("soak: tenants beside hostile firmware and clients, reloads, kill -9 a
   const double factor = secondsFromEnv("SOAK_FACTOR", 10);
   TempDir dir;
   SmallDisk disk(dir.file("state"), "2G");
+  auto s3 = std::make_unique<S3rver>(dir, dir.file("s3data"));
+  const int s3_port = s3->port();
   const std::string base = qemuFleet(dir.file("state"), 2,
                                      "[leases]\nrecovery_s = 0\n[limits]\ndisk_reserve_bytes = 8388608\n"
-                                     "[runs]\nmax_deadline_s = 10\n");
+                                     "[runs]\nmax_deadline_s = 10\n" +
+                                         uploadTable(s3_port, "soak", s3Credentials(dir)));
   const std::string all = base + fakeBoard(dir, 1) + fakeBoard(dir, 2);
   const std::string without2 = base + fakeBoard(dir, 1);
   Process board1 = plugIn(dir, 1), board2 = plugIn(dir, 2);
@@ -330,7 +337,7 @@ TEST_CASE("soak: tenants beside hostile firmware and clients, reloads, kill -9 a
 
   // The faults, in turn, every few seconds.
   struct FaultCount {
-    int reloads = 0, restarts = 0, disk_full = 0;
+    int reloads = 0, restarts = 0, disk_full = 0, upload_outages = 0;
   } injected;
   const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   size_t lost_runs = 0, lost_leases = 0;
@@ -338,10 +345,10 @@ TEST_CASE("soak: tenants beside hostile firmware and clients, reloads, kill -9 a
     std::this_thread::sleep_for(std::min<Clock::duration>(Clock::duration(8s), end - Clock::now()));
     if (Clock::now() >= end) break;
     lab.faultStarts();
-    switch (turn % 4) {
+    switch (turn % 5) {
       case 0:
       case 1: { // a reload without fake-2, then with it again
-        std::ofstream(d.configPath()) << (turn % 4 == 0 ? without2 : all);
+        std::ofstream(d.configPath()) << (turn % 5 == 0 ? without2 : all);
         ::kill(d.process().pid(), SIGHUP);
         ++injected.reloads;
         break;
@@ -385,11 +392,55 @@ TEST_CASE("soak: tenants beside hostile firmware and clients, reloads, kill -9 a
         ++injected.disk_full;
         break;
       }
+      case 4: { // the upload server goes away for 5 s
+        s3->stop();
+        std::this_thread::sleep_for(5s);
+        s3 = std::make_unique<S3rver>(dir, dir.file("s3data"), s3_port);
+        ++injected.upload_outages;
+        break;
+      }
     }
     lab.faultEnds();
   }
   lab.stop = true;
   for (auto& t : threads) t.join();
+
+  // Every run's upload completes, the server being back (5 minutes at most).
+  const auto upload_wait = Clock::now();
+  size_t uploads_left = 0;
+  for (;;) {
+    auto r = lab.call("GET", "/v1/uploads");
+    uploads_left = r.status == 200 ? json::parse(r.body).at("uploads").as_array().size() : SIZE_MAX;
+    if (uploads_left == 0 || Clock::now() - upload_wait > 300s) {
+      if (uploads_left) lab.problem("uploads unfinished: " + r.body.substr(0, 1000));
+      break;
+    }
+    std::this_thread::sleep_for(500ms);
+  }
+  const double upload_wait_s = std::chrono::duration<double>(Clock::now() - upload_wait).count();
+  // The runs in the bucket: their summary.json objects, as s3rver keeps them.
+  std::set<std::string> uploaded; // run ids
+  for (const auto& e : fs::recursive_directory_iterator(dir.file("s3data"))) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("summary.json", 0) == 0 && name.find("_S3rver_object") != std::string::npos &&
+        name.find(".md5") == std::string::npos)
+      uploaded.insert(e.path().parent_path().filename().string());
+  }
+  size_t in_bucket = 0;
+  for (const auto& id : lab.runs) {
+    if (uploaded.count(id)) {
+      ++in_bucket;
+      continue;
+    }
+    auto r = lab.call("GET", "/v1/runs/" + id);
+    std::string why = r.body.substr(0, 200);
+    if (r.status == 200) {
+      json::object run = json::parse(r.body).as_object();
+      why = std::string(run.at("state").as_string()) + ": " +
+            (run.contains("reason") ? std::string(run.at("reason").as_string()) : std::string());
+    }
+    lab.problem("run " + id + " is not in the bucket: " + why);
+  }
 
   // Every run acknowledged is served and ended, also those older than the
   // newest 1,000 hwfarmd lists (read from their rows).
@@ -446,8 +497,10 @@ TEST_CASE("soak: tenants beside hostile firmware and clients, reloads, kill -9 a
   std::printf("| what | value |\n| --- | --- |\n");
   std::printf("| runs acknowledged | %zu (good %zu, hostile %zu, fake boards %zu) |\n", lab.runs.size(), good.size(),
               hostile.size(), fake.size());
-  std::printf("| faults injected | %d reloads, %d kill -9 and restarts, %d full disks |\n", injected.reloads,
-              injected.restarts, injected.disk_full);
+  std::printf("| faults injected | %d reloads, %d kill -9 and restarts, %d full disks, %d upload server outages |\n",
+              injected.reloads, injected.restarts, injected.disk_full, injected.upload_outages);
+  std::printf("| uploads unfinished at the end (waited %.0f s) | %zu |\n", upload_wait_s, uploads_left);
+  std::printf("| runs in the bucket | %zu of %zu |\n", in_bucket, lab.runs.size());
   std::printf("| lost (runs, leases) | %zu, %zu |\n", lost_runs, lost_leases);
   std::printf("| runs never ended | %zu |\n", unended);
   std::printf("| good runs untouched by a fault that passed | %zu of %zu |\n", good_passed, good_clean);
@@ -466,6 +519,7 @@ TEST_CASE("soak: tenants beside hostile firmware and clients, reloads, kill -9 a
   for (const auto& p : left) std::printf("left behind: %s\n", p.c_str());
   std::fflush(stdout);
   CHECK(lost_runs == 0);
+  CHECK(uploads_left == 0);
   CHECK(lost_leases == 0);
   CHECK(unended == 0);
   CHECK(good_clean >= 1);
