@@ -88,7 +88,7 @@ bare() {
 # The same inside bubblewrap, with the sandbox hwfarmd gives QEMU
 # (drivers/qemu_board.cpp, sandboxArgv).
 bwrap=$(command -v bwrap)
-sandbox=("$bwrap" --new-session --unshare-all --unshare-user --disable-userns --cap-drop ALL --clearenv
+sandbox=("$bwrap" --new-session --die-with-parent --unshare-all --unshare-user --disable-userns --cap-drop ALL --clearenv
          --setenv PATH /usr/bin:/bin --ro-bind /usr /usr)
 for top in /bin /sbin /lib /lib64 /lib32; do
   if [ -L "$top" ]; then sandbox+=(--symlink "$(readlink "$top")" "$top")
