@@ -19,7 +19,7 @@ std::vector<std::string> paths(const std::vector<ArtifactFile>& files) {
 } // namespace
 
 TEST_CASE("a quota keeps junit.xml first, then each file in order that still fits") {
-  // Given a run's files, junit.xml last as artifactFiles gives them
+  // Given a run's files, junit.xml last as summaryFiles gives them
   std::vector<ArtifactFile> files{file("traces/a.txt", 600), file("outputs/a/x.npy", 300), file("traces/b.txt", 500),
                                   file("golden_results.json", 50), file("junit.xml", 100)};
   // When its quota is 1000 bytes

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <filesystem>
 #include <thread>
+#include <utility>
 
 #include <boost/json.hpp>
 
@@ -41,23 +42,30 @@ std::string fleet(const TempDir& dir, int port, const std::string& prefix, const
 
 json::value parsed(const cli::HttpResult& r) { return json::parse(r.body); }
 
-// Runs the pass image on the simulated board (no reference); the ended record.
-json::object passRun(const RunningDaemon& d, const std::string& commit = "") {
+// Leases the simulated board and starts `variant`'s image on it (no
+// reference; `options`: more members of the request); its lease and run ids.
+std::pair<std::string, std::string> startRun(const RunningDaemon& d, const std::string& variant,
+                                             const std::string& options = "") {
   auto lease =
       d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"count":1,"context":"manual"})", "");
   REQUIRE(lease.status == 201);
   std::string id(parsed(lease).at("id").as_string());
-  auto image = cli::HttpClient(d.url()).request("POST", "/v1/leases/" + id + "/images?name=pass.elf",
-                                                readFile(std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-pass.elf"), "",
-                                                "application/octet-stream");
+  auto image = cli::HttpClient(d.url()).request("POST", "/v1/leases/" + id + "/images?name=" + variant + ".elf",
+                                                readFile(std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-" + variant + ".elf"),
+                                                "", "application/octet-stream");
   REQUIRE(image.status == 201);
   auto run = d.request("POST", "/v1/leases/" + id + "/runs",
                        R"({"images":[{"image":")" + std::string(parsed(image).at("image").as_string()) +
-                           R"("}],"reference":"none")" +
-                           (commit.empty() ? "" : R"(,"commit":)" + json::serialize(json::string(commit))) + "}");
+                           R"("}],"reference":"none")" + options + "}");
   INFO(run.body);
   REQUIRE(run.status == 201);
-  std::string run_id(parsed(run).at("id").as_string());
+  return {id, std::string(parsed(run).at("id").as_string())};
+}
+
+// Runs the pass image on the simulated board (no reference); the ended record.
+json::object passRun(const RunningDaemon& d, const std::string& commit = "") {
+  auto [id, run_id] =
+      startRun(d, "pass", commit.empty() ? "" : R"(,"commit":)" + json::serialize(json::string(commit)));
   for (int i = 0; i < 1800; ++i) {
     json::object o = parsed(d.get("/v1/runs/" + run_id)).as_object();
     if (o.at("state").as_string() != "running") {
@@ -203,19 +211,7 @@ TEST_CASE("a run that hwfarmd's kill -9 cut short goes to the bucket as interrup
   S3rver s3(dir, dir.file("s3data"));
   RunningDaemon d(dir, fleet(dir, s3.port(), "cut", s3Credentials(dir)));
   // Given a run of the hang image, running when hwfarmd is killed,
-  auto lease =
-      d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"count":1,"context":"manual"})", "");
-  REQUIRE(lease.status == 201);
-  std::string lease_id(parsed(lease).at("id").as_string());
-  auto image = cli::HttpClient(d.url()).request("POST", "/v1/leases/" + lease_id + "/images?name=hang.elf",
-                                                readFile(std::string(HWFARM_FIRMWARE_DIR) + "/hwfarm-hang.elf"), "",
-                                                "application/octet-stream");
-  REQUIRE(image.status == 201);
-  auto run = d.request("POST", "/v1/leases/" + lease_id + "/runs",
-                       R"({"images":[{"image":")" + std::string(parsed(image).at("image").as_string()) +
-                           R"("}],"reference":"none","deadline_s":60})");
-  REQUIRE(run.status == 201);
-  std::string id(parsed(run).at("id").as_string());
+  std::string id = startRun(d, "hang", R"(,"deadline_s":60)").second;
   d.killAndRestart();
   // the restart marks it interrupted and uploads it: its files and the index.
   json::object ended = parsed(d.get("/v1/runs/" + id)).as_object();

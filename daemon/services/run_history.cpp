@@ -154,20 +154,11 @@ void RunHistory::load(store::Database& db, const std::string& id, std::function<
                        });
 }
 
-std::vector<std::string> RunHistory::forgetBefore(int64_t cutoff_ms) {
+void RunHistory::forgetBefore(int64_t cutoff_ms) {
   std::vector<std::string> old;
   for (const auto& [id, l] : listed_)
     if (l.state != run::State::running && l.ended_ms && l.ended_ms < cutoff_ms) old.push_back(id);
   for (const auto& id : old) dropped(id);
-  // Records read of runs older than the newest kHistory go too.
-  for (auto it = cached_.begin(); it != cached_.end();)
-    if (!listed_.count(it->first) && it->second.ended_ms && it->second.ended_ms < cutoff_ms) {
-      cache_order_.erase(std::remove(cache_order_.begin(), cache_order_.end(), it->first), cache_order_.end());
-      it = cached_.erase(it);
-    } else {
-      ++it;
-    }
-  return old;
 }
 
 } // namespace hwfarm

@@ -68,9 +68,9 @@ class RunHistory {
   const std::deque<std::string>& order() const { return order_; }
   // The runs restore() found running and marked interrupted (taken once).
   std::vector<run::Record> takeInterrupted() { return std::exchange(interrupted_, {}); }
-  // Forgets the ended runs that ended before `cutoff_ms` (listed, or read
-  // and cached); the listed ones' ids.
-  std::vector<std::string> forgetBefore(int64_t cutoff_ms);
+  // Stops listing the runs that ended before `cutoff_ms` (their rows are
+  // removed next, and each with dropped(): records read of them too).
+  void forgetBefore(int64_t cutoff_ms);
 
  private:
   void cache(run::Record record);

@@ -51,17 +51,6 @@ std::vector<ArtifactFile> summaryFiles(std::string_view run_name, const std::vec
   return out;
 }
 
-std::vector<ArtifactFile> artifactFiles(std::string_view run_name, const std::vector<AttemptOutput>& attempts,
-                                        const std::vector<std::string>& targets, bool by_image) {
-  std::vector<ArtifactFile> out = attemptFiles(attempts);
-  std::vector<const TargetReport*> reports;
-  for (const auto& a : attempts)
-    if (a.report && !a.superseded) reports.push_back(a.report);
-  std::vector<ArtifactFile> summary = summaryFiles(run_name, reports, targets, by_image);
-  for (auto& f : summary) out.push_back(std::move(f));
-  return out;
-}
-
 Kept withinQuota(std::vector<ArtifactFile> files, uint64_t quota) {
   Kept kept;
   std::stable_partition(files.begin(), files.end(), [](const ArtifactFile& f) { return f.path == "junit.xml"; });

@@ -35,19 +35,14 @@ struct AttemptOutput {
 // attempts of an image come together (a superseded attempt's files are
 // named by its place among its image's attempts on its target).
 std::vector<ArtifactFile> attemptFiles(const std::vector<AttemptOutput>& attempts);
-// A run's files of its counted attempts' verdicts `reports`:
-// golden_results per target, the accuracy overlay and junit.xml (below).
+// The files of a run named `run_name` (its suite, else its id) of its
+// counted attempts' verdicts `reports`: golden_results per target, the
+// accuracy overlay (overlay.h: golden_results.json over `targets`, the
+// run's target names in order and each once, and node data per image and
+// target) and junit.xml; `by_image`: golden_results keys carry the image
+// (a run of several images).
 std::vector<ArtifactFile> summaryFiles(std::string_view run_name, const std::vector<const TargetReport*>& reports,
                                        const std::vector<std::string>& targets, bool by_image);
-// The files of a run named `run_name` (its suite, else its id), in the
-// order of its attempts, then golden_results per target, the accuracy
-// overlay (overlay.h: golden_results.json over `targets`, the run's target
-// names in order and each once, and node data per image and target) and
-// junit.xml (the counted attempts' verdicts); `by_image`: golden_results
-// keys carry the image (a run of several images).
-std::vector<ArtifactFile> artifactFiles(std::string_view run_name, const std::vector<AttemptOutput>& attempts,
-                                        const std::vector<std::string>& targets, bool by_image);
-
 // What a run's quota of bytes keeps of its files.
 struct Kept {
   std::vector<ArtifactFile> files; // junit.xml first, then in their order
