@@ -109,6 +109,21 @@ struct RunsConfig {
   int64_t max_run_memory_bytes = 512LL << 20;
 };
 
+// [[results.infrastructure]]: a rule that makes a harness's error the lab's
+// (docs/harness-results.md). Each text given must be in the error's: its
+// type or message (`error`), its type, message, detail (traceback).
+struct InfraRuleConfig {
+  std::string name;
+  std::string error, type, message, detail;
+  SourcePos pos;
+};
+
+// [results]: published harness results (docs/harness-results.md).
+struct ResultsConfig {
+  bool default_rules = true; // the documented rules, when `infrastructure` names none
+  std::vector<InfraRuleConfig> infrastructure;
+};
+
 // [upload]: where hwfarmd publishes each run's artifacts (docs/uploads.md).
 struct UploadConfig {
   bool enabled = false;
@@ -258,6 +273,7 @@ struct FleetConfig {
   std::vector<TwisterConfig> twister;
   LeaseConfig leases;
   RunsConfig runs;
+  ResultsConfig results;
   std::vector<ReferenceConfig> references;
   UploadConfig upload;
   std::vector<WorkerConfig> workers;

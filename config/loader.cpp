@@ -50,6 +50,7 @@ class FleetParser {
     if (const toml::table* limits = reader.table("limits")) parseLimits(*limits);
     if (const toml::table* leases = reader.table("leases")) parseLeases(*leases);
     if (const toml::table* runs = reader.table("runs")) parseRuns(*runs);
+    if (const toml::table* results = reader.table("results")) parseResults(*results);
     if (const toml::array* workers = reader.tables("worker")) {
       for (size_t i = 0; i < workers->size(); ++i)
         parseWorker(*workers->get(i)->as_table(), i);
@@ -292,6 +293,51 @@ class FleetParser {
     r.finish();
     if (l.default_ttl_s > config_.limits.max_ttl_s && table.get("default_ttl_s"))
       r.error("default_ttl_s", "must not exceed limits.max_ttl_s (" + describeNumber(config_.limits.max_ttl_s) + ")");
+  }
+
+  // [results] and its [[results.infrastructure]] rules.
+  void parseResults(const toml::table& table) {
+    TableReader r(table, errors_, "", "results.");
+    ResultsConfig& c = config_.results;
+    if (auto v = r.boolean("default_rules")) c.default_rules = *v;
+    if (const toml::array* rules = r.tables("infrastructure")) {
+      std::map<std::string, FirstSeen> seen;
+      for (size_t i = 0; i < rules->size(); ++i) {
+        const toml::table* t = rules->get(i)->as_table();
+        if (!t) continue;
+        InfraRuleConfig rule;
+        rule.pos = errors_.pos(t->source());
+        TableReader tr(*t, errors_, "results.infrastructure #" + std::to_string(i + 1), "results.infrastructure.");
+        if (auto v = tr.text("name", Need::required)) {
+          if (v->empty() || v->size() > 128 || config::findControlCharacter(*v) != std::string::npos)
+            tr.error("name", "expected 1 to 128 printable characters, got " + quoted(*v));
+          else {
+            rule.name = *v;
+            unique(seen, tr, "name", rule.name, "", "rule");
+          }
+        }
+        bool any = false;
+        for (auto [key, out] : {std::pair<const char*, std::string*>{"error", &rule.error},
+                                std::pair<const char*, std::string*>{"type", &rule.type},
+                                std::pair<const char*, std::string*>{"message", &rule.message},
+                                std::pair<const char*, std::string*>{"detail", &rule.detail}}) {
+          auto v = tr.text(key);
+          if (!v) continue;
+          if (v->empty() || v->size() > 1024)
+            tr.error(key, "expected 1 to 1024 bytes of text the error's must contain, got " + quoted(*v));
+          else {
+            *out = *v;
+            any = true;
+          }
+        }
+        if (!any && !t->get("error") && !t->get("type") && !t->get("message") && !t->get("detail"))
+          tr.error("name", "rule " + quoted(rule.name) +
+                               " matches every error: give error, type, message or detail (text the error's must contain)");
+        tr.finish();
+        c.infrastructure.push_back(std::move(rule));
+      }
+    }
+    r.finish();
   }
 
   void parseRuns(const toml::table& table) {

@@ -29,6 +29,7 @@ targets=(
   "run_manifest:4096:toml.dict"
   "run_record:4096:json_codec.dict"
   "harness_results:8192:harness_results.dict"
+  "results_tar:16384:results_tar.dict"
 )
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:abort_on_error=1:detect_leaks=1:print_stacktrace=1}

@@ -928,3 +928,133 @@ TEST_CASE("the upload credentials file is refused when its group or others may r
   auto missing = hwfarm::config::parseCredentials("", "s3.toml");
   REQUIRE(missing.errors.size() == 2);
 }
+
+TEST_CASE("[results] infrastructure rules are read in order with their texts and default_rules") {
+  std::string board = "[[worker]]\nname = \"w\"\n" + usbBoard("n0", "S0");
+  LoadResult none = parseFleetConfig(kAgent + board, "fleet.toml");
+  REQUIRE(none.errors.empty());
+  CHECK(none.config->results.default_rules);
+  CHECK(none.config->results.infrastructure.empty());
+
+  // Lines 10 on: the [results] table and its rules.
+  LoadResult ok = parseFleetConfig(kAgent + board +
+                                       "[results]\n"
+                                       "default_rules = false\n"
+                                       "[[results.infrastructure]]\n"
+                                       "name = \"usb hub reset\"\n"
+                                       "detail = \"usb 1-1.4: USB disconnect\"\n"
+                                       "[[results.infrastructure]]\n"
+                                       "name = \"every field: a BoardError\"\n"
+                                       "error = \"BoardError\"\n"
+                                       "type = \"hwlab.\"\n"
+                                       "message = \"failed on setup with \\\"hwlab.BoardError\"\n"
+                                       "detail = \"conftest.py\"\n",
+                                   "fleet.toml");
+  for (const auto& e : ok.errors) INFO(e.format());
+  REQUIRE(ok.errors.empty());
+  const auto& r = ok.config->results;
+  CHECK_FALSE(r.default_rules);
+  REQUIRE(r.infrastructure.size() == 2);
+  CHECK(r.infrastructure[0].name == "usb hub reset");
+  CHECK(r.infrastructure[0].detail == "usb 1-1.4: USB disconnect");
+  CHECK(r.infrastructure[0].error.empty());
+  CHECK(r.infrastructure[0].type.empty());
+  CHECK(r.infrastructure[0].message.empty());
+  CHECK(r.infrastructure[0].pos.line == 12);
+  CHECK(r.infrastructure[1].name == "every field: a BoardError");
+  CHECK(r.infrastructure[1].error == "BoardError");
+  CHECK(r.infrastructure[1].type == "hwlab.");
+  CHECK(r.infrastructure[1].message == "failed on setup with \"hwlab.BoardError");
+  CHECK(r.infrastructure[1].detail == "conftest.py");
+  CHECK(r.infrastructure[1].pos.line == 15);
+
+  // default_rules alone; true by default.
+  LoadResult defaults = parseFleetConfig(kAgent + board + "[results]\ndefault_rules = true\n", "fleet.toml");
+  REQUIRE(defaults.errors.empty());
+  CHECK(defaults.config->results.default_rules);
+  CHECK(errorsOf(kAgent + board + "[results]\ndefault_rules = \"no\"\n") ==
+        std::vector<std::string>{"fleet.toml:11:17: results.default_rules: expected true or false, got \"no\""});
+}
+
+TEST_CASE("[results] infrastructure rules: a name missing or used twice or bad and a rule without text are errors") {
+  std::string board = "[[worker]]\nname = \"w\"\n" + usbBoard("n0", "S0");
+  // Lines 10 on.
+  auto errors = errorsOf(kAgent + board +
+                         "[[results.infrastructure]]\n"          // 10: #1
+                         "error = \"SerialException\"\n"
+                         "[[results.infrastructure]]\n"          // 12: #2
+                         "name = \"serial\"\n"
+                         "error = \"SerialException\"\n"
+                         "[[results.infrastructure]]\n"          // 15: #3
+                         "name = \"serial\"\n"
+                         "message = \"could not open port\"\n"
+                         "[[results.infrastructure]]\n"          // 18: #4
+                         "name = \"no text\"\n"
+                         "[[results.infrastructure]]\n"          // 20: #5
+                         "name = \"\"\n"
+                         "type = \"X\"\n"
+                         "[[results.infrastructure]]\n"          // 23: #6
+                         "name = \"tab\\there\"\n"
+                         "type = \"X\"\n");
+  CHECK(errors == std::vector<std::string>{
+                      "fleet.toml:10:1: results.infrastructure #1: results.infrastructure.name: required key is missing",
+                      "fleet.toml:16:8: results.infrastructure #3: results.infrastructure.name: rule \"serial\" is "
+                      "already used (first defined at fleet.toml:13:8)",
+                      "fleet.toml:19:8: results.infrastructure #4: results.infrastructure.name: rule \"no text\" "
+                      "matches every error: give error, type, message or detail (text the error's must contain)",
+                      "fleet.toml:21:8: results.infrastructure #5: results.infrastructure.name: expected 1 to 128 "
+                      "printable characters, got \"\"",
+                      "fleet.toml:24:8: results.infrastructure #6: results.infrastructure.name: expected 1 to 128 "
+                      "printable characters, got \"tab\\there\""});
+  // 128 characters: the longest name.
+  LoadResult longest = parseFleetConfig(kAgent + board + "[[results.infrastructure]]\nname = \"" +
+                                            std::string(128, 'r') + "\"\nerror = \"E\"\n",
+                                        "fleet.toml");
+  REQUIRE(longest.errors.empty());
+  CHECK(longest.config->results.infrastructure.at(0).name == std::string(128, 'r'));
+  CHECK(errorsOf(kAgent + board + "[[results.infrastructure]]\nname = \"" + std::string(129, 'r') +
+                 "\"\nerror = \"E\"\n") ==
+        std::vector<std::string>{"fleet.toml:11:8: results.infrastructure #1: results.infrastructure.name: expected 1 "
+                                 "to 128 printable characters, got \"" +
+                                 std::string(128, 'r') + "\xe2\x80\xa6\" (129 bytes)"});
+}
+
+TEST_CASE("[results] infrastructure rules: texts of 1 to 1024 bytes and strings only and unknown keys") {
+  std::string board = "[[worker]]\nname = \"w\"\n" + usbBoard("n0", "S0");
+  LoadResult longest = parseFleetConfig(kAgent + board + "[[results.infrastructure]]\nname = \"long\"\ndetail = \"" +
+                                            std::string(1024, 'd') + "\"\n",
+                                        "fleet.toml");
+  REQUIRE(longest.errors.empty());
+  CHECK(longest.config->results.infrastructure.at(0).detail.size() == 1024);
+  // Lines 10 on.
+  auto errors = errorsOf(kAgent + board +
+                         "[results]\n"                           // 10
+                         "default_rule = true\n"
+                         "[[results.infrastructure]]\n"          // 12: #1
+                         "name = \"too long\"\n"
+                         "message = \"" + std::string(1025, 'm') + "\"\n"
+                         "[[results.infrastructure]]\n"          // 15: #2
+                         "name = \"empty\"\n"
+                         "error = \"\"\n"
+                         "[[results.infrastructure]]\n"          // 18: #3
+                         "name = \"number\"\n"
+                         "type = 5\n"
+                         "detail = \"ok\"\n"
+                         "[[results.infrastructure]]\n"          // 22: #4
+                         "name = \"colour\"\n"
+                         "error = \"E\"\n"
+                         "colour = 1\n");
+  CHECK(errors == std::vector<std::string>{
+                      "fleet.toml:11:1: results.default_rule: unknown key (did you mean \"default_rules\"?)",
+                      "fleet.toml:14:11: results.infrastructure #1: results.infrastructure.message: expected 1 to "
+                      "1024 bytes of text the error's must contain, got \"" +
+                          std::string(128, 'm') + "\xe2\x80\xa6\" (1025 bytes)",
+                      "fleet.toml:17:9: results.infrastructure #2: results.infrastructure.error: expected 1 to 1024 "
+                      "bytes of text the error's must contain, got \"\"",
+                      "fleet.toml:20:8: results.infrastructure #3: results.infrastructure.type: expected a string, "
+                      "got 5",
+                      "fleet.toml:25:1: results.infrastructure #4: results.infrastructure.colour: unknown key"});
+  // [results] itself: an unknown key.
+  CHECK(errorsOf(kAgent + board + "[results]\ninfra = 1\n") ==
+        std::vector<std::string>{"fleet.toml:11:1: results.infra: unknown key (did you mean \"infrastructure\"?)"});
+}

@@ -14,6 +14,7 @@
 #include <boost/json.hpp>
 
 #include "daemon/cli/http_client.h"
+#include "daemon/core/run/tar.h"
 #include "daemon/core/upload/policy.h"
 #include "daemon/services/s3_client.h"
 #include "tests/support/daemon_harness.h"
@@ -172,6 +173,45 @@ TEST_CASE("a run's artifacts go to the bucket byte for byte under keys of every 
   waitDone(d);
   checkBucket(dir, s3.port(), prefix, second);
   checkBucket(dir, s3.port(), prefix, run);
+}
+
+TEST_CASE("a harness's published results go to the bucket with the index like hwfarm's own runs") {
+  TempDir dir;
+  S3rver s3(dir, dir.file("s3data"));
+  RunningDaemon d(dir, fleet(dir, s3.port(), "harness", s3Credentials(dir)));
+  auto lease =
+      d.request("POST", "/v1/leases", R"({"selector":{"type":"mps2-an385"},"count":1,"context":"manual"})", "");
+  REQUIRE(lease.status == 201);
+  std::string id(parsed(lease).at("id").as_string());
+  // A pytest JUnit file with a failure, and a log beside it.
+  std::string junit = R"(<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="0" )"
+                      R"(failures="1" skipped="0" tests="2"><testcase classname="test_board" name="test_ok" time="0.1"/>)"
+                      R"(<testcase classname="test_board" name="test_bad" time="0.2"><failure message="assert 0">)"
+                      R"(assert 0</failure></testcase></testsuite></testsuites>)";
+  std::string archive;
+  for (const auto& [name, bytes] : std::vector<std::pair<std::string, std::string>>{
+           {"results/r.xml", junit}, {"artifacts/logs/console.txt", "boot\n"}}) {
+    archive += run::tarHeader({name, bytes.size(), 0, 0644}) + bytes;
+    archive.append(run::tarPadding(bytes.size()), '\0');
+  }
+  archive += run::tarEnd();
+  auto published = cli::HttpClient(d.url()).request("POST", "/v1/leases/" + id + "/results?name=pytest&commit=c0ffee",
+                                                    archive, "", "application/x-tar");
+  INFO(published.body);
+  REQUIRE(published.status == 201);
+  json::object run = parsed(published).as_object();
+  CHECK(run.at("state") == "failed");
+  CHECK(run.at("kind") == "external");
+  waitDone(d);
+  checkBucket(dir, s3.port(), "harness", run);
+  // Byte for byte what the harness wrote.
+  std::string today = upload::utcDay(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::system_clock::now().time_since_epoch())
+                                         .count());
+  S3Answer a = reader(s3.port()).get(upload::runKey("harness", kAgent, today, "c0ffee", std::string(run.at("id").as_string())) +
+                                     "/results/r.xml");
+  REQUIRE(a.ok());
+  CHECK(a.body == junit);
 }
 
 TEST_CASE("with s3rver down the upload is retried with backoff and completes when it is back with nothing lost") {

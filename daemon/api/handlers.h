@@ -159,6 +159,11 @@ class Handlers {
   std::optional<BodyPlan> planImageUpload(Call& call, const std::string& id);
   void uploadImage(Call& call, const std::string& id);
   void startRun(Call& call, const std::string& id);
+  // POST /v1/leases/{id}/results (docs/harness-results.md): a harness's
+  // results archive, spooled (planResults, decided from the head), then
+  // published as a run of kind external.
+  std::optional<BodyPlan> planResults(Call& call, const std::string& id);
+  void publishResults(Call& call, const std::string& id);
   void listRuns(Call& call);
   void showRun(Call& call, const std::string& id);
   void cancelRun(Call& call, const std::string& id);

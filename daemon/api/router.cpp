@@ -63,7 +63,7 @@ bool isOctetStream(const std::string& content_type) {
   std::string type = content_type.substr(0, content_type.find(';'));
   while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.pop_back();
   std::transform(type.begin(), type.end(), type.begin(), [](unsigned char c) { return std::tolower(c); });
-  return type == "application/octet-stream";
+  return type == "application/octet-stream" || type == "application/x-tar";
 }
 
 // An answer channel that keeps the answer: refusals made from a request's
@@ -214,6 +214,10 @@ void Router::route(Call& c) {
       if (method("POST") && allowed(c, Role::pipeline)) handlers_.uploadImage(c, s[2]);
       return;
     }
+    if (s.size() == 4 && s[1] == "leases" && s[3] == "results") {
+      if (method("POST") && allowed(c, Role::pipeline)) handlers_.publishResults(c, s[2]);
+      return;
+    }
     if (s.size() == 4 && s[1] == "leases" && s[3] == "runs") {
       if (method("POST") && allowed(c, Role::pipeline)) handlers_.startRun(c, s[2]);
       return;
@@ -279,13 +283,16 @@ BodyPlan Router::planBody(const HttpRequest& head) {
   const auto& s = target.segments;
   bool flash = s.size() == 6 && s[0] == "v1" && s[1] == "leases" && s[3] == "boards" && s[5] == "flash";
   bool image = s.size() == 4 && s[0] == "v1" && s[1] == "leases" && s[3] == "images";
-  if (!flash && !image) return plan;
+  bool results = s.size() == 4 && s[0] == "v1" && s[1] == "leases" && s[3] == "results";
+  if (!flash && !image && !results) return plan;
   // What the route would answer, answered before the body arrives.
   auto captured = std::make_shared<Captured>();
   Call call(head, auth_.authenticate(head.authorization, head.local_peer), Reply(captured, &responses_));
   std::optional<BodyPlan> upload;
   if (allowed(call, Role::pipeline))
-    upload = flash ? handlers_.planUpload(call, s[2], s[4]) : handlers_.planImageUpload(call, s[2]);
+    upload = flash     ? handlers_.planUpload(call, s[2], s[4])
+             : results ? handlers_.planResults(call, s[2])
+                       : handlers_.planImageUpload(call, s[2]);
   if (upload) return *upload;
   plan.kind = BodyPlan::Kind::refuse;
   plan.refusal = std::move(*captured->response);

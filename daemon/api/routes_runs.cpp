@@ -251,6 +251,70 @@ void Handlers::startRun(Call& c, const std::string& id) {
   if (!refused.ok()) return c.respond(errorResponse(refused));
 }
 
+std::optional<BodyPlan> Handlers::planResults(Call& c, const std::string& id) {
+  if (!runs_) {
+    c.respond(jsonError(503, "unavailable", "runs are not served here"));
+    return std::nullopt;
+  }
+  const lease::Lease* l = ownedLease(c, id);
+  if (!l) return std::nullopt;
+  if (Status made = boards_.makeImageDir(l->id); !made.ok()) {
+    c.respond(jsonError(500, "storage_error", made.message()));
+    return std::nullopt;
+  }
+  BodyPlan plan;
+  plan.kind = BodyPlan::Kind::file;
+  plan.limit = static_cast<uint64_t>(state_.config->runs.max_artifact_bytes);
+  plan.limit_name = "runs.max_artifact_bytes";
+  plan.dir = boards_.imageDir(l->id);
+  plan.reserve = static_cast<uint64_t>(state_.config->limits.disk_reserve_bytes);
+  return plan;
+}
+
+void Handlers::publishResults(Call& c, const std::string& id) {
+  if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
+  const lease::Lease* l = ownedLease(c, id);
+  if (!l) return;
+  if (!c.request.upload)
+    return c.respond(jsonError(400, "invalid_request",
+                               "expected the results as an application/x-tar body of results/ and artifacts/ files "
+                               "(hwfarmctl results publish makes it)"));
+  RunService::Publish p;
+  p.archive = c.request.upload->path;
+  p.name = "results";
+  for (const auto& [key, value] : c.target.query) {
+    auto plain = [&](size_t most) {
+      return !value.empty() && value.size() <= most && value != "." && value != ".." && value.find('/') == value.npos &&
+             config::findControlCharacter(value) == value.npos;
+    };
+    if (key == "name") {
+      if (!plain(128))
+        return c.respond(jsonError(400, "invalid_request", "name: expected 1 to 128 bytes without \"/\" or control characters"));
+      p.name = value;
+    } else if (key == "commit") {
+      if (!plain(128))
+        return c.respond(jsonError(400, "invalid_request", "commit: expected 1 to 128 bytes without \"/\" or control characters"));
+      p.commit = value;
+    } else if (key == "board") {
+      if (!plain(128)) return c.respond(jsonError(400, "invalid_request", "board: expected a board of the lease"));
+      p.board = value;
+    } else {
+      return c.respond(jsonError(400, "invalid_request", "unknown parameter " + echoed(key) + " (name, commit, board)"));
+    }
+  }
+  // Answered once the run is stored and listed (its index row made by its end's hook).
+  auto respond = c.respond;
+  Status refused = runs_->publish(*l, std::move(p), [respond](const Result<run::Record>& made) {
+    if (!made) {
+      const Status& s = made.status();
+      if (s.is(Code::invalid_argument)) return respond(jsonError(400, "invalid_results", s.message()));
+      return respond(errorResponse(s));
+    }
+    respond(okText(made->toJson(), 201));
+  });
+  if (!refused.ok()) return c.respond(errorResponse(refused)); // (the spool goes with the request)
+}
+
 void Handlers::listRuns(Call& c) {
   if (!runs_) return c.respond(jsonError(503, "unavailable", "runs are not served here"));
   if (run_index_) return listIndexedRuns(c); // paged and filtered (routes_dashboard.cpp)

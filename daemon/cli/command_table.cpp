@@ -34,6 +34,23 @@ std::vector<OptionSpec> selectorOptions() {
   };
 }
 
+// lease run: the selector's, and publishing CMD's results.
+std::vector<OptionSpec> leaseRunOptions() {
+  std::vector<OptionSpec> o = selectorOptions();
+  o.push_back({.name = "--results", .value = "GLOB",
+               .help = "once CMD ends, whatever its exit code, publish the JUnit XML or twister.json files GLOB "
+                       "matches as a run on the lease (as `results publish` does), before the release",
+               .repeatable = true});
+  o.push_back({.name = "--artifacts", .value = "PATH",
+               .help = "with --results: a file or folder published with the results", .repeatable = true,
+               .complete = kFile});
+  o.push_back({.name = "--name", .value = "NAME", .help = "with --results: the published run's name",
+               .default_text = "CMD's name"});
+  o.push_back({.name = "--commit", .value = "SHA", .help = "with --results: the commit the results are filed under",
+               .default_text = "$GIT_COMMIT"});
+  return o;
+}
+
 const OptionSpec kLeaseOption{.name = "--lease", .value = "ID", .help = "the lease (an id or a unique prefix of one)",
                               .default_text = "$HWFARM_LEASE_ID"};
 
@@ -93,8 +110,10 @@ std::vector<CommandSpec> makeCommands() {
        .summary = "lease boards, run CMD with them in its environment, renew meanwhile, release at its end",
        .help = "The options are those of `lease acquire`, and it waits the same way. CMD gets HWFARM_LEASE_ID, "
                "HWFARM_BOARD_COUNT and HWFARM_BOARD_<i>_NAME, _TYPE, _SERIAL_PORT and _USB_SERIAL. It exits "
-               "with CMD's exit code, 8 when the lease ended under CMD. This is the command for Jenkins `sh` steps.",
-       .options = selectorOptions(),
+               "with CMD's exit code, 8 when the lease ended under CMD. This is the command for Jenkins `sh` steps. "
+               "With --results, the files CMD wrote are published as a run before the release; when CMD exited 0 "
+               "but nothing could be published (no file matches, a cut file), it exits with the publish's code.",
+       .options = leaseRunOptions(),
        .run = leaseRunCommand,
        .rest = "CMD [ARGS...]"},
       {.name = "lease renew",
@@ -233,6 +252,27 @@ std::vector<CommandSpec> makeCommands() {
        .options = {{.name = "--out", .value = "DIR", .help = "the directory to write them into", .required = true,
                     .complete = kDir}},
        .run = runFetchCommand},
+      {.name = "results publish",
+       .group = "runs",
+       .summary = "publish a test harness's results (JUnit XML, twister.json) as a run on the lease",
+       .help = "Sends every FILE and the artifacts to the lease; hwfarmd reads them, classifies each failure "
+               "(a failure is the firmware's; an error is the lab's only by a [[results.infrastructure]] rule) and "
+               "keeps, uploads and counts the run like its own. A file that is not well formed (a harness that "
+               "crashed mid-file) is refused with its line and column, and nothing is kept. Prints the counts, the "
+               "failing cases with their classes and the run's state; exits 0 once published, whatever the "
+               "verdict.",
+       .positionals = {{.name = "FILE", .many = true, .complete = kFile}},
+       .options = {kLeaseOption,
+                   {.name = "--artifacts", .value = "PATH",
+                    .help = "a file, or a folder whose regular files all go, kept with the run under artifacts/",
+                    .repeatable = true, .complete = kFile},
+                   {.name = "--name", .value = "NAME", .help = "the run's name", .default_text = "results"},
+                   {.name = "--commit", .value = "SHA", .help = "the commit the run is filed under in the bucket",
+                    .default_text = "$GIT_COMMIT"},
+                   {.name = "--board", .value = "BOARD",
+                    .help = "the board of the lease the harness ran on (its infrastructure failures count against it)",
+                    .default_text = "the lease's board, when it has one"}},
+       .run = resultsPublishCommand},
       {.name = "upload retry",
        .group = "runs",
        .summary = "queue a run's upload to the S3 bucket again, at once",

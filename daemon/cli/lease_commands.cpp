@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 #include <thread>
 
@@ -12,6 +13,7 @@
 
 #include "config/tokens.h"
 #include "daemon/cli/lease_wait.h"
+#include "daemon/cli/results_publish.h"
 #include "daemon/cli/session.h"
 
 namespace hwfarm::cli {
@@ -234,12 +236,32 @@ int run(Session& s, const Args& a) {
       next_renew = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(renew_every * 1000));
     }
   }
+  // CMD's results, published while the lease is still held.
+  int published = kOk;
+  if (!lease_lost && !a.values("--results").empty()) {
+    PublishOptions o;
+    for (const auto& pattern : a.values("--results")) {
+      std::vector<std::string> files = expandGlob(pattern);
+      if (files.empty()) s.err << "hwfarmctl: --results " << pattern << ": no file matches\n";
+      o.files.insert(o.files.end(), files.begin(), files.end());
+    }
+    o.artifacts = a.values("--artifacts");
+    o.name = a.value("--name").value_or(std::filesystem::path(a.rest().front()).filename().string());
+    o.commit = a.value("--commit").value_or(env("GIT_COMMIT"));
+    if (o.files.empty()) {
+      s.err << "hwfarmctl: nothing to publish: CMD wrote no results file (a harness that wrote none has not passed)\n";
+      published = kApiError;
+    } else {
+      published = publishResults(s, id, o);
+    }
+  }
   int release_code = kOk;
   if (!lease_lost && !s.call("DELETE", "/v1/leases/" + id, "", &release_code, 30, 3))
     s.err << "hwfarmctl: lease " << id << " could not be released; it expires at its TTL\n";
   else if (!lease_lost)
     s.err << "hwfarmctl: lease " << id << " released\n";
   if (lease_lost) return kLeaseLost;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && published != kOk) return published;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return kApiError;

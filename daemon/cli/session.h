@@ -84,6 +84,8 @@ int runShowCommand(Session& s, const Args& a);
 int runWaitCommand(Session& s, const Args& a);
 int runCancelCommand(Session& s, const Args& a);
 int runFetchCommand(Session& s, const Args& a);
+// results_commands.cpp
+int resultsPublishCommand(Session& s, const Args& a);
 // upload_commands.cpp
 int uploadsCommand(Session& s, const Args& a);
 int uploadRetryCommand(Session& s, const Args& a);

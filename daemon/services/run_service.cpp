@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <deque>
+#include <filesystem>
+#include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -9,10 +11,12 @@
 #include <spdlog/spdlog.h>
 
 #include "config/tokens.h"
+#include "daemon/core/results/external_run.h"
 #include "daemon/core/run/plan.h"
 #include "daemon/services/disk_room.h"
 #include "daemon/services/lease_service.h"
 #include "daemon/services/loop_timers.h"
+#include "daemon/services/results_archive.h"
 #include "daemon/services/run_history.h"
 #include "daemon/services/target_runner.h"
 #include "daemon/store/database.h"
@@ -52,9 +56,14 @@ struct RunService::Impl {
   Impl(asio::io_context& i, const config::FleetConfig& c, TargetRunner& t, LeaseService& l, const Clock& clk,
        store::Database& database)
       : io(i), config(c), targets(t), leases(l), clock(clk), db(database), timers(i, clk),
-        dir(c.agent.state_dir + "/runs", static_cast<uint64_t>(c.limits.disk_reserve_bytes)), history(dir), writer(1) {
+        dir(c.agent.state_dir + "/runs", static_cast<uint64_t>(c.limits.disk_reserve_bytes)), history(dir), writer(1),
+        publisher(1) {
     db.add(tables);
     history.restore(tables, db, clock.wallMs(), clock.wallMs() - historyMs(config));
+    // Results archives a stop cut short were never answered: gone.
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.root(), ec))
+      if (entry.path().filename().string().rfind(".results-", 0) == 0) std::filesystem::remove(entry.path(), ec);
   }
 
   run::Now now() const { return {clock.steadyNow(), clock.wallMs()}; }
@@ -72,6 +81,29 @@ struct RunService::Impl {
   }
 
   Status start(const lease::Lease& lease, run::Spec spec, StartDone done);
+  Status publish(const lease::Lease& lease, Publish p, PublishDone done);
+  // The quota a new run of `lease` may write: min(the run's, what the
+  // lease has left), and the key that sets it; no_space when the lease has
+  // less than kMinQuota left.
+  Result<std::pair<uint64_t, std::string>> quotaFor(const std::string& lease_id) {
+    uint64_t per_run = static_cast<uint64_t>(config.runs.max_artifact_bytes);
+    uint64_t per_lease = static_cast<uint64_t>(config.runs.max_lease_artifact_bytes);
+    uint64_t used = lease_bytes.count(lease_id) ? lease_bytes[lease_id] : 0;
+    uint64_t left = per_lease > used ? per_lease - used : 0;
+    if (left < kMinQuota)
+      return Status::error(Code::no_space, "lease " + lease_id + "'s runs have written or hold " +
+                                               std::to_string(used) + " bytes of artifacts, its share " +
+                                               "runs.max_lease_artifact_bytes (" + std::to_string(per_lease) +
+                                               "): release it and take a new lease");
+    return std::pair{std::min(per_run, left),
+                     std::string(per_run <= left ? "runs.max_artifact_bytes" : "runs.max_lease_artifact_bytes")};
+  }
+  std::vector<results::InfraRule> infraRules() const {
+    std::vector<results::InfraRule> rules;
+    for (const auto& r : config.results.infrastructure) rules.push_back({r.name, r.error, r.type, r.message, r.detail});
+    if (rules.empty() && config.results.default_rules) rules = results::defaultInfraRules();
+    return rules;
+  }
   // `first`: before the events already waiting (a cancel decided now).
   void feed(const std::string& id, run::Event event, bool first = false);
   struct Carry;
@@ -95,6 +127,9 @@ struct RunService::Impl {
   RunDir dir;
   RunHistory history;
   asio::thread_pool writer; // the artifacts' writes and removals
+  // Published results' archives, read and written one at a time: a large
+  // one never holds up the runs' writes.
+  asio::thread_pool publisher;
   std::map<std::string, std::unique_ptr<Run>> running;
   std::vector<std::function<void(const run::Record&)>> on_ended;
   InfraHook on_infra;
@@ -122,17 +157,10 @@ Status RunService::Impl::start(const lease::Lease& lease, run::Spec spec, StartD
   Result<run::Resolved> resolved = run::resolveTargets(spec, lease, fleet);
   if (!resolved) return resolved.status();
   // The run's quota: the lab's per run, within what its lease has left.
-  uint64_t per_run = static_cast<uint64_t>(config.runs.max_artifact_bytes);
-  uint64_t per_lease = static_cast<uint64_t>(config.runs.max_lease_artifact_bytes);
-  uint64_t used = lease_bytes.count(lease.id) ? lease_bytes[lease.id] : 0;
-  uint64_t left = per_lease > used ? per_lease - used : 0;
-  if (left < kMinQuota)
-    return Status::error(Code::no_space, "lease " + lease.id + "'s runs have written or hold " +
-                                             std::to_string(used) + " bytes of artifacts, its share " +
-                                             "runs.max_lease_artifact_bytes (" + std::to_string(per_lease) +
-                                             "): release it and take a new lease");
-  spec.max_artifact_bytes = std::min(per_run, left);
-  spec.artifact_quota = per_run <= left ? "runs.max_artifact_bytes" : "runs.max_lease_artifact_bytes";
+  Result<std::pair<uint64_t, std::string>> share = quotaFor(lease.id);
+  if (!share) return share.status();
+  spec.max_artifact_bytes = share->first;
+  spec.artifact_quota = share->second;
   uint64_t quota = spec.max_artifact_bytes;
   spec.max_simulator_ms = static_cast<int64_t>(config.runs.max_simulator_s * 1000);
   spec.max_run_memory_bytes = static_cast<uint64_t>(config.runs.max_run_memory_bytes);
@@ -166,6 +194,104 @@ Status RunService::Impl::start(const lease::Lease& lease, run::Spec spec, StartD
                 feed(id, run::Started{});
                 done(id);
               }}});
+  return Status::success();
+}
+
+Status RunService::Impl::publish(const lease::Lease& lease, Publish p, PublishDone done) {
+  if (Status room = roomForWork(config.agent.state_dir, static_cast<uint64_t>(config.limits.disk_reserve_bytes));
+      room.is(Code::no_space))
+    return Status::error(Code::no_space, room.message() + ": hwfarmd takes no results until space is freed");
+  results::ExternalRun ext;
+  for (const auto& b : lease.boards) ext.boards.push_back(b.name);
+  if (!p.board.empty() && std::find(ext.boards.begin(), ext.boards.end(), p.board) == ext.boards.end())
+    return Status::error(Code::invalid_argument, "board: " + p.board + " is not in lease " + lease.id);
+  ext.board = !p.board.empty() ? p.board : ext.boards.size() == 1 ? ext.boards.front() : "";
+  Result<std::pair<uint64_t, std::string>> share = quotaFor(lease.id);
+  if (!share) return share.status();
+  uint64_t quota = share->first;
+  ext.id = newRunId();
+  // The spooled archive becomes the service's (the request's spool is
+  // removed once the handler returns): beside the runs, hidden.
+  if (Status made = dir.create(""); !made.ok()) return made;
+  std::string archive = dir.root() + "/.results-" + ext.id + ".tar";
+  if (::rename(p.archive.c_str(), archive.c_str()) != 0)
+    return Status::fromErrno("cannot take the results archive " + p.archive, errno);
+  ext.lease_id = lease.id;
+  ext.name = p.name;
+  ext.commit = p.commit;
+  ext.created_ms = clock.wallMs();
+  lease_bytes[lease.id] += quota;
+  auto rules = infraRules();
+  uint64_t reserve = static_cast<uint64_t>(config.limits.disk_reserve_bytes);
+  // The answer, on the event loop: the quota goes back (the lease keeps
+  // what was written); a run is listed and its hooks run once stored.
+  auto finish = [this, lease_id = lease.id, quota, done](Result<run::Record> made, uint64_t written) {
+    if (auto bytes = lease_bytes.find(lease_id); bytes != lease_bytes.end())
+      bytes->second = bytes->second - std::min(bytes->second, quota) + written;
+    if (!made) return done(made.status());
+    run::Record record = std::move(*made);
+    db.commit({{store::RunTables::write(rowOf(record)), [this, record, done, lease_id, quota](const Status& stored) {
+                  if (!stored.ok()) {
+                    spdlog::error("run {}: cannot store its record: {}", record.id, stored.message());
+                    asio::post(writer, [this, id = record.id] { dir.remove(id); });
+                    return done(Status::infrastructure(Code::io_error, "cannot store the run: " + stored.message()));
+                  }
+                  spdlog::info("run {} published on lease {}: {} ({} case(s))", record.id, lease_id,
+                               run::stateName(record.state), record.attempts.front().judgement->counts.cases);
+                  ++metrics.ended[std::string(run::stateName(record.state))];
+                  history.started(record);
+                  history.ended(record);
+                  const run::AttemptEntry& a = record.attempts.front();
+                  ++metrics.attempts;
+                  if (a.judgement->failure == FailureClass::test) ++metrics.test_failures;
+                  // The lab's errors count against the board (the SLA's
+                  // input), even beside a test failure that decides the
+                  // run's class: each names its rule.
+                  const run::CaseVerdict* lab = nullptr;
+                  for (const auto& c : a.judgement->cases)
+                    if (!c.rule.empty() && !lab) lab = &c;
+                  if (lab) {
+                    ++metrics.infrastructure_failures;
+                    if (on_infra)
+                      on_infra(lease_id, a.board,
+                               "run " + record.id + ": " +
+                                   (a.judgement->failure == FailureClass::infrastructure
+                                        ? a.judgement->reason
+                                        : lab->name + ": an error the lab's by rule \"" + lab->rule + "\": " +
+                                              lab->message));
+                  }
+                  const run::Record* kept = history.find(record.id);
+                  for (const auto& hook : on_ended) hook(kept ? *kept : record);
+                  done(kept ? *kept : record);
+                }}});
+  };
+  asio::post(publisher, [this, ext = std::move(ext), archive, quota, quota_name = share->second,
+                         rules = std::move(rules), reserve, finish]() mutable {
+    Result<CheckedArchive> checked = checkResultsArchive(archive, quota, quota_name);
+    Result<run::Record> made = checked.status();
+    uint64_t written = 0;
+    if (checked) {
+      Status wrote = dir.create(ext.id);
+      if (wrote.ok()) wrote = writeResultsArchive(archive, dir, ext.id, reserve);
+      if (wrote.ok()) {
+        ext.results = std::move(checked->results);
+        ext.artifacts = std::move(checked->files);
+        ext.artifacts.push_back("summary.json");
+        run::Record record = results::externalRecord(ext, rules);
+        wrote = dir.write(ext.id, {{"summary.json", record.toJson()}});
+        if (wrote.ok()) {
+          made = std::move(record);
+          written = checked->bytes;
+        }
+      }
+      if (!wrote.ok()) {
+        made = wrote;
+        dir.remove(ext.id);
+      }
+    }
+    ::unlink(archive.c_str());
+    asio::post(io, [finish, made = std::move(made), written]() mutable { finish(std::move(made), written); });
+  });
   return Status::success();
 }
 
@@ -333,12 +459,19 @@ RunService::RunService(asio::io_context& io, const config::FleetConfig& config, 
                        LeaseService& leases, const Clock& clock, store::Database& db)
     : impl_(std::make_unique<Impl>(io, config, targets, leases, clock, db)) {}
 
-RunService::~RunService() { impl_->writer.join(); }
+RunService::~RunService() {
+  impl_->publisher.join();
+  impl_->writer.join();
+}
 
 void RunService::reconfigure(const config::FleetConfig& config) { impl_->config = config; }
 
 Status RunService::start(const lease::Lease& lease, run::Spec spec, StartDone done) {
   return impl_->start(lease, std::move(spec), std::move(done));
+}
+
+Status RunService::publish(const lease::Lease& lease, Publish publish, PublishDone done) {
+  return impl_->publish(lease, std::move(publish), std::move(done));
 }
 
 // The plan decides now, on its stage (Plan::cancelAnswer), and an accepted

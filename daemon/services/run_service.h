@@ -67,6 +67,24 @@ class RunService {
   // once its record is stored (the run then starts), or the store's error.
   using StartDone = std::function<void(const Result<std::string>&)>;
   Status start(const lease::Lease& lease, run::Spec spec, StartDone done);
+  // A test harness's results published on `lease` (docs/harness-results.md):
+  // `archive` is the request's tar file (spooled; removed once read), of
+  // results/ files (JUnit XML, twister.json) and artifacts/ files. Refused at
+  // once (`done` not called): no_space (the disk, or the lease's artifact
+  // share), invalid_argument (a board not in the lease). Otherwise, off the
+  // event loop, the archive is read twice (checked and parsed, then its
+  // files written, each durable); `done` gets the run's record once it is
+  // stored and listed, or invalid_argument naming the file, line and column
+  // (nothing stored), or the disk's error. The run ends as it is made: its
+  // hooks run then (uploads, the SLA).
+  struct Publish {
+    std::string name;   // the run's name, e.g. "pytest"
+    std::string commit; // or ""
+    std::string board;  // the board the harness ran on, or "": the lease's one board, if it has one
+    std::string archive;
+  };
+  using PublishDone = std::function<void(const Result<run::Record>&)>;
+  Status publish(const lease::Lease& lease, Publish publish, PublishDone done);
   // Cancels a running run: its boards are powered off, its simulators
   // stopped, its record says why and `cancelling` (it ends cancelled,
   // whatever comes meanwhile); ok for a run being cancelled already.

@@ -70,9 +70,14 @@ std::vector<BoardOutcome> boardOutcomes(const run::Record& run) {
     if (a.board.empty()) continue;
     // (a target that failed only because its reference did ran well: the
     // reference's failure counts once below)
-    RunResult r = cls == FailureClass::infrastructure && !a.judgement->reference_failed ? RunResult::infra_failure
-                  : cls == FailureClass::test                                         ? RunResult::test_failure
-                                                                                      : RunResult::passed;
+    // (a harness's case that a rule made the lab's counts as the board's
+    // infrastructure failure beside a test failure that decided the run)
+    bool lab_case = a.judgement && std::any_of(a.judgement->cases.begin(), a.judgement->cases.end(),
+                                               [](const run::CaseVerdict& c) { return !c.rule.empty(); });
+    RunResult r = (cls == FailureClass::infrastructure && !a.judgement->reference_failed) || lab_case
+                      ? RunResult::infra_failure
+                  : cls == FailureClass::test ? RunResult::test_failure
+                                              : RunResult::passed;
     auto [it, fresh] = index.emplace(a.board, out.size());
     if (fresh) out.push_back({a.board, RunResult::passed, ""});
     BoardOutcome& o = out[it->second];

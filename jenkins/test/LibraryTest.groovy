@@ -371,6 +371,200 @@ test('the steps lease and run over https with the lab CA in HWFARM_CACERT, and r
   assert untrusted.env.HWFARM_SKIP_REASON.contains('its certificate is not trusted')
 }
 
+// hwfarmctl for the hwfarmPublish tests: `--json results publish` records
+// its arguments (NUL-separated) and the lease's state at that moment, then
+// answers as $FAKE_PUBLISH says (a run's verdict, or a refusal); every other
+// command is the real hwfarmctl's.
+File fakeCtl = new File(tmp, 'fake-hwfarmctl')
+fakeCtl.text = '''#!/bin/sh
+[ "$1 $2 $3" = "--json results publish" ] || exec "$HWFARMCTL_REAL" "$@"
+n=$(ls "$FAKE_DIR" | grep -c '^publish-' || true)
+printf '%s\\0' "$@" > "$FAKE_DIR/publish-$n"
+[ -z "$HWFARM_LEASE_ID" ] || "$HWFARMCTL_REAL" lease show "$HWFARM_LEASE_ID" > "$FAKE_DIR/lease-$n" 2>&1
+case "$FAKE_PUBLISH" in
+  passed) echo '{"id": "run-0123abcd", "state": "passed"}' ;;
+  failed) echo '{"id": "run-0123abcd", "state": "failed", "failure_class": "test"}' ;;
+  error) echo '{"id": "run-0123abcd", "state": "error", "failure_class": "infrastructure"}' ;;
+  *) echo 'hwfarmctl: HTTP 400: bad_results: out/r.xml:3:1: the file ends inside <testsuite>; nothing was stored' >&2; exit 1 ;;
+esac
+'''
+fakeCtl.setExecutable(true)
+// A harness whose hwfarmctl is the fake, answering `verdict`.
+def publishHarness = { String verdict ->
+  PipelineHarness h = harness()
+  File fakeDir = java.nio.file.Files.createTempDirectory(tmp.toPath(), 'fake-').toFile()
+  h.env.putAll([HWFARMCTL: fakeCtl.path, HWFARMCTL_REAL: hwfarmctl, FAKE_PUBLISH: verdict, FAKE_DIR: fakeDir.path])
+  return h
+}
+// Each `results publish` the fake got: [args: [...], lease: `lease show` then].
+def publishes = { PipelineHarness h ->
+  File d = new File(h.env.FAKE_DIR)
+  (0..<d.list().count { it.startsWith('publish-') }).collect { int i ->
+    File lease = new File(d, "lease-${i}")
+    [args: new File(d, "publish-${i}").getText('UTF-8').split('\u0000', -1).toList().dropRight(1),
+     lease: lease.exists() ? lease.text : null]
+  }
+}
+def touch = { PipelineHarness h, String path -> File f = new File(h.workspace, path); f.parentFile.mkdirs(); f.text = '<testsuites/>' }
+
+test('hwfarmPublish publishes the files its globs match with each argument quoted and returns the run') {
+  PipelineHarness h = publishHarness('passed')
+  ['out/r 1.xml', "out/it's.xml", 'out/$(touch pwned).xml', 'out/skip.json', 'twister-out/twister.json',
+   'logs dir/a/x.log', 'cov.txt'].each { touch(h, it) }
+  String name = "it's \$(touch pwned) `touch pwned` a;b \"c\"\nd"
+  h.env.NAME = name
+  Map r = h.script('''
+    return hwfarmPublish(junit: ['out/*.xml', 'twister-out/twister.json'], artifacts: ['logs dir/**', 'cov.txt', 'none/**'],
+                         name: env.NAME, commit: 'abc123', board: 'sim-m3-a', lease: 'lease-0001')
+  ''').run()
+  assert r == [id: 'run-0123abcd', state: 'passed', failure: 'none']
+  List got = publishes(h)
+  assert got.size() == 1
+  List a = got[0].args
+  assert a.take(15) == ['--json', 'results', 'publish', '--lease', 'lease-0001', '--name', name, '--commit', 'abc123',
+                        '--board', 'sim-m3-a', '--artifacts', 'logs dir', '--artifacts', 'cov.txt']
+  // then the files, glob by glob (each glob's matches in the shell's order)
+  assert a.drop(15).take(3).sort() == ['out/$(touch pwned).xml', "out/it's.xml", 'out/r 1.xml'].sort()
+  assert a.drop(18) == ['twister-out/twister.json']
+  assert !new File(h.workspace, 'pwned').exists()
+  assert h.log.contains('hwfarm: no artifacts match none; skipped')
+  assert h.callsOf('echo')*.args*.toString().contains('hwfarm: published run run-0123abcd: passed')
+  assert h.currentBuild.result == 'SUCCESS' && h.callsOf('unstable').isEmpty()
+  // Its working directory is gone.
+  assert new File(h.workspace.path + '@tmp').list().findAll { it.startsWith('hwfarm-publish-') } == []
+}
+
+test('hwfarmPublish fails the step when a glob of result files matches nothing, and publishes nothing') {
+  PipelineHarness h = publishHarness('passed')
+  touch(h, 'out/r.xml')
+  try {
+    h.script("hwfarmPublish(junit: ['out/*.xml', 'out/\$(id)*.json'])").run()
+    assert false : 'the step passed without results'
+  } catch (StepFailed e) {
+    assert e.message == "hwfarm: no file matches 'out/\$(id)*.json': the test harness wrote no results, which is not a pass"
+  }
+  assert publishes(h) == []
+  try {
+    h.script("hwfarmPublish(artifacts: 'out/**')").run()
+    assert false
+  } catch (StepFailed e) {
+    assert e.message == 'hwfarmPublish: give junit: (a glob of the result files)'
+  }
+}
+
+test('hwfarmPublish makes test failures UNSTABLE, names an infrastructure failure, and fails on a refused publish') {
+  PipelineHarness h = publishHarness('failed')
+  touch(h, 'out/r.xml')
+  assert h.script("return hwfarmPublish(junit: 'out/*.xml')").run() == [id: 'run-0123abcd', state: 'failed', failure: 'test']
+  assert h.currentBuild.result == 'UNSTABLE'
+  assert h.callsOf('unstable')*.args == ['hwfarm: test failures: run run-0123abcd: failed']
+  assert publishes(h)[0].args == ['--json', 'results', 'publish', 'out/r.xml']
+
+  PipelineHarness infra = publishHarness('error')
+  touch(infra, 'out/r.xml')
+  assert infra.script("return hwfarmPublish(junit: 'out/r.xml')").run().state == 'error'
+  assert infra.currentBuild.result == 'UNSTABLE'
+  assert infra.callsOf('unstable')*.args == ['hwfarm: INFRASTRUCTURE failure, not a test result: run run-0123abcd: error']
+  try {
+    infra.script("hwfarmPublish(junit: 'out/r.xml', infraResult: 'FAILURE')").run()
+    assert false
+  } catch (StepFailed e) {
+    assert e.message == 'hwfarm: INFRASTRUCTURE failure, not a test result: run run-0123abcd: error'
+  }
+
+  PipelineHarness refused = publishHarness('refused')
+  touch(refused, 'out/r.xml')
+  try {
+    refused.script("hwfarmPublish(junit: 'out/r.xml')").run()
+    assert false : 'a refused publish passed'
+  } catch (StepFailed e) {
+    assert e.message == 'hwfarm: hwfarmctl results publish failed (exit 1): hwfarmctl: HTTP 400: bad_results: ' +
+                        'out/r.xml:3:1: the file ends inside <testsuite>; nothing was stored'
+  }
+}
+
+test('hwfarmLease results: publishes on the held lease when the body ends and when it throws, then releases') {
+  // The body throws after its harness wrote results: they are published, on the lease, before its release.
+  PipelineHarness h = publishHarness('passed')
+  String id = null
+  try {
+    h.script('''
+      hwfarmLease(type: 'mps2-an385', context: 'manual', results: 'out/*.xml') { lease ->
+        leaseSeen(lease.id)
+        sh 'mkdir -p out && echo "<testsuites/>" > out/r.xml'
+        throw new IllegalStateException('boom')
+      }
+    ''', [leaseSeen: { id = it }]).run()
+    assert false : 'the error was swallowed'
+  } catch (IllegalStateException e) {
+    assert e.message == 'boom'
+  }
+  List got = publishes(h)
+  assert got*.args == [['--json', 'results', 'publish', 'out/r.xml']]
+  assert got[0].lease.contains(id) && got[0].lease.contains('(active)')
+  assert leaseState(id) == 'released'
+
+  // The body ends: its result is returned, the run's test failures make it UNSTABLE; a map gives hwfarmPublish's options.
+  PipelineHarness failing = publishHarness('failed')
+  def r = failing.script('''
+    return hwfarmLease(type: 'mps2-an385', context: 'manual', results: [junit: 'out/*.xml', artifacts: 'out/**', name: 'pytest']) { lease ->
+      sh 'mkdir -p out && echo "<testsuites/>" > out/r.xml'
+      return 'done'
+    }
+  ''').run()
+  assert r == 'done'
+  assert publishes(failing)*.args == [['--json', 'results', 'publish', '--name', 'pytest', '--artifacts', 'out', 'out/r.xml']]
+  assert failing.currentBuild.result == 'UNSTABLE'
+  assert failing.callsOf('unstable')*.args == ['hwfarm: test failures: run run-0123abcd: failed']
+
+  // No results: the step fails, saying so; when the body threw, its error is the one rethrown.
+  PipelineHarness none = publishHarness('passed')
+  try {
+    none.script("hwfarmLease(type: 'mps2-an385', context: 'manual', results: 'out/*.xml') { lease -> sh 'true' }").run()
+    assert false : 'a body without results passed'
+  } catch (StepFailed e) {
+    assert e.message.startsWith("hwfarm: no file matches 'out/*.xml'")
+  }
+  try {
+    none.script("hwfarmLease(type: 'mps2-an385', context: 'manual', results: 'out/*.xml') { lease -> sh 'exit 3' }").run()
+    assert false
+  } catch (StepFailed e) {
+    assert e.message == 'script returned exit code 3'
+  }
+  assert none.callsOf('echo')*.args*.toString().contains(
+    "hwfarm: the body's results were not published: hwfarm: no file matches 'out/*.xml': the test harness wrote no results, which is not a pass")
+  assert publishes(none) == []
+}
+
+// The same with the real `hwfarmctl results publish`.
+test('hwfarmPublish publishes pytest JUnit XML with the real hwfarmctl: passed, test failures UNSTABLE, a cut file refused') {
+  Closure suite = { int failures -> """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" errors="0" failures="${failures}" skipped="0" tests="2" time="0.01">
+<testcase classname="tests.test_board" name="test_boot" time="0.001"/>
+<testcase classname="tests.test_board" name="test_uart" time="0.002">${failures ? '<failure message="assert 1 == 2">E   assert 1 == 2</failure>' : ''}</testcase>
+</testsuite></testsuites>
+""" }
+  PipelineHarness h = harness()
+  h.env.putAll([PASSING: suite(0), FAILING: suite(1)])
+  Map r = h.script('''
+    hwfarmLease(type: 'mps2-an385', context: 'manual') { lease ->
+      writeFile(file: 'pass/r.xml', text: env.PASSING)
+      writeFile(file: 'fail/r.xml', text: env.FAILING)
+      writeFile(file: 'cut/r.xml', text: env.FAILING.take(120))
+      Map results = [passed: hwfarmPublish(junit: 'pass/*.xml', artifacts: 'pass/**', name: 'pytest'),
+                     failed: hwfarmPublish(junit: 'fail/*.xml', name: 'pytest')]
+      try { hwfarmPublish(junit: 'cut/r.xml') ; results.cut = 'published' }
+      catch (StepFailed e) { results.cut = e.message }
+      return results
+    }
+  ''').run()
+  assert r.passed.state == 'passed' && r.passed.id.startsWith('run-')
+  assert r.failed.state == 'failed' && r.failed.failure == 'test'
+  assert r.cut.startsWith('hwfarm: hwfarmctl results publish failed (exit ')
+  assert h.currentBuild.result == 'UNSTABLE'
+  assert h.callsOf('unstable')*.args == ["hwfarm: test failures: run ${r.failed.id}: failed".toString()]
+}
+
 test('the example Jenkinsfiles compile') {
   PipelineHarness h = harness()
   ['Jenkinsfile.pr', 'Jenkinsfile.nightly'].each { h.compile(new File(libraryDir, it)) }

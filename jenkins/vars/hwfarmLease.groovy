@@ -16,6 +16,14 @@ import org.hwfarm.Hwfarm
 // to $HWFARM_CONTEXT (hwfarmShouldRun sets it: pr-tagged for a tagged PR),
 // else pr for a PR build, else manual.
 //
+// results: 'out/*.xml' (or a map of hwfarmPublish's options, e.g. [junit:
+// 'out/*.xml', artifacts: 'out/**', name: 'pytest']) publishes the results
+// the body's test harness wrote with hwfarmPublish when the body ends, also
+// when it throws, before the lease is released: their verdict judges the
+// stage as hwfarmRun's does (test failures: UNSTABLE). No result file, or
+// a publish hwfarmctl refuses, fails the step; when the body threw, its
+// error is rethrown instead and the publish's is echoed.
+//
 // A refusal by the agent's tier (hwfarmctl exit 5) skips the body: the
 // step echoes the reason and returns null. Any other failure to lease is
 // an error; a lease lost while the body ran (revoked, expired) makes the
@@ -59,10 +67,16 @@ private def leaseFor(Map args, String work, Closure body) {
       state.lease = Hwfarm.parseLease(readFile(envFile))
       try {
         withEnv(state.lease.env) {
-          state.result = body(state.lease)
+          try {
+            state.result = body(state.lease)
+          } catch (Throwable e) {
+            state.error = e
+          }
+          // The body's results, while the lease is held: also when it threw.
+          if (args.results) publishResults(args.results, state.error)
         }
       } catch (Throwable e) {
-        state.error = e
+        state.error = state.error ?: e
       } finally {
         writeFile(file: stopFile, text: 'done\n')
       }
@@ -81,4 +95,16 @@ private def leaseFor(Map args, String work, Closure body) {
   // 8: the lease ended (expired, revoked) while the body ran.
   if (state.holder != 0) unstable("hwfarm: the lease ended before the body did (hwfarmctl exit ${state.holder}): ${err}")
   return state.result
+}
+
+// Publishes the body's results with hwfarmPublish (results: its junit:
+// glob, or a map of its options). When the body threw, the body's error is
+// the one rethrown: a publish that fails then only says so.
+private void publishResults(results, Throwable bodyError) {
+  try {
+    hwfarmPublish(results instanceof Map ? results : [junit: results])
+  } catch (Throwable e) {
+    if (bodyError == null) throw e
+    echo("hwfarm: the body's results were not published: ${e.message}")
+  }
 }

@@ -32,10 +32,10 @@ def call(Map args = [:]) {
   if (args.lease) opts << '--lease' << args.lease
   if (args.suite) opts << '--suite' << args.suite
   if (args.reference) opts << '--reference' << args.reference
-  asList(args.referenceImage).each { opts << '--reference-image' << it }
+  Hwfarm.asList(args.referenceImage).each { opts << '--reference-image' << it }
   ['mode', 'deadline', 'thresholds'].each { k -> if (args[k] != null) opts << "--${k}" << args[k] }
-  if (args.targets) opts << '--targets' << asList(args.targets).join(',')
-  opts.addAll(asList(args.image))
+  if (args.targets) opts << '--targets' << Hwfarm.asList(args.targets).join(',')
+  opts.addAll(Hwfarm.asList(args.image))
   if (statusName) Hwfarm.status(this, statusName, 'pending', 'hardware tests running', url)
   String log = "${out}.log", rcFile = "${out}.rc"
   // The run's lines reach the build log as they come (tee), and its file.
@@ -68,9 +68,4 @@ def call(Map args = [:]) {
   if (o[3] == 'FAILURE') error("${o[4]}")
   if (o[3] == 'UNSTABLE') unstable("${o[4]}")
   return result
-}
-
-@NonCPS
-private static List asList(value) {
-  return value == null ? [] : (value instanceof Collection ? value as List : [value])
 }

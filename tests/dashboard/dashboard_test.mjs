@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import {after, before, describe, it} from "node:test";
-import {browser, env, lease, run, screenshot, signIn, startDaemon, tempDir, tokens, view, waitFor, watchedPage} from "./harness.mjs";
+import {browser, downloadingPage, env, lease, run, screenshot, signIn, startDaemon, tarOf, tempDir, tokens, view, waitFor, watchedPage} from "./harness.mjs";
 
 const XSS = {
   job: "<img src=x onerror=\"window.__xss='job'\">",
@@ -303,5 +303,117 @@ describe("as an operator", () => {
     await page.click("form.signin button[type=submit]");
     await page.waitForFunction(() => /not valid/.test(document.querySelector("main").innerText));
     assert.equal(await page.$("#who strong"), null);
+  });
+});
+
+// pytest's JUnit XML (--junitxml, xunit2): a pass, a failure, an error the
+// lab's (the board's serial port lost at setup: rule "serial port lost")
+// and an error that is the test's (its own fixture).
+const PYTEST_XML = `<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="2" failures="1" skipped="0" tests="4" \
+time="1.412" timestamp="2025-05-01T10:00:00.000000+00:00" hostname="ci-7"><testcase classname="tests.test_board" name="test_banner" time="0.812" />\
+<testcase classname="tests.test_board" name="test_echo" time="0.301"><failure message="AssertionError: assert 'pong' == 'ping'&#10;  - ping&#10;  + pong">board = &lt;Board sim-0&gt;
+
+    def test_echo(board):
+&gt;       assert board.ask("ping") == "ping"
+E       AssertionError: assert 'pong' == 'ping'
+E         - ping
+E         + pong (answered in 12 µs)
+
+tests/test_board.py:14: AssertionError</failure></testcase>\
+<testcase classname="tests.test_board" name="test_uart" time="0.000"><error message="failed on setup with &quot;conftest.SerialException: could not open port&quot;">@pytest.fixture
+    def board(request):
+&gt;       raise SerialException("could not open port")
+E       conftest.SerialException: could not open port
+
+conftest.py:9: SerialException</error></testcase>\
+<testcase classname="tests.test_board" name="test_config" time="0.000"><error message="failed on setup with &quot;ValueError: empty&quot;">@pytest.fixture
+    def config():
+&gt;       raise ValueError("empty")
+E       ValueError: empty
+
+conftest.py:15: ValueError</error></testcase></testsuite></testsuites>
+`;
+
+// Last: the runs it publishes would change what the tests above count.
+describe("a test harness's published results", () => {
+  let ext;
+  before(async () => {
+    const l = await lease(d, 1, {job: "zephyr/pytest", build: "12", stage: "hil"});
+    const archive = tarOf({"results/r.xml": PYTEST_XML, "artifacts/console.txt": "*** Booting Zephyr OS ***\n"});
+    const r = await d.api("POST", `/v1/leases/${l}/results?name=pytest-board&commit=e1`, archive, tokens.pipeline, "application/x-tar");
+    assert.equal(r.status, 201, r.text);
+    ext = r.json;
+    await d.api("DELETE", `/v1/leases/${l}`);
+    assert.equal(ext.kind, "external");
+    assert.equal(ext.harness, "junit");
+    assert.equal(ext.state, "failed");
+    assert.equal(ext.failure_class, "test");
+    assert.ok(ext.artifacts.includes("results/r.xml"), ext.artifacts.join(" "));
+  });
+
+  it("shows the run as a harness's: its reason, each case the lab's or the test's, its files", async () => {
+    const w = await downloadingPage(b, tempDir("downloads"));
+    const {page, problems} = w;
+    try {
+      await signIn(page, d.url, tokens.viewer);
+      await view(page, `#/run/${ext.id}`);
+      // The header: published by a test harness, the run's reason in the banner.
+      const kv = await page.$$eval("main dl.kv dt", dts => Object.fromEntries(dts.map(dt => [dt.textContent, dt.nextElementSibling.textContent])));
+      assert.equal(kv.Results, "published by a test harness (junit)");
+      assert.equal(kv.Suite, "pytest-board");
+      assert.equal(await page.$eval("main p.banner", p => p.textContent), `test: ${ext.reason}`);
+      // The verdict: the run's reason, the first failure with the lab's error counted beside it.
+      const verdicts = await page.$$eval("table[aria-label=Verdicts] tbody tr", trs => trs.map(tr => [...tr.cells].map(c => c.textContent)));
+      assert.equal(verdicts.length, 1);
+      assert.equal(verdicts[0][5], ext.reason);
+      assert.match(ext.reason, /^tests\.test_board\.test_echo failed: AssertionError/);
+      assert.match(ext.reason, /1 error\(s\) the lab's, first: tests\.test_board\.test_uart/);
+      // No outputs compared: no Accuracy section.
+      assert.equal(await page.$("main section[aria-label=Accuracy]"), null);
+      // The cases: the SerialException is the lab's by its rule, the ValueError and the failure the test's.
+      const cases = Object.fromEntries(await page.$$eval("main section[aria-label=Cases] tbody tr", trs => trs.map(tr => [
+        tr.cells[2].textContent,
+        {cls: tr.className, badges: [...tr.cells[3].querySelectorAll(".badge")].map(x => `${x.textContent}:${x.className}`),
+         message: tr.cells[4].firstChild?.textContent || "", help: tr.cells[4].querySelector(".help")?.textContent ?? null}])));
+      assert.deepEqual(Object.keys(cases).sort(),
+                       ["test_banner", "test_config", "test_echo", "test_uart"].map(n => `tests.test_board.${n}`));
+      const uart = cases["tests.test_board.test_uart"];
+      assert.equal(uart.cls, "infra");
+      assert.deepEqual(uart.badges, ["error:badge error", "infrastructure:badge infrastructure"]);
+      assert.equal(uart.message, "failed on setup with \"conftest.SerialException: could not open port\"");
+      assert.equal(uart.help, "the lab's by rule “serial port lost”");
+      const config = cases["tests.test_board.test_config"];
+      assert.equal(config.cls, "testfail");
+      assert.deepEqual(config.badges, ["error:badge fail"]); // the test's colour, no "infrastructure"
+      assert.equal(config.message, "failed on setup with \"ValueError: empty\"");
+      assert.equal(config.help, null);
+      const echo = cases["tests.test_board.test_echo"];
+      assert.equal(echo.cls, "testfail");
+      assert.deepEqual(echo.badges, ["fail:badge fail"]);
+      assert.equal(echo.help, null);
+      assert.equal(cases["tests.test_board.test_banner"].cls, "");
+      await screenshot(page, "run-external");
+      // The files: results/r.xml downloads as it was published, byte for byte.
+      await page.click("main section[aria-label='Traces, logs and files'] details summary");
+      const files = await page.$$eval("main section[aria-label='Traces, logs and files'] details li", lis => lis.map(li => li.textContent));
+      assert.ok(files.includes("results/r.xml") && files.includes("artifacts/console.txt"), files.join(" "));
+      const [button] = await page.$$("xpath/.//main//section[@aria-label='Traces, logs and files']//details//li/button[.='results/r.xml']");
+      await button.click();
+      assert.ok((await w.downloaded("r.xml")).equals(Buffer.from(PYTEST_XML, "utf8")), "the downloaded results/r.xml is the published one");
+      // The runs list: failed (a test failure), found as one, not as the lab's.
+      const ids = async () => page.$$eval("table.runs tbody th a", as => as.map(a => a.textContent));
+      await view(page, "#/runs");
+      const row = await page.$$eval("table.runs tbody tr", (trs, id) => trs.filter(tr => tr.querySelector("th a").textContent === id)
+        .map(tr => ({cls: tr.className, state: tr.cells[1].textContent, suite: tr.cells[2].textContent, reason: tr.cells[9].textContent})), ext.id);
+      assert.deepEqual(row, [{cls: "testfail", state: "failed (test)", suite: "pytest-board", reason: ext.reason}]);
+      await view(page, "#/runs?failure_class=test");
+      assert.ok((await ids()).includes(ext.id));
+      assert.ok(!(await ids()).includes(runs.infra.id));
+      await view(page, "#/runs?failure_class=infrastructure");
+      assert.deepEqual(await ids(), [runs.infra.id]);
+      assert.deepEqual(problems, []);
+    } finally {
+      await w.close();
+    }
   });
 });

@@ -139,6 +139,37 @@ export async function waitRun(d, id) {
   }, 120000, 100);
 }
 
+// A tar archive (ustar) of `files`, {path: string or bytes}: for each a
+// 512-byte header (its checksum the sum of the header's bytes, the checksum
+// field read as spaces), its bytes padded to 512; then two zero blocks.
+export function tarOf(files) {
+  const blocks = [];
+  for (const [name, content] of Object.entries(files)) {
+    const data = typeof content === "string" ? Buffer.from(content, "utf8") : Buffer.from(content);
+    if (Buffer.byteLength(name) > 100) throw new Error(`tarOf: ${name}: longer than 100 bytes`);
+    const header = Buffer.alloc(512);
+    const field = (at, length, text) => header.write(text, at, length, "latin1");
+    const octal = (at, length, n) => field(at, length, n.toString(8).padStart(length - 1, "0") + "\0");
+    field(0, 100, name);
+    octal(100, 8, 0o644);                               // mode
+    octal(108, 8, 0);                                   // uid
+    octal(116, 8, 0);                                   // gid
+    octal(124, 12, data.length);                        // size
+    octal(136, 12, Math.floor(Date.now() / 1000));      // mtime
+    field(148, 8, " ".repeat(8));                       // checksum, as spaces while summed
+    field(156, 1, "0");                                 // a regular file
+    field(257, 8, "ustar\u000000");                     // magic "ustar\0", version "00"
+    field(265, 32, "hwfarm");
+    field(297, 32, "hwfarm");
+    let sum = 0;
+    for (const byte of header) sum += byte;
+    field(148, 8, sum.toString(8).padStart(6, "0") + "\0 ");
+    blocks.push(header, data, Buffer.alloc((512 - data.length % 512) % 512));
+  }
+  blocks.push(Buffer.alloc(1024));
+  return new Uint8Array(Buffer.concat(blocks));
+}
+
 // Chromium, headless, with a page that records every console error, page
 // error, failed request and CSP violation.
 export async function browser() {
@@ -158,6 +189,20 @@ export async function watchedPage(b, {width = 1440, height = 900} = {}) {
   page.on("request", r => requests.push(r));
   page.on("dialog", d => { problems.push(`dialog: ${d.message()}`); d.dismiss(); });
   return {page, problems, requests};
+}
+
+// A watched page (watchedPage) in a browser context of its own whose
+// downloads are saved in `dir`; `downloaded(name)` waits for a finished one
+// and returns its bytes.
+export async function downloadingPage(b, dir, size) {
+  const context = await b.createBrowserContext({downloadBehavior: {policy: "allow", downloadPath: dir}});
+  const w = await watchedPage(context, size);
+  w.downloaded = name => waitFor(`the download of ${name}`, () => {
+    const file = path.join(dir, name);
+    return fs.existsSync(file) && !fs.readdirSync(dir).some(f => f.endsWith(".crdownload")) ? fs.readFileSync(file) : null;
+  }, 30000);
+  w.close = () => context.close();
+  return w;
 }
 
 // Signs in through the page's form (the token goes to session storage).

@@ -22,6 +22,8 @@ std::optional<State> stateFromName(std::string_view name) {
 
 std::string_view modeName(Mode m) { return m == Mode::shard ? "shard" : "each"; }
 
+std::string_view kindName(Kind k) { return k == Kind::external ? "external" : "hwfarm"; }
+
 std::string_view referenceName(ReferenceKind r) {
   switch (r) {
     case ReferenceKind::qemu: return "qemu";

@@ -58,6 +58,11 @@ struct TargetEntry {
   std::string replaces; // a swapped-in board: the board it replaced, else ""
 };
 
+// What made a run: hwfarm ran its images (the plan), or a test harness
+// ran on the lease and its results were published (core/results).
+enum class Kind { hwfarm, external };
+std::string_view kindName(Kind k); // "hwfarm", "external"
+
 struct OutputVerdict {
   std::string key; // "<case>.<output>"
   Verdict verdict = Verdict::pass;
@@ -70,6 +75,9 @@ struct CaseVerdict {
   std::string message;
   std::vector<OutputVerdict> outputs; // those kept (keptOutputs, case_summary.h)
   size_t outputs_left_out = 0;        // of the case's outputs, not listed
+  // A harness's error: the [[results.infrastructure]] rule that made it
+  // the lab's (its evidence), or "" (a test error).
+  std::string rule;
 };
 
 // A target's verdict against the reference, or (cases, evidence and end
@@ -119,6 +127,10 @@ struct AttemptEntry {
 struct Record {
   std::string id;
   std::string lease_id;
+  Kind kind = Kind::hwfarm;
+  // An external run: its harness's format ("junit", "twister", or both
+  // joined by '+') and the results files as given (under results/).
+  std::string harness;
   State state = State::running;
   int64_t created_ms = 0;
   int64_t ended_ms = 0; // 0 until the run ends

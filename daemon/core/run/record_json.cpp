@@ -22,6 +22,7 @@ json::object caseObject(const CaseVerdict& c) {
         {"key", xmlSafe(out.key)}, {"verdict", verdictName(out.verdict)}, {"actual_pcc", number(out.actual_pcc)}});
   if (!outputs.empty()) o["outputs"] = std::move(outputs);
   if (c.outputs_left_out) o["outputs_left_out"] = c.outputs_left_out;
+  if (!c.rule.empty()) o["infrastructure_rule"] = xmlSafe(c.rule);
   return o;
 }
 
@@ -212,6 +213,7 @@ Judgement readJudgement(Reader& r, const json::object& attempt) {
     int64_t left_out = 0;
     c.integer("outputs_left_out", left_out);
     cv.outputs_left_out = left_out > 0 ? static_cast<size_t>(left_out) : 0;
+    c.text("infrastructure_rule", cv.rule);
     j.cases.push_back(std::move(cv));
   });
   readCounts(r, j);
@@ -246,6 +248,8 @@ std::string Record::toJson() const {
                  {"reference", referenceName(reference)},
                  {"deadline_ms", deadline_ms}};
   if (ended_ms) o["ended_ms"] = ended_ms;
+  if (kind != Kind::hwfarm) o["kind"] = kindName(kind);
+  if (!harness.empty()) o["harness"] = harness;
   if (!suite.empty()) o["suite"] = xmlSafe(suite);
   if (!commit.empty()) o["commit"] = commit;
   json::array image_list;
@@ -300,6 +304,8 @@ Result<Record> Record::fromJson(std::string_view text) {
   in.named("reference", r.reference, {ReferenceKind::qemu, ReferenceKind::golden, ReferenceKind::none},
            referenceName);
   in.integer("deadline_ms", r.deadline_ms);
+  in.named("kind", r.kind, {Kind::hwfarm, Kind::external}, kindName);
+  in.text("harness", r.harness);
   in.text("suite", r.suite);
   in.text("commit", r.commit);
   in.objects("images", [&](Reader& i) {

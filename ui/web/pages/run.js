@@ -23,7 +23,9 @@ export async function render(ctx) {
   const detail = h("div");
   const cases = h("div");
   const files = h("div");
-  replace(ctx.main, head, progress, section("Verdicts", verdicts), section("Accuracy", grid, detail),
+  // A harness's published results are cases with no output compared: no Accuracy section.
+  const accuracy = record.kind !== "external";
+  replace(ctx.main, head, progress, section("Verdicts", verdicts), accuracy ? section("Accuracy", grid, detail) : null,
           section("Cases", cases), section("Traces, logs and files", files));
   const draw = () => {
     replace(head, header(ctx, record));
@@ -32,27 +34,34 @@ export async function render(ctx) {
   };
   draw();
   replace(files, fileList(ctx, record));
-  const goldens = await loadGoldens(ctx, record);
-  const model = gridModel(record, goldens, multi);
-  replace(grid, renderGrid(ctx, record, model));
-  if (ctx.params.cell) await cellDetail(ctx, record, model, detail, ctx.params.cell);
+  if (accuracy) {
+    const goldens = await loadGoldens(ctx, record);
+    const model = gridModel(record, goldens, multi);
+    replace(grid, renderGrid(ctx, record, model));
+    if (ctx.params.cell) await cellDetail(ctx, record, model, detail, ctx.params.cell);
+  }
   if (record.state === "running" && ctx.source.follow) followProgress(ctx, record, progress, draw);
 }
 
 function header(ctx, r) {
   const took = r.ended_ms ? r.ended_ms - r.created_ms : null;
+  // A harness's published results: made ended, on the board it ran on.
+  const external = r.kind === "external";
   return [
     h("h1", {}, `Run ${r.id} `, badge(r.state === "error" ? "error (infrastructure)" : r.state === "failed" ? "failed (test)" : r.state, r.state)),
     r.reason ? h("p", {class: `banner ${r.state === "error" || r.state === "interrupted" ? "" : "bad"}`}, r.failure_class ? `${r.failure_class}: ` : "", r.reason) : null,
     h("dl", {class: "kv"},
+      r.kind === "external" ? [h("dt", {}, "Results"), h("dd", {}, `published by a test harness (${r.harness || "?"})`)] : null,
       r.suite ? [h("dt", {}, "Suite"), h("dd", {}, r.suite)] : null,
       r.commit ? [h("dt", {}, "Commit"), h("dd", {class: "mono"}, r.commit)] : null,
       r.holder ? [h("dt", {}, "Holder"), h("dd", {}, holder(r.holder))] : null,
-      h("dt", {}, "Images"), h("dd", {}, (r.images || []).map(i => i.name).join(", ")),
-      h("dt", {}, "Targets"), h("dd", {}, (r.targets || []).map(t => `${t.name} (${t.board})`).join(", ")),
-      h("dt", {}, "Reference"), h("dd", {}, r.reference || "none"),
-      h("dt", {}, "Started"), h("dd", {}, when(r.created_ms)),
-      r.ended_ms ? [h("dt", {}, "Ended"), h("dd", {}, when(r.ended_ms), ` (took ${duration(took)})`)] : null,
+      external ? [h("dt", {}, "Board"), h("dd", {}, (r.attempts || [])[0]?.board || "(not named)"),
+                  h("dt", {}, "Published"), h("dd", {}, when(r.created_ms))]
+        : [h("dt", {}, "Images"), h("dd", {}, (r.images || []).map(i => i.name).join(", ")),
+           h("dt", {}, "Targets"), h("dd", {}, (r.targets || []).map(t => `${t.name} (${t.board})`).join(", ")),
+           h("dt", {}, "Reference"), h("dd", {}, r.reference || "none"),
+           h("dt", {}, "Started"), h("dd", {}, when(r.created_ms)),
+           r.ended_ms ? [h("dt", {}, "Ended"), h("dd", {}, when(r.ended_ms), ` (took ${duration(took)})`)] : null],
       h("dt", {}, "Compare"), h("dd", {}, h("a", {href: ctx.hashOf("compare", [], {head: r.id})}, "with another run…")))];
 }
 
@@ -75,12 +84,25 @@ function verdictTable(record) {
     h("td", {class: "num"}, a.seconds !== undefined ? `${a.seconds.toFixed(2)} s` : ""))), {"aria-label": "Verdicts"});
 }
 
+// A case's class: a harness's error is the lab's only by an operator's
+// rule (named beside it), else the firmware's like its failures.
+function caseClass(record, c) {
+  if (c.infrastructure_rule) return "infra";
+  if (c.outcome === "fail" || (record.kind === "external" && c.outcome === "error")) return "testfail";
+  return c.outcome === "error" ? "infra" : null;
+}
+
 function caseTable(record) {
   const rows = [];
   for (const a of current(record)) {
-    for (const c of a.cases || [])
-      rows.push(h("tr", {class: c.outcome === "error" ? "infra" : c.outcome === "fail" ? "testfail" : null},
-        h("td", {}, a.image), h("td", {}, a.target), h("td", {}, c.name), h("td", {}, badge(c.outcome)), h("td", {}, c.message || "")));
+    for (const c of a.cases || []) {
+      // The outcome's badge in its class's colour: a harness's error that is the firmware's is red, not the lab's purple.
+      const cls = caseClass(record, c);
+      rows.push(h("tr", {class: cls},
+        h("td", {}, a.image), h("td", {}, a.target), h("td", {}, c.name),
+        h("td", {}, badge(c.outcome, cls === "testfail" ? "fail" : cls === "infra" ? "error" : c.outcome), c.infrastructure_rule ? [" ", badge("infrastructure")] : ""),
+        h("td", {}, c.message || "", c.infrastructure_rule ? h("div", {class: "help"}, `the lab's by rule “${c.infrastructure_rule}”`) : null)));
+    }
     // The record keeps the first cases in full (failing ones first); the
     // rest are counted in the verdicts, and every case is in the trace.
     if (a.cases_left_out)

@@ -20,6 +20,12 @@ class Hwfarm implements Serializable {
     return "'" + String.valueOf(text).replace("'", "'\\''") + "'"
   }
 
+  // A step option that takes one value or a list, as a list (null: empty).
+  @NonCPS
+  static List asList(value) {
+    return value == null ? [] : (value instanceof Collection ? value as List : [value])
+  }
+
   // The hwfarmctl command: $HWFARMCTL, else hwfarmctl on the PATH.
   static String ctl(steps) {
     return quote(steps.env.HWFARMCTL ?: 'hwfarmctl')

@@ -1,0 +1,176 @@
+// hwfarmctl results publish, and lease run --results: a test harness's
+// results files (JUnit XML, twister.json) and artifacts sent to the lease as
+// one tar archive (POST /v1/leases/{id}/results, docs/harness-results.md),
+// published as a run of kind external.
+#include <glob.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <boost/json.hpp>
+
+#include "daemon/cli/results_publish.h"
+#include "daemon/cli/run_follow.h"
+#include "daemon/core/run/tar.h"
+
+namespace json = boost::json;
+namespace fs = std::filesystem;
+
+namespace hwfarm::cli {
+namespace {
+
+// A name part the daemon takes (letters, digits, "_.-", not starting with '.').
+std::string plainPart(std::string part) {
+  for (char& c : part)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) c = '_';
+  if (part.empty() || part[0] == '.') part.insert(part.begin(), '_');
+  return part.substr(0, 200);
+}
+
+bool readWhole(const std::string& path, std::string* data, std::string* error) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    *error = path + ": not a regular file";
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (!in.good() && !in.eof()) {
+    *error = path + ": cannot read it";
+    return false;
+  }
+  *data = bytes.str();
+  return true;
+}
+
+void addFile(std::string& archive, const std::string& name, const std::string& bytes) {
+  archive += run::tarHeader({name, bytes.size(), 0, 0644});
+  archive += bytes;
+  archive.append(run::tarPadding(bytes.size()), '\0');
+}
+
+} // namespace
+
+std::vector<std::string> expandGlob(const std::string& pattern) {
+  std::vector<std::string> out;
+  glob_t g{};
+  if (::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g) == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+  ::globfree(&g);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int publishResults(Session& s, const std::string& lease, const PublishOptions& o) {
+  std::string archive, error;
+  std::set<std::string> names;
+  auto unique = [&](std::string name) {
+    for (int n = 2; !names.insert(name).second; ++n) {
+      size_t slash = name.rfind('/');
+      name = name.substr(0, slash + 1) + std::to_string(n) + "-" + name.substr(slash + 1);
+    }
+    return name;
+  };
+  if (o.files.empty()) {
+    s.err << "hwfarmctl: no results file to publish\n";
+    return kUsage;
+  }
+  for (const auto& f : o.files) {
+    std::string bytes;
+    if (!readWhole(f, &bytes, &error)) {
+      s.err << "hwfarmctl: " << error << "\n";
+      return kUsage;
+    }
+    addFile(archive, unique("results/" + plainPart(fs::path(f).filename().string())), bytes);
+  }
+  size_t artifacts = 0;
+  for (const auto& path : o.artifacts) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+      std::vector<fs::path> found;
+      for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+           it.increment(ec))
+        if (it->is_regular_file(ec) && !it->is_symlink(ec)) found.push_back(it->path());
+      std::sort(found.begin(), found.end());
+      for (const auto& file : found) {
+        std::string name = "artifacts";
+        for (const auto& part : fs::relative(file, path, ec)) name += "/" + plainPart(part.string());
+        std::string bytes;
+        if (!readWhole(file.string(), &bytes, &error)) {
+          s.err << "hwfarmctl: " << error << "\n";
+          return kUsage;
+        }
+        addFile(archive, unique(name), bytes);
+        ++artifacts;
+      }
+    } else {
+      std::string bytes;
+      if (!readWhole(path, &bytes, &error)) {
+        s.err << "hwfarmctl: --artifacts: " << error << "\n";
+        return kUsage;
+      }
+      addFile(archive, unique("artifacts/" + plainPart(fs::path(path).filename().string())), bytes);
+      ++artifacts;
+    }
+  }
+  archive += run::tarEnd();
+  std::string target = "/v1/leases/" + lease + "/results?name=" + percentEncode(o.name.empty() ? "results" : o.name);
+  if (!o.commit.empty()) target += "&commit=" + percentEncode(o.commit);
+  if (!o.board.empty()) target += "&board=" + percentEncode(o.board);
+  int code = kOk;
+  auto run = s.call("POST", target, archive, &code, 300, 0, nullptr, "application/x-tar");
+  if (!run) return code;
+  if (s.json) {
+    s.out << json::serialize(*run) << "\n";
+    return kOk;
+  }
+  const json::object& r = run->as_object();
+  if (!s.quiet) {
+    const json::array* attempts = r.contains("attempts") ? r.at("attempts").if_array() : nullptr;
+    if (attempts && !attempts->empty() && attempts->front().is_object()) {
+      const json::object& a = attempts->front().as_object();
+      if (const json::object* n = a.contains("counts") ? a.at("counts").if_object() : nullptr)
+        s.out << text(n->at("cases")) << " case(s): " << text(n->at("passed")) << " passed, " << text(n->at("failed"))
+              << " failed, " << text(n->at("errors")) << " error(s), " << text(n->at("skipped")) << " skipped\n";
+      if (const json::array* cases = a.contains("cases") ? a.at("cases").if_array() : nullptr)
+        for (const auto& c : *cases) {
+          const json::object* co = c.if_object();
+          if (!co) continue;
+          std::string outcome = runField(*co, "outcome");
+          if (outcome != "fail" && outcome != "error") continue;
+          std::string rule = runField(*co, "infrastructure_rule");
+          s.out << "  " << outcome << ": " << runField(*co, "name")
+                << (rule.empty() ? " (test)" : " (infrastructure, rule \"" + rule + "\")") << ": "
+                << runField(*co, "message").substr(0, 200) << "\n";
+        }
+    }
+  }
+  s.out << "run " << runField(r, "id") << ": " << runField(r, "state");
+  if (r.contains("reason") && !runField(r, "reason").empty()) s.out << " (" << runField(r, "reason") << ")";
+  s.out << "\n";
+  if (!s.quiet) s.err << "hwfarmctl: published " << o.files.size() << " results file(s) and " << artifacts << " artifact(s)\n";
+  return kOk;
+}
+
+int resultsPublishCommand(Session& s, const Args& a) {
+  std::string lease = a.value("--lease").value_or(env("HWFARM_LEASE_ID"));
+  if (lease.empty()) {
+    s.err << "hwfarmctl: results publish needs --lease ID (or $HWFARM_LEASE_ID, which lease run sets)\n";
+    return kUsage;
+  }
+  if (int code = resolveLease(s, lease, &lease); code != kOk) return code;
+  PublishOptions o;
+  o.files = a.positional();
+  o.artifacts = a.values("--artifacts");
+  o.name = a.value("--name").value_or("results");
+  o.commit = a.value("--commit").value_or(env("GIT_COMMIT"));
+  o.board = a.value("--board").value_or("");
+  return publishResults(s, lease, o);
+}
+
+} // namespace hwfarm::cli
