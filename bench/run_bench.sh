@@ -106,12 +106,13 @@ bare_sandboxed() {
   ms "$start" "$end"
 }
 
-run() { # LEASE MODE: milliseconds of one hwfarmctl run
-  local start end
+run() { # LEASE MODE [IDS]: milliseconds of one hwfarmctl run; its id appended to IDS
+  local start end said
   start=$(now)
-  ctl run --lease "$1" --mode "$2" --out "$work/out" "$image" >/dev/null || { echo "run_bench: run failed" >&2; exit 1; }
+  said=$(ctl run --lease "$1" --mode "$2" --out "$work/out" "$image") || { echo "run_bench: run failed" >&2; exit 1; }
   end=$(now)
   rm -rf "$work/out"
+  [ -z "${3:-}" ] || echo "$said" | awk '/^run run-/ {sub(":", "", $2); print $2}' | tail -1 >>"$3"
   ms "$start" "$end"
 }
 
@@ -120,7 +121,7 @@ median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 one=$(ctl lease acquire --type mps2-an385 --count 1 --ttl 3600 -q)
 lat_a=() lat_b=() box=()
 for _ in $(seq 1 "$rounds"); do
-  lat_a+=("$(run "$one" shard)")
+  lat_a+=("$(run "$one" shard "$work/latency-ids")")
   lat_b+=("$(bare)")
   box+=("$(bare_sandboxed)")
 done
@@ -191,3 +192,29 @@ printf '%-48s %9s %9s %10s ms %10s ms\n' "parallelism: 2 boards + ref vs 1 board
 printf '%-48s %8s%% %9s %9s/min %9s/min\n' "throughput: 40 runs over 2 boards vs QEMU limit" \
   "$(awk -v a="$per_min" -v b="$limit" 'BEGIN {printf "%.0f", 100 * a / b}')" ">= 80%" "$per_min" "$limit"
 printf '%-48s %9s %9s %10s ms %10s ms\n' "fairness: run beside a hanging lease vs alone" "$(ratio "$fa" "$la")" "<= 1.50x" "$fa" "$la"
+
+# Where the latency rounds' time went: the records' timings (docs/runs.md,
+# "Timings"), medians over the rounds, beside the whole command's.
+while read -r id; do ctl --json run show "$id"; done <"$work/latency-ids" >"$work/latency-records"
+/usr/bin/python3 - "$work/latency-records" "$la" <<'PY'
+import json, statistics, sys
+runs = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+def med(values):
+    values = [v for v in values if v is not None]
+    return round(statistics.median(values)) if values else None
+def of(reference, key):
+    return med([a.get("timings", {}).get(key) for r in runs for a in r["attempts"] if a["reference"] == reference])
+rows = [("the board (a QEMU board): flash (staged)", of(False, "flash_ms")),
+        ("  power-on to its console's first line", of(False, "first_byte_ms")),
+        ("  power-on to END", of(False, "end_ms")),
+        ("  the drain after END (runs.drain_ms)", of(False, "drain_ms")),
+        ("the reference: sandbox and QEMU up", of(True, "start_ms")),
+        ("  spawn to its console's first byte", of(True, "first_byte_ms")),
+        ("  spawn to END", of(True, "end_ms")),
+        ("  the drain after END (runs.drain_ms)", of(True, "drain_ms")),
+        ("the run: its start to every attempt done", med([r.get("timings", {}).get("attempts_ms") for r in runs])),
+        ("the command: upload, start, files, record, fetch", int(sys.argv[2]))]
+print("where a run's time goes (%d runs, median ms)" % len(runs))
+for name, ms in rows:
+    print("  %-52s %6s" % (name, "-" if ms is None else ms))
+PY

@@ -35,6 +35,8 @@ Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuCon
     return std::move(fd).takeStatus().withContext("simulator " + name);
   }
   SimulatorRun run;
+  auto since = [&started] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
+  run.connected_s = since();
   auto deadline = started + options.deadline;
   // After END the console is read for options.drain more (a record after
   // END fails the run), or until QEMU ends.
@@ -74,9 +76,13 @@ Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuCon
     std::string_view kept(buffer, std::min(room, static_cast<size_t>(got)));
     // Bytes after the END line's end stay in the console: whatever else
     // the firmware printed by then.
+    if (run.first_byte_s < 0 && got > 0) run.first_byte_s = since();
     run.console.append(kept);
     lines.feed(kept, [&run](const ConsoleLine& line) { run.ended = run.ended || isEndRecord(line); });
-    if (run.ended && !drain_until) drain_until = std::chrono::steady_clock::now() + options.drain;
+    if (run.ended && !drain_until) {
+      run.end_s = since();
+      drain_until = std::chrono::steady_clock::now() + options.drain;
+    }
     if (run.truncated) break;
   }
   ::close(*fd);

@@ -30,6 +30,9 @@ struct SimulatorRun {
   // what QEMU said. The firmware's failure, not the simulator's.
   std::string guest_lockup;
   double seconds = 0;
+  // When, in seconds from the start: its console connected (the sandbox
+  // and QEMU up), the console's first byte, the END record; -1 if never.
+  double connected_s = -1, first_byte_s = -1, end_s = -1;
 };
 
 struct SimulatorOptions {

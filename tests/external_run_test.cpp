@@ -312,20 +312,34 @@ TEST_CASE("external: the default rules, each by name, on the errors they are for
 }
 
 TEST_CASE("external: custom rules: detail matching and every field given must match") {
-  InfraRule by_detail{"usb hub reset", "", "", "", "usb 1-1.4: USB disconnect"};
+  InfraRule by_detail{"usb hub reset", "", "", "", "/hwlab/usb.py"};
   HarnessCase c;
   c.name = "test_flash";
   c.status = CaseStatus::error;
   c.type = "hwlab.BoardError";
   c.message = "failed on setup with \"hwlab.BoardError: flash failed\"";
-  c.detail = "Traceback...\nkernel: usb 1-1.4: USB disconnect, device number 7\nhwlab.BoardError: flash failed";
+  c.detail = "    def test_flash(board):\n/usr/lib/python3/dist-packages/hwlab/usb.py:88: in reset\n"
+             "    raise BoardError(\"flash failed\")\nE   hwlab.BoardError: flash failed\n\n"
+             "/usr/lib/python3/dist-packages/hwlab/usb.py:88: BoardError";
   REQUIRE(infrastructureRule(c, {by_detail}) != nullptr);
   CHECK(infrastructureRule(c, {by_detail})->name == "usb hub reset");
   HarnessCase other = c;
-  other.detail = "Traceback...\nhwlab.BoardError: flash failed";
+  other.detail = "    def test_flash(board):\nconftest.py:12: BoardError";
   CHECK(infrastructureRule(other, {by_detail}) == nullptr);
+  // Text the code under test chose is no location: a source line, a '>'
+  // line, the exception's message ("E   ..."), a line with a space in its path.
+  for (const char* forged : {"    x = 1  # /usr/lib/python3/dist-packages/hwlab/usb.py:1: in f",
+                             ">       assert 0, '/usr/lib/python3/dist-packages/hwlab/usb.py:1: x'",
+                             "E   BoardError: /usr/lib/python3/dist-packages/hwlab/usb.py:1: in f",
+                             "see /usr/lib/python3/dist-packages/hwlab/usb.py:1: in f",
+                             "/usr/lib/python3/dist-packages/hwlab/usb.py is where it failed"}) {
+    HarnessCase f = c;
+    f.detail = std::string("conftest.py:3: in board\n") + forged + "\nconftest.py:5: BoardError";
+    INFO(forged);
+    CHECK(infrastructureRule(f, {by_detail}) == nullptr);
+  }
 
-  InfraRule every{"every field", "BoardError", "hwlab.", "flash failed", "USB disconnect"};
+  InfraRule every{"every field", "BoardError", "hwlab.", "flash failed", "hwlab/usb.py"};
   REQUIRE(infrastructureRule(c, {every}) != nullptr);
   CHECK(infrastructureRule(c, {every})->name == "every field");
   // Each field alone made wrong: no match.
@@ -347,9 +361,9 @@ TEST_CASE("external: custom rules: detail matching and every field given must ma
 
   // Through a record: the custom rule's name is the case's and the reason's.
   std::string xml = pytestXml(
-      R"(<testcase classname="tests.test_flash" name="test_flash" time="2.5"><error message="failed on setup with &quot;hwlab.BoardError: flash failed&quot;">Traceback...
-kernel: usb 1-1.4: USB disconnect, device number 7
-hwlab.BoardError: flash failed</error></testcase>)");
+      R"(<testcase classname="tests.test_flash" name="test_flash" time="2.5"><error message="failed on setup with &quot;hwlab.BoardError: flash failed&quot;">    def test_flash(board):
+/usr/lib/python3/dist-packages/hwlab/usb.py:88: in reset
+E   hwlab.BoardError: flash failed</error></testcase>)");
   run::Record r = recordOf(xml, {by_detail});
   CHECK(r.state == run::State::error);
   const run::Judgement& j = judgementOf(r);
@@ -580,4 +594,36 @@ TEST_CASE("external: several boards and no board named: the attempt's target is 
   CHECK(r.attempts[0].target == "harness");
   CHECK(r.attempts[0].board.empty());
   CHECK(r.state == run::State::passed);
+}
+
+TEST_CASE("external: a failure's teardown error is held against a rule with its own texts only") {
+  // The review's abuse: a test fails with the lab fixture's path in its
+  // assertion, and a conftest fixture of the pull request raises
+  // SerialException at teardown. Neither is the lab's fixture's location.
+  InfraRule lab{"lab fixture", "SerialException", "", "", "/usr/lib/python3/dist-packages/lab_fixtures/"};
+  std::string xml = pytestXml(
+      R"(<testcase classname="test_x" name="test_read" time="0.1"><failure message="AssertionError: see /usr/lib/python3/dist-packages/lab_fixtures/">def test_read():
+&gt;       assert out == [0, 1, 3], "see /usr/lib/python3/dist-packages/lab_fixtures/"
+E       AssertionError: see /usr/lib/python3/dist-packages/lab_fixtures/
+
+test_x.py:4: AssertionError</failure></testcase>
+<testcase classname="test_x" name="test_read" time="0.0"><error message="failed on teardown with &quot;conftest.SerialException: gone&quot;">    def board():
+&gt;       raise SerialException("gone")
+E       conftest.SerialException: gone
+
+conftest.py:9: SerialException</error></testcase>)");
+  run::Record r = recordOf(xml, {lab});
+  CHECK(r.state == run::State::failed);
+  CHECK(judgementOf(r).cases[0].rule.empty());
+  // The same failure whose teardown error the lab's fixture raised: the lab's.
+  std::string real = pytestXml(
+      R"(<testcase classname="test_x" name="test_read" time="0.1"><failure message="serial.SerialException: read failed">test_x.py:4: SerialException</failure></testcase>
+<testcase classname="test_x" name="test_read" time="0.0"><error message="failed on teardown with &quot;serial.SerialException: gone&quot;">    def board():
+/usr/lib/python3/dist-packages/lab_fixtures/board.py:40: in board
+E       serial.SerialException: gone
+
+/usr/lib/python3/dist-packages/lab_fixtures/board.py:40: SerialException</error></testcase>)");
+  run::Record lost = recordOf(real, {lab});
+  CHECK(lost.state == run::State::error);
+  CHECK(judgementOf(lost).cases[0].rule == "lab fixture");
 }

@@ -275,6 +275,15 @@ TEST_CASE("results publish: the lab's error alone ends error and counts for the 
   REQUIRE(incidents.size() == 1);
   CHECK(incidents[0].at("subject") == "sim-0");
   CHECK_THAT(std::string(incidents[0].at("detail").as_string()), Catch::Contains("serial port lost"));
+  // A passing publish counts as a run but resolves no incident: only
+  // hwfarm's own runs and health checks do.
+  std::string passing = runPytest(dir, "passing", "def test_pass():\n    pass\n");
+  r = hwfarmctl(d, {"--json", "results", "publish", "--lease", id, passing});
+  REQUIRE(r.status.code == 0);
+  CHECK(json::parse(r.out).at("state") == "passed");
+  CHECK(parsed(d.get("/v1/sla")).at("incidents").as_array().size() == 1);
+  after_lab = slaRatio(d);
+  CHECK(after_lab.first == before.first + 3);
 
   d.killAndRestart();
   json::object again = parsed(d.get("/v1/runs/" + run_id)).as_object();
@@ -283,7 +292,7 @@ TEST_CASE("results publish: the lab's error alone ends error and counts for the 
   CHECK(ruleOf(again, "test_board.test_board_lost") == "serial port lost");
   CHECK(d.get("/v1/runs/" + run_id + "/artifacts/results/r.xml").body == readFile(lost));
   CHECK(slaRatio(d) == after_lab);
-  CHECK(runsListed(d) == 2);
+  CHECK(runsListed(d) == 3);
 }
 
 TEST_CASE("results publish: a file a crashed harness left cut is refused with its line and nothing is kept") {
@@ -330,12 +339,25 @@ TEST_CASE("results publish: archives that are not results are refused with what 
   CHECK_THAT(refused(tarOf({{"artifacts/log.txt", "x"}})), Catch::Contains("the archive has no results file"));
   CHECK_THAT(refused(tarOf({{"results/r.xml", junit}, {"results/r.xml", junit}})),
              Catch::Contains("the archive has it twice"));
+  // A file that is also another file's folder, in either order: a 400, never a failed write.
+  CHECK(refused(tarOf({{"results/r.xml", junit}, {"artifacts/a", "x"}, {"artifacts/a/b", "y"}})) ==
+        "member 3 \"artifacts/a/b\": the archive has a file artifacts/a too");
+  CHECK(refused(tarOf({{"results/r.xml", junit}, {"artifacts/a/b", "y"}, {"artifacts/a", "x"}})) ==
+        "member 3 \"artifacts/a\": the archive has a folder of that name too");
+  // A name part too long for the disk's temp names is no problem (a fixed-length temp name).
+  std::string longName = "artifacts/" + std::string(250, 'n');
+  auto long_ok = post(d, id, tarOf({{"results/r.xml", junit}, {longName, "z"}}), "?name=long");
+  INFO(long_ok.body);
+  CHECK(long_ok.status == 201);
+  std::vector<std::pair<std::string, std::string>> many;
+  for (int i = 0; i < 65; ++i) many.push_back({"results/r" + std::to_string(i) + ".xml", junit});
+  CHECK_THAT(refused(tarOf(many)), Catch::Contains("more than 64 results files"));
   CHECK_THAT(refused(tarOf({{"results/r.xml", "<testsuite>"}})), Catch::Contains("results/r.xml:1:"));
   std::string whole = tarOf({{"results/r.xml", junit}});
   CHECK_THAT(refused(whole.substr(0, 512 + 20)), Catch::Contains("the archive is cut"));
   CHECK_THAT(refused(tarOf({{"results/r.xml", junit}}), "?color=red"), Catch::Contains("unknown parameter"));
   CHECK_THAT(refused(tarOf({{"results/r.xml", junit}}), "?board=sim-9"), Catch::Contains("sim-9 is not in lease"));
-  CHECK(runsListed(d) == 0);
+  CHECK(runsListed(d) == 1); // (the long name's)
   // Accepted as it is: a run of one passing case.
   auto ok = post(d, id, whole, "?name=smoke&board=sim-0");
   INFO(ok.body);
@@ -346,7 +368,7 @@ TEST_CASE("results publish: archives that are not results are refused with what 
   REQUIRE(d.request("DELETE", "/v1/leases/" + id, "").status == 200);
   auto ended = post(d, id, whole);
   CHECK(ended.status == 409);
-  CHECK(runsListed(d) == 1);
+  CHECK(runsListed(d) == 2);
 }
 
 TEST_CASE("results publish: only the lease's holder or an operator publishes on it") {

@@ -14,6 +14,7 @@
 #include <boost/json.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <regex>
@@ -377,4 +378,102 @@ TEST_CASE("pytest example: results no file matches publish nothing and lease run
   CHECK(r.err.find("lease " + r.lease + " released") != std::string::npos);
   CHECK(leaseState(lab.d, r.lease) == "released");
   CHECK(fs::exists(lab.work + "/out/r.xml")); // pytest did write, elsewhere
+}
+
+TEST_CASE("pytest example: an empty results file under a command that exits 0 fails lease run with the run's "
+          "verdict") {
+  Lab lab;
+  // Given a well-formed JUnit file with no test case and a command that
+  // exits 0 (a harness whose exit code did not reflect that nothing ran),
+  fs::create_directory(lab.work + "/out");
+  std::ofstream(lab.work + "/out/empty.xml") << "<testsuites/>\n";
+  Ran r = leaseRun(lab, {"--results", "out/*.xml"}, {"true"});
+  INFO(r.out << r.err);
+  // the run is published failed, and lease run exits with its verdict (10)
+  // as `hwfarmctl run` does, not with the command's 0;
+  CHECK(r.status.exited);
+  CHECK(r.status.code == 10);
+  REQUIRE_FALSE(r.run.empty());
+  CHECK(r.state == "failed");
+  CHECK(r.out.find("the results have no test case") != std::string::npos);
+  json::object rec = record(lab.d, r.run);
+  INFO(json::serialize(rec));
+  CHECK(str(rec.at("state")) == "failed");
+  CHECK(str(rec.at("failure_class")) == "test");
+  CHECK(count(rec, "cases") == 0);
+  // the lease was given back.
+  REQUIRE_FALSE(r.lease.empty());
+  CHECK(r.err.find("lease " + r.lease + " released") != std::string::npos);
+  CHECK(leaseState(lab.d, r.lease) == "released");
+}
+
+TEST_CASE("pytest example: one results pattern of two that matches nothing publishes nothing and lease run fails") {
+  Lab lab;
+  // Given a green suite writing out/r.xml and a second pattern for a file it
+  // does not write,
+  Ran r = leaseRun(lab, {"--results", "out/*.xml", "--results", "out/twister.json"}, pytest());
+  INFO(r.out << r.err);
+  // the pattern that matched nothing is named, nothing is published (not
+  // even out/r.xml), and lease run exits non-zero although pytest exited 0;
+  CHECK(r.status.exited);
+  CHECK(r.status.code != 0);
+  CHECK(r.status.code == 1);
+  CHECK(pytestSummary(r.out)["passed"] == 3);
+  CHECK(r.err.find("--results out/twister.json: no file matches") != std::string::npos);
+  CHECK(r.err.find("--results out/*.xml: no file matches") == std::string::npos);
+  CHECK(r.run.empty());
+  REQUIRE_FALSE(r.lease.empty());
+  CHECK(runsOfLease(lab.d, r.lease).empty());
+  CHECK(json::parse(lab.d.get("/v1/runs").body).at("runs").as_array().empty());
+  // the lease was still given back.
+  CHECK(r.err.find("lease " + r.lease + " released") != std::string::npos);
+  CHECK(leaseState(lab.d, r.lease) == "released");
+  CHECK(fs::exists(lab.work + "/out/r.xml"));
+}
+
+TEST_CASE("pytest example: a results file two patterns match is published once") {
+  Lab lab;
+  // Given two patterns naming pytest's one file (a glob and another path to it),
+  Ran r = leaseRun(lab, {"--results", "out/*.xml", "--results", "./out/../out/r.xml"}, pytest());
+  INFO(r.out << r.err);
+  CHECK(r.status.exited);
+  CHECK(r.status.code == 0);
+  REQUIRE_FALSE(r.run.empty());
+  CHECK(r.state == "passed");
+  // it is sent once: the counts are pytest's, not doubled,
+  json::object rec = record(lab.d, r.run);
+  INFO(json::serialize(rec));
+  CHECK(count(rec, "cases") == 5);
+  CHECK(count(rec, "passed") == 3);
+  CHECK(count(rec, "skipped") == 2);
+  CHECK(r.out.find("5 case(s): 3 passed, 0 failed, 0 error(s), 2 skipped\n") != std::string::npos);
+  CHECK(r.err.find("published 1 results file(s)") != std::string::npos);
+  // and kept once.
+  std::vector<std::string> results;
+  for (const auto& a : rec.at("artifacts").as_array())
+    if (a.as_string().starts_with("results/")) results.push_back(str(a));
+  CHECK(results == std::vector<std::string>{"results/r.xml"});
+  CHECK(leaseState(lab.d, r.lease) == "released");
+}
+
+TEST_CASE("pytest example: results and artifacts past 1 GiB are refused before anything is read or sent") {
+  Lab lab;
+  // Given a valid results file and an artifact of 1 GiB and more (sparse:
+  // nothing of it is on disk),
+  fs::create_directory(lab.work + "/out");
+  std::ofstream(lab.work + "/out/r.xml")
+      << "<testsuite name=\"s\" tests=\"1\"><testcase classname=\"c\" name=\"t\"/></testsuite>\n";
+  { std::ofstream(lab.work + "/out/big.bin"); }
+  fs::resize_file(lab.work + "/out/big.bin", (uint64_t{1} << 30) + 1);
+  Ran r = leaseRun(lab, {"--results", "out/*.xml", "--artifacts", "out/big.bin"}, {"true"});
+  INFO(r.out << r.err);
+  // lease run says so and fails with the usage code, nothing published,
+  CHECK(r.status.exited);
+  CHECK(r.status.code == 2);
+  CHECK(r.err.find("more than the 1024 MiB a publish may send") != std::string::npos);
+  CHECK(r.run.empty());
+  REQUIRE_FALSE(r.lease.empty());
+  CHECK(runsOfLease(lab.d, r.lease).empty());
+  // and the lease was given back.
+  CHECK(leaseState(lab.d, r.lease) == "released");
 }

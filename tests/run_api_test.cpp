@@ -1168,3 +1168,88 @@ TEST_CASE("below half of limits.disk_reserve_bytes no new lease or run is taken,
   CHECK(take().status == 201);
   CHECK(d.log().find("cannot commit") == std::string::npos);
 }
+
+TEST_CASE("a run's record says where each attempt's time went and the summary keeps it") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  json::object run = runVariant(d, lease, "pass");
+  INFO(json::serialize(run));
+  REQUIRE(run.at("state").as_string() == "passed");
+  auto ms = [](const json::object& t, const char* key) { return t.at(key).as_int64(); };
+  for (const auto& item : run.at("attempts").as_array()) {
+    const json::object& a = item.as_object();
+    INFO(json::serialize(a));
+    const json::object& t = a.at("timings").as_object();
+    if (a.at("reference").as_bool()) {
+      // A fresh simulator: its wait for a slot, its start, its console's first line and END, the drain.
+      CHECK(ms(t, "wait_ms") >= 0);
+      CHECK_FALSE(t.contains("flash_ms"));
+      CHECK(ms(t, "start_ms") >= 0);
+      CHECK(ms(t, "first_byte_ms") >= ms(t, "start_ms"));
+    } else {
+      // A simulated board: its flash (staged), its console from power-on.
+      CHECK(ms(t, "flash_ms") >= 0);
+      CHECK_FALSE(t.contains("start_ms"));
+      CHECK(ms(t, "first_byte_ms") >= 0);
+    }
+    CHECK(ms(t, "end_ms") >= ms(t, "first_byte_ms"));
+    // The console was read for runs.drain_ms (250) after END, at least.
+    CHECK(ms(t, "drain_ms") >= 245);
+    CHECK(ms(t, "end_ms") + ms(t, "drain_ms") <= static_cast<int64_t>(a.at("seconds").to_number<double>() * 1000) + 50);
+  }
+  int64_t attempts_ms = run.at("timings").at("attempts_ms").as_int64();
+  CHECK(attempts_ms >= 245);
+  CHECK(attempts_ms <= run.at("ended_ms").as_int64() - run.at("created_ms").as_int64());
+  // summary.json says the same.
+  json::value summary = json::parse(readFile(dir.file("state/runs/" + std::string(run.at("id").as_string()) + "/summary.json")));
+  CHECK(summary.at("timings") == run.at("timings"));
+  CHECK(summary.at("attempts") == run.at("attempts"));
+}
+
+TEST_CASE("artifacts are served sandboxed and unsniffed, and XML as an attachment, never a page of the dashboard's origin") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
+  std::string lease = leaseBoards(d, 1);
+  json::object run = runVariant(d, lease, "pass");
+  INFO(json::serialize(run));
+  REQUIRE(run.at("state").as_string() == "passed");
+  std::string id(run.at("id").as_string());
+  // The head of a GET, its header names in lower case; its status line as "status".
+  auto head = [&](const std::string& what) {
+    std::string answer = rawExchange(d.url(), "GET /v1/runs/" + id + "/" + what +
+                                                  " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    std::map<std::string, std::string> out;
+    std::string text = answer.substr(0, answer.find("\r\n\r\n"));
+    size_t at = text.find("\r\n");
+    out["status"] = text.substr(0, at);
+    while (at != std::string::npos) {
+      size_t next = text.find("\r\n", at + 2);
+      std::string line = text.substr(at + 2, next == std::string::npos ? std::string::npos : next - at - 2);
+      size_t colon = line.find(':');
+      std::string name = line.substr(0, colon);
+      std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+      CHECK(out.count(name) == 0); // each header once
+      out[name] = line.substr(line.find_first_not_of(' ', colon + 1));
+      at = next;
+    }
+    return out;
+  };
+  struct Expected {
+    std::string what, type, disposition;
+  };
+  for (const Expected& e : std::vector<Expected>{
+           {"artifacts/junit.xml", "application/xml", "attachment; filename=\"junit.xml\"; filename*=UTF-8''junit.xml"},
+           {"artifacts/summary.json", "application/json", ""},
+           {"artifacts/traces/pass__mps2_an385.txt", "text/plain; charset=utf-8", ""},
+           {"artifacts/outputs/pass__qemu_ref/ramp.y.npy", "application/octet-stream", ""},
+           {"artifacts.tar", "application/x-tar", "attachment; filename=\"" + id + ".tar\""}}) {
+    INFO(e.what);
+    auto h = head(e.what);
+    CHECK(h["status"] == "HTTP/1.1 200 OK");
+    CHECK(h["content-type"] == e.type);
+    CHECK(h["content-security-policy"] == "sandbox; default-src 'none'");
+    CHECK(h["x-content-type-options"] == "nosniff");
+    CHECK(h["content-disposition"] == e.disposition);
+  }
+}

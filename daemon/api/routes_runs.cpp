@@ -312,6 +312,8 @@ void Handlers::publishResults(Call& c, const std::string& id) {
     }
     respond(okText(made->toJson(), 201));
   });
+  // The exception: another publish of the lease, or runs.max_runs reached, is 429 too_many_runs.
+  if (refused.is(Code::busy)) return c.respond(jsonError(429, "too_many_runs", refused.message()));
   if (!refused.ok()) return c.respond(errorResponse(refused)); // (the spool goes with the request)
 }
 
@@ -451,6 +453,44 @@ std::function<void(std::shared_ptr<StreamSink>)> pumped(std::shared_ptr<Stream> 
   };
 }
 
+// Artifacts are files a tenant chooses (a harness's published results: any
+// file under artifacts/) served from the dashboard's origin, so a browser
+// that opens one must never run it as a page of that origin (where the
+// dashboard's token is). Every artifact answer is sandboxed with no sources
+// (an opaque origin, no script) and never sniffed; a type a browser would
+// render as a document (XML, anything but JSON, plain text or bytes) is also
+// an attachment. The dashboard reads artifacts with fetch(), which none of
+// this affects, and saves them from a Blob.
+constexpr const char* kArtifactPolicy = "sandbox; default-src 'none'";
+
+// A file name for Content-Disposition: the path's last part, as ASCII with
+// anything but [A-Za-z0-9._-] as '_' and, exactly, percent-encoded (RFC 6266).
+std::string attachment(std::string_view path) {
+  std::string_view base = path.substr(path.rfind('/') == std::string_view::npos ? 0 : path.rfind('/') + 1);
+  std::string ascii, encoded;
+  for (unsigned char ch : base) {
+    bool plain = std::isalnum(ch) || ch == '.' || ch == '_' || ch == '-';
+    ascii += plain ? static_cast<char>(ch) : '_';
+    if (plain) encoded += static_cast<char>(ch);
+    else {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      encoded += {'%', kHex[ch >> 4], kHex[ch & 15]};
+    }
+  }
+  return "attachment; filename=\"" + ascii + "\"; filename*=UTF-8''" + encoded;
+}
+
+// `r` as an artifact answer: its policy, no sniffing, and an attachment
+// (named after `path`) unless it is JSON, plain text or bytes.
+HttpResponse confined(HttpResponse r, std::string_view path = {}) {
+  r.headers.emplace_back("Content-Security-Policy", kArtifactPolicy);
+  r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+  const std::string& type = r.content_type;
+  bool shown = type == "application/json" || type.starts_with("text/plain") || type == "application/octet-stream";
+  if (!path.empty() && !shown) r.headers.emplace_back("Content-Disposition", attachment(path));
+  return r;
+}
+
 // One artifact sent a piece at a time, the next once the client took the
 // last: memory stays small whatever the file's size, however slowly the
 // client reads.
@@ -493,7 +533,7 @@ void Handlers::runArtifact(Call& c, const std::string& id, const std::string& pa
     HttpResponse resp;
     resp.content_type = RunDir::contentType(decoded);
     resp.stream = pumped(stream);
-    respond(std::move(resp));
+    respond(confined(std::move(resp), decoded));
   });
 }
 
@@ -668,7 +708,7 @@ void Handlers::runArtifactsTar(Call& c, const std::string& id) {
     resp.content_type = "application/x-tar";
     resp.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + r->id + ".tar\"");
     resp.stream = pumped(stream);
-    respond(std::move(resp));
+    respond(confined(std::move(resp)));
   });
 }
 

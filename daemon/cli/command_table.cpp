@@ -39,7 +39,8 @@ std::vector<OptionSpec> leaseRunOptions() {
   std::vector<OptionSpec> o = selectorOptions();
   o.push_back({.name = "--results", .value = "GLOB",
                .help = "once CMD ends, whatever its exit code, publish the JUnit XML or twister.json files GLOB "
-                       "matches as a run on the lease (as `results publish` does), before the release",
+                       "matches as a run on the lease (as `results publish` does), before the release; each GLOB "
+                       "must match a file, and a file two match goes once",
                .repeatable = true});
   o.push_back({.name = "--artifacts", .value = "PATH",
                .help = "with --results: a file or folder published with the results", .repeatable = true,
@@ -111,8 +112,11 @@ std::vector<CommandSpec> makeCommands() {
        .help = "The options are those of `lease acquire`, and it waits the same way. CMD gets HWFARM_LEASE_ID, "
                "HWFARM_BOARD_COUNT and HWFARM_BOARD_<i>_NAME, _TYPE, _SERIAL_PORT and _USB_SERIAL. It exits "
                "with CMD's exit code, 8 when the lease ended under CMD. This is the command for Jenkins `sh` steps. "
-               "With --results, the files CMD wrote are published as a run before the release; when CMD exited 0 "
-               "but nothing could be published (no file matches, a cut file), it exits with the publish's code.",
+               "With --results, the files CMD wrote are published as a run before the release. When CMD exited 0 "
+               "but nothing could be published (a GLOB that matches no file: then nothing is published; a cut "
+               "file; more than 1 GiB), it exits with the publish's code; when the published run is not passed "
+               "(a failure CMD's exit code missed, a file with no test case), with its verdict as `run` does: 10 "
+               "failed, 9 error. A non-zero code of CMD's always wins.",
        .options = leaseRunOptions(),
        .run = leaseRunCommand,
        .rest = "CMD [ARGS...]"},
@@ -260,7 +264,9 @@ std::vector<CommandSpec> makeCommands() {
                "keeps, uploads and counts the run like its own. A file that is not well formed (a harness that "
                "crashed mid-file) is refused with its line and column, and nothing is kept. Prints the counts, the "
                "failing cases with their classes and the run's state; exits 0 once published, whatever the "
-               "verdict.",
+               "verdict. A file named twice (the same file by any path) goes once. The files are sent in one "
+               "request built in memory: more than 1 GiB together (hwfarmd's default runs.max_artifact_bytes) is "
+               "refused before anything is read or sent, with exit code 2.",
        .positionals = {{.name = "FILE", .many = true, .complete = kFile}},
        .options = {kLeaseOption,
                    {.name = "--artifacts", .value = "PATH",

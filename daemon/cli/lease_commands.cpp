@@ -14,6 +14,7 @@
 #include "config/tokens.h"
 #include "daemon/cli/lease_wait.h"
 #include "daemon/cli/results_publish.h"
+#include "daemon/cli/run_follow.h"
 #include "daemon/cli/session.h"
 
 namespace hwfarm::cli {
@@ -236,23 +237,31 @@ int run(Session& s, const Args& a) {
       next_renew = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(renew_every * 1000));
     }
   }
-  // CMD's results, published while the lease is still held.
+  // CMD's results, published while the lease is still held: every pattern
+  // must match, else nothing is (a harness that wrote no results, or not
+  // all it should, has not passed).
   int published = kOk;
+  std::string verdict; // the published run's state
   if (!lease_lost && !a.values("--results").empty()) {
     PublishOptions o;
+    bool unmatched = false;
     for (const auto& pattern : a.values("--results")) {
       std::vector<std::string> files = expandGlob(pattern);
-      if (files.empty()) s.err << "hwfarmctl: --results " << pattern << ": no file matches\n";
+      if (files.empty()) {
+        s.err << "hwfarmctl: --results " << pattern << ": no file matches\n";
+        unmatched = true;
+      }
       o.files.insert(o.files.end(), files.begin(), files.end());
     }
     o.artifacts = a.values("--artifacts");
     o.name = a.value("--name").value_or(std::filesystem::path(a.rest().front()).filename().string());
     o.commit = a.value("--commit").value_or(env("GIT_COMMIT"));
-    if (o.files.empty()) {
-      s.err << "hwfarmctl: nothing to publish: CMD wrote no results file (a harness that wrote none has not passed)\n";
+    if (unmatched) {
+      s.err << "hwfarmctl: nothing published: every --results pattern must match a file CMD wrote (a harness "
+               "that wrote none has not passed)\n";
       published = kApiError;
     } else {
-      published = publishResults(s, id, o);
+      published = publishResults(s, id, o, &verdict);
     }
   }
   int release_code = kOk;
@@ -261,7 +270,10 @@ int run(Session& s, const Args& a) {
   else if (!lease_lost)
     s.err << "hwfarmctl: lease " << id << " released\n";
   if (lease_lost) return kLeaseLost;
+  // CMD's own failure wins; else the publish's, else the run's verdict (a
+  // harness whose exit code missed its failures, a file with no case).
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && published != kOk) return published;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !verdict.empty()) return verdictCode(verdict);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return kApiError;

@@ -48,6 +48,24 @@ bool readWhole(const std::string& path, std::string* data, std::string* error) {
   return true;
 }
 
+// The bytes a file takes in the archive: its header(s) and its padded content.
+uint64_t tarSize(const std::string& name, uint64_t size) {
+  return run::tarHeader({name, size, 0, 0644}).size() + size + run::tarPadding(size);
+}
+
+// `paths` without the ones naming a file an earlier one names (the same
+// canonical path); a path that cannot be resolved stays, to fail its read.
+std::vector<std::string> distinct(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    fs::path canonical = fs::canonical(p, ec);
+    if (seen.insert(ec ? p : canonical.string()).second) out.push_back(p);
+  }
+  return out;
+}
+
 void addFile(std::string& archive, const std::string& name, const std::string& bytes) {
   archive += run::tarHeader({name, bytes.size(), 0, 0644});
   archive += bytes;
@@ -66,7 +84,7 @@ std::vector<std::string> expandGlob(const std::string& pattern) {
   return out;
 }
 
-int publishResults(Session& s, const std::string& lease, const PublishOptions& o) {
+int publishResults(Session& s, const std::string& lease, const PublishOptions& o, std::string* state) {
   std::string archive, error;
   std::set<std::string> names;
   auto unique = [&](std::string name) {
@@ -76,19 +94,18 @@ int publishResults(Session& s, const std::string& lease, const PublishOptions& o
     }
     return name;
   };
-  if (o.files.empty()) {
+  // A file named twice (two globs matching it, a path given twice) goes once.
+  std::vector<std::string> files = distinct(o.files);
+  if (files.empty()) {
     s.err << "hwfarmctl: no results file to publish\n";
     return kUsage;
   }
-  for (const auto& f : o.files) {
-    std::string bytes;
-    if (!readWhole(f, &bytes, &error)) {
-      s.err << "hwfarmctl: " << error << "\n";
-      return kUsage;
-    }
-    addFile(archive, unique("results/" + plainPart(fs::path(f).filename().string())), bytes);
-  }
+  // What goes, as (path, name in the archive): every file checked and sized
+  // before any is read.
+  std::vector<std::pair<std::string, std::string>> members;
+  for (const auto& f : files) members.emplace_back(f, unique("results/" + plainPart(fs::path(f).filename().string())));
   size_t artifacts = 0;
+  std::vector<std::string> artifact_files;
   for (const auto& path : o.artifacts) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
@@ -100,23 +117,48 @@ int publishResults(Session& s, const std::string& lease, const PublishOptions& o
       for (const auto& file : found) {
         std::string name = "artifacts";
         for (const auto& part : fs::relative(file, path, ec)) name += "/" + plainPart(part.string());
-        std::string bytes;
-        if (!readWhole(file.string(), &bytes, &error)) {
-          s.err << "hwfarmctl: " << error << "\n";
-          return kUsage;
-        }
-        addFile(archive, unique(name), bytes);
-        ++artifacts;
+        artifact_files.push_back(file.string());
+        members.emplace_back(file.string(), name);
       }
     } else {
-      std::string bytes;
-      if (!readWhole(path, &bytes, &error)) {
-        s.err << "hwfarmctl: --artifacts: " << error << "\n";
-        return kUsage;
-      }
-      addFile(archive, unique("artifacts/" + plainPart(fs::path(path).filename().string())), bytes);
-      ++artifacts;
+      artifact_files.push_back(path);
+      members.emplace_back(path, "artifacts/" + plainPart(fs::path(path).filename().string()));
     }
+  }
+  // An artifact named twice (a file and its folder, a folder given twice) goes once.
+  {
+    std::vector<std::string> kept = distinct(artifact_files);
+    std::set<std::string> keep(kept.begin(), kept.end());
+    std::vector<std::pair<std::string, std::string>> m(members.begin(), members.begin() + files.size());
+    for (size_t i = files.size(); i < members.size(); ++i)
+      if (keep.erase(members[i].first)) m.emplace_back(members[i].first, unique(members[i].second));
+    members = std::move(m);
+    artifacts = members.size() - files.size();
+  }
+  uint64_t total = run::tarEnd().size();
+  for (size_t i = 0; i < members.size(); ++i) {
+    struct stat st {};
+    const std::string& path = members[i].first;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      s.err << "hwfarmctl: " << (i < files.size() ? "" : "--artifacts: ") << path << ": not a regular file\n";
+      return kUsage;
+    }
+    total += tarSize(members[i].second, static_cast<uint64_t>(st.st_size));
+  }
+  if (total > kMaxPublishBytes) {
+    s.err << "hwfarmctl: the results and artifacts come to " << total << " bytes, more than the "
+          << kMaxPublishBytes / (1024 * 1024) << " MiB a publish may send (hwfarmd's default runs.max_artifact_bytes)"
+          << "; nothing was published\n";
+    return kUsage;
+  }
+  archive.reserve(total);
+  for (size_t i = 0; i < members.size(); ++i) {
+    std::string bytes;
+    if (!readWhole(members[i].first, &bytes, &error)) {
+      s.err << "hwfarmctl: " << (i < files.size() ? "" : "--artifacts: ") << error << "\n";
+      return kUsage;
+    }
+    addFile(archive, members[i].second, bytes);
   }
   archive += run::tarEnd();
   std::string target = "/v1/leases/" + lease + "/results?name=" + percentEncode(o.name.empty() ? "results" : o.name);
@@ -125,6 +167,7 @@ int publishResults(Session& s, const std::string& lease, const PublishOptions& o
   int code = kOk;
   auto run = s.call("POST", target, archive, &code, 300, 0, nullptr, "application/x-tar");
   if (!run) return code;
+  if (state && run->is_object()) *state = runField(run->as_object(), "state");
   if (s.json) {
     s.out << json::serialize(*run) << "\n";
     return kOk;
@@ -153,7 +196,7 @@ int publishResults(Session& s, const std::string& lease, const PublishOptions& o
   s.out << "run " << runField(r, "id") << ": " << runField(r, "state");
   if (r.contains("reason") && !runField(r, "reason").empty()) s.out << " (" << runField(r, "reason") << ")";
   s.out << "\n";
-  if (!s.quiet) s.err << "hwfarmctl: published " << o.files.size() << " results file(s) and " << artifacts << " artifact(s)\n";
+  if (!s.quiet) s.err << "hwfarmctl: published " << files.size() << " results file(s) and " << artifacts << " artifact(s)\n";
   return kOk;
 }
 

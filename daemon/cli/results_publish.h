@@ -2,6 +2,7 @@
 // `results publish` and `lease run --results` share.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,11 +18,18 @@ struct PublishOptions {
   std::string board;
 };
 
+// The most a publish sends: the archive is built in memory, and hwfarmd
+// takes no more by default (runs.max_artifact_bytes).
+inline constexpr uint64_t kMaxPublishBytes = uint64_t{1} << 30;
+
 // Sends the files to lease `lease` and prints the run it made (--json: its
 // record): its counts, its failing cases with their classes, "run ID:
-// STATE (reason)". kOk once published, whatever its verdict; kUsage for a
-// file that cannot be read; else the daemon's refusal's exit code.
-int publishResults(Session& s, const std::string& lease, const PublishOptions& o);
+// STATE (reason)"; its state in `*state` when given. A file named twice
+// (the same canonical path, in `files` or among the artifacts) is sent
+// once. kOk once published, whatever its verdict; kUsage for a file that
+// cannot be read, or files that together pass kMaxPublishBytes (nothing is
+// read nor sent then); else the daemon's refusal's exit code.
+int publishResults(Session& s, const std::string& lease, const PublishOptions& o, std::string* state = nullptr);
 
 // The paths `pattern` matches (glob(3)), sorted; none when none does.
 std::vector<std::string> expandGlob(const std::string& pattern);

@@ -40,6 +40,9 @@ SimulatorResult resultOf(Result<drivers::SimulatorRun> ran) {
   r.truncated = ran->truncated;
   r.timed_out = ran->timed_out;
   r.seconds = ran->seconds;
+  r.connected_s = ran->connected_s;
+  r.first_byte_s = ran->first_byte_s;
+  r.end_s = ran->end_s;
   if (ran->qemu_exit) { // it ended on its own: how, with its status or signal as the evidence
     Evidence evidence;
     if (ran->qemu_signal) evidence.signal = ran->qemu_signal;

@@ -57,12 +57,14 @@ Status bad(const std::string& what) { return Status::error(Code::invalid_argumen
 
 } // namespace
 
-Result<CheckedArchive> checkResultsArchive(const std::string& path, uint64_t quota, const std::string& quota_name) {
+Result<CheckedArchive> checkResultsArchive(const std::string& path, uint64_t quota, const std::string& quota_name,
+                                           std::vector<results::InfraRule> rules) {
   Archive archive(path);
   if (archive.fd() < 0) return Status::fromErrno("cannot open the results archive", errno);
   FileSource source(archive.fd());
-  CheckedArchive out;
-  std::set<std::string> seen;
+  CheckedArchive out(std::move(rules));
+  size_t results_files = 0;
+  std::set<std::string> seen, folders; // the files' paths, and every folder they make
   results::HarnessLimits limits;
   std::string current;  // the member being read
   bool parsed = false;  // it is a results file (kept in `text`)
@@ -75,6 +77,13 @@ Result<CheckedArchive> checkResultsArchive(const std::string& path, uint64_t quo
       return bad(where + ": expected results/NAME (JUnit XML or twister.json) or artifacts/PATH, each part of "
                          "letters, digits, \"_.-\" and not starting with '.'");
     if (!seen.insert(m.name).second) return bad(where + ": the archive has it twice");
+    // A file that is also another's folder could not be written.
+    if (folders.count(m.name)) return bad(where + ": the archive has a folder of that name too");
+    for (size_t slash = m.name.find('/'); slash != std::string::npos; slash = m.name.find('/', slash + 1)) {
+      std::string folder = m.name.substr(0, slash);
+      if (seen.count(folder)) return bad(where + ": the archive has a file " + folder + " too");
+      folders.insert(folder);
+    }
     if (m.size > static_cast<uint64_t>(RunDir::kMaxArtifactBytes))
       return Status::error(Code::too_large, where + ": " + std::to_string(m.size) + " bytes, more than the " +
                                                 std::to_string(RunDir::kMaxArtifactBytes) + " a file may have");
@@ -85,6 +94,8 @@ Result<CheckedArchive> checkResultsArchive(const std::string& path, uint64_t quo
     current = m.name;
     parsed = startsWith(m.name, kResults);
     if (parsed) {
+      if (++results_files > kMaxResultsFiles)
+        return bad(where + ": more than " + std::to_string(kMaxResultsFiles) + " results files");
       if (m.name.find('/', kResults.size()) != std::string::npos)
         return bad(where + ": a results file is directly under results/, not in a folder");
       if (m.size > limits.max_bytes)
@@ -105,11 +116,12 @@ Result<CheckedArchive> checkResultsArchive(const std::string& path, uint64_t quo
     if (!parsed) return Status::success();
     Result<results::HarnessResults> r = results::parseHarnessResults(text, current, limits);
     if (!r) return r.status();
-    out.results.emplace_back(current, std::move(*r));
+    out.judge.add(current, *r); // (its cases go with it)
+    std::string().swap(text);
     return Status::success();
   };
   if (Status s = run::readTar(source, tar, begin, data, end); !s.ok()) return s;
-  if (out.results.empty())
+  if (results_files == 0)
     return bad("the archive has no results file: expected results/NAME (JUnit XML or twister.json) in it");
   std::sort(out.files.begin(), out.files.end());
   return out;
@@ -122,23 +134,24 @@ Status writeResultsArchive(const std::string& path, const RunDir& dir, const std
   const std::string root = dir.path(id);
   std::set<std::string> folders{root, dir.root()};
   int fd = -1;
-  std::string file, temp;
+  std::string file, temp, name; // its path, its temp file's, its name in the run (for messages: no host paths)
   auto fail = [&](const std::string& what, int err) {
     if (fd >= 0) ::close(fd);
     fd = -1;
     if (!temp.empty()) ::unlink(temp.c_str());
-    return Status::fromErrno(what + " " + file, err);
+    return Status::fromErrno(what + " " + name + " of run " + id, err);
   };
   auto begin = [&](const run::TarMember& m) -> Status {
+    name = m.name;
     file = root + "/" + m.name;
     fs::path parent = fs::path(file).parent_path();
     std::error_code ec;
     fs::create_directories(parent, ec);
-    if (ec) return Status::infrastructure(Code::io_error, "cannot create " + parent.string() + ": " + ec.message());
+    if (ec) return Status::infrastructure(Code::io_error, "cannot make the folder of " + name + ": " + ec.message());
     for (fs::path p = parent; p.string().size() > root.size(); p = p.parent_path()) folders.insert(p.string());
     if (Status room = roomFor(root, m.size, reserve); !room.ok())
-      return Status::infrastructure(Code::no_space, "no room for " + file + ": " + room.message());
-    temp = parent.string() + "/." + fs::path(file).filename().string() + ".tmp";
+      return Status::infrastructure(Code::no_space, "no room for " + name + ": " + room.message());
+    temp = parent.string() + "/.publish-" + std::to_string(m.index) + ".tmp"; // (a name of any length fits)
     fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return fail("cannot create", errno);
     return Status::success();

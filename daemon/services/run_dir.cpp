@@ -138,7 +138,8 @@ std::vector<std::string> RunDir::ids() const {
   std::vector<std::string> out;
   std::error_code ec;
   for (fs::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec))
-    if (std::error_code e; it->is_directory(e)) out.push_back(it->path().filename().string());
+    if (std::error_code e; it->is_directory(e) && it->path().filename().string()[0] != '.') // (hidden: being made)
+      out.push_back(it->path().filename().string());
   return out;
 }
 

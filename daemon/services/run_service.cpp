@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <deque>
+#include <fcntl.h>
+#include <set>
+#include <sys/stat.h>
 #include <filesystem>
 #include <unistd.h>
 
@@ -35,6 +38,20 @@ constexpr uint64_t kMinQuota = 65536;
 
 int64_t historyMs(const config::FleetConfig& c) { return static_cast<int64_t>(c.runs.history_days * 86400000.0); }
 
+// A published run's folder while it is made: hidden beside the runs.
+const std::string kBuilding = ".building-";
+
+// Renames the built folder of run `id` into place and syncs the runs' folder.
+Status placeBuilt(const RunDir& dir, const std::string& id) {
+  std::string from = dir.path(kBuilding + id), to = dir.path(id);
+  if (::rename(from.c_str(), to.c_str()) != 0) return Status::fromErrno("cannot put its files in place", errno);
+  int fd = ::open(dir.root().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::fromErrno("cannot sync the runs' folder", errno);
+  Status synced = ::fsync(fd) == 0 ? Status::success() : Status::fromErrno("cannot sync the runs' folder", errno);
+  ::close(fd);
+  return synced;
+}
+
 } // namespace
 
 struct RunService::Impl {
@@ -60,10 +77,24 @@ struct RunService::Impl {
         publisher(1) {
     db.add(tables);
     history.restore(tables, db, clock.wallMs(), clock.wallMs() - historyMs(config));
-    // Results archives a stop cut short were never answered: gone.
+    // Results archives a stop cut short were never answered: gone. A
+    // published run's folder whose row was stored goes into place; one
+    // without a row (never answered) is removed.
     std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(dir.root(), ec))
-      if (entry.path().filename().string().rfind(".results-", 0) == 0) std::filesystem::remove(entry.path(), ec);
+    std::set<std::string> rows;
+    bool rows_read = false;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.root(), ec)) {
+      std::string name = entry.path().filename().string();
+      if (name.rfind(".results-", 0) == 0) std::filesystem::remove(entry.path(), ec);
+      if (name.rfind(kBuilding, 0) != 0) continue;
+      if (!rows_read) rows = tables.ids(db), rows_read = true;
+      std::string id = name.substr(kBuilding.size());
+      if (rows.count(id) && !std::filesystem::exists(dir.path(id))) {
+        if (Status placed = placeBuilt(dir, id); !placed.ok()) spdlog::error("run {}: {}", id, placed.message());
+      } else {
+        std::filesystem::remove_all(entry.path(), ec);
+      }
+    }
   }
 
   run::Now now() const { return {clock.steadyNow(), clock.wallMs()}; }
@@ -130,6 +161,8 @@ struct RunService::Impl {
   // Published results' archives, read and written one at a time: a large
   // one never holds up the runs' writes.
   asio::thread_pool publisher;
+  std::set<std::string> publishing;             // leases with a publish in flight
+  std::atomic<bool> stopping_publishes{false}; // stop(): queued publishes are dropped
   std::map<std::string, std::unique_ptr<Run>> running;
   std::vector<std::function<void(const run::Record&)>> on_ended;
   InfraHook on_infra;
@@ -206,9 +239,19 @@ Status RunService::Impl::publish(const lease::Lease& lease, Publish p, PublishDo
   if (!p.board.empty() && std::find(ext.boards.begin(), ext.boards.end(), p.board) == ext.boards.end())
     return Status::error(Code::invalid_argument, "board: " + p.board + " is not in lease " + lease.id);
   ext.board = !p.board.empty() ? p.board : ext.boards.size() == 1 ? ext.boards.front() : "";
+  // One publish of a lease at a time, and publishes count as runs
+  // (runs.max_runs): one tenant's archives cannot queue up before others'.
+  if (publishing.count(lease.id))
+    return Status::error(Code::busy, "lease " + lease.id + " is publishing results already: retry once it is done");
+  if (static_cast<int64_t>(running.size() + publishing.size()) >= config.runs.max_runs)
+    return Status::error(Code::busy, "runs.max_runs (" + std::to_string(config.runs.max_runs) +
+                                         ") runs and publishes are running: retry later");
   Result<std::pair<uint64_t, std::string>> share = quotaFor(lease.id);
   if (!share) return share.status();
+  // (its files are at most the archive's bytes: only those are held from the lease's share)
+  struct stat st {};
   uint64_t quota = share->first;
+  uint64_t held = ::stat(p.archive.c_str(), &st) == 0 ? std::min<uint64_t>(quota, static_cast<uint64_t>(st.st_size)) : quota;
   ext.id = newRunId();
   // The spooled archive becomes the service's (the request's spool is
   // removed once the handler returns): beside the runs, hidden.
@@ -220,22 +263,28 @@ Status RunService::Impl::publish(const lease::Lease& lease, Publish p, PublishDo
   ext.name = p.name;
   ext.commit = p.commit;
   ext.created_ms = clock.wallMs();
-  lease_bytes[lease.id] += quota;
+  lease_bytes[lease.id] += held;
+  publishing.insert(lease.id);
   auto rules = infraRules();
   uint64_t reserve = static_cast<uint64_t>(config.limits.disk_reserve_bytes);
   // The answer, on the event loop: the quota goes back (the lease keeps
   // what was written); a run is listed and its hooks run once stored.
-  auto finish = [this, lease_id = lease.id, quota, done](Result<run::Record> made, uint64_t written) {
+  auto finish = [this, lease_id = lease.id, held, done](Result<run::Record> made, uint64_t written) {
+    publishing.erase(lease_id);
     if (auto bytes = lease_bytes.find(lease_id); bytes != lease_bytes.end())
-      bytes->second = bytes->second - std::min(bytes->second, quota) + written;
+      bytes->second = bytes->second - std::min(bytes->second, held) + written;
     if (!made) return done(made.status());
     run::Record record = std::move(*made);
-    db.commit({{store::RunTables::write(rowOf(record)), [this, record, done, lease_id, quota](const Status& stored) {
+    db.commit({{store::RunTables::write(rowOf(record)), [this, record, done, lease_id](const Status& stored) {
                   if (!stored.ok()) {
                     spdlog::error("run {}: cannot store its record: {}", record.id, stored.message());
-                    asio::post(writer, [this, id = record.id] { dir.remove(id); });
+                    asio::post(writer, [this, id = record.id] { dir.remove(kBuilding + id); });
                     return done(Status::infrastructure(Code::io_error, "cannot store the run: " + stored.message()));
                   }
+                  // Its files into place, now that its row says it exists
+                  // (a restart finishes this for a run whose row is stored).
+                  if (Status placed = placeBuilt(dir, record.id); !placed.ok())
+                    spdlog::error("run {}: {}", record.id, placed.message());
                   spdlog::info("run {} published on lease {}: {} ({} case(s))", record.id, lease_id,
                                run::stateName(record.state), record.attempts.front().judgement->counts.cases);
                   ++metrics.ended[std::string(run::stateName(record.state))];
@@ -267,18 +316,22 @@ Status RunService::Impl::publish(const lease::Lease& lease, Publish p, PublishDo
   };
   asio::post(publisher, [this, ext = std::move(ext), archive, quota, quota_name = share->second,
                          rules = std::move(rules), reserve, finish]() mutable {
-    Result<CheckedArchive> checked = checkResultsArchive(archive, quota, quota_name);
+    // (hwfarmd is stopping: a publish still queued is dropped, unanswered)
+    Result<CheckedArchive> checked = stopping_publishes.load()
+                                         ? Result<CheckedArchive>(Status::error(Code::unavailable, "hwfarmd is stopping"))
+                                         : checkResultsArchive(archive, quota, quota_name, std::move(rules));
     Result<run::Record> made = checked.status();
     uint64_t written = 0;
     if (checked) {
-      Status wrote = dir.create(ext.id);
-      if (wrote.ok()) wrote = writeResultsArchive(archive, dir, ext.id, reserve);
+      // Built in a hidden folder, put in place once its row is stored.
+      std::string building = kBuilding + ext.id;
+      Status wrote = dir.create(building);
+      if (wrote.ok()) wrote = writeResultsArchive(archive, dir, building, reserve);
       if (wrote.ok()) {
-        ext.results = std::move(checked->results);
         ext.artifacts = std::move(checked->files);
         ext.artifacts.push_back("summary.json");
-        run::Record record = results::externalRecord(ext, rules);
-        wrote = dir.write(ext.id, {{"summary.json", record.toJson()}});
+        run::Record record = checked->judge.record(ext);
+        wrote = dir.write(building, {{"summary.json", record.toJson()}});
         if (wrote.ok()) {
           made = std::move(record);
           written = checked->bytes;
@@ -286,7 +339,7 @@ Status RunService::Impl::publish(const lease::Lease& lease, Publish p, PublishDo
       }
       if (!wrote.ok()) {
         made = wrote;
-        dir.remove(ext.id);
+        dir.remove(building);
       }
     }
     ::unlink(archive.c_str());
@@ -343,7 +396,7 @@ struct RunService::Impl::Carry {
     d.targets.simulate(std::move(job), [back = back(), i] { back(run::SimulatorStarted{i}); },
                        [back = back(), i](SimulatorResult s) {
                          back(run::SimulatorEnded{i, std::move(s.status), std::move(s.console), s.truncated,
-                                                  s.timed_out, s.seconds});
+                                                  s.timed_out, s.seconds, s.connected_s, s.first_byte_s, s.end_s});
                        });
   }
   void operator()(run::StopSimulator& c) {
@@ -594,6 +647,7 @@ void RunService::pruneOld() {
 }
 
 void RunService::stop() {
+  impl_->stopping_publishes = true;
   std::vector<std::string> ids;
   for (const auto& [id, r] : impl_->running) ids.push_back(id);
   for (const auto& id : ids) (void)cancel(id, "hwfarmd is stopping");

@@ -302,7 +302,9 @@ void SlaService::runEnded(const run::Record& run) {
   bool any = false;
   for (const auto& o : outcomes)
     if (boards_.count(o.board)) { // not a simulator target, whatever its label
-      handle(policy_->onRun(now(), o.board, "", o.result, o.detail));
+      // (a harness's published results never resolve an incident: what
+      // they say of the board is the suite's word, not hwfarm's)
+      handle(policy_->onRun(now(), o.board, "", o.result, o.detail, run.kind == run::Kind::hwfarm));
       any = true;
     }
   if (!any) return;

@@ -35,6 +35,7 @@ struct SimulatorResult {
   bool truncated = false;
   bool timed_out = false; // its own deadline passed
   double seconds = 0;
+  double connected_s = -1, first_byte_s = -1, end_s = -1; // simulator_run.h
 };
 
 struct SimulatorJob {

@@ -200,13 +200,13 @@ std::vector<Transition> SlaPolicy::onInfraFailure(int64_t at_ms, const std::stri
 }
 
 std::vector<Transition> SlaPolicy::onRun(int64_t at_ms, const std::string& board, const std::string& hub,
-                                         RunResult result, const std::string& detail) {
+                                         RunResult result, const std::string& detail, bool resolves) {
   auto out = advanceTo(at_ms);
   s_.runs.push_back(RunSample{s_.now_ms, result == RunResult::infra_failure || result == RunResult::reference_failure});
   if (result == RunResult::infra_failure) {
     failure(s_.now_ms, board, hub, detail);
   } else {
-    resolved(s_.now_ms, board);
+    if (resolves) resolved(s_.now_ms, board);
     if (result == RunResult::reference_failure) s_.healthy_since_ms = std::max(s_.healthy_since_ms, s_.now_ms);
   }
   decideAt(s_.now_ms, out);

@@ -147,9 +147,10 @@ class SlaPolicy {
   // one (passed, or failed by its own tests) resolves the board. A
   // reference_failure counts as an infrastructure failure in the ratio and
   // restarts the healthy period, opens no incident (no board could resolve
-  // it) and resolves the board, which ran.
+  // it) and resolves the board, which ran. `resolves` false: a run that
+  // counts in the ratio but resolves nothing (a harness's published results).
   std::vector<Transition> onRun(int64_t at_ms, const std::string& board, const std::string& hub, RunResult result,
-                                const std::string& detail = "");
+                                const std::string& detail = "", bool resolves = true);
   // A health check's result: a pass resolves the board, a failure opens
   // or joins an incident ("health check: <detail>").
   std::vector<Transition> onCheck(int64_t at_ms, const std::string& board, const std::string& hub, bool passed,

@@ -58,6 +58,34 @@ struct ExternalRun {
   std::vector<std::string> artifacts; // every file of the run but summary.json, sorted
 };
 
+// Judges a publish's results files one at a time, keeping only what the
+// record needs (counts, the first reasons, at most kKeptCases cases of
+// each kind), so a publish of many large files holds one file's cases at
+// a time.
+class ExternalJudge {
+ public:
+  explicit ExternalJudge(std::vector<InfraRule> rules) : rules_(std::move(rules)) {}
+  // Results file `path` ("results/...") and its cases.
+  void add(const std::string& path, const HarnessResults& results);
+  // The record of `in` (its `results` are not read: those add()ed are).
+  run::Record record(const ExternalRun& in) const;
+
+ private:
+  struct Kept {
+    size_t order; // among every case added
+    run::CaseVerdict verdict;
+  };
+  std::vector<InfraRule> rules_;
+  std::vector<std::string> formats_;
+  std::string files_;
+  size_t total_ = 0, passed_ = 0, failed_ = 0, errors_ = 0, skipped_ = 0;
+  size_t test_failures_ = 0, lab_errors_ = 0, order_ = 0;
+  double seconds_ = 0;
+  std::string first_test_, first_lab_;
+  Evidence lab_evidence_;
+  std::vector<Kept> bad_, good_; // failing or erring cases kept, the others kept
+};
+
 // Its record: ended at created_ms, one attempt (the harness on `board`)
 // whose judgement has the cases (kKeptCases of them, failing and erring
 // ones first; each error the lab's names its rule), exact counts, the

@@ -28,6 +28,8 @@ constexpr std::string_view kCutMark = "[earlier text cut]\n";
 constexpr size_t kMaxJsonValues = 4u << 20; // in a twister.json (about 200 MB as JSON values)
 constexpr std::string_view kEllipsis = "...";
 
+constexpr size_t kShortName = 64; // a name past the texts' budget
+
 // The head of `s`, at most `max` bytes (and the mark): names and messages.
 std::string head(std::string s, size_t max) {
   if (s.size() <= max) return s;
@@ -74,12 +76,20 @@ class Collector {
     c.error_type = head(std::move(c.error_type), limits_.max_name_bytes);
     c.message = head(std::move(c.message), limits_.max_text_bytes);
     c.error_message = head(std::move(c.error_message), limits_.max_text_bytes);
-    size_t text = c.message.size() + c.error_message.size() + c.detail.size() + c.output.size();
+    size_t text = c.message.size() + c.error_message.size() + c.detail.size() + c.error_detail.size() +
+                  c.output.size() + c.suite.size() + c.classname.size() + c.name.size() + c.type.size() +
+                  c.error_type.size();
+    for (const auto& [k, v] : c.properties) text += k.size() + v.size();
     if (text_total_ + text > limits_.max_text_total) {
+      // Past the budget a case keeps short names and no text.
       c.message.clear();
       c.error_message.clear();
       c.detail.clear();
+      c.error_detail.clear();
       c.output.clear();
+      c.properties.clear();
+      for (std::string* n : {&c.suite, &c.classname, &c.name, &c.type, &c.error_type})
+        *n = head(std::move(*n), kShortName);
       ++out_.texts_left_out;
     } else {
       text_total_ += text;
@@ -106,10 +116,12 @@ void merge(HarnessCase& a, HarnessCase&& b) {
   a.seconds += b.seconds;
   if (!b.output.empty()) a.output += (a.output.empty() ? "" : "\n") + b.output;
   if (b.status == CaseStatus::error && a.status == CaseStatus::failed) {
-    if (a.error_message.empty()) a.error_type = std::move(b.type), a.error_message = std::move(b.message);
+    if (a.error_message.empty())
+      a.error_type = std::move(b.type), a.error_message = std::move(b.message), a.error_detail = std::move(b.detail);
   } else if (b.status == CaseStatus::failed && a.status == CaseStatus::error) {
     a.error_type = std::move(a.type);
     a.error_message = std::move(a.message);
+    a.error_detail = std::move(a.detail);
     a.status = CaseStatus::failed;
     a.type = std::move(b.type);
     a.message = std::move(b.message);
@@ -157,7 +169,7 @@ Result<HarnessResults> parseJunitXml(std::string_view text, std::string_view fil
   std::optional<HarnessCase> current;
   std::optional<HarnessCase> last; // the case before, added once the next is another
   auto addLast = [&]() { return !last || collected.add(std::move(*last)); };
-  enum class Into { nothing, detail, output } into = Into::nothing;
+  enum class Into { nothing, detail, error_detail, output } into = Into::nothing;
   size_t into_depth = 0; // the depth of the element whose text is read
   size_t case_depth = 0; // the current <testcase>'s
   bool detail_cut = false, output_cut = false;
@@ -169,17 +181,20 @@ Result<HarnessResults> parseJunitXml(std::string_view text, std::string_view fil
     if (e.kind == XmlReader::Kind::done) break;
     if (e.kind == XmlReader::Kind::text) {
       if (!current || into == Into::nothing) continue;
-      std::string& to = into == Into::detail ? current->detail : current->output;
+      std::string& to = into == Into::detail         ? current->detail
+                        : into == Into::error_detail ? current->error_detail
+                                                     : current->output;
       if (!to.empty() && into == Into::output && to.back() != '\n') to.push_back('\n');
       size_t before = to.size() + e.text.size();
       appendTail(&to, e.text, limits.max_text_bytes);
-      if (to.size() < before) (into == Into::detail ? detail_cut : output_cut) = true; // (some was dropped)
+      if (to.size() < before) (into == Into::output ? output_cut : detail_cut) = true; // (some was dropped)
       continue;
     }
     if (e.kind == XmlReader::Kind::end) {
       if (into != Into::nothing && reader.depth() < into_depth) into = Into::nothing;
       if (e.name == "testcase" && current) {
         cutTail(&current->detail, limits.max_text_bytes, detail_cut);
+        cutTail(&current->error_detail, limits.max_text_bytes, false);
         cutTail(&current->output, limits.max_text_bytes, output_cut);
         if (last && last->suite == current->suite && last->classname == current->classname &&
             last->name == current->name) {
@@ -232,6 +247,7 @@ Result<HarnessResults> parseJunitXml(std::string_view text, std::string_view fil
       if (c.status == CaseStatus::error) { // the error came first: it stays beside the failure
         c.error_type = std::move(c.type);
         c.error_message = std::move(c.message);
+        c.error_detail = std::move(c.detail);
         c.detail.clear();
       }
       c.status = CaseStatus::failed;
@@ -242,6 +258,9 @@ Result<HarnessResults> parseJunitXml(std::string_view text, std::string_view fil
       if (c.status == CaseStatus::failed) {
         c.error_type = attribute(e, "type");
         c.error_message = attribute(e, "message");
+        c.error_detail.clear();
+        into = Into::error_detail;
+        into_depth = reader.depth();
         continue;
       }
       c.status = CaseStatus::error;

@@ -41,6 +41,7 @@ struct HarnessCase {
   std::string detail;        // the element's text: a traceback, the tail kept
   std::string error_type;    // a failed case's error too, if it had one
   std::string error_message;
+  std::string error_detail;  // that error's own detail (its traceback), the tail kept
   std::string output;        // <system-out> and <system-err> (twister: the log), the tail kept
   std::vector<std::pair<std::string, std::string>> properties; // <property name value>, the first kept
   std::string platform;      // twister: the platform

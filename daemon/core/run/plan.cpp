@@ -114,6 +114,7 @@ size_t Plan::addAttempt(size_t image, size_t target) {
 void Plan::on(const Started&, Now now, Steps& out) {
   if (stage_ != Stage::starting) return;
   stage_ = Stage::running;
+  begun_ = now.steady;
   // References first (they run on their own simulators), then every target.
   startReferences(now, out);
   for (size_t t = 0; t < targets_.size(); ++t) nextOn(t, now, out);
@@ -145,7 +146,7 @@ void Plan::startReference(size_t image, Now now, Steps& out) {
   size_t i = addAttempt(image, kReference);
   reference_of_[image] = i;
   Work& w = work_[i];
-  w.started = now.steady;
+  w.started = w.created = now.steady;
   const ImageSpec& img = spec_.images[image];
   if (spec_.reference == ReferenceKind::golden) {
     touch(i).phase = Phase::running;
@@ -201,7 +202,7 @@ void Plan::nextOn(size_t t, Now now, Steps& out) {
   Work& w = work_[i];
   w.retry_of = retry_of;
   if (retry_of) touch(i).retry_of_board = record_.attempts[*retry_of].board;
-  w.started = now.steady;
+  w.started = w.created = now.steady;
   out.changed = true;
   const Target& target = targets_[t];
   const std::string& path = spec_.images[*image].path;
@@ -214,6 +215,7 @@ void Plan::nextOn(size_t t, Now now, Steps& out) {
 }
 
 void Plan::enterRunning(size_t i, Now now, Steps& out, std::optional<int64_t> deadline_ms) {
+  work_[i].running_at = now.steady;
   touch(i).phase = Phase::running;
   out.changed = true;
   out.commands.push_back(
@@ -223,6 +225,7 @@ void Plan::enterRunning(size_t i, Now now, Steps& out, std::optional<int64_t> de
 void Plan::on(const Flashed& e, Now now, Steps& out) {
   Work& w = work_.at(e.attempt);
   if (!w.boot || w.boot->stage() != Boot::Stage::flashing) return;
+  w.flashed_at = now.steady;
   w.flash_log = e.log;
   if (stage_ == Stage::cancelling) return endBoot(e.attempt, cancelStatus(), now, out);
   std::optional<BootStep> next = w.boot->flashed(e.status);
@@ -258,6 +261,8 @@ void Plan::on(const ConsoleLine& e, Now now, Steps& out) {
     w.console += '\n';
   }
   w.parser.line(e.line()); // cut lines stay cut: never a record
+  if (!w.first_line_at) w.first_line_at = now.steady;
+  if (w.parser.ended() && !w.end_at) w.end_at = now.steady;
   if (w.parser.ended() && w.boot->running() && !w.drain_until) drain(e.attempt, now, out);
 }
 
@@ -359,6 +364,13 @@ void Plan::on(const SimulatorEnded& e, Now now, Steps& out) {
   w.truncated = e.truncated;
   w.result.timed_out = w.result.timed_out || e.timed_out;
   w.result.seconds = e.seconds;
+  // (as its runner measured them, from its spawn; its wait on the plan's clock)
+  auto ms = [](double s) { return s < 0 ? int64_t{-1} : static_cast<int64_t>(s * 1000 + 0.5); };
+  w.timings.wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(w.started - w.created).count();
+  w.timings.start_ms = ms(e.connected_s);
+  w.timings.first_byte_ms = ms(e.first_byte_s);
+  w.timings.end_ms = ms(e.end_s);
+  w.timings.drain_ms = e.end_s < 0 ? -1 : ms(std::max(0.0, e.seconds - e.end_s));
   attemptDone(e.attempt, now, out);
   if (w.target != kReference) targetFree(e.attempt, now, out);
 }
@@ -391,6 +403,7 @@ void Plan::attemptDone(size_t i, Now now, Steps& out) {
   w.result.golden = w.target == kReference && spec_.reference == ReferenceKind::golden;
   entry.phase = Phase::done;
   entry.seconds = w.result.seconds;
+  entry.timings = timingsOf(w, now);
   out.changed = true;
   bool board = w.boot.has_value();
   if (w.target == kReference) entry.judgement = judgementOf(judgeOwn(w.result, nullptr), true);
@@ -708,12 +721,29 @@ std::string Plan::memoryReason() const {
 
 // The record says "running" until the artifacts are written and the final
 // record stored: a client that sees the run ended finds every file in place.
+AttemptTimings Plan::timingsOf(const Work& w, Now now) const {
+  if (!w.boot) return w.timings; // a simulator's (or nothing: golden outputs)
+  auto ms = [](Clock::SteadyTime from, Clock::SteadyTime to) {
+    return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count());
+  };
+  AttemptTimings t;
+  if (w.flashed_at) t.flash_ms = ms(w.created, *w.flashed_at);
+  bool ran = w.running_at != Clock::SteadyTime{};
+  // (a board the flasher resets may print before it counts as running)
+  if (ran && w.first_line_at) t.first_byte_ms = ms(w.running_at, *w.first_line_at);
+  if (ran && w.end_at) t.end_ms = ms(w.running_at, *w.end_at);
+  if (w.end_at) t.drain_ms = ms(*w.end_at, now.steady);
+  return t;
+}
+
 void Plan::finish(Now now, Steps& out) {
   final_ = out_of_memory_ ? State::error : stage_ == Stage::cancelling ? State::cancelled : record_.verdict();
   // Its own outputs outgrew what it may hold: not the lab's failure.
   if (out_of_memory_ && record_.failure == FailureClass::none) record_.failure = FailureClass::test;
   stage_ = Stage::writing;
   record_.ended_ms = now.wall_ms;
+  if (begun_ != Clock::SteadyTime{})
+    record_.attempts_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.steady - begun_).count();
   // The attempt files not written early, then the run's own.
   std::vector<AttemptOutput> outputs;
   std::vector<const TargetReport*> reports;

@@ -94,6 +94,9 @@ struct SimulatorEnded {
   bool truncated = false;
   bool timed_out = false;
   double seconds = 0;
+  // When, in seconds from its spawn: its console connected, its first
+  // byte, its END; -1 if never.
+  double connected_s = -1, first_byte_s = -1, end_s = -1;
 };
 struct GoldenRead {
   size_t attempt;
@@ -250,6 +253,12 @@ class Plan {
     bool truncated = false; // the console passed kMaxConsoleBytes
     std::string flash_log;
     Clock::SteadyTime started{};
+    // For its timings (record.h): when it was made, its flash began, it
+    // began running (a board powered, a simulator's console up), its
+    // console's first line and its END came.
+    Clock::SteadyTime created{}, running_at{};
+    std::optional<Clock::SteadyTime> flashed_at, first_line_at, end_at;
+    AttemptTimings timings; // a simulator's, as its runner measured them
     // A board's run after its END: until then, records that follow are
     // still read (and fail it: "record after END").
     std::optional<Clock::SteadyTime> drain_until;
@@ -278,6 +287,8 @@ class Plan {
   void on(const ArtifactsWritten& e, Now now, Steps& out);
   void on(const RecordStored& e, Now now, Steps& out);
 
+  // Where attempt `w`'s time went, as it ends `now` (record.h).
+  AttemptTimings timingsOf(const Work& w, Now now) const;
   size_t addAttempt(size_t image, size_t target);
   // Attempt `i`'s entry, to change: the step's Steps::attempts names it.
   // Every change of an attempt's entry goes through it.
@@ -363,6 +374,7 @@ class Plan {
   std::map<std::string, std::string> firmware_;
   std::set<size_t> touched_; // by this step (touch())
   uint64_t held_bytes_ = 0;              // Work::held of the attempts not written
+  Clock::SteadyTime begun_{}; // Started: the start of its attempts_ms
   std::vector<bool> image_written_;      // by image: its attempt files were written early
   std::vector<bool> image_begun_;        // by image: a target attempt of it was added
   std::vector<std::string> early_paths_; // the files written early (not those that failed)

@@ -107,6 +107,18 @@ struct Judgement {
 // reference's own.
 Judgement judgementOf(const TargetReport& report, bool reference);
 
+// Where an attempt's time went, in milliseconds; -1 for a step it did not
+// take (docs/runs.md, "Timings").
+struct AttemptTimings {
+  int64_t wait_ms = -1;       // made until it began: a simulator waiting for its slot
+  int64_t flash_ms = -1;      // a board's flash
+  int64_t start_ms = -1;      // a simulator's sandbox and QEMU, until its console is up
+  int64_t first_byte_ms = -1; // from its start (a board powered, a simulator spawned) to its console's first line
+  int64_t end_ms = -1;        // from its start to its END record
+  int64_t drain_ms = -1;      // from END to its end: the console read for records after END
+  bool operator==(const AttemptTimings&) const = default;
+};
+
 struct AttemptEntry {
   std::string image;  // artifact names
   std::string target;
@@ -121,6 +133,7 @@ struct AttemptEntry {
   // cancel's doing, never counted (not in the run's failure class, not for
   // the SLA).
   bool cancelled = false;
+  std::optional<AttemptTimings> timings; // once done
   std::optional<Judgement> judgement;
 };
 
@@ -147,6 +160,9 @@ struct Record {
   // A cancel was accepted: the run ends cancelled (it says running until
   // its attempts have stopped and its files are written).
   bool cancelling = false;
+  // From its start until every attempt was done (its files written and its
+  // record stored come after), in milliseconds; -1 until then.
+  int64_t attempts_ms = -1;
   // The run's files under its directory, summary.json last; shown once the
   // run has ended.
   std::vector<std::string> artifacts;

@@ -38,6 +38,19 @@ json::object attemptObject(const AttemptEntry& a, bool brief) {
   if (a.cancelled) o["cancelled"] = true;
   if (!a.not_retried.empty()) o["not_retried"] = a.not_retried;
   if (a.phase == Phase::done) o["seconds"] = a.seconds;
+  if (a.timings) {
+    json::object t;
+    auto put = [&t](const char* key, int64_t ms) {
+      if (ms >= 0) t[key] = ms;
+    };
+    put("wait_ms", a.timings->wait_ms);
+    put("flash_ms", a.timings->flash_ms);
+    put("start_ms", a.timings->start_ms);
+    put("first_byte_ms", a.timings->first_byte_ms);
+    put("end_ms", a.timings->end_ms);
+    put("drain_ms", a.timings->drain_ms);
+    o["timings"] = std::move(t);
+  }
   if (!a.judgement) return o;
   const Judgement& j = *a.judgement;
   o["outcome"] = outcomeName(j.outcome);
@@ -233,6 +246,18 @@ AttemptEntry readAttempt(Reader& r, const json::object& o) {
   r.flag("retried", a.retried);
   r.flag("cancelled", a.cancelled);
   r.text("not_retried", a.not_retried);
+  if (const json::object* t = o.contains("timings") ? r.object("timings") : nullptr) {
+    Reader times(*t, r.where() + "timings.");
+    AttemptTimings at;
+    times.integer("wait_ms", at.wait_ms);
+    times.integer("flash_ms", at.flash_ms);
+    times.integer("start_ms", at.start_ms);
+    times.integer("first_byte_ms", at.first_byte_ms);
+    times.integer("end_ms", at.end_ms);
+    times.integer("drain_ms", at.drain_ms);
+    if (!times.error().ok()) r.adopt(times.error());
+    a.timings = at;
+  }
   if (o.contains("outcome")) a.judgement = readJudgement(r, o);
   return a;
 }
@@ -271,6 +296,7 @@ std::string Record::toJson() const {
   json::array attempt_list;
   for (const auto& a : attempts) attempt_list.push_back(attemptObject(a, false));
   o["attempts"] = std::move(attempt_list);
+  if (attempts_ms >= 0) o["timings"] = json::object{{"attempts_ms", attempts_ms}};
   if (failure != FailureClass::none) o["failure_class"] = failureClassName(failure);
   if (!reason.empty()) o["reason"] = reason;
   if (cancelling) o["cancelling"] = true;
@@ -332,6 +358,11 @@ Result<Record> Record::fromJson(std::string_view text) {
       r.attempts.push_back(readAttempt(at, a));
       if (!at.error().ok()) return at.error();
     }
+  if (const json::object* t = o.contains("timings") ? in.object("timings") : nullptr) {
+    Reader times(*t, "timings.");
+    times.integer("attempts_ms", r.attempts_ms);
+    if (!times.error().ok()) return times.error();
+  }
   in.named("failure_class", r.failure, kClasses, failureClassName);
   in.text("reason", r.reason);
   in.flag("cancelling", r.cancelling);
