@@ -192,6 +192,9 @@ class Handlers {
   // run's golden file, whatever its name says) into `lease`'s image store,
   // or nothing once the refusal is answered.
   std::optional<BodyPlan> planImageStore(Call& call, const lease::Lease& lease, bool golden = false);
+  // The plan that spools a body of at most `limit` bytes (the config key
+  // `limit_name`) into `lease`'s store, or nothing once the refusal is answered.
+  std::optional<BodyPlan> spoolPlan(Call& call, const lease::Lease& lease, uint64_t limit, const std::string& limit_name);
   // The events route's answer, once run `id` is known to exist.
   void followRun(const Reply& respond, const std::string& id);
 

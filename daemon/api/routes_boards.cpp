@@ -185,20 +185,24 @@ std::optional<BodyPlan> Handlers::planUpload(Call& c, const std::string& id, con
 }
 
 std::optional<BodyPlan> Handlers::planImageStore(Call& c, const lease::Lease& lease, bool golden) {
-  const lease::Lease* l = &lease;
   if (Result<std::string> ext = imageExtension(uploadName(c.target)); !golden && !ext) {
     c.respond(jsonError(400, "invalid_request", ext.status().message()));
     return std::nullopt;
   }
-  if (Status made = boards_.makeImageDir(l->id); !made.ok()) {
+  return spoolPlan(c, lease, static_cast<uint64_t>(state_.config->limits.max_image_bytes), "limits.max_image_bytes");
+}
+
+std::optional<BodyPlan> Handlers::spoolPlan(Call& c, const lease::Lease& lease, uint64_t limit,
+                                            const std::string& limit_name) {
+  if (Status made = boards_.makeImageDir(lease.id); !made.ok()) {
     c.respond(jsonError(500, "storage_error", made.message()));
     return std::nullopt;
   }
   BodyPlan plan;
   plan.kind = BodyPlan::Kind::file;
-  plan.limit = static_cast<uint64_t>(state_.config->limits.max_image_bytes);
-  plan.limit_name = "limits.max_image_bytes";
-  plan.dir = boards_.imageDir(l->id);
+  plan.limit = limit;
+  plan.limit_name = limit_name;
+  plan.dir = boards_.imageDir(lease.id);
   plan.reserve = static_cast<uint64_t>(state_.config->limits.disk_reserve_bytes);
   return plan;
 }

@@ -258,17 +258,7 @@ std::optional<BodyPlan> Handlers::planResults(Call& c, const std::string& id) {
   }
   const lease::Lease* l = ownedLease(c, id);
   if (!l) return std::nullopt;
-  if (Status made = boards_.makeImageDir(l->id); !made.ok()) {
-    c.respond(jsonError(500, "storage_error", made.message()));
-    return std::nullopt;
-  }
-  BodyPlan plan;
-  plan.kind = BodyPlan::Kind::file;
-  plan.limit = static_cast<uint64_t>(state_.config->runs.max_artifact_bytes);
-  plan.limit_name = "runs.max_artifact_bytes";
-  plan.dir = boards_.imageDir(l->id);
-  plan.reserve = static_cast<uint64_t>(state_.config->limits.disk_reserve_bytes);
-  return plan;
+  return spoolPlan(c, *l, static_cast<uint64_t>(state_.config->runs.max_artifact_bytes), "runs.max_artifact_bytes");
 }
 
 void Handlers::publishResults(Call& c, const std::string& id) {

@@ -23,11 +23,11 @@
 namespace hwfarm::cli {
 namespace json = boost::json;
 
-// Reads a local image file (a regular file) into `data`.
-bool readImage(const std::string& path, std::string* data, std::string* error) {
+// Reads a local file (a regular file) into `data`.
+bool readLocalFile(const std::string& path, const std::string& what, std::string* data, std::string* error) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
-    *error = "cannot read image " + path + ": " +
+    *error = "cannot read " + what + " " + path + ": " +
              (ec ? ec.message() : std::filesystem::exists(path, ec) ? "not a regular file" : "No such file or directory");
     return false;
   }
@@ -35,7 +35,7 @@ bool readImage(const std::string& path, std::string* data, std::string* error) {
   std::ostringstream content;
   content << in.rdbuf();
   if (!in.good() && !in.eof()) {
-    *error = "cannot read image " + path;
+    *error = "cannot read " + what + " " + path;
     return false;
   }
   *data = content.str();

@@ -31,23 +31,6 @@ std::string plainPart(std::string part) {
   return part.substr(0, 200);
 }
 
-bool readWhole(const std::string& path, std::string* data, std::string* error) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    *error = path + ": not a regular file";
-    return false;
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (!in.good() && !in.eof()) {
-    *error = path + ": cannot read it";
-    return false;
-  }
-  *data = bytes.str();
-  return true;
-}
-
 // The bytes a file takes in the archive: its header(s) and its padded content.
 uint64_t tarSize(const std::string& name, uint64_t size) {
   return run::tarHeader({name, size, 0, 0644}).size() + size + run::tarPadding(size);
@@ -154,8 +137,8 @@ int publishResults(Session& s, const std::string& lease, const PublishOptions& o
   archive.reserve(total);
   for (size_t i = 0; i < members.size(); ++i) {
     std::string bytes;
-    if (!readWhole(members[i].first, &bytes, &error)) {
-      s.err << "hwfarmctl: " << (i < files.size() ? "" : "--artifacts: ") << error << "\n";
+    if (!readLocalFile(members[i].first, i < files.size() ? "results file" : "artifact", &bytes, &error)) {
+      s.err << "hwfarmctl: " << error << "\n";
       return kUsage;
     }
     addFile(archive, members[i].second, bytes);

@@ -45,8 +45,12 @@ int resolveLease(Session& s, const std::string& arg, std::string* id);
 int resolveRun(Session& s, const std::string& arg, std::string* id);
 // `text` percent-encoded for a query value (unreserved characters stay).
 std::string percentEncode(const std::string& text);
-// Reads a local image file (a regular file) into `data`; false with `error`.
-bool readImage(const std::string& path, std::string* data, std::string* error);
+// Reads a local file (a regular file) into `data`; false with `error`
+// ("cannot read WHAT PATH: why"). readImage: WHAT is "image".
+bool readLocalFile(const std::string& path, const std::string& what, std::string* data, std::string* error);
+inline bool readImage(const std::string& path, std::string* data, std::string* error) {
+  return readLocalFile(path, "image", data, error);
+}
 std::string env(const char* name, const std::string& fallback = "");
 // GET `path` and print it with `print` (--json: the daemon's answer).
 int simpleGet(Session& s, const std::string& path, int (*print)(const boost::json::value&, std::ostream&));
