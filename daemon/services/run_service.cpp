@@ -320,7 +320,8 @@ Status RunService::Impl::publish(const lease::Lease& lease, Publish p, PublishDo
     Result<CheckedArchive> checked = stopping_publishes.load()
                                          ? Result<CheckedArchive>(Status::error(Code::unavailable, "hwfarmd is stopping"))
                                          : checkResultsArchive(archive, quota, quota_name, std::move(rules));
-    Result<run::Record> made = checked.status();
+    // (a Result holds a failure or a value: made from the check's failure, or below)
+    Result<run::Record> made = checked ? Status::error(Code::internal, "not made") : checked.status();
     uint64_t written = 0;
     if (checked) {
       // Built in a hidden folder, put in place once its row is stored.
