@@ -272,7 +272,9 @@ void Handlers::publishResults(Call& c, const std::string& id) {
   RunService::Publish p;
   p.archive = c.request.upload->path;
   p.name = "results";
-  for (const auto& [key, value] : c.target.query) {
+  for (const auto& kv : c.target.query) {
+    const std::string& key = kv.first;
+    const std::string& value = kv.second; // (lambdas may not capture a structured binding: clang 14)
     auto plain = [&](size_t most) {
       return !value.empty() && value.size() <= most && value != "." && value != ".." && value.find('/') == value.npos &&
              config::findControlCharacter(value) == value.npos;
