@@ -27,12 +27,16 @@ Status replaceFile(const std::string& path, std::string_view bytes) {
   if (::close(fd) != 0 || !synced) return Status::fromErrno("cannot sync " + temp, synced ? errno : sync_errno);
   if (::rename(temp.c_str(), path.c_str()) != 0) return Status::fromErrno("cannot rename " + temp + " to " + path, errno);
   std::string dir = path.substr(0, path.find_last_of('/') + 1);
-  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  return syncFolder(dir.empty() ? "." : dir);
+}
+
+Status syncFolder(const std::string& dir) {
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return Status::fromErrno("cannot open " + dir, errno);
-  bool dir_synced = ::fsync(dfd) == 0;
-  int dir_errno = errno;
+  bool synced = ::fsync(dfd) == 0;
+  int sync_errno = errno;
   ::close(dfd);
-  if (!dir_synced) return Status::fromErrno("cannot sync " + dir, dir_errno);
+  if (!synced) return Status::fromErrno("cannot sync " + dir, sync_errno);
   return Status::success();
 }
 

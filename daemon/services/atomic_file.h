@@ -15,4 +15,8 @@ namespace hwfarm {
 // naming the step and the file when one fails.
 Status replaceFile(const std::string& path, std::string_view bytes);
 
+// Syncs folder `dir` (its entries: files renamed or made in it survive a
+// power cut); "cannot sync DIR: why" when it cannot be.
+Status syncFolder(const std::string& dir);
+
 } // namespace hwfarm

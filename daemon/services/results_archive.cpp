@@ -11,6 +11,7 @@
 #include <set>
 
 #include "daemon/core/run/tar.h"
+#include "daemon/services/atomic_file.h"
 #include "daemon/services/disk_room.h"
 
 namespace fs = std::filesystem;
@@ -181,15 +182,8 @@ Status writeResultsArchive(const std::string& path, const RunDir& dir, const std
   if (!temp.empty()) ::unlink(temp.c_str());
   if (!walked.ok()) return walked;
   // Every folder written into, once (a new folder's entry is in its parent's).
-  for (const auto& folder : folders) {
-    int dfd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || ::fsync(dfd) != 0) {
-      int err = errno;
-      if (dfd >= 0) ::close(dfd);
-      return Status::fromErrno("cannot sync " + folder, err);
-    }
-    ::close(dfd);
-  }
+  for (const auto& folder : folders)
+    if (Status synced = syncFolder(folder); !synced.ok()) return synced;
   return Status::success();
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <fcntl.h>
 #include <set>
 #include <sys/stat.h>
 #include <filesystem>
@@ -14,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "config/tokens.h"
+#include "daemon/services/atomic_file.h"
 #include "daemon/core/results/external_run.h"
 #include "daemon/core/run/plan.h"
 #include "daemon/services/disk_room.h"
@@ -45,11 +45,7 @@ const std::string kBuilding = ".building-";
 Status placeBuilt(const RunDir& dir, const std::string& id) {
   std::string from = dir.path(kBuilding + id), to = dir.path(id);
   if (::rename(from.c_str(), to.c_str()) != 0) return Status::fromErrno("cannot put its files in place", errno);
-  int fd = ::open(dir.root().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::fromErrno("cannot sync the runs' folder", errno);
-  Status synced = ::fsync(fd) == 0 ? Status::success() : Status::fromErrno("cannot sync the runs' folder", errno);
-  ::close(fd);
-  return synced;
+  return syncFolder(dir.root());
 }
 
 } // namespace
