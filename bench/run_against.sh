@@ -8,7 +8,8 @@
 #
 # Each build's hwfarmd runs with the same fleet (2 simulated mps2-an385
 # boards) and is driven by its own hwfarmctl; the image is BUILD_DIR's
-# pass firmware for both. Rows (median of ROUNDS):
+# pass firmware for both (IMAGES=own: each build's own pass firmware, for a
+# change of the test firmware). Rows (median of ROUNDS):
 #   latency      `hwfarmctl run --out DIR pass.elf` on one board with the
 #                QEMU reference, from the command's start to its exit
 #   parallelism  the same image on 2 boards + the reference (mode each)
@@ -24,9 +25,12 @@ shopt -s inherit_errexit # a run that fails inside $(pair ...) ends the benchmar
 a_build=${1:?usage: run_against.sh BUILD_DIR BASELINE_BUILD_DIR [ROUNDS]}
 b_build=${2:?usage: run_against.sh BUILD_DIR BASELINE_BUILD_DIR [ROUNDS]}
 rounds=${3:-15}
-image=$a_build/firmware/hwfarm-pass.elf
+image_a=$a_build/firmware/hwfarm-pass.elf
+image_b=$image_a
+[ "${IMAGES:-same}" = own ] && image_b=$b_build/firmware/hwfarm-pass.elf
+image() { if [ "$1" = a ]; then echo "$image_a"; else echo "$image_b"; fi; }
 for f in "$a_build/daemon/hwfarmd" "$a_build/daemon/hwfarmctl" "$b_build/daemon/hwfarmd" \
-         "$b_build/daemon/hwfarmctl" "$image"; do
+         "$b_build/daemon/hwfarmctl" "$image_a" "$image_b"; do
   [ -e "$f" ] || { echo "run_against: $f is missing (build first)" >&2; exit 2; }
 done
 
@@ -88,7 +92,7 @@ median() { printf '%s\n' "$@" | sort -n | awk '{a[NR] = $1} END {print a[int((NR
 run() { # SIDE LEASE MODE: milliseconds of one hwfarmctl run
   local start end
   start=$(now)
-  ctl "$1" run --lease "$2" --mode "$3" --out "$work/$1/out" "$image" >/dev/null ||
+  ctl "$1" run --lease "$2" --mode "$3" --out "$work/$1/out" "$(image "$1")" >/dev/null ||
     { echo "run_against: a run on $1 failed" >&2; exit 1; }
   end=$(now)
   rm -rf "$work/$1/out"
@@ -113,7 +117,7 @@ parallelism=$(pair 2 each)
 stream() { # SIDE: one client, 10 runs on a lease of its own
   local lease
   lease=$(ctl "$1" lease acquire --type mps2-an385 --count 1 --ttl 3600 -q)
-  for _ in $(seq 1 10); do ctl "$1" run --lease "$lease" "$image" >/dev/null; done
+  for _ in $(seq 1 10); do ctl "$1" run --lease "$lease" "$(image "$1")" >/dev/null; done
   ctl "$1" lease release "$lease" >/dev/null
 }
 throughput() { # SIDE: runs per minute of two streams

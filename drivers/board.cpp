@@ -89,12 +89,16 @@ class SimulatedBoard : public Board {
     setConsole("", false);
   }
   bool consoleFollowsPower() const override { return true; }
-  std::string guestLockup() const override { return drivers::guestLockup(qemu_.logPath()); }
-  Status processEnd(std::chrono::milliseconds timeout) override {
+  ProcessEnd processEnd(std::chrono::milliseconds timeout) override {
     std::lock_guard lock(mutex_);
     std::optional<QemuEnd> end = qemu_.waitEnd(timeout);
-    if (!end) return Status::success();
-    return Status::infrastructure(Code::unavailable, end->describe(), end->evidence());
+    ProcessEnd e;
+    if (!end) return e;
+    e.lockup = drivers::guestLockup(qemu_.logPath());
+    e.reset = end->guest;
+    if (!e.lockup.empty() || e.reset) e.evidence = end->evidence();
+    else e.crashed = Status::infrastructure(Code::unavailable, end->describe(), end->evidence());
+    return e;
   }
 
  private:

@@ -18,6 +18,19 @@
 
 namespace hwfarm::drivers {
 
+// How a board's own process (a simulated board's QEMU) ended by itself.
+struct ProcessEnd {
+  // It crashed or was killed from outside: "QEMU was killed by signal 9
+  // (Killed)", with the signal or exit code as evidence. The lab's.
+  Status crashed;
+  // Or its firmware ended it, as it would end a real core: it locked the
+  // guest CPU up (`lockup`: what QEMU said, guestLockup in
+  // drivers/qemu_board.h), or reset it (`reset`: QemuEnd::guest).
+  std::string lockup;
+  bool reset = false;
+  Evidence evidence; // the firmware's end: QEMU's exit status or signal
+};
+
 class Board {
  public:
   virtual ~Board() = default;
@@ -30,19 +43,13 @@ class Board {
   virtual Result<std::string> console() = 0;
   // Leaves the board safe after a lease: simulated boards stop.
   virtual void reset() = 0;
-  // How the board's own process ended by itself, once its console closed:
-  // a simulated board's QEMU that crashed or was killed ("QEMU was killed
-  // by signal 6 (Aborted)", with the signal or exit code as evidence);
-  // ok when it did not (it runs, or was powered off), and always for a
-  // board on USB. Waits up to `timeout` for the process to end. Blocking.
-  virtual Status processEnd(std::chrono::milliseconds timeout) {
+  // How the board's own process ended by itself, once its console closed
+  // (nothing when it did not: it runs, or was powered off; and always for a
+  // board on USB). Waits up to `timeout` for the process to end. Blocking.
+  virtual ProcessEnd processEnd(std::chrono::milliseconds timeout) {
     (void)timeout;
-    return Status::success();
+    return {};
   }
-  // What the board's simulator said when its guest CPU locked up (QEMU
-  // aborts then; guestLockup, drivers/qemu_board.h), "" when it did not
-  // and for a board on USB. Reads a log file: call once the console closed.
-  virtual std::string guestLockup() const { return ""; }
   // True when the console exists only while powered (a simulator's socket);
   // false for a tty, which is opened before power or flash so that nothing
   // the board prints right after is lost.

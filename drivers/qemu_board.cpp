@@ -189,7 +189,9 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   std::string bound = boundName(socket);
   std::vector<std::string> argv = sandboxArgv(bwrap, info[1], status[1], what, qemu, image, socket_dir, with_proc);
   // No semihosting: the firmware reports its status on the console.
-  argv.insert(argv.end(), {qemu, "-M", config_.machine});
+  // -no-reboot: a guest reset stops QEMU (QemuEnd::guest), the firmware's
+  // way to say it is done, and never boots the image a second time.
+  argv.insert(argv.end(), {qemu, "-M", config_.machine, "-no-reboot"});
   if (!config_.cpu.empty()) argv.insert(argv.end(), {"-cpu", config_.cpu});
   argv.insert(argv.end(), {"-display", "none", "-monitor", "none", "-nic", "none", "-sandbox",
                            "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny", "-chardev",
@@ -291,6 +293,7 @@ bool unixSocketListening(const std::string& path, const std::string& table_path)
 }
 
 std::string QemuEnd::describe(const std::string& subject) const {
+  if (guest) return subject + " was reset by its firmware";
   std::string who = sandbox ? subject + "'s sandbox" : subject;
   if (signal) return who + " was killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
   return who + " exited with status " + std::to_string(exit_code.value_or(-1));
@@ -335,6 +338,8 @@ void QemuBoard::reap(bool block) {
     if (WIFEXITED(raw)) end.exit_code = WEXITSTATUS(raw);
     else end.signal = WTERMSIG(raw);
   }
+  end.guest = !end.sandbox && end.exit_code == 0 &&
+              outputTail(logPath(), 4096).find("terminating on signal") == std::string::npos;
   end_ = end;
   closeHandles();
   pid_ = -1;
@@ -378,7 +383,11 @@ std::optional<QemuEnd> QemuBoard::waitEnd(std::chrono::milliseconds timeout) {
 }
 
 void QemuBoard::powerOff() {
-  if (!running()) return;
+  if (!running()) { // it ended by itself: how is forgotten too (the board is off)
+    exit_status_.reset();
+    end_.reset();
+    return;
+  }
   // The sandbox's pid 1 first: QEMU's pid namespace ends with it. Signals
   // to bubblewrap's group do not reach it (it has a session of its own, and
   // as a namespace's init it ignores SIGTERM), and bubblewrap's

@@ -39,17 +39,24 @@ enum class SimRole : uint32_t {
 inline constexpr uint32_t kSimIdentityAddress = 0x203FFF00;
 
 // How QEMU ended by itself (it crashed, aborted, was killed from outside,
-// or its sandbox failed), as its sandbox reported it: bubblewrap reports
-// QEMU's exit status on --json-status-fd, 128 + N for a signal N.
+// its sandbox failed, or its guest reset), as its sandbox reported it:
+// bubblewrap reports QEMU's exit status on --json-status-fd, 128 + N for a
+// signal N.
 struct QemuEnd {
   std::optional<int> exit_code; // QEMU exited with this status
   int signal = 0;               // or this signal killed it
   // bubblewrap ended without reporting QEMU's end (it was killed itself,
   // or could not start QEMU): exit_code or signal are bubblewrap's.
   bool sandbox = false;
+  // The guest ended it: QEMU runs with -no-reboot, so a system reset (the
+  // firmware's way to end a simulated run at once) stops it. QEMU then
+  // exits with status 0 and says nothing, where a signal from the host
+  // makes it say "terminating on signal N" in its log.
+  bool guest = false;
   // `subject` and what happened: "the simulator exited with status 1",
   // "the simulator was killed by signal 6 (Aborted)", "the simulator's
-  // sandbox was killed by signal 9 (Killed)".
+  // sandbox was killed by signal 9 (Killed)", "the simulator was reset by
+  // its firmware".
   std::string describe(const std::string& subject = "QEMU") const;
   Evidence evidence() const; // the exit code or the signal
 };

@@ -94,6 +94,7 @@ Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuCon
       run.qemu_signal = end->signal;
       run.qemu_end = end->describe("the simulator");
       run.guest_lockup = guestLockup(qemu.logPath());
+      run.guest_reset = end->guest;
     }
   qemu.powerOff();
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -20,7 +20,7 @@ struct SimulatorRun {
   bool ended = false;           // an END record arrived (isEndRecord, common/console_line.h)
   bool timed_out = false;       // the deadline passed first
   bool truncated = false;       // more than max_bytes were printed
-  std::optional<int> qemu_exit; // QEMU exited on its own (crashed): its status, or 128 + the signal
+  std::optional<int> qemu_exit; // QEMU exited on its own (crashed, or reset): its status, or 128 + the signal
   int qemu_signal = 0;          // the signal that ended it (aborted, killed from outside)
   // How it ended, when it did on its own: "the simulator exited with status
   // 1", "the simulator was killed by signal 6 (Aborted)", "the simulator's
@@ -29,6 +29,9 @@ struct SimulatorRun {
   // The guest CPU locked up and QEMU aborted (guestLockup, qemu_board.h):
   // what QEMU said. The firmware's failure, not the simulator's.
   std::string guest_lockup;
+  // The firmware reset the simulator before its END record (QemuEnd::guest):
+  // the firmware's failure too. After END a reset is its way to end at once.
+  bool guest_reset = false;
   double seconds = 0;
   // When, in seconds from the start: its console connected (the sandbox
   // and QEMU up), the console's first byte, the END record; -1 if never.
@@ -45,8 +48,9 @@ struct SimulatorOptions {
 // Boots `image` on QEMU `config` in `work_dir` (created; holds the staged
 // image, QEMU's log and its socket), reads its console until its END record
 // (the one END rule of every console, common/console_line.h) and the drain
-// window after it (what follows END is kept), the deadline,
-// a cancel, or QEMU's exit; then stops QEMU. An infrastructure Status when QEMU could not be started or
+// window after it (what follows END is kept), the deadline, a cancel, or
+// QEMU's exit (a firmware that resets after END ends the drain: nothing
+// can follow); then stops QEMU. An infrastructure Status when QEMU could not be started or
 // its console not read.
 Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuConfig& config,
                                   const std::string& image, const std::string& work_dir,

@@ -86,8 +86,8 @@ TEST_CASE("two leased simulated boards of one type run firmware with separate co
   REQUIRE(ctl(d, {"flash", id, b, firmware("fail")}).status.code == 0);
   REQUIRE(ctl(d, {"power", id, a, "on"}).status.code == 0);
   REQUIRE(ctl(d, {"power", id, b, "on"}).status.code == 0);
-  // each console shows its own run, to its end: the daemon stops a
-  // simulator once its firmware reports its end, and the console closes.
+  // each console shows its own run, to its end: each firmware resets the
+  // core after its END, which stops its simulator, and the console closes.
   auto ca = ctl(d, {"console", id, a});
   auto cb = ctl(d, {"console", id, b});
   REQUIRE(ca.status.code == 0);
@@ -97,10 +97,11 @@ TEST_CASE("two leased simulated boards of one type run firmware with separate co
   REQUIRE(std::regex_search(cb.out, std::regex("\\] HWFARM END status=1\n")));
   REQUIRE(ca.out.find("] HWFARM END status=0\n") != std::string::npos);
   // The consoles are kept per lease and board.
+  REQUIRE(waitForText(dir.file("state/consoles/" + id + "/" + a + ".log"), "-- the firmware reset the simulator --",
+                      5s));
   std::string log_a = readFile(dir.file("state/consoles/" + id + "/" + a + ".log"));
-  REQUIRE(std::regex_search(log_a, std::regex("\\] HWFARM END status=0\n\\[[ 0-9.]+\\] -- the firmware ended: "
-                                               "stopping the simulator --\n\\[[ 0-9.]+\\] -- console closed: end "
-                                               "of file --\n")));
+  REQUIRE(std::regex_search(log_a, std::regex("\\] HWFARM END status=0\n\\[[ 0-9.]+\\] -- console closed: end of "
+                                               "file --\n\\[[ 0-9.]+\\] -- the firmware reset the simulator --\n")));
   REQUIRE(qemuProcesses(dir.file("state/boards/")) == 0);
   REQUIRE(d.request("DELETE", "/v1/leases/" + id, "").status == 200);
 }
@@ -562,7 +563,7 @@ std::string reach(RunningDaemon& d, const TempDir& dir, Requests& requests, Phas
   auto lease = post(d, "/v1/leases", R"({"selector":{"type":"mps2-an385"},"context":"manual"})", 201);
   std::string id(lease.at("id").as_string());
   std::string base = "/v1/leases/" + id + "/boards/sim-0/";
-  post(d, base + "flash", R"({"image":")" + firmware(phase == Phase::sim_ended ? "pass" : "hang") + "\"}", 200);
+  post(d, base + "flash", R"({"image":")" + firmware(phase == Phase::sim_ended ? "idle" : "hang") + "\"}", 200);
   if (phase != Phase::sim_starting) {
     std::filesystem::create_directories(sock_dir);
     ::close(::open((sock_dir + "/go").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));

@@ -99,21 +99,26 @@ TEST_CASE("two simulated boards run firmware at once and their consoles stay apa
   bool closed_a = false, closed_b = false;
   auto port_a = boot(a, io, log_a, &closed_a);
   auto port_b = boot(b, io, log_b, &closed_b);
-  // Each firmware reports its status on its console, then idles.
+  // Each firmware reports its status on its console, then resets the core,
   std::optional<std::optional<std::string>> end_a, end_b;
   port_a->expect(std::regex("^HWFARM END"), 20s, [&](auto line) { end_a = line; });
   port_b->expect(std::regex("^HWFARM END"), 20s, [&](auto line) { end_b = line; });
   runUntil(io, [&] { return end_a && end_b; });
   REQUIRE((end_a && *end_a == "HWFARM END status=0"));
   REQUIRE((end_b && *end_b == "HWFARM END status=1")); // the fail variant's status
-  REQUIRE(a.running());
-  REQUIRE(b.running());
-  // Power off ends the sessions: the consoles close.
-  a.powerOff();
-  b.powerOff();
+  // which stops its QEMU (run with -no-reboot): the consoles close by
+  // themselves,
   runUntil(io, [&] { return closed_a && closed_b; });
   REQUIRE(closed_a);
   REQUIRE(closed_b);
+  // and the driver tells the firmware's reset from a crash.
+  std::optional<QemuEnd> ended_a = a.waitEnd(5s), ended_b = b.waitEnd(5s);
+  REQUIRE(ended_a);
+  REQUIRE(ended_b);
+  CHECK(ended_a->guest);
+  CHECK(ended_b->guest);
+  CHECK(ended_a->exit_code == 0);
+  CHECK(ended_a->describe() == "QEMU was reset by its firmware");
   std::string ta = readFile(dir.file("trace__sim_a.txt")), tb = readFile(dir.file("trace__sim_b.txt"));
   REQUIRE(ta.find("] HWFARM TEST ramp PASS\n") != std::string::npos);
   REQUIRE(tb.find("] HWFARM TEST ramp FAIL expected 3 got 4\n") != std::string::npos);
@@ -891,4 +896,73 @@ TEST_CASE("an image that locks the simulated core up is told apart from a simula
   REQUIRE(good);
   CHECK(good->guest_lockup.empty());
   CHECK(hwfarm::drivers::guestLockup(dir.file("no-such.log")).empty());
+}
+
+TEST_CASE("a firmware that resets after END ends its simulator's run at once, and a reset before END is its own failure") {
+  TempDir dir;
+  SimulatorOptions options;
+  options.deadline = 120s;
+  // Given a drain window far longer than any run (a record after END is
+  // looked for that long),
+  options.drain = 60s;
+  // the pass firmware, which resets the core after its END, ends its run
+  // there: QEMU stopped, nothing can follow, the window is not waited out;
+  auto pass = runSimulator("ref", machine(), firmware("pass"), dir.file("pass"), options);
+  REQUIRE(pass);
+  CHECK(pass->ended);
+  CHECK_FALSE(pass->timed_out);
+  CHECK_FALSE(pass->qemu_exit); // (the run's end, not a crash)
+  CHECK_FALSE(pass->guest_reset);
+  CHECK(pass->console.find("HWFARM END status=0\n") != std::string::npos);
+  CHECK(pass->seconds < 60);
+  // one that idles after END is read through the window, and its record
+  // after END is there;
+  options.drain = 500ms;
+  auto afterend = runSimulator("ref", machine(), firmware("afterend"), dir.file("afterend"), options);
+  REQUIRE(afterend);
+  CHECK(afterend->ended);
+  CHECK(afterend->console.find("HWFARM TEST late FAIL printed after END") != std::string::npos);
+  CHECK(afterend->seconds >= 0.5);
+  // a reset before END is the firmware's doing, said as such;
+  auto mid = runSimulator("ref", machine(), firmware("resetmid"), dir.file("mid"), options);
+  REQUIRE(mid);
+  CHECK_FALSE(mid->ended);
+  CHECK_FALSE(mid->timed_out);
+  CHECK(mid->guest_reset);
+  CHECK(mid->qemu_exit == 0);
+  CHECK(mid->qemu_signal == 0);
+  CHECK(mid->guest_lockup.empty());
+  CHECK(mid->qemu_end == "the simulator was reset by its firmware");
+  CHECK(mid->console.find("HWFARM TEST square PASS") != std::string::npos);
+  CHECK(mid->console.find("HWFARM TEST ramp") == std::string::npos);
+  // while QEMU stopped from the host by SIGTERM, which exits with status 0
+  // too, is no reset: QEMU says so in its log.
+  std::atomic<bool> cancel{false};
+  options.cancel = &cancel;
+  options.deadline = 60s;
+  std::optional<hwfarm::Result<SimulatorRun>> ran;
+  std::thread simulator([&] { ran = runSimulator("ref", machine(), firmware("hang"), dir.file("term"), options); });
+  // (once QEMU handles SIGTERM: before, it dies of it, a signal too)
+  auto catchesTerm = [](pid_t pid) {
+    std::istringstream status(readFile("/proc/" + std::to_string(pid) + "/status"));
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("SigCgt:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (SIGTERM - 1)) & 1;
+    return 0ull;
+  };
+  pid_t qemu = 0;
+  for (int i = 0; i < 2000 && !(qemu && sandboxSocketConnected(dir.path(), "/term/sock/ref.uart") && catchesTerm(qemu));
+       ++i) {
+    qemu = qemuPid(dir.path());
+    std::this_thread::sleep_for(10ms);
+  }
+  if (qemu > 0) ::kill(qemu, SIGTERM);
+  else cancel = true;
+  simulator.join();
+  REQUIRE(qemu > 0);
+  REQUIRE(ran);
+  REQUIRE(ran->ok());
+  CHECK_FALSE((*ran)->guest_reset);
+  CHECK((*ran)->qemu_exit == 0);
+  CHECK((*ran)->qemu_end == "the simulator exited with status 0");
+  CHECK(readFile(dir.file("term/ref.qemu.log")).find("terminating on signal 15") != std::string::npos);
 }

@@ -243,7 +243,7 @@ TEST_CASE("sla api: status tier and sla show since when the tier holds: the agen
   CHECK(ctl(resumed, kViewer, {"sla"}).out.find("effective tier 1 (registered 1, policy 1, pinned -)\n") == 0);
 }
 
-TEST_CASE("sla api: 20 runs of hostile firmware leave the tier and the board alone: each is the firmware's failure") {
+TEST_CASE("sla api: 25 runs of hostile firmware leave the tier and the board alone: each is the firmware's failure") {
   TempDir dir;
   RunningDaemon d(dir, tokenFleet(dir, 1) + "[sla.tier1]\nresolution_window_h = 0.002\n");
   std::string lease_id = leaseBoard(d);
@@ -252,11 +252,12 @@ TEST_CASE("sla api: 20 runs of hostile firmware leave the tier and the board alo
   std::string junk(4096, '\0');
   for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<char>("not an ELF\n"[i % 11]);
   // Given a pull request's firmware that damages its own records, miscounts
-  // them, runs no test case, or is no firmware, 5 times each, every run
+  // them, runs no test case, is no firmware, or resets the core mid-run
+  // (which stops a simulator), 5 times each, every run
   // against the QEMU reference running the same image (as a run does by
   // default),
   for (int round = 0; round < 5; ++round) {
-    for (const std::string variant : {"crc", "v2count", "health", "junk"}) {
+    for (const std::string variant : {"crc", "v2count", "health", "junk", "resetmid"}) {
       INFO(variant << " round " << round);
       json::object run;
       if (variant == "junk") {
@@ -282,6 +283,9 @@ TEST_CASE("sla api: 20 runs of hostile firmware leave the tier and the board alo
       CHECK(str(run.at("failure_class")) == "test");
       if (variant == "junk")
         CHECK(json::serialize(run).find("the firmware locked up the CPU (QEMU: Lockup") != std::string::npos);
+      if (variant == "resetmid") // on the board's simulator and on the reference
+        CHECK(json::serialize(run).find("the firmware reset the simulator before its END record") !=
+              std::string::npos);
     }
   }
   // and afterwards no incident is open, the tier is what it was, the

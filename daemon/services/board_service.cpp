@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "config/loader.h"
+#include "daemon/core/run/report.h"
 #include "daemon/services/disk_room.h"
 #include "daemon/services/image_store.h"
 #include "daemon/services/loop_timers.h"
@@ -199,6 +200,7 @@ struct BoardService::Impl {
 
   struct Console {
     std::string lease_id;
+    uint64_t watchers_before = 0; // the first watcher id after it opened
     std::unique_ptr<drivers::ConsoleLog> log;
     std::unique_ptr<drivers::SerialPort> port;
     std::map<uint64_t, std::shared_ptr<ConsoleStream>> readers;
@@ -206,7 +208,7 @@ struct BoardService::Impl {
   };
   struct Watcher {
     std::function<void(const ConsoleLine&)> line;
-    std::function<void(const std::string&)> closed;
+    BoardService::ConsoleClosed closed;
   };
   std::map<std::string, std::map<uint64_t, Watcher>> watchers; // by board
   uint64_t next_watcher = 1;
@@ -310,6 +312,7 @@ struct BoardService::Impl {
       return std::move(opened).takeStatus();
     }
     console.port = std::move(opened).value();
+    console.watchers_before = next_watcher;
     if (console.lease_id != lease_id || !console.log) {
       console.log = openLog(lease_id, name);
       console.lease_id = lease_id;
@@ -329,24 +332,43 @@ struct BoardService::Impl {
         [this, name](const std::string& reason) {
           spdlog::info("console of board {} closed: {}", name, reason);
           endReaders(name);
-          tellWatchers(name, [&](const Watcher& w) { w.closed(reason); });
-          logProcessEnd(name);
+          consoleClosed(name, reason);
         },
         console.log.get());
     return Status::success();
   }
 
-  // A simulated board's console closes when QEMU ends: if it ended by
-  // itself (a crash, a kill from outside), says how, off the loop and in
-  // order with the board's other work (a power-off queued first is no
-  // crash).
-  void logProcessEnd(const std::string& name) {
+  // Tells the watchers of the moment that `name`'s console closed. A
+  // simulated board's console closes when QEMU ends: how it ended is read
+  // first, off the loop and in order with the board's other work (a
+  // power-off queued first is no crash), so that the watchers hear whether
+  // its firmware ended it (a lockup, a reset), and a crash is logged.
+  void consoleClosed(const std::string& name, const std::string& reason) {
     auto board = boards.find(name);
-    if (board == boards.end() || !board->second->consoleFollowsPower()) return;
+    if (board == boards.end() || !board->second->consoleFollowsPower())
+      return tellWatchers(name, [&](const Watcher& w) { w.closed(reason, Status::success()); });
+    // Only watchers that watched before this console opened: one that came
+    // later is the board's next use, whose own console is still to come.
+    std::set<uint64_t> told;
+    if (auto it = watchers.find(name); it != watchers.end())
+      for (const auto& [id, w] : it->second)
+        if (id < consoles[name].watchers_before) told.insert(id);
     std::shared_ptr<drivers::Board> b = board->second;
-    asio::post(strandOf(name), [b, name] {
-      Status end = b->processEnd(std::chrono::seconds(5));
-      if (!end.ok()) spdlog::warn("board {}: {}", name, end.message());
+    std::string lease_id = consoles[name].lease_id;
+    asio::post(strandOf(name), [this, b, name, reason, lease_id, told = std::move(told)] {
+      drivers::ProcessEnd end = b->processEnd(std::chrono::seconds(5));
+      asio::post(io, [this, name, reason, lease_id, told, end = std::move(end)] {
+        Status firmware;
+        if (!end.crashed.ok()) spdlog::warn("board {}: {}", name, end.crashed.message());
+        if (!end.lockup.empty()) firmware = run::lockupFailure(end.lockup, end.evidence);
+        if (end.reset) {
+          spdlog::info("board {}: the simulator was reset by its firmware", name);
+          if (auto c = consoles.find(name); c != consoles.end() && c->second.log && c->second.lease_id == lease_id)
+            c->second.log->note("the firmware reset the simulator");
+          firmware = run::resetFailure(end.evidence); // (a failure only before END: the run knows)
+        }
+        tellWatchers(name, [&](const Watcher& w) { w.closed(reason, firmware); }, &told);
+      });
     });
   }
 
@@ -362,13 +384,15 @@ struct BoardService::Impl {
   }
 
   // Watchers of `name`'s console (watchConsole), told in the order they
-  // came; one may stop watching (or another) from its callback.
+  // came (`only`: those of these ids); one may stop watching (or another)
+  // from its callback.
   template <typename F>
-  void tellWatchers(const std::string& name, F&& tell) {
+  void tellWatchers(const std::string& name, F&& tell, const std::set<uint64_t>* only = nullptr) {
     auto it = watchers.find(name);
     if (it == watchers.end()) return;
     std::vector<uint64_t> ids;
-    for (const auto& [id, w] : it->second) ids.push_back(id);
+    for (const auto& [id, w] : it->second)
+      if (!only || only->count(id)) ids.push_back(id);
     for (uint64_t id : ids) {
       auto board = watchers.find(name);
       if (board == watchers.end()) return;
@@ -410,8 +434,8 @@ struct BoardService::Impl {
     ended.erase(e);
     auto board = boards.find(name);
     if (operations[name] != at || board == boards.end() || board->second != b) return;
-    if (auto c = consoles.find(name); c != consoles.end() && c->second.log)
-      c->second.log->note("the firmware ended: stopping the simulator");
+    if (auto c = consoles.find(name); c != consoles.end() && c->second.log && c->second.port && !c->second.port->closed())
+      c->second.log->note("the firmware ended: stopping the simulator"); // (not one that stopped it itself)
     asio::post(strandOf(name), [b = b] { (void)b->power(drivers::PowerAction::off, ""); }); // a simulator's off cannot fail
   }
 
@@ -694,7 +718,7 @@ void BoardService::flashCopy(const lease::Lease& lease, const std::string& name,
 
 std::function<void()> BoardService::watchConsole(const std::string& board,
                                                  std::function<void(const ConsoleLine& line)> on_line,
-                                                 std::function<void(const std::string& reason)> on_closed) {
+                                                 ConsoleClosed on_closed) {
   uint64_t id = impl_->next_watcher++;
   impl_->watchers[board][id] = {std::move(on_line), std::move(on_closed)};
   Impl* impl = impl_.get();
@@ -706,11 +730,6 @@ std::function<void()> BoardService::watchConsole(const std::string& board,
     impl->watchers.erase(it);
     impl->stopEnded(board); // a run read its console past END: the simulator can stop
   };
-}
-
-std::string BoardService::guestLockup(const std::string& name) const {
-  std::shared_ptr<drivers::Board> board = impl_->find(name);
-  return board ? board->guestLockup() : std::string();
 }
 
 void BoardService::power(const lease::Lease& lease, const std::string& name, drivers::PowerAction action,

@@ -81,12 +81,12 @@ class BoardService {
   // goes to `on_line`, and each close of its console (a simulator stopped,
   // a tty gone) to `on_closed`, until the returned function runs (it must
   // run before this service ends). The run service watches its targets
-  // this way.
+  // this way. A simulator's close is told once its QEMU's end is known:
+  // `firmware` is the firmware's failure when the firmware ended it (it
+  // locked the core up, or reset it), ok otherwise.
+  using ConsoleClosed = std::function<void(const std::string& reason, const Status& firmware)>;
   std::function<void()> watchConsole(const std::string& board, std::function<void(const ConsoleLine& line)> on_line,
-                                     std::function<void(const std::string& reason)> on_closed);
-  // What `board`'s simulator said when its firmware locked the CPU up (QEMU
-  // aborted): read from QEMU's log once the console closed; "" otherwise.
-  std::string guestLockup(const std::string& board) const;
+                                     ConsoleClosed on_closed);
   // Console readers open for `lease_id`, over all its boards.
   size_t consoleReaders(const std::string& lease_id) const;
 

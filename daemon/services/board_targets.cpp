@@ -49,6 +49,8 @@ SimulatorResult resultOf(Result<drivers::SimulatorRun> ran) {
     else evidence.exit_code = ran->qemu_exit;
     if (!ran->guest_lockup.empty()) // the firmware's: a real core locks up the same way
       r.status = run::lockupFailure(ran->guest_lockup, std::move(evidence));
+    else if (ran->guest_reset) // the firmware's: it reset the core
+      r.status = run::resetFailure(std::move(evidence));
     else
       r.status = Status::infrastructure(Code::unavailable, ran->qemu_end, std::move(evidence));
   }
@@ -162,11 +164,10 @@ void BoardTargets::powerOff(const lease::Lease& lease, const std::string& board,
 }
 
 std::function<void()> BoardTargets::watch(const std::string& board, std::function<void(const ConsoleLine&)> on_line,
-                                          std::function<void(const std::string&)> on_closed) {
+                                          ConsoleClosed on_closed) {
   return impl_->boards.watchConsole(board, std::move(on_line), std::move(on_closed));
 }
 
-std::string BoardTargets::guestLockup(const std::string& board) const { return impl_->boards.guestLockup(board); }
 
 void BoardTargets::release(const std::string& lease_id, const std::string& board) {
   impl_->boards.boardLeftLease(lease_id, board);

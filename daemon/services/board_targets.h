@@ -38,8 +38,7 @@ class BoardTargets final : public TargetRunner {
   void power(const lease::Lease& lease, const std::string& board, run::PowerStep step, Done done) override;
   void powerOff(const lease::Lease& lease, const std::string& board, Done done) override;
   std::function<void()> watch(const std::string& board, std::function<void(const ConsoleLine&)> on_line,
-                              std::function<void(const std::string&)> on_closed) override;
-  std::string guestLockup(const std::string& board) const override;
+                              ConsoleClosed on_closed) override;
   void release(const std::string& lease_id, const std::string& board) override;
   void simulate(SimulatorJob job, std::function<void()> started, std::function<void(SimulatorResult)> ended) override;
   void stopSimulator(const std::shared_ptr<std::atomic<bool>>& stop) override;

@@ -136,7 +136,7 @@ void HealthChecks::Impl::bootImage(const std::shared_ptr<Boot>& b, const std::st
         if (b->tail.size() > 5) b->tail.pop_front();
         if (std::regex_search(line, b->banner)) b->end(true, "banner: " + line);
       },
-      [b, simulated](const std::string& reason) {
+      [b, simulated](const std::string& reason, const Status&) {
         // A tty may close while a board re-enumerates; a simulator's
         // console closes only when it stops.
         if (simulated && b->boot.running()) b->end(false, "the console closed before the banner: " + reason);

@@ -362,8 +362,8 @@ struct RunService::Impl::Carry {
         [back = back(), i = c.attempt](const ConsoleLine& line) {
           back(run::ConsoleLine{i, std::string(line.text), line.continued, line.end});
         },
-        [back = back(), i = c.attempt, &targets = d.targets, board = c.board](const std::string& why) {
-          back(run::ConsoleClosed{i, why, targets.guestLockup(board)});
+        [back = back(), i = c.attempt](const std::string& why, const Status& firmware) {
+          back(run::ConsoleClosed{i, why, firmware});
         });
   }
   void operator()(run::Unwatch& c) {

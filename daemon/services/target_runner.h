@@ -71,17 +71,13 @@ class TargetRunner {
   // reader cut it (common/console_line.h: no line end; whole() or a piece
   // of a longer line), goes to `on_line` (its text valid during the call),
   // and each close of its console to `on_closed`, until the returned
-  // function runs (it may run from either).
+  // function runs (it may run from either). `firmware`: the firmware's
+  // failure when it ended its simulator itself (it locked the core up, or
+  // reset it), ok otherwise (a tty, a simulator stopped or crashed).
+  using ConsoleClosed = std::function<void(const std::string& reason, const Status& firmware)>;
   virtual std::function<void()> watch(const std::string& board,
                                       std::function<void(const ConsoleLine& line)> on_line,
-                                      std::function<void(const std::string& reason)> on_closed) = 0;
-  // What `board`'s simulator said when its firmware locked the CPU up
-  // (read when its console closed); "" when it did not, or it is no
-  // simulator.
-  virtual std::string guestLockup(const std::string& board) const {
-    (void)board;
-    return "";
-  }
+                                      ConsoleClosed on_closed) = 0;
   // `board` left lease `lease_id` (swapped out): its console closes, it is
   // reset.
   virtual void release(const std::string& lease_id, const std::string& board) = 0;

@@ -8,6 +8,7 @@
 
 void uart_init(void);
 void uart_putc(char c);
+void uart_flush(void); /* waits until the UART took the last byte */
 void uart_puts(const char* s);
 void uart_put_uint(uint32_t v);
 void uart_put_int(int v);
@@ -24,7 +25,9 @@ static inline uint32_t board_identity(void) { return *(volatile const uint32_t*)
 /* The firmware's result report (firmware/hwfarm_report.h), on UART0. */
 extern hwfarm_report report;
 
-/* Prints `HWFARM END status=<status>` and idles forever. */
+/* Prints `HWFARM END status=<status>`, then resets the core. */
 __attribute__((noreturn)) void firmware_end(int status);
+/* Resets the core: a simulator (run with -no-reboot) stops. */
+__attribute__((noreturn)) void system_reset(void);
 
 #endif

@@ -31,7 +31,12 @@
      AFTEREND the pass run in version 2, then a FAIL record after END
      CUT      the pass run until ramp.y's last value, 37, of which only the
               3 is printed: the board dies inside the line (no END)
-     CTRLEND  the pass run, a control byte (0x01) before its END record
+     CTRLEND  the pass run, a control byte (0x01) before its END record; it
+              idles after END instead of resetting
+     IDLE     the pass run, then idles after END instead of resetting (a
+              simulator runs on until hwfarmd stops it)
+     RESETMID the pass run until ramp's case, then a system reset before
+              END (the simulator stops mid-run, by the firmware's doing)
      LONGLINE the pass run, with a FAIL record after 65,536 bytes of junk on
               one line
      LONGNAME the pass run plus a passing case and an output whose names
@@ -51,7 +56,9 @@
               bounded), status 1
    Every variant prints the board's identity word (hw.h) after its boot line.
    main's return value is the status of the `HWFARM END status=<n>` record
-   that startup.c prints. */
+   that startup.c prints; it then resets the core, which stops a simulator
+   (AFTEREND, CTRLEND and IDLE idle instead: the drain window sees
+   AFTEREND's late record, and hwfarmd stops a board that idles). */
 #include "hw.h"
 
 /* How far a target moves square.y from the reference's values: every even
@@ -311,6 +318,9 @@ int main(void) {
 #if defined(VARIANT_HANG)
   for (;;) {
   }
+#endif
+#if defined(VARIANT_RESETMID)
+  system_reset();
 #endif
   test_ramp(identity == HWFARM_IDENTITY_TARGET);
   output_ramp(identity == HWFARM_IDENTITY_TARGET);

@@ -1,6 +1,8 @@
 /* Minimal Cortex-M start-up: vector table, .data/.bss set-up, then main().
    main's return value is reported on the console as `HWFARM END status=<n>`
-   (docs/protocol.md); then the core idles until the simulator is stopped.
+   (docs/protocol.md); then the firmware resets the core, which stops the
+   simulator (hwfarm's simulators run with -no-reboot) and ends the run at
+   once.
    There is no semihosting: hwfarm's simulators run without it, and a
    `bkpt` there is a HardFault. */
 #include <stdint.h>
@@ -32,6 +34,22 @@ void reset_handler(void) {
 
 void firmware_end(int status) {
   hwfarm_end(&report, status);
+#if defined(VARIANT_CTRLEND) || defined(VARIANT_IDLE)
+  /* Idles, as a firmware that does not reset: hwfarmd stops its board. */
+  for (;;) __asm__ volatile("wfi");
+#else
+  system_reset();
+#endif
+}
+
+void system_reset(void) {
+  /* SCB->AIRCR = VECTKEY | SYSRESETREQ (the CMSIS NVIC_SystemReset()), once
+     the UART took the last byte: a reset loses a byte it still holds (the
+     END record's line end, and END is then a cut line, never a record). */
+  uart_flush();
+  __asm__ volatile("dsb" ::: "memory");
+  *(volatile uint32_t*)0xE000ED0Cu = 0x05FA0004u;
+  __asm__ volatile("dsb" ::: "memory");
   for (;;) __asm__ volatile("wfi");
 }
 

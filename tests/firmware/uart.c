@@ -20,6 +20,13 @@ void uart_putc(char c) {
   UART_DATA = (uint32_t)(unsigned char)c;
 }
 
+void uart_flush(void) {
+  /* The UART holds the last byte until its line takes it (in QEMU: until
+     the console's socket does); a reset before that loses it. */
+  while (UART_STATE & STATE_TX_FULL) {
+  }
+}
+
 void uart_puts(const char* s) {
   while (*s) uart_putc(*s++);
 }

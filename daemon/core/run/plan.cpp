@@ -280,8 +280,7 @@ void Plan::on(const ConsoleClosed& e, Now now, Steps& out) {
   Work& w = work_.at(e.attempt);
   if (!w.boot || !w.boot->running() || record_.attempts[e.attempt].phase != Phase::running) return;
   // Closed after its END (in the drain window): the run is complete.
-  if (!w.drain_until && !e.lockup.empty() && w.result.status.ok())
-    w.result.status = lockupFailure(e.lockup);
+  if (!w.drain_until && !e.firmware.ok() && w.result.status.ok()) w.result.status = e.firmware;
   endBoardRun(e.attempt, w.drain_until ? "" : e.reason, now, out);
 }
 

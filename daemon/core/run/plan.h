@@ -74,9 +74,9 @@ struct ConsoleLine {
 struct ConsoleClosed {
   size_t attempt;
   std::string reason;
-  // A simulated board's guest CPU locked up and its QEMU ended: what QEMU
-  // said (the firmware's failure, not the lab's).
-  std::string lockup = "";
+  // A simulated board's firmware ended its QEMU (it locked the guest CPU
+  // up, or reset it): the firmware's failure before its END, not the lab's.
+  Status firmware = {};
 };
 struct DeadlinePassed {
   size_t attempt;

@@ -87,6 +87,10 @@ Status lockupFailure(const std::string& said, Evidence evidence) {
   return Status::testFailure("the firmware locked up the CPU (QEMU: " + said + ")", std::move(evidence));
 }
 
+Status resetFailure(Evidence evidence) {
+  return Status::testFailure("the firmware reset the simulator before its END record", std::move(evidence));
+}
+
 std::string_view outcomeName(Outcome o) {
   switch (o) {
     case Outcome::pass: return "pass";

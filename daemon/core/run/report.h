@@ -53,6 +53,10 @@ std::string_view outcomeName(Outcome o); // "pass", "fail", "skip", "error"
 // The firmware's failure when a simulated core locked up (a board's
 // simulator or the reference): `said` is what QEMU said, "Lockup: ...".
 Status lockupFailure(const std::string& said, Evidence evidence = {});
+// The firmware's failure when it reset a simulated core (a board's simulator
+// or the reference) before its END record: simulators run with -no-reboot,
+// so the reset stopped it mid-run.
+Status resetFailure(Evidence evidence = {});
 
 struct OutputResult {
   std::string key; // "<case>.<output>"
