@@ -97,7 +97,7 @@ class SimulatedBoard : public Board {
     e.lockup = drivers::guestLockup(qemu_.logPath());
     e.reset = end->guest;
     if (!e.lockup.empty() || e.reset) e.evidence = end->evidence();
-    else e.crashed = Status::infrastructure(Code::unavailable, end->describe(), end->evidence());
+    else e.crashed = Status::infrastructure(Code::unavailable, end->describe("the simulator"), end->evidence());
     return e;
   }
 

@@ -338,7 +338,8 @@ void QemuBoard::reap(bool block) {
     if (WIFEXITED(raw)) end.exit_code = WEXITSTATUS(raw);
     else end.signal = WTERMSIG(raw);
   }
-  end.guest = !end.sandbox && end.exit_code == 0 &&
+  // (its log must be there to say no signal came: a log gone says nothing)
+  end.guest = !end.sandbox && end.exit_code == 0 && std::ifstream(logPath()).good() &&
               outputTail(logPath(), 4096).find("terminating on signal") == std::string::npos;
   end_ = end;
   closeHandles();

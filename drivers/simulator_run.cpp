@@ -86,15 +86,19 @@ Result<SimulatorRun> runSimulator(const std::string& name, const config::QemuCon
     if (run.truncated) break;
   }
   ::close(*fd);
-  // The console closes a moment before the sandbox reports QEMU's end (after
-  // END: the firmware's own way to stop, not a crash).
-  if (closed && !run.ended)
+  // The console closes a moment before the sandbox reports QEMU's end.
+  // After END the firmware's own end (a reset, a lockup) is the run's end;
+  // a crash then is not (what the drain window was to read never came).
+  if (closed)
     if (std::optional<QemuEnd> end = qemu.waitEnd(kEndReportWait)) {
-      run.qemu_exit = qemu.exitStatus();
-      run.qemu_signal = end->signal;
-      run.qemu_end = end->describe("the simulator");
-      run.guest_lockup = guestLockup(qemu.logPath());
-      run.guest_reset = end->guest;
+      std::string lockup = guestLockup(qemu.logPath());
+      if (!run.ended || (!end->guest && lockup.empty())) {
+        run.qemu_exit = qemu.exitStatus();
+        run.qemu_signal = end->signal;
+        run.qemu_end = (run.ended ? "after END, in the drain window: " : "") + end->describe("the simulator");
+        run.guest_lockup = lockup;
+        run.guest_reset = end->guest;
+      }
     }
   qemu.powerOff();
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

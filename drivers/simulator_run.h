@@ -20,7 +20,9 @@ struct SimulatorRun {
   bool ended = false;           // an END record arrived (isEndRecord, common/console_line.h)
   bool timed_out = false;       // the deadline passed first
   bool truncated = false;       // more than max_bytes were printed
-  std::optional<int> qemu_exit; // QEMU exited on its own (crashed, or reset): its status, or 128 + the signal
+  // QEMU exited on its own (crashed, or reset or locked up before END): its
+  // status, or 128 + the signal. After END only a crash is kept here.
+  std::optional<int> qemu_exit;
   int qemu_signal = 0;          // the signal that ended it (aborted, killed from outside)
   // How it ended, when it did on its own: "the simulator exited with status
   // 1", "the simulator was killed by signal 6 (Aborted)", "the simulator's

@@ -966,3 +966,50 @@ TEST_CASE("a firmware that resets after END ends its simulator's run at once, an
   CHECK((*ran)->qemu_end == "the simulator exited with status 0");
   CHECK(readFile(dir.file("term/ref.qemu.log")).find("terminating on signal 15") != std::string::npos);
 }
+
+TEST_CASE("a simulator killed in the drain window after END is no clean end: the run says so") {
+  TempDir dir;
+  std::atomic<bool> cancel{false};
+  SimulatorOptions options;
+  options.deadline = 120s;
+  options.drain = 60s; // (far longer than the test: only QEMU's end ends the run)
+  options.cancel = &cancel;
+  // Given a firmware that idles after its END, read in its drain window,
+  std::optional<hwfarm::Result<SimulatorRun>> ran;
+  std::thread simulator([&] { ran = runSimulator("ref", machine(), firmware("idle"), dir.file("sim"), options); });
+  pid_t qemu = 0;
+  for (int i = 0; i < 2000 && !(qemu && sandboxSocketConnected(dir.path(), "/sim/sock/ref.uart")); ++i) {
+    qemu = qemuPid(dir.path());
+    std::this_thread::sleep_for(10ms);
+  }
+  // (its END printed: QEMU idles in the guest's wfi, its CPU time no longer grows)
+  auto cpuTicks = [](pid_t pid) {
+    std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+    std::istringstream rest(stat.substr(stat.rfind(')') + 1)); // fields 3 on: state ... utime (14), stime (15)
+    std::string field;
+    for (int i = 3; i < 14 && rest >> field; ++i) {
+    }
+    unsigned long long user = 0, system = 0;
+    rest >> user >> system;
+    return user + system;
+  };
+  for (int i = 0; qemu > 0 && i < 100; ++i) {
+    auto before = cpuTicks(qemu);
+    std::this_thread::sleep_for(200ms);
+    if (cpuTicks(qemu) == before) break;
+  }
+  // when QEMU is killed from outside in the window,
+  if (qemu > 0) ::kill(qemu, SIGKILL);
+  else cancel = true;
+  simulator.join();
+  REQUIRE(qemu > 0);
+  REQUIRE(ran);
+  REQUIRE(ran->ok());
+  const SimulatorRun& r = **ran;
+  // the run ended at END, and says the simulator was killed after it.
+  CHECK(r.ended);
+  CHECK(r.console.find("HWFARM END status=0\n") != std::string::npos);
+  CHECK(r.qemu_signal == SIGKILL);
+  CHECK_FALSE(r.guest_reset);
+  CHECK(r.qemu_end == "after END, in the drain window: the simulator was killed by signal 9 (Killed)");
+}

@@ -391,6 +391,32 @@ TEST_CASE("verdict: a board's console is read for a drain window after END, and 
     REQUIRE(lab.over());
     CHECK(lab.record().state == State::passed);
   }
+  SECTION("a simulator its firmware reset in the window ends the attempt, not as a failure") {
+    Lab lab(nucleos(1));
+    Spec s = spec({"pass.elf"});
+    s.drain_ms = 250;
+    lab.start(s, {"nucleo-0"});
+    lab.feed(ConsoleClosed{1, "end of file", run::resetFailure()});
+    REQUIRE(lab.over());
+    CHECK(lab.record().state == State::passed);
+  }
+  SECTION("a simulator that crashed in the window is the lab's: what the window was to read never came") {
+    Lab lab(nucleos(1));
+    Spec s = spec({"pass.elf"});
+    s.drain_ms = 250;
+    lab.start(s, {"nucleo-0"});
+    Evidence killed;
+    killed.signal = 9;
+    lab.feed(ConsoleClosed{1, "end of file",
+                           Status::infrastructure(Code::unavailable, "the simulator was killed by signal 9 (Killed)",
+                                                  killed)});
+    const AttemptEntry& a = lab.attempt("pass", "nucleo");
+    REQUIRE(a.judgement);
+    CHECK(a.judgement->failure == FailureClass::infrastructure);
+    CHECK(a.judgement->reason ==
+          "after END, in the drain window: the simulator was killed by signal 9 (Killed)");
+    CHECK(a.judgement->evidence.signal == 9);
+  }
 }
 
 TEST_CASE("verdict: damaged records the reference shows too are the firmware's") {

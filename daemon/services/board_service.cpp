@@ -342,7 +342,8 @@ struct BoardService::Impl {
   // simulated board's console closes when QEMU ends: how it ended is read
   // first, off the loop and in order with the board's other work (a
   // power-off queued first is no crash), so that the watchers hear whether
-  // its firmware ended it (a lockup, a reset), and a crash is logged.
+  // its firmware ended it (a lockup, a reset) or it crashed, and a crash is
+  // logged.
   void consoleClosed(const std::string& name, const std::string& reason) {
     auto board = boards.find(name);
     if (board == boards.end() || !board->second->consoleFollowsPower())
@@ -358,7 +359,7 @@ struct BoardService::Impl {
     asio::post(strandOf(name), [this, b, name, reason, lease_id, told = std::move(told)] {
       drivers::ProcessEnd end = b->processEnd(std::chrono::seconds(5));
       asio::post(io, [this, name, reason, lease_id, told, end = std::move(end)] {
-        Status firmware;
+        Status firmware = end.crashed; // the lab's: crashed, or killed from outside
         if (!end.crashed.ok()) spdlog::warn("board {}: {}", name, end.crashed.message());
         if (!end.lockup.empty()) firmware = run::lockupFailure(end.lockup, end.evidence);
         if (end.reset) {

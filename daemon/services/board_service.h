@@ -82,9 +82,10 @@ class BoardService {
   // a tty gone) to `on_closed`, until the returned function runs (it must
   // run before this service ends). The run service watches its targets
   // this way. A simulator's close is told once its QEMU's end is known:
-  // `firmware` is the firmware's failure when the firmware ended it (it
-  // locked the core up, or reset it), ok otherwise.
-  using ConsoleClosed = std::function<void(const std::string& reason, const Status& firmware)>;
+  // `end` is the firmware's failure when the firmware ended it (it locked
+  // the core up, or reset it), an infrastructure failure when QEMU crashed
+  // or was killed from outside, ok otherwise (stopped by hwfarmd, a tty).
+  using ConsoleClosed = std::function<void(const std::string& reason, const Status& end)>;
   std::function<void()> watchConsole(const std::string& board, std::function<void(const ConsoleLine& line)> on_line,
                                      ConsoleClosed on_closed);
   // Console readers open for `lease_id`, over all its boards.

@@ -362,8 +362,8 @@ struct RunService::Impl::Carry {
         [back = back(), i = c.attempt](const ConsoleLine& line) {
           back(run::ConsoleLine{i, std::string(line.text), line.continued, line.end});
         },
-        [back = back(), i = c.attempt](const std::string& why, const Status& firmware) {
-          back(run::ConsoleClosed{i, why, firmware});
+        [back = back(), i = c.attempt](const std::string& why, const Status& end) {
+          back(run::ConsoleClosed{i, why, end});
         });
   }
   void operator()(run::Unwatch& c) {

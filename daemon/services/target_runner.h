@@ -71,10 +71,12 @@ class TargetRunner {
   // reader cut it (common/console_line.h: no line end; whole() or a piece
   // of a longer line), goes to `on_line` (its text valid during the call),
   // and each close of its console to `on_closed`, until the returned
-  // function runs (it may run from either). `firmware`: the firmware's
-  // failure when it ended its simulator itself (it locked the core up, or
-  // reset it), ok otherwise (a tty, a simulator stopped or crashed).
-  using ConsoleClosed = std::function<void(const std::string& reason, const Status& firmware)>;
+  // function runs (it may run from either). `end`, a simulated board's:
+  // the firmware's failure when it ended its simulator itself (it locked
+  // the core up, or reset it), an infrastructure failure when the
+  // simulator crashed or was killed from outside, ok otherwise (a tty, a
+  // simulator stopped by hwfarmd).
+  using ConsoleClosed = std::function<void(const std::string& reason, const Status& end)>;
   virtual std::function<void()> watch(const std::string& board,
                                       std::function<void(const ConsoleLine& line)> on_line,
                                       ConsoleClosed on_closed) = 0;

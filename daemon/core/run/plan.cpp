@@ -279,9 +279,24 @@ void Plan::drain(size_t i, Now now, Steps& out) {
 void Plan::on(const ConsoleClosed& e, Now now, Steps& out) {
   Work& w = work_.at(e.attempt);
   if (!w.boot || !w.boot->running() || record_.attempts[e.attempt].phase != Phase::running) return;
-  // Closed after its END (in the drain window): the run is complete.
-  if (!w.drain_until && !e.firmware.ok() && w.result.status.ok()) w.result.status = e.firmware;
-  endBoardRun(e.attempt, w.drain_until ? "" : e.reason, now, out);
+  // Closed after its END (in the drain window): the run is complete, unless
+  // its simulator crashed then (what the window was to read never came:
+  // the lab's).
+  if (w.drain_until) {
+    if (e.end.isInfrastructure() && w.result.status.ok())
+      w.result.status = Status::infrastructure(e.end.code(), "after END, in the drain window: " + e.end.message(),
+                                               e.end.evidence());
+    return endBoardRun(e.attempt, "", now, out);
+  }
+  if (!e.end.ok() && w.result.status.ok())
+    w.result.status = e.end.isInfrastructure()
+                          ? Status::infrastructure(e.end.code(),
+                                                   (w.console.empty() ? "the console closed before any output: "
+                                                                      : "the console closed mid-run (BEGIN but no END): ") +
+                                                       e.end.message(),
+                                                   e.end.evidence())
+                          : e.end;
+  endBoardRun(e.attempt, e.reason, now, out);
 }
 
 void Plan::on(const DeadlinePassed& e, Now now, Steps& out) {

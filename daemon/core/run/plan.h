@@ -74,9 +74,12 @@ struct ConsoleLine {
 struct ConsoleClosed {
   size_t attempt;
   std::string reason;
-  // A simulated board's firmware ended its QEMU (it locked the guest CPU
-  // up, or reset it): the firmware's failure before its END, not the lab's.
-  Status firmware = {};
+  // How a simulated board's QEMU ended: its firmware ended it (it locked
+  // the guest CPU up, or reset it: a test failure, the firmware's before
+  // its END and its way to end after it), or it crashed or was killed
+  // from outside (an infrastructure failure, the lab's before END and
+  // inside the drain window alike); ok when nothing is known.
+  Status end = {};
 };
 struct DeadlinePassed {
   size_t attempt;
