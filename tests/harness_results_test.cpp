@@ -298,3 +298,25 @@ TEST_CASE("a twister.json that is not JSON or not twister's is refused, naming t
   CHECK(refusal(parseHarnessResults("results", "r.txt")) ==
         "r.txt:1:1: neither JUnit XML (starts with '<') nor twister.json (starts with '{')");
 }
+
+TEST_CASE("twister.json: a case that started and never ended fails, even in a suite twister called passed") {
+  // Given a suite twister says passed, one of whose cases started but never
+  // reported (a crash, a lost console) and one blocked,
+  Result<HarnessResults> read = parseHarnessResults(R"({"testsuites": [
+    {"name": "tests/a/a.b", "platform": "qemu_cortex_m3", "status": "passed",
+     "testcases": [{"identifier": "a.b.one", "status": "passed"},
+                   {"identifier": "a.b.two", "status": "started"},
+                   {"identifier": "a.b.three", "status": "blocked"}]}]})", "twister.json");
+  INFO(read.status().message());
+  REQUIRE(read.ok());
+  // the started case is a failure (the firmware's: never a pass, never a
+  // skip), the blocked one did not run.
+  const HarnessCase& two = named(*read, "a.b.two");
+  CHECK(two.status == CaseStatus::failed);
+  CHECK(two.message == "the case started and never ended");
+  CHECK(two.type == "twister.started");
+  CHECK(named(*read, "a.b.three").status == CaseStatus::skipped);
+  CHECK(read->failed == 1);
+  CHECK(read->skipped == 1);
+  CHECK(read->passed == 1);
+}

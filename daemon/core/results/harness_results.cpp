@@ -396,6 +396,9 @@ Result<HarnessResults> parseTwisterJson(std::string_view text_in, std::string_vi
         if (c->message.empty()) c->message = *reason;
         c->type = "twister." + (st.empty() ? std::string("none") : st) + " (suite " + *status + ")";
         return;
+      } else if (st == "started") { // it began and never ended: never a pass, nor a skip
+        c->status = CaseStatus::failed;
+        if (c->message.empty()) c->message = "the case started and never ended";
       } else {
         c->status = CaseStatus::skipped;
       }
