@@ -289,6 +289,17 @@ TEST_CASE("soak: tenants beside hostile firmware and clients, reloads, kill -9 a
     });
   };
   std::vector<std::thread> threads;
+  // A failed check ends the soak with its message, not with a thread left
+  // running (std::terminate) and the small disk still mounted.
+  struct JoinAll {
+    Lab& lab;
+    std::vector<std::thread>& threads;
+    ~JoinAll() {
+      lab.stop = true;
+      for (auto& t : threads)
+        if (t.joinable()) t.join();
+    }
+  } join_all{lab, threads};
   threads.push_back(tenant("mps2-an385", [&](const std::string& l) {
     for (int i = 0; i < 3 && !lab.stop; ++i) keep(good, runOnce(lab, l, "pass.elf", pass, ""));
   }));

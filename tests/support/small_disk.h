@@ -7,8 +7,11 @@
 
 #include <sys/mount.h>
 #include <sys/statvfs.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,16 +28,28 @@ struct SmallDisk {
     REQUIRE(rc == 0);
   }
   ~SmallDisk() { ::umount2(dir.c_str(), MNT_DETACH); }
-  // Fills the disk with `dir`/filler until `left` bytes are free (as
-  // something else on the machine would).
+  // Fills the disk with `dir`/filler until at most `left` bytes are free (as
+  // something else on the machine would). It writes in pieces and looks
+  // again after each: a daemon writing beside it may take part of the space,
+  // and a write refused for want of space means the disk is already full.
   void fillUntil(uint64_t left) const {
-    struct statvfs fs {};
-    REQUIRE(::statvfs(dir.c_str(), &fs) == 0);
-    uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
-    REQUIRE(free > left);
-    std::ofstream filler(dir + "/filler", std::ios::binary | std::ios::app);
-    std::string bytes(free - left, 'f');
-    REQUIRE(filler.write(bytes.data(), static_cast<std::streamsize>(bytes.size())));
+    int fd = ::open((dir + "/filler").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    INFO("open " << dir << "/filler: " << std::strerror(errno));
+    REQUIRE(fd >= 0);
+    const std::string piece(1 << 20, 'f');
+    for (;;) {
+      struct statvfs fs {};
+      REQUIRE(::statvfs(dir.c_str(), &fs) == 0);
+      const uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+      if (free <= left) break;
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(piece.size(), free - left));
+      const ssize_t wrote = ::write(fd, piece.data(), n);
+      if (wrote < 0 && errno == EINTR) continue;
+      if (wrote < 0 && errno == ENOSPC) break;
+      INFO("write " << dir << "/filler: " << std::strerror(errno));
+      REQUIRE(wrote > 0);
+    }
+    ::close(fd);
   }
   SmallDisk(const SmallDisk&) = delete;
   SmallDisk& operator=(const SmallDisk&) = delete;
