@@ -518,10 +518,26 @@ TEST_CASE("runs started with --no-wait are listed, shown, waited for, cancelled 
   TempDir partial;
   auto gaps = ctl({"run", "fetch", pass, "--out", partial.path()});
   CHECK(gaps.status.code == 1);
-  CHECK(gaps.err == "hwfarmctl: run " + pass + ": artifact junit.xml: HTTP 404\n");
+  CHECK(gaps.err == "hwfarmctl: run " + pass + ": artifact junit.xml: not in the lab's archive (gone from the lab)\n");
   CHECK(gaps.out.find(", 1 could not be fetched\nrun " + pass + ": passed\n") != std::string::npos);
   CHECK(json::parse(readFile(partial.file("summary.json"))).at("state").as_string() == "passed");
   CHECK(!std::filesystem::exists(partial.file("junit.xml")));
+  // The files come as one archive, spooled beside them and removed after.
+  CHECK(!std::filesystem::exists(partial.file(".hwfarm-artifacts.tar")));
+  // A file that cannot be written here (a folder in its place) is named;
+  // the others are written.
+  TempDir blocked;
+  std::filesystem::create_directories(blocked.file("summary.json/x"));
+  auto unwritable = ctl({"run", "fetch", pass, "--out", blocked.path()});
+  CHECK(unwritable.status.code == 1);
+  CHECK(unwritable.err.rfind("hwfarmctl: run " + pass + ": artifact summary.json: cannot write " +
+                                 blocked.file("summary.json") + ": ",
+                             0) == 0);
+  CHECK(unwritable.out.find(", 2 could not be fetched\n") != std::string::npos);
+  size_t written = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(blocked.path())) written += e.is_regular_file();
+  CHECK(written > 0);
+  CHECK(unwritable.out.rfind("artifacts: " + std::to_string(written) + " file(s) in " + blocked.path() + ", 2 could", 0) == 0);
   // A failing run: run wait exits as run does (10).
   std::string fail = runIdOf(ctl({"run", "--lease", lease, "--reference", "none", "--no-wait", firmware("fail")}).out);
   CHECK(ctl({"run", "wait", fail}).status.code == 10);

@@ -13,10 +13,13 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include <boost/json.hpp>
+
+#include "daemon/core/run/tar.h"
 
 namespace hwfarm::cli {
 namespace json = boost::json;
@@ -216,40 +219,123 @@ struct Follow {
 
 } // namespace
 
-int fetchArtifacts(Session& s, const std::string& id, const json::object& run, const std::string& out) {
-  const json::value* list = run.if_contains("artifacts");
-  size_t fetched = 0, missing = 0;
-  // Every file that can be fetched is: one that fails (a 404, a local write
-  // error) is named and counted, and the others still come.
-  for (const auto& item : list && list->is_array() ? list->as_array() : json::array{}) {
-    if (!item.is_string() || !plainPath(std::string(item.as_string()))) continue;
-    std::string path(item.as_string());
-    HttpResult file;
-    try {
-      file = HttpClient(s.url, 300, s.cacert).request("GET", "/v1/runs/" + id + "/artifacts/" + path, "", s.token);
-    } catch (const std::exception& e) {
-      s.err << "hwfarmctl: run " << id << ": artifact " << path << ": " << e.what() << "\n";
-      return kUnreachable; // the daemon is gone: every other file would wait for its timeout too
-    }
-    if (file.status != 200) {
-      s.err << "hwfarmctl: run " << id << ": artifact " << path << ": HTTP " << file.status << "\n";
-      ++missing;
-      continue;
-    }
-    std::filesystem::path dest = std::filesystem::path(out) / path;
-    std::error_code ec;
-    std::filesystem::create_directories(dest.parent_path(), ec);
-    std::ofstream stream(dest, std::ios::binary);
-    stream << file.body;
-    stream.close();
-    if (ec || !stream) {
-      s.err << "hwfarmctl: run " << id << ": artifact " << path << ": cannot write " << dest.string() << ": "
-            << (ec ? ec.message() : std::strerror(errno)) << "\n";
-      ++missing;
-      continue;
-    }
-    ++fetched;
+namespace {
+
+// The spooled archive, read back.
+class SpoolSource : public run::TarSource {
+ public:
+  explicit SpoolSource(std::ifstream& in) : in_(in) {}
+  Result<size_t> read(char* into, size_t n) override {
+    in_.read(into, static_cast<std::streamsize>(n));
+    if (in_.bad()) return Status::fromErrno("cannot read the archive back", errno);
+    return static_cast<size_t>(in_.gcount());
   }
+
+ private:
+  std::ifstream& in_;
+};
+
+} // namespace
+
+int fetchArtifacts(Session& s, const std::string& id, const json::object& run, const std::string& out) {
+  namespace fs = std::filesystem;
+  const std::string what = "hwfarmctl: run " + id + ": ";
+  std::set<std::string> listed;
+  const json::value* list = run.if_contains("artifacts");
+  for (const auto& item : list && list->is_array() ? list->as_array() : json::array{})
+    if (item.is_string() && plainPath(std::string(item.as_string()))) listed.emplace(item.as_string());
+  // One request for every file: the run's archive, spooled beside them
+  // (hidden; removed at the end), then unpacked.
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  const std::string spool = (fs::path(out) / ".hwfarm-artifacts.tar").string();
+  struct Unlink {
+    const std::string& path;
+    ~Unlink() { ::unlink(path.c_str()); }
+  } unlink_spool{spool};
+  std::ofstream into(spool, std::ios::binary | std::ios::trunc);
+  if (ec || !into) {
+    s.err << what << "cannot write into " << out << ": " << (ec ? ec.message() : std::strerror(errno)) << "\n";
+    return kApiError;
+  }
+  int status = 0;
+  std::string error_body;
+  try {
+    status = HttpClient(s.url, 300, s.cacert).stream(
+        "/v1/runs/" + id + "/artifacts.tar", s.token,
+        [&](const std::string& piece) { into.write(piece.data(), static_cast<std::streamsize>(piece.size())); },
+        &error_body);
+  } catch (const std::exception& e) {
+    s.err << what << "artifacts: " << e.what() << "\n";
+    return kUnreachable;
+  }
+  into.close();
+  if (status != 200) {
+    s.err << what << "artifacts: HTTP " << status << (error_body.empty() ? "" : ": " + error_body) << "\n";
+    return kApiError;
+  }
+  if (!into) {
+    s.err << what << "cannot write " << spool << ": " << std::strerror(errno) << "\n";
+    return kApiError;
+  }
+  // Each member goes to OUT/<its path under the run's folder>; a name that
+  // is not a plain path under it is passed over. A file that cannot be
+  // written is named and counted, and the others still come.
+  size_t fetched = 0, missing = 0;
+  std::set<std::string> came;
+  std::ofstream file;
+  std::string path;
+  bool writing = false;
+  auto local = [&](const std::string& why) {
+    s.err << what << "artifact " << path << ": cannot write " << (fs::path(out) / path).string() << ": " << why
+          << "\n";
+    ++missing;
+    writing = false;
+  };
+  std::ifstream back(spool, std::ios::binary);
+  SpoolSource source(back);
+  run::TarLimits limits;
+  limits.max_members = listed.size() + 1;
+  Status unpacked = run::readTar(
+      source, limits,
+      [&](const run::TarMember& m) {
+        const std::string prefix = id + "/";
+        path = m.name.rfind(prefix, 0) == 0 ? m.name.substr(prefix.size()) : "";
+        writing = plainPath(path) && came.insert(path).second;
+        if (!writing) return Status::success();
+        const fs::path dest = fs::path(out) / path;
+        std::error_code made;
+        fs::create_directories(dest.parent_path(), made);
+        if (made) {
+          local(made.message());
+          return Status::success();
+        }
+        file.open(dest, std::ios::binary | std::ios::trunc);
+        if (!file) local(std::strerror(errno));
+        return Status::success();
+      },
+      [&](std::string_view piece) {
+        if (writing) file.write(piece.data(), static_cast<std::streamsize>(piece.size()));
+        return Status::success();
+      },
+      [&] {
+        if (file.is_open()) file.close();
+        if (!writing) return Status::success();
+        if (!file) local(std::strerror(errno));
+        else ++fetched;
+        writing = false;
+        return Status::success();
+      });
+  if (!unpacked.ok()) {
+    s.err << what << "artifacts: the archive is damaged: " << unpacked.message() << "\n";
+    return kApiError;
+  }
+  // What the record lists and the archive lacks is gone from the lab.
+  for (const auto& name : listed)
+    if (!came.count(name)) {
+      s.err << what << "artifact " << name << ": not in the lab's archive (gone from the lab)\n";
+      ++missing;
+    }
   if (!s.json) {
     s.out << "artifacts: " << fetched << " file(s) in " << out;
     if (missing) s.out << ", " << missing << " could not be fetched";

@@ -8,6 +8,12 @@
 namespace hwfarm {
 
 Status replaceFile(const std::string& path, std::string_view bytes) {
+  if (Status placed = replaceFileUnsynced(path, bytes); !placed.ok()) return placed;
+  std::string dir = path.substr(0, path.find_last_of('/') + 1);
+  return syncFolder(dir.empty() ? "." : dir);
+}
+
+Status replaceFileUnsynced(const std::string& path, std::string_view bytes) {
   const std::string temp = path + ".tmp";
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
   if (fd < 0) return Status::fromErrno("cannot create " + temp, errno);
@@ -26,8 +32,7 @@ Status replaceFile(const std::string& path, std::string_view bytes) {
   int sync_errno = errno;
   if (::close(fd) != 0 || !synced) return Status::fromErrno("cannot sync " + temp, synced ? errno : sync_errno);
   if (::rename(temp.c_str(), path.c_str()) != 0) return Status::fromErrno("cannot rename " + temp + " to " + path, errno);
-  std::string dir = path.substr(0, path.find_last_of('/') + 1);
-  return syncFolder(dir.empty() ? "." : dir);
+  return Status::success();
 }
 
 Status syncFolder(const std::string& dir) {

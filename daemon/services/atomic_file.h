@@ -15,6 +15,12 @@ namespace hwfarm {
 // naming the step and the file when one fails.
 Status replaceFile(const std::string& path, std::string_view bytes);
 
+// replaceFile without the directory's sync: the file's bytes are synced and
+// it is renamed over `path`, but the rename survives a power cut only once
+// the caller has synced the folder (syncFolder), for instance once after a
+// batch of files in it.
+Status replaceFileUnsynced(const std::string& path, std::string_view bytes);
+
 // Syncs folder `dir` (its entries: files renamed or made in it survive a
 // power cut); "cannot sync DIR: why" when it cannot be.
 Status syncFolder(const std::string& dir);

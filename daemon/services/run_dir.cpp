@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cerrno>
 #include <filesystem>
+#include <map>
 
 #include <spdlog/spdlog.h>
 
@@ -62,19 +63,45 @@ Status RunDir::create(const std::string& id) const {
 Status RunDir::write(const std::string& id, const std::vector<run::ArtifactFile>& files,
                      std::vector<std::string>* unwritten) const {
   Status first;
+  auto failed = [&](const std::string& artifact, Status s) {
+    if (unwritten) unwritten->push_back(artifact);
+    if (first.ok()) first = std::move(s);
+  };
+  // Each file is synced and renamed into place; the folders whose entries
+  // changed (each file's, and each folder up to the run's own, which may
+  // have been made for it) are synced once each after the last file.
+  const fs::path run = path(id);
+  std::vector<std::pair<const run::ArtifactFile*, std::vector<std::string>>> placed;
+  std::map<std::string, Status> folders;
   for (const auto& f : files) {
-    Status s;
-    std::string file = path(id) + "/" + f.path;
+    const std::string file = run.string() + "/" + f.path;
+    const fs::path parent = fs::path(file).parent_path();
     std::error_code ec;
-    fs::create_directories(fs::path(file).parent_path(), ec);
-    if (ec) s = Status::infrastructure(Code::io_error, "cannot create " + fs::path(file).parent_path().string() +
-                                                           ": " + ec.message());
-    else if (Status room = roomFor(path(id), f.bytes.size(), reserve_); !room.ok())
+    fs::create_directories(parent, ec);
+    Status s;
+    if (ec) s = Status::infrastructure(Code::io_error, "cannot create " + parent.string() + ": " + ec.message());
+    else if (Status room = roomFor(run.string(), f.bytes.size(), reserve_); !room.ok())
       s = Status::infrastructure(Code::no_space, "no room for " + file + ": " + room.message());
-    else s = replaceFile(file, f.bytes);
-    if (!s.ok() && unwritten) unwritten->push_back(f.path);
-    if (!s.ok() && first.ok()) first = std::move(s);
+    else s = replaceFileUnsynced(file, f.bytes);
+    if (!s.ok()) {
+      failed(f.path, std::move(s));
+      continue;
+    }
+    std::vector<std::string> under;
+    for (fs::path dir = parent; dir.native().size() >= run.native().size(); dir = dir.parent_path()) {
+      under.push_back(dir.string());
+      folders.emplace(dir.string(), Status::success());
+      if (dir == run) break;
+    }
+    placed.emplace_back(&f, std::move(under));
   }
+  for (auto& [folder, synced] : folders) synced = syncFolder(folder);
+  for (const auto& [f, under] : placed)
+    for (const auto& folder : under)
+      if (const Status& synced = folders.at(folder); !synced.ok()) {
+        failed(f->path, synced);
+        break;
+      }
   return first;
 }
 

@@ -43,12 +43,14 @@ class RunDir {
 
   // Creates the run's directory (and runs/).
   Status create(const std::string& id) const;
-  // Writes each file into the run's directory, each one atomically
-  // (replaceFile: file and directory synced), creating its folders, unless
-  // it would leave less than the reserve free (roomFor, disk_room.h: a
-  // Code::no_space failure naming the file). Every file is tried, so the
-  // small ones that fit are written; the first failure is returned, and
-  // the paths not written are added to `unwritten` when given.
+  // Writes each file into the run's directory, each one atomically (synced
+  // and renamed into place), creating its folders, then syncs each folder
+  // that changed once, up to the run's own: every file written is durable
+  // when it returns. A file that would leave less than the reserve free is
+  // not written (roomFor, disk_room.h: a Code::no_space failure naming the
+  // file). Every file is tried, so the small ones that fit are written; the
+  // first failure is returned, and the paths not written (or whose folder
+  // could not be synced) are added to `unwritten` when given.
   Status write(const std::string& id, const std::vector<run::ArtifactFile>& files,
                std::vector<std::string>* unwritten = nullptr) const;
   // The run's artifacts: its plain regular files, as relative paths, sorted.
