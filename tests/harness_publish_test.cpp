@@ -21,6 +21,7 @@
 using namespace hwfarm::test;
 namespace json = boost::json;
 namespace fs = std::filesystem;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -285,6 +286,17 @@ TEST_CASE("results publish: the lab's error alone ends error and counts for the 
   after_lab = slaRatio(d);
   CHECK(after_lab.first == before.first + 3);
 
+  // The SLA saves a run's outcome off the loop, moments after the answer:
+  // the kill comes once sla.json holds all three.
+  bool saved = false;
+  for (int i = 0; i < 1000 && !saved; ++i) {
+    boost::system::error_code ec;
+    json::value file = json::parse(readFile(dir.file("state/sla.json")), ec);
+    saved = !ec && file.is_object() && file.as_object().contains("runs") &&
+            static_cast<int64_t>(file.at("runs").as_array().size()) == after_lab.first;
+    if (!saved) std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(saved);
   d.killAndRestart();
   json::object again = parsed(d.get("/v1/runs/" + run_id)).as_object();
   CHECK(again.at("state") == "error");

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "daemon/api/routes.h"
@@ -639,8 +640,8 @@ struct TarStream {
     if (fd >= 0) ::close(fd);
   }
 
-  // The next file's header, or false when there is none left.
-  bool openNext() {
+  // The next file's header, or nothing when there is none left.
+  std::optional<std::string> openNext() {
     while (next < paths.size()) {
       const std::string& path = paths[next++];
       Result<RunDir::Opened> opened = dir.open(id, path);
@@ -653,28 +654,38 @@ struct TarStream {
       fd = opened->fd;
       left = opened->size;
       padding = run::tarPadding(left);
-      return sink->write(std::move(header));
+      return header;
     }
-    return false;
+    return std::nullopt;
   }
 
-  // Writes pieces until kFileQueueBytes wait unsent, then waits for the drain.
+  // Writes until kFileQueueBytes wait unsent, then waits for the drain;
+  // headers and small files go out together, a write of up to kFilePiece.
   void pump() {
-    while (!over && sink->queued() < kFileQueueBytes) {
+    std::string batch;
+    auto flush = [&] {
+      if (!batch.empty() && !sink->write(std::exchange(batch, {}))) over = true;
+    };
+    while (!over && sink->queued() + batch.size() < kFileQueueBytes) {
       if (fd < 0) {
-        if (openNext()) continue;
+        if (std::optional<std::string> header = openNext()) {
+          batch += *header;
+          continue;
+        }
         over = true;
-        sink->write(run::tarEnd());
+        batch += run::tarEnd();
+        flush();
         return sink->end();
       }
       // (a file cut short since its header reads as zeros: the archive stays whole)
-      std::string piece = readPiece(fd, &left);
+      batch += readPiece(fd, &left);
       if (left == 0) {
-        piece.append(padding, '\0');
+        batch.append(padding, '\0');
         ::close(std::exchange(fd, -1));
       }
-      if (!piece.empty() && !sink->write(std::move(piece))) over = true;
+      if (batch.size() >= kFilePiece) flush();
     }
+    flush();
   }
 };
 

@@ -34,6 +34,8 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 namespace {
 
 constexpr const char* kUrlForms = "expected http://HOST:PORT, https://HOST[:PORT] or unix:/PATH";
+// What one read takes from a connection at most.
+constexpr size_t kReadBytes = 64 * 1024;
 
 } // namespace
 
@@ -195,9 +197,11 @@ struct Target {
 // A connection to hwfarmd over a unix socket, TCP or TLS, behind one type:
 // the HTTP exchanges below are compiled once, not once per kind of stream
 // (Beast's coroutines over a TLS stream alone took most of this file's
-// compile time). An asynchronous read or write stream for Beast: each
-// operation reads or writes the first non-empty buffer of its sequence,
-// which a read_some/write_some may.
+// compile time). An asynchronous read or write stream for Beast: a read
+// fills the first non-empty buffer of its sequence, which a read_some may;
+// a write sends the first non-empty buffer, or, when that is small (a
+// request's header is a buffer per field), the sequence's first bytes
+// gathered into one: a request takes one system call, not one per field.
 class Connection {
 public:
   using executor_type = asio::any_io_executor;
@@ -223,10 +227,24 @@ public:
   auto async_write_some(const Buffers& buffers, Token&& token) {
     return asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
         [this](auto handler, asio::const_buffer b) { writeSome(b, shared(std::move(handler))); }, token,
-        first<asio::const_buffer>(buffers));
+        gathered(buffers));
   }
 
 private:
+  static constexpr size_t kGather = 16 * 1024;
+  // The first non-empty buffer when it is large, else the sequence's first
+  // bytes (up to kGather) copied into gather_, which stays untouched until
+  // the write completes (one write at a time on a connection).
+  template <class Buffers>
+  asio::const_buffer gathered(const Buffers& buffers) {
+    asio::const_buffer head = first<asio::const_buffer>(buffers);
+    if (head.size() >= kGather / 4) return head;
+    gather_.resize(kGather);
+    size_t n = asio::buffer_copy(asio::buffer(gather_), buffers);
+    return asio::const_buffer(gather_.data(), n);
+  }
+  std::vector<char> gather_;
+
   template <class Buffer, class Buffers>
   static Buffer first(const Buffers& buffers) {
     for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers); ++it)
@@ -284,6 +302,7 @@ asio::awaitable<HttpResult> exchange(Connection& stream, Target t, std::string m
   request.body() = body;
   request.prepare_payload();
   beast::flat_buffer buffer;
+  buffer.reserve(kReadBytes); // else each read takes 512 bytes
   // An upload asks first (Expect: 100-continue): a refusal (401, 413, ...)
   // then comes before the body is sent, not as a reset in the middle of it.
   bool ask = content_type == "application/octet-stream";
@@ -398,12 +417,13 @@ asio::awaitable<HttpResult> streamExchange(Connection& stream, Target t, std::st
   if (!token.empty()) request.set(http::field::authorization, "Bearer " + token);
   co_await http::async_write(stream, request, asio::use_awaitable);
   beast::flat_buffer buffer;
+  buffer.reserve(kReadBytes); // else each read takes 512 bytes
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(boost::none);
   co_await http::async_read_header(stream, buffer, parser, asio::use_awaitable);
   std::string error_body;
   while (!parser.is_done()) {
-    char chunk[8192];
+    char chunk[kReadBytes];
     parser.get().body().data = chunk;
     parser.get().body().size = sizeof chunk;
     // read_some, not read: a console prints a line at a time, and each must
