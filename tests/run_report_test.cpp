@@ -409,3 +409,21 @@ TEST_CASE("an ignored output is not compared, and one the target lacks is not mi
   CHECK(r.outcome == Outcome::pass);
   CHECK(caseOf(r, "square")->outputs.empty());
 }
+
+TEST_CASE("a simulator's own end: a lockup or a reset is the firmware's with its evidence, anything else stays as it was") {
+  Evidence by_exit;
+  by_exit.exit_code = 0;
+  Status lockup = run::simulatorEnd(Status::infrastructure(Code::unavailable, "QEMU exited"),
+                                    "Lockup: CPU is locked up", false, by_exit);
+  CHECK(lockup.failureClass() == FailureClass::test);
+  CHECK(lockup.message() == "the firmware locked up the CPU (QEMU: Lockup: CPU is locked up)");
+  CHECK(lockup.evidence().exit_code == 0);
+  Status reset = run::simulatorEnd(Status::infrastructure(Code::unavailable, "QEMU exited"), "", true, by_exit);
+  CHECK(reset.failureClass() == FailureClass::test);
+  CHECK(reset.message() == "the firmware reset the simulator before its END record");
+  Status crashed = run::simulatorEnd(Status::infrastructure(Code::unavailable, "QEMU was killed by signal 9"), "",
+                                     false, by_exit);
+  CHECK(crashed.isInfrastructure());
+  CHECK(crashed.message() == "QEMU was killed by signal 9");
+  CHECK(run::simulatorEnd(Status::success(), "", false, {}).ok());
+}

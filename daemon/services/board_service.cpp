@@ -359,16 +359,15 @@ struct BoardService::Impl {
     asio::post(strandOf(name), [this, b, name, reason, lease_id, told = std::move(told)] {
       drivers::ProcessEnd end = b->processEnd(std::chrono::seconds(5));
       asio::post(io, [this, name, reason, lease_id, told, end = std::move(end)] {
-        Status firmware = end.crashed; // the lab's: crashed, or killed from outside
         if (!end.crashed.ok()) spdlog::warn("board {}: {}", name, end.crashed.message());
-        if (!end.lockup.empty()) firmware = run::lockupFailure(end.lockup, end.evidence);
         if (end.reset) {
           spdlog::info("board {}: the simulator was reset by its firmware", name);
           if (auto c = consoles.find(name); c != consoles.end() && c->second.log && c->second.lease_id == lease_id)
             c->second.log->note("the firmware reset the simulator");
-          firmware = run::resetFailure(end.evidence); // (a failure only before END: the run knows)
         }
-        tellWatchers(name, [&](const Watcher& w) { w.closed(reason, firmware); }, &told);
+        // (a reset is a failure only before END: the run knows)
+        Status ended = run::simulatorEnd(end.crashed, end.lockup, end.reset, end.evidence);
+        tellWatchers(name, [&](const Watcher& w) { w.closed(reason, ended); }, &told);
       });
     });
   }

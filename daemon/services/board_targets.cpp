@@ -47,12 +47,8 @@ SimulatorResult resultOf(Result<drivers::SimulatorRun> ran) {
     Evidence evidence;
     if (ran->qemu_signal) evidence.signal = ran->qemu_signal;
     else evidence.exit_code = ran->qemu_exit;
-    if (!ran->guest_lockup.empty()) // the firmware's: a real core locks up the same way
-      r.status = run::lockupFailure(ran->guest_lockup, std::move(evidence));
-    else if (ran->guest_reset) // the firmware's: it reset the core
-      r.status = run::resetFailure(std::move(evidence));
-    else
-      r.status = Status::infrastructure(Code::unavailable, ran->qemu_end, std::move(evidence));
+    r.status = run::simulatorEnd(Status::infrastructure(Code::unavailable, ran->qemu_end, evidence),
+                                 ran->guest_lockup, ran->guest_reset, evidence);
   }
   return r;
 }
@@ -167,7 +163,6 @@ std::function<void()> BoardTargets::watch(const std::string& board, std::functio
                                           ConsoleClosed on_closed) {
   return impl_->boards.watchConsole(board, std::move(on_line), std::move(on_closed));
 }
-
 
 void BoardTargets::release(const std::string& lease_id, const std::string& board) {
   impl_->boards.boardLeftLease(lease_id, board);

@@ -276,6 +276,12 @@ void Plan::drain(size_t i, Now now, Steps& out) {
   out.commands.push_back(ArmDeadline{i, *w.drain_until});
 }
 
+// How a console that closed before END reads, ahead of why it closed.
+std::string Plan::closedBeforeEnd(const Work& w) {
+  return w.console.empty() ? "the console closed before any output: "
+                           : "the console closed mid-run (BEGIN but no END): ";
+}
+
 void Plan::on(const ConsoleClosed& e, Now now, Steps& out) {
   Work& w = work_.at(e.attempt);
   if (!w.boot || !w.boot->running() || record_.attempts[e.attempt].phase != Phase::running) return;
@@ -290,11 +296,7 @@ void Plan::on(const ConsoleClosed& e, Now now, Steps& out) {
   }
   if (!e.end.ok() && w.result.status.ok())
     w.result.status = e.end.isInfrastructure()
-                          ? Status::infrastructure(e.end.code(),
-                                                   (w.console.empty() ? "the console closed before any output: "
-                                                                      : "the console closed mid-run (BEGIN but no END): ") +
-                                                       e.end.message(),
-                                                   e.end.evidence())
+                          ? Status::infrastructure(e.end.code(), closedBeforeEnd(w) + e.end.message(), e.end.evidence())
                           : e.end;
   endBoardRun(e.attempt, e.reason, now, out);
 }
@@ -317,9 +319,7 @@ void Plan::endBoardRun(size_t i, const std::string& closed, Now now, Steps& out)
   // A board's console closing before END is the lab's (a USB hub reset, the
   // board unplugged): the firmware cannot close it. Retried.
   if (!closed.empty() && !w.parser.ended() && w.result.status.ok())
-    w.result.status = Status::infrastructure(
-        Code::unavailable, (w.console.empty() ? "the console closed before any output: "
-                                              : "the console closed mid-run (BEGIN but no END): ") + closed);
+    w.result.status = Status::infrastructure(Code::unavailable, closedBeforeEnd(w) + closed);
   w.result.seconds = secondsSince(w.started, now);
   bool timed_out = w.result.timed_out;
   attemptDone(i, now, out);

@@ -311,6 +311,7 @@ class Plan {
   // A board attempt's console run is over: END, its deadline, its console
   // closed (`closed`), or a failed step.
   void endBoardRun(size_t i, const std::string& closed, Now now, Steps& out);
+  static std::string closedBeforeEnd(const Work& w);
   // A board attempt's END arrived: its console is read for the drain window.
   void drain(size_t i, Now now, Steps& out);
   // A board attempt that never ran (its flash failed, or the run was

@@ -91,6 +91,12 @@ Status resetFailure(Evidence evidence) {
   return Status::testFailure("the firmware reset the simulator before its END record", std::move(evidence));
 }
 
+Status simulatorEnd(Status otherwise, const std::string& lockup, bool reset, Evidence evidence) {
+  if (!lockup.empty()) return lockupFailure(lockup, std::move(evidence)); // a real core locks up the same way
+  if (reset) return resetFailure(std::move(evidence));                   // it reset the core
+  return otherwise;
+}
+
 std::string_view outcomeName(Outcome o) {
   switch (o) {
     case Outcome::pass: return "pass";

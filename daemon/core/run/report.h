@@ -57,6 +57,10 @@ Status lockupFailure(const std::string& said, Evidence evidence = {});
 // or the reference) before its END record: simulators run with -no-reboot,
 // so the reset stopped it mid-run.
 Status resetFailure(Evidence evidence = {});
+// How a simulator that ended on its own reads: a lockup (`lockup`, what QEMU
+// said) or a reset (`reset`) is the firmware's, with `evidence`; else
+// `otherwise` (the lab's when QEMU crashed or was killed, or a success).
+Status simulatorEnd(Status otherwise, const std::string& lockup, bool reset, Evidence evidence);
 
 struct OutputResult {
   std::string key; // "<case>.<output>"
