@@ -221,7 +221,7 @@ std::vector<std::string> inheritableDescriptors(pid_t pid) {
 
 } // namespace
 
-TEST_CASE("issue 9: hwfarmd's children inherit none of its descriptors") {
+TEST_CASE("hwfarmd's children inherit none of its descriptors") {
   TempDir dir;
   const std::string list_fds = R"x(["/bin/sh", "-c", "echo fds $(ls /proc/self/fd)"])x";
   std::string qemu = script(dir, "qemu-fds", "echo fds $(ls /proc/self/fd) >&2\nexec qemu-system-arm \"$@\"\n");
@@ -268,7 +268,7 @@ TEST_CASE("issue 9: hwfarmd's children inherit none of its descriptors") {
   REQUIRE(readFile(dir.file("state/consoles/" + tool_lease + "/power__tool-1.txt")) == "fds 0 1 2 3\n");
 }
 
-TEST_CASE("issue 9: the event loop answers while a simulated board powers on slowly") {
+TEST_CASE("the event loop answers while a simulated board powers on slowly") {
   TempDir dir;
   std::string sock_dir = dir.file("state/boards/sim-0/sock");
   // Given a simulator that takes until the test says so to start,
@@ -311,7 +311,7 @@ TEST_CASE("issue 9: the event loop answers while a simulated board powers on slo
   REQUIRE(waitForText(dir.file("state/consoles/" + id + "/sim-0.log"), "HWFARM END status=0", 10s));
 }
 
-TEST_CASE("issue 9: two slow flashes do not hold up a third board") {
+TEST_CASE("two slow flashes do not hold up a third board") {
   TempDir dir;
   // Given two boards whose flashers run until the test releases them, and a
   // third with a quick flasher and power switch,
@@ -423,7 +423,7 @@ TEST_CASE("a failing flasher answers with its failure class, exit status, output
   REQUIRE(body.at("log").as_string() == dir.file("state/consoles/" + id + "/flash__tool-1.txt"));
 }
 
-TEST_CASE("issue 9: a flasher orphaned by kill -9 does not keep hwfarmd's port") {
+TEST_CASE("a flasher orphaned by kill -9 does not keep hwfarmd's port") {
   TempDir dir;
   // A fixed port, so that the restarted daemon binds the same one.
   int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -474,7 +474,7 @@ TEST_CASE("issue 9: a flasher orphaned by kill -9 does not keep hwfarmd's port")
   REQUIRE(d.get("/v1/healthz").status == 200);
 }
 
-TEST_CASE("issue 9: a firmware that locks up in a semihosting call leaves the board reusable") {
+TEST_CASE("a firmware that locks up in a semihosting call leaves the board reusable") {
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1, kFirmwareRoot));
   // Given a firmware that ends with the old semihosting exit, which is now a
@@ -623,27 +623,27 @@ void requireNothingLeft(Phase phase) {
 
 } // namespace
 
-TEST_CASE("issue 21: hwfarmd killed while its simulator starts leaves nothing running") {
+TEST_CASE("hwfarmd killed while its simulator starts leaves nothing running") {
   requireNothingLeft(Phase::sim_starting);
 }
 
-TEST_CASE("issue 21: hwfarmd killed while its simulator waits for its console leaves nothing running") {
+TEST_CASE("hwfarmd killed while its simulator waits for its console leaves nothing running") {
   requireNothingLeft(Phase::sim_waiting);
 }
 
-TEST_CASE("issue 21: hwfarmd killed while its simulator runs firmware leaves nothing running") {
+TEST_CASE("hwfarmd killed while its simulator runs firmware leaves nothing running") {
   requireNothingLeft(Phase::sim_running);
 }
 
-TEST_CASE("issue 21: hwfarmd killed after its simulator's firmware ended leaves nothing running") {
+TEST_CASE("hwfarmd killed after its simulator's firmware ended leaves nothing running") {
   requireNothingLeft(Phase::sim_ended);
 }
 
-TEST_CASE("issue 21: hwfarmd killed during a flash leaves no flasher running, nor its children") {
+TEST_CASE("hwfarmd killed during a flash leaves no flasher running, nor its children") {
   requireNothingLeft(Phase::flashing);
 }
 
-TEST_CASE("issue 21: a restarted hwfarmd stops the simulator and the flasher its predecessor left, naming them") {
+TEST_CASE("a restarted hwfarmd stops the simulator and the flasher its predecessor left, naming them") {
   TempDir dir;
   RunningDaemon d(dir, lifetimeFleet(dir));
   std::vector<std::string> leases;

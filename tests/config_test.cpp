@@ -120,7 +120,7 @@ TEST_CASE("a TOML syntax error names its position") {
   REQUIRE_THAT(errors[0], Catch::StartsWith("fleet.toml:3:8: TOML syntax error: "));
 }
 
-TEST_CASE("the usb.vendor example from the issue") {
+TEST_CASE("a usb.vendor of five hex digits is refused at its line and column") {
   auto errors = errorsOf(kAgent +
                          "[[worker]]\n"
                          "name = \"w1\"\n"
@@ -532,7 +532,7 @@ TEST_CASE("runs: the memory one run holds of results not written yet, 512 MiB by
                                    "1099511627776, got 1048576"});
 }
 
-TEST_CASE("issue 9 item 3: limits.max_image_bytes and agent.image_roots") {
+TEST_CASE("limits.max_image_bytes and agent.image_roots") {
   // Defaults: 64 MiB uploads, no server-side image paths.
   const std::string worker = "[[worker]]\nname = \"w\"\n" + usbBoard("a", "S");
   LoadResult plain = parseFleetConfig(kAgent + worker, "fleet.toml");
@@ -570,7 +570,7 @@ TEST_CASE("limits.max_console_streams defaults to 8 per lease and is bounded") {
 
 // Issue 9, item 13: console logs get quotas and leave a reserve for the
 // database.
-TEST_CASE("issue 9: console log quotas and the disk reserve have defaults and bounds") {
+TEST_CASE("console log quotas and the disk reserve have defaults and bounds") {
   LoadResult ok = parseFleetConfig(kAgent + "[[worker]]\nname = \"w\"\n", "fleet.toml");
   REQUIRE(ok.ok());
   CHECK(ok.config->limits.console_log_bytes_per_lease == 64 * 1024 * 1024);
@@ -601,7 +601,7 @@ TEST_CASE("issue 9: console log quotas and the disk reserve have defaults and bo
 
 // Issue 9, item 11: a 40,000-part dotted key overflowed toml++'s stack
 // (rc 139). Such shapes are refused before toml++ sees them, with a position.
-TEST_CASE("issue 9: a deep dotted key or deep nesting is refused with its position before toml++ parses it") {
+TEST_CASE("a deep dotted key or deep nesting is refused with its position before toml++ parses it") {
   std::string deep;
   for (int i = 0; i < 40000; ++i) deep += i ? ".a" : "a";
   REQUIRE(errorsOf(kAgent + deep + " = 1\n") ==
@@ -626,7 +626,7 @@ TEST_CASE("issue 9: a deep dotted key or deep nesting is refused with its positi
   REQUIRE(tokens.errors[0].format() == "tokens.toml:1:1: dotted key has more than 32 parts (the limit)");
 }
 
-TEST_CASE("issue 9: keys of 32 parts and dots inside strings and comments are not refused") {
+TEST_CASE("keys of 32 parts and dots inside strings and comments are not refused") {
   std::string key32;
   for (int i = 0; i < 32; ++i) key32 += i ? ".a" : "a";
   // 32 parts reach toml++ (and the schema, which does not know the key).
@@ -645,7 +645,7 @@ TEST_CASE("issue 9: keys of 32 parts and dots inside strings and comments are no
 }
 
 // Issue 9, item 10: a 20 MB value was echoed whole into the log and /v1/healthz.
-TEST_CASE("issue 9: a long or unprintable value is echoed escaped and cut at 128 bytes with its length") {
+TEST_CASE("a long or unprintable value is echoed escaped and cut at 128 bytes with its length") {
   std::string long_name(1000000, 'n');
   auto errors = errorsOf("[agent]\nname = \"" + long_name + "\"\ntier = 2\n[[worker]]\nname = \"w\"\n");
   REQUIRE(errors.size() == 1);
@@ -661,7 +661,7 @@ TEST_CASE("issue 9: a long or unprintable value is echoed escaped and cut at 128
                                              "\xe2\x80\xa6 (5000 bytes): unknown key"});
 }
 
-TEST_CASE("issue 9: echo keeps valid UTF-8 whole and escapes invalid bytes") {
+TEST_CASE("echo keeps valid UTF-8 whole and escapes invalid bytes") {
   using hwfarm::config::echo;
   using hwfarm::config::quoteForMessage;
   REQUIRE(echo("caf\xc3\xa9 \xe2\x9c\x93") == "caf\xc3\xa9 \xe2\x9c\x93");
@@ -680,7 +680,7 @@ TEST_CASE("issue 9: echo keeps valid UTF-8 whole and escapes invalid bytes") {
   REQUIRE(hwfarm::config::findControlCharacter("tab-free caf\xc3\xa9") == std::string_view::npos);
 }
 
-TEST_CASE("issue 9: at most 100 errors are reported per file and the rest are counted") {
+TEST_CASE("at most 100 errors are reported per file and the rest are counted") {
   std::string text = kAgent + "[[worker]]\nname = \"w\"\n";
   for (int i = 0; i < 150; ++i) text += "unknown" + std::to_string(i) + " = 1\n";
   auto errors = errorsOf(text);
@@ -691,7 +691,7 @@ TEST_CASE("issue 9: at most 100 errors are reported per file and the rest are co
 
 // Issue 9, item 4: a group- or world-writable tokens file passed, so a local
 // user could add an operator token for the next SIGHUP to load.
-TEST_CASE("issue 9: a tokens file open to group or others, a symlink or another owner's file is refused") {
+TEST_CASE("a tokens file open to group or others, a symlink or another owner's file is refused") {
   hwfarm::test::TempDir dir;
   std::string text = "[[token]]\nname = \"ci\"\nrole = \"operator\"\nsha256 = \"" + std::string(64, 'a') + "\"\n";
   std::string path = dir.write("tokens.toml", text);
@@ -736,7 +736,7 @@ TEST_CASE("issue 9: a tokens file open to group or others, a symlink or another 
 }
 
 // Issue 9, item 10: no file is read without a bound.
-TEST_CASE("issue 9: an oversized config or tokens file is refused without reading it all") {
+TEST_CASE("an oversized config or tokens file is refused without reading it all") {
   hwfarm::test::TempDir dir;
   std::string big = dir.write("big.toml", std::string(hwfarm::config::kMaxConfigBytes + 1, '#'));
   auto config = hwfarm::config::loadFleetConfigFile(big);
@@ -756,7 +756,7 @@ TEST_CASE("issue 9: an oversized config or tokens file is refused without readin
   REQUIRE(read.errors.at(0).message == "agent: required key is missing"); // parsed, not refused
 }
 
-TEST_CASE("issue 9: a TOML syntax error quoting the file is escaped and bounded") {
+TEST_CASE("a TOML syntax error quoting the file is escaped and bounded") {
   std::string key(100000, 'k');
   auto errors = errorsOf("\"" + key + "\" = 1\n\"" + key + "\" = 2\n");
   REQUIRE(errors.size() == 1);

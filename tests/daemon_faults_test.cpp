@@ -22,7 +22,7 @@ using namespace std::chrono_literals;
 
 // Issue 9, item 14: the answer to maintenance/resume looked the board up
 // after the commit; a reload in between had removed it (a null board).
-TEST_CASE("issue 9: maintenance and resume answer after a reload removed their board") {
+TEST_CASE("maintenance and resume answer after a reload removed their board") {
   test::TempDir dir;
   test::InProcess d(test::simulatedFleet(dir, 2));
   auto action = [&](const std::string& what) {
@@ -57,7 +57,7 @@ TEST_CASE("issue 9: maintenance and resume answer after a reload removed their b
 // Issue 9, item 14: a console line read before its lease ended but handed
 // out after it reached BoardService's line handler, which did
 // consoles[name] on the erased console: a null log.
-TEST_CASE("issue 9: a console line that arrives as its lease ends is dropped, not a crash") {
+TEST_CASE("a console line that arrives as its lease ends is dropped, not a crash") {
   test::TempDir dir;
   int master = -1, slave = -1;
   char name[256];

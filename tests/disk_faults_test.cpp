@@ -122,7 +122,7 @@ uint64_t sizeOf(const std::string& path) {
 
 } // namespace
 
-TEST_CASE("issue 9: a console flood stops at the per-lease and total quotas, logged once, and leases go on") {
+TEST_CASE("a console flood stops at the per-lease and total quotas, logged once, and leases go on") {
   TempDir dir;
   SmallDisk disk(dir.file("state"), "8m");
   Process board = plugIn(dir);
@@ -174,7 +174,7 @@ TEST_CASE("issue 9: a console flood stops at the per-lease and total quotas, log
   CHECK(d.log().find("cannot commit") == std::string::npos);
 }
 
-TEST_CASE("issue 9: a console flood leaves the disk's reserve to the database, which keeps working") {
+TEST_CASE("a console flood leaves the disk's reserve to the database, which keeps working") {
   TempDir dir;
   SmallDisk disk(dir.file("state"), "4m");
   Process board = plugIn(dir);
@@ -201,7 +201,7 @@ TEST_CASE("issue 9: a console flood leaves the disk's reserve to the database, w
   CHECK(d.log().find("disk is full") == std::string::npos);
 }
 
-TEST_CASE("issue 9: an unusable lease or board directory fails the request with its path, not the daemon") {
+TEST_CASE("an unusable lease or board directory fails the request with its path, not the daemon") {
   TempDir dir;
   Process board = plugIn(dir);
   RunningDaemon d(dir, fakeFleet(dir, dir.file("state")));
@@ -261,7 +261,7 @@ std::string failedStart(const TempDir& dir, const std::string& config, const std
 
 // Issue 9, item 14: return values of chmod, EVP_Digest and
 // libusb_hotplug_register_callback were ignored.
-TEST_CASE("issue 9: a chmod that fails stops start-up, naming its path") {
+TEST_CASE("a chmod that fails stops start-up, naming its path") {
   TempDir dir;
   std::string state = dir.file("state");
   std::string log = failedStart(dir, qemuFleet(state, 1), {{"HWFARM_FAIL_CHMOD", state}});
@@ -275,7 +275,7 @@ TEST_CASE("issue 9: a chmod that fails stops start-up, naming its path") {
         std::string::npos);
 }
 
-TEST_CASE("issue 9: a failed SHA-256 is an error, not an empty hash") {
+TEST_CASE("a failed SHA-256 is an error, not an empty hash") {
   TempDir dir;
   std::string trigger = dir.write("digest-fails", "");
   std::string log = failedStart(dir, qemuFleet(dir.file("state"), 1), {{"HWFARM_FAIL_DIGEST", trigger}});
@@ -283,7 +283,7 @@ TEST_CASE("issue 9: a failed SHA-256 is an error, not an empty hash") {
 }
 
 // Issue 9, item 14: an exception escaping a handler ended the daemon.
-TEST_CASE("issue 9: a handler that throws answers 500, is logged, and the daemon serves on") {
+TEST_CASE("a handler that throws answers 500, is logged, and the daemon serves on") {
   TempDir dir;
   std::string trigger = dir.file("digest-fails");
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1), {{"LD_PRELOAD", FAILSYNC_PATH}, {"HWFARM_FAIL_DIGEST", trigger}});
@@ -300,7 +300,7 @@ TEST_CASE("issue 9: a handler that throws answers 500, is logged, and the daemon
   REQUIRE(d.get("/v1/boards").status == 200);
 }
 
-TEST_CASE("issue 9: USB discovery whose hotplug registration fails says so") {
+TEST_CASE("USB discovery whose hotplug registration fails says so") {
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1), {{"LD_PRELOAD", FAILSYNC_PATH}, {"HWFARM_FAIL_HOTPLUG", "1"}});
   CHECK(d.log().find("USB discovery unavailable (libusb_hotplug_register_callback failed: "

@@ -251,7 +251,7 @@ std::string script(const TempDir& dir, const std::string& name, const std::strin
 
 } // namespace
 
-TEST_CASE("issue 11: a simulator hands the firmware its identity: target or reference") {
+TEST_CASE("a simulator hands the firmware its identity: target or reference") {
   TempDir dir;
   boost::asio::io_context io;
   // Given one image on a simulator run as a target and on one run as the
@@ -277,7 +277,7 @@ TEST_CASE("issue 11: a simulator hands the firmware its identity: target or refe
   }
 }
 
-TEST_CASE("issue 9: firmware cannot reach the host through semihosting") {
+TEST_CASE("firmware cannot reach the host through semihosting") {
   // Given a host directory with a secret (the fixed paths the semihost
   // firmware probes),
   const std::string probe = "/tmp/hwfarm-semihost-probe";
@@ -308,7 +308,7 @@ TEST_CASE("issue 9: firmware cannot reach the host through semihosting") {
   REQUIRE(runToEnd(board, io, dir.file("console2.txt")).find("] HWFARM END status=0\n") != std::string::npos);
 }
 
-TEST_CASE("issue 9: QEMU sees only its image and its socket directory, and no descriptor of its parent") {
+TEST_CASE("QEMU sees only its image and its socket directory, and no descriptor of its parent") {
   TempDir dir;
   boost::asio::io_context io;
   std::string outside = dir.write("hwfarm.db", "a database next to the board's work dir\n");
@@ -348,7 +348,7 @@ TEST_CASE("issue 9: QEMU sees only its image and its socket directory, and no de
   REQUIRE(seen.find("fds 0 1 2 3\n") != std::string::npos);
 }
 
-TEST_CASE("issue 9: QEMU does not run when its sandbox cannot be set up") {
+TEST_CASE("QEMU does not run when its sandbox cannot be set up") {
   TempDir dir;
   hwfarm::config::QemuConfig c = machine();
   c.binary = script(dir, "qemu-marks", "touch " + dir.file("qemu-ran") + "\nexec qemu-system-arm \"$@\"\n");
@@ -383,7 +383,7 @@ TEST_CASE("issue 9: QEMU does not run when its sandbox cannot be set up") {
   REQUIRE_FALSE(std::filesystem::exists(dir.file("qemu-ran")));
 }
 
-TEST_CASE("issue 9: where no private /proc can be mounted, QEMU runs confined without one") {
+TEST_CASE("where no private /proc can be mounted, QEMU runs confined without one") {
   TempDir dir;
   // Given a bubblewrap that cannot mount a /proc (as in a service whose /proc
   // has read-only overmounts: systemd's ProtectKernelTunables=),
@@ -486,7 +486,7 @@ void requireSameOutput(const run::ParseResult& a, const run::ParseResult& b, con
 
 } // namespace
 
-TEST_CASE("issue 11: the pass firmware's values round-trip exactly and agree with the reference") {
+TEST_CASE("the pass firmware's values round-trip exactly and agree with the reference") {
   TempDir dir;
   VariantRun t = runVariant(dir, "pass", SimRole::target), r = runVariant(dir, "pass", SimRole::reference);
   for (const VariantRun* v : {&t, &r}) {
@@ -509,7 +509,7 @@ TEST_CASE("issue 11: the pass firmware's values round-trip exactly and agree wit
   for (const char* key : {"square", "ramp", "precision"}) requireSameOutput(t.result, r.result, key, "y");
 }
 
-TEST_CASE("issue 11: slight and bad differ from the reference only as a target: PCC about 0.995 and 0.5") {
+TEST_CASE("slight and bad differ from the reference only as a target: PCC about 0.995 and 0.5") {
   TempDir dir;
   struct Expected {
     const char* variant;
@@ -541,7 +541,7 @@ TEST_CASE("issue 11: slight and bad differ from the reference only as a target: 
   }
 }
 
-TEST_CASE("issue 11: the fail firmware fails one case, and garbage around a run changes nothing") {
+TEST_CASE("the fail firmware fails one case, and garbage around a run changes nothing") {
   TempDir dir;
   VariantRun pass = runVariant(dir, "pass", SimRole::target);
   VariantRun fail = runVariant(dir, "fail", SimRole::target);
@@ -565,7 +565,7 @@ TEST_CASE("issue 11: the fail firmware fails one case, and garbage around a run 
   for (const char* key : {"square", "ramp", "precision"}) requireSameOutput(garbage.result, pass.result, key, "y");
 }
 
-TEST_CASE("issue 11: the hang firmware begins and never ends") {
+TEST_CASE("the hang firmware begins and never ends") {
   TempDir dir;
   VariantRun hang = runVariant(dir, "hang", SimRole::target, 1500ms);
   REQUIRE_FALSE(hang.capture.ended);
@@ -576,7 +576,7 @@ TEST_CASE("issue 11: the hang firmware begins and never ends") {
   REQUIRE(hang.result.problems.empty());
 }
 
-TEST_CASE("issue 11: crcok's records all carry a correct CRC-32, crc's have exactly one corrupt record") {
+TEST_CASE("crcok's records all carry a correct CRC-32, crc's have exactly one corrupt record") {
   TempDir dir;
   VariantRun ok = runVariant(dir, "crcok", SimRole::target), bad = runVariant(dir, "crc", SimRole::target);
   // Given every record with its suffix (BEGIN, 3 TEST, 3 OUTPUT, END),
@@ -606,7 +606,7 @@ TEST_CASE("issue 11: crcok's records all carry a correct CRC-32, crc's have exac
   requireSameOutput(bad.result, ok.result, "precision", "y");
 }
 
-TEST_CASE("issue 11: the large firmware's output arrives in 10 pieces and reassembles to 1000 exact values") {
+TEST_CASE("the large firmware's output arrives in 10 pieces and reassembles to 1000 exact values") {
   TempDir dir;
   VariantRun t = runVariant(dir, "large", SimRole::target), r = runVariant(dir, "large", SimRole::reference);
   std::vector<float> expected;
@@ -788,7 +788,7 @@ TEST_CASE("a control byte before END and a record after 64 KiB of junk read the 
   REQUIRE(junk.result.cases.size() == 3);
 }
 
-TEST_CASE("issue 19: a simulated board whose QEMU dies mid-run reports the signal, not its sandbox's status") {
+TEST_CASE("a simulated board whose QEMU dies mid-run reports the signal, not its sandbox's status") {
   auto [sig, said] = GENERATE(table<int, std::string>({{SIGKILL, "QEMU was killed by signal 9 (Killed)"},
                                                        {SIGABRT, "QEMU was killed by signal 6 (Aborted)"},
                                                        {SIGSEGV, "QEMU was killed by signal 11 (Segmentation fault)"}}));
@@ -815,7 +815,7 @@ TEST_CASE("issue 19: a simulated board whose QEMU dies mid-run reports the signa
   CHECK_FALSE(board.running());
 }
 
-TEST_CASE("issue 19: a sandbox killed from outside is told apart from QEMU's own end, and takes QEMU with it") {
+TEST_CASE("a sandbox killed from outside is told apart from QEMU's own end, and takes QEMU with it") {
   TempDir dir;
   QemuBoard board("sim", machine(), dir.file("qemu"));
   int fd = bootHang(board);
@@ -833,7 +833,7 @@ TEST_CASE("issue 19: a sandbox killed from outside is told apart from QEMU's own
   CHECK(qemuPid(dir.path()) == 0);
 }
 
-TEST_CASE("issue 19: the reference simulator reports how QEMU ended when it dies mid-run") {
+TEST_CASE("the reference simulator reports how QEMU ended when it dies mid-run") {
   auto [wrapped, sig, said] =
       GENERATE(table<bool, int, std::string>({{false, SIGKILL, "the simulator was killed by signal 9 (Killed)"},
                                               {false, SIGABRT, "the simulator was killed by signal 6 (Aborted)"},

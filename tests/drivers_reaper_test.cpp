@@ -107,26 +107,26 @@ void requireNoneLeft(const std::string& phase, const std::string& variant, size_
 
 } // namespace
 
-TEST_CASE("issue 21: a tool started from an ended thread, through a shell, runs on and dies with its parent") {
+TEST_CASE("a tool started from an ended thread, through a shell, runs on and dies with its parent") {
   // The tool and its three children: in the background, in a session of
   // its own, and without environment (no marks: caught as a member of the
   // tool's process group).
   requireNoneLeft("tools", "pass", 4, "sleep 300", "a test tool");
 }
 
-TEST_CASE("issue 21: a simulator whose sandbox is being set up dies with its parent") {
+TEST_CASE("a simulator whose sandbox is being set up dies with its parent") {
   requireNoneLeft("qemu-starting", "hang", 1, "qemu-gate", "QEMU simulator sim");
 }
 
-TEST_CASE("issue 21: a simulator waiting for its console dies with its parent") {
+TEST_CASE("a simulator waiting for its console dies with its parent") {
   requireNoneLeft("qemu-waiting", "hang", 1, "qemu-system-arm", "QEMU simulator sim");
 }
 
-TEST_CASE("issue 21: a simulator running firmware dies with its parent") {
+TEST_CASE("a simulator running firmware dies with its parent") {
   requireNoneLeft("qemu-running", "hang", 1, "qemu-system-arm", "QEMU simulator sim");
 }
 
-TEST_CASE("issue 21: a simulator whose firmware ended dies with its parent") {
+TEST_CASE("a simulator whose firmware ended dies with its parent") {
   requireNoneLeft("qemu-ended", "idle", 1, "qemu-system-arm", "QEMU simulator sim");
 }
 
@@ -144,7 +144,7 @@ void waitForSleep(pid_t pid) {
 
 } // namespace
 
-TEST_CASE("issue 21: a restarted owner stops only what an earlier instance left") {
+TEST_CASE("a restarted owner stops only what an earlier instance left") {
   TempDir dir;
   std::string owner = dir.file("state");
   // Given a process an earlier instance on the same state directory left,
@@ -179,7 +179,7 @@ TEST_CASE("issue 21: a restarted owner stops only what an earlier instance left"
   setChildOwner("");
 }
 
-TEST_CASE("issue 21: a child carries its parent's instance after its ancestors', and its parent's owner") {
+TEST_CASE("a child carries its parent's instance after its ancestors', and its parent's owner") {
   TempDir dir;
   setChildOwner(dir.file("state"));
   ::setenv("HWFARM_INSTANCE", "1.2", 1);   // as if this process were itself some daemon's child
@@ -208,7 +208,7 @@ TEST_CASE("issue 21: a child carries its parent's instance after its ancestors',
   REQUIRE(std::count(env.begin(), env.end(), "HWFARM_CHILD=flasher of board b1") == 1);
 }
 
-TEST_CASE("issue 21: a process is held by its pid and start time, never by a pid alone") {
+TEST_CASE("a process is held by its pid and start time, never by a pid alone") {
   TempDir dir;
   Process p({"/bin/sleep", "300"}, dir.file("out"), dir.file("err"));
   auto stat = readProcessStat(p.pid());

@@ -331,7 +331,7 @@ bool inputWaiting(int watch) {
 
 // Issue 9, item 14: a line read before close() but handed out after it
 // reached on_line, whose owner (BoardService) had erased its console.
-TEST_CASE("issue 9: no line reaches on_line after close, even one already read") {
+TEST_CASE("no line reaches on_line after close, even one already read") {
   TempDir dir;
   FakeUart uart;
   int watch = ::open(uart.path.c_str(), O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
@@ -354,7 +354,7 @@ TEST_CASE("issue 9: no line reaches on_line after close, even one already read")
 
 // Issue 9, item 14: a deadline whose completion was already queued when its
 // line arrived erased the expectation a second time (a freed list node).
-TEST_CASE("issue 9: an expect deadline already due when its line arrives answers once") {
+TEST_CASE("an expect deadline already due when its line arrives answers once") {
   TempDir dir;
   FakeUart uart;
   int watch = ::open(uart.path.c_str(), O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);

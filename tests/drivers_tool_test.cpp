@@ -84,7 +84,7 @@ extern "C" pid_t waitpid(pid_t pid, int* status, int options) {
   return reaped;
 }
 
-TEST_CASE("issue 9: a tool's process group is killed before the tool is reaped (pid reuse)") {
+TEST_CASE("a tool's process group is killed before the tool is reaped (pid reuse)") {
   TempDir dir;
   ToolOptions options;
   options.log_path = dir.file("flash.log");
@@ -122,7 +122,7 @@ TEST_CASE("a tool that exits leaves no background process behind") {
   REQUIRE_FALSE(alive(grandchild));
 }
 
-TEST_CASE("issue 9: a tool inherits no descriptor but stdin, stdout and stderr") {
+TEST_CASE("a tool inherits no descriptor but stdin, stdout and stderr") {
   TempDir dir;
   // Given descriptors open in the caller, one of them without close-on-exec,
   int plain = ::open(dir.write("secret", "x").c_str(), O_RDONLY);

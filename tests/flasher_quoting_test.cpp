@@ -96,7 +96,7 @@ size_t count(const std::vector<std::string>& argv, const std::string& value) {
 
 } // namespace
 
-TEST_CASE("issue 9 item 3: openocd keeps a hostile image name one Tcl word or refuses it") {
+TEST_CASE("openocd keeps a hostile image name one Tcl word or refuses it") {
   TempDir dir;
   FlashTarget t{"nucleo-1", "066DFF535155", "/dev/ttyACM3"};
   for (const auto& h : hostileNames()) {
@@ -120,7 +120,7 @@ TEST_CASE("issue 9 item 3: openocd keeps a hostile image name one Tcl word or re
   }
 }
 
-TEST_CASE("issue 9 item 3: openocd quotes a hostile USB serial so adapter serial gets exactly it") {
+TEST_CASE("openocd quotes a hostile USB serial so adapter serial gets exactly it") {
   TempDir dir;
   for (std::string serial : {"X} ; dump_image /tmp/owned 0 4 ; {", "X[dump_image /tmp/owned 0 4]", "$(id) \"a b\\",
                              "06 6D;exit"}) {
@@ -146,7 +146,7 @@ TEST_CASE("issue 9 item 3: openocd quotes a hostile USB serial so adapter serial
   REQUIRE(error == "flash driver \"openocd\": the USB serial contains the control character 0x0a at byte 1");
 }
 
-TEST_CASE("issue 9 item 3: the J-Link command file gets one loadfile line or a refusal") {
+TEST_CASE("the J-Link command file gets one loadfile line or a refusal") {
   TempDir dir;
   FlashTarget t{"nucleo-1", "066DFF535155", "/dev/ttyACM3"};
   std::string script = dir.file("jlink-nucleo-1.jlink");
@@ -184,7 +184,7 @@ TEST_CASE("issue 9 item 3: the J-Link command file gets one loadfile line or a r
   REQUIRE(error == "flash driver \"jlink\": the USB serial starts with '-', which the tool would read as an option");
 }
 
-TEST_CASE("issue 9 item 3: argv presets pass a hostile image name as exactly one argument") {
+TEST_CASE("argv presets pass a hostile image name as exactly one argument") {
   TempDir dir;
   FlashTarget t{"nucleo-1", "066DFF535155", "/dev/ttyACM3"};
   for (const char* driver : {"pyocd", "dfu-util", "st-flash", "esptool", "nrfjprog", "command"}) {
@@ -208,7 +208,7 @@ TEST_CASE("issue 9 item 3: argv presets pass a hostile image name as exactly one
   }
 }
 
-TEST_CASE("issue 9 item 3: values that a tool would parse as options or separators are refused") {
+TEST_CASE("values that a tool would parse as options or separators are refused") {
   TempDir dir;
   FlashTarget t{"nucleo-1", "066DFF535155", "/dev/ttyACM3"};
   std::string error;
@@ -224,7 +224,7 @@ TEST_CASE("issue 9 item 3: values that a tool would parse as options or separato
   REQUIRE(error == "flash driver \"nrfjprog\": the USB serial starts with '-', which the tool would read as an option");
 }
 
-TEST_CASE("issue 9 item 3: a refused value fails the flash before any tool runs") {
+TEST_CASE("a refused value fails the flash before any tool runs") {
   TempDir dir;
   hwfarm::config::FlashConfig c = preset("command");
   std::string marker = dir.file("ran");
@@ -238,7 +238,7 @@ TEST_CASE("issue 9 item 3: a refused value fails the flash before any tool runs"
   REQUIRE_FALSE(std::ifstream(marker).good());
 }
 
-TEST_CASE("issue 9 item 3: a command flasher gets a hostile file's path intact") {
+TEST_CASE("a command flasher gets a hostile file's path intact") {
   // Given a real file whose name holds every hostile character but a newline,
   TempDir dir;
   std::string name = dir.file("x} [y] $(touch owned) 'q' \"d\".bin");

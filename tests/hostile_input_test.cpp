@@ -72,7 +72,7 @@ std::string deepKey(int parts) {
 } // namespace
 
 // Item 4: a tokens file that group or others may write was loaded by SIGHUP.
-TEST_CASE("issue 9: SIGHUP refuses a tokens file others may write and keeps the tokens it has") {
+TEST_CASE("SIGHUP refuses a tokens file others may write and keeps the tokens it has") {
   TempDir dir;
   RunningDaemon d(dir, tokenFleet(dir, 1));
   REQUIRE(d.get("/v1/boards", kOperator).status == 200);
@@ -98,7 +98,7 @@ TEST_CASE("issue 9: SIGHUP refuses a tokens file others may write and keeps the 
 }
 
 // Item 10: --check-config /dev/zero read until bad_alloc.
-TEST_CASE("issue 9: check-config refuses /dev/zero and oversized config and tokens files") {
+TEST_CASE("check-config refuses /dev/zero and oversized config and tokens files") {
   TempDir dir;
   auto r = runCommand({HWFARMD_PATH, "--check-config", "/dev/zero"});
   REQUIRE(r.status.exited);
@@ -121,7 +121,7 @@ TEST_CASE("issue 9: check-config refuses /dev/zero and oversized config and toke
 }
 
 // Item 11: a 40,000-part dotted key crashed toml++ (rc 139).
-TEST_CASE("issue 9: check-config refuses a 40000-part dotted key with its position and does not crash") {
+TEST_CASE("check-config refuses a 40000-part dotted key with its position and does not crash") {
   TempDir dir;
   std::string fleet = qemuFleet(dir.file("state"), 1);
   std::string path = dir.write("deep.toml", fleet + deepKey(40000) + " = 1\n");
@@ -138,7 +138,7 @@ TEST_CASE("issue 9: check-config refuses a 40000-part dotted key with its positi
   REQUIRE(r.err == tokens + ":1:1: dotted key has more than 32 parts (the limit)\nhwfarmd: " + tokens + ": 1 error(s)\n");
 }
 
-TEST_CASE("issue 9: SIGHUP with a 40000-part dotted key keeps the old config and keeps serving") {
+TEST_CASE("SIGHUP with a 40000-part dotted key keeps the old config and keeps serving") {
   TempDir dir;
   RunningDaemon d(dir, tokenFleet(dir, 1));
   std::string good = readFile(d.configPath());
@@ -170,7 +170,7 @@ TEST_CASE("issue 9: SIGHUP with a 40000-part dotted key keeps the old config and
 
 // Item 10: a 20 MB value was echoed into the unauthenticated /v1/healthz and
 // into the log.
-TEST_CASE("issue 9: a long bad config value is echoed cut in healthz and in the log") {
+TEST_CASE("a long bad config value is echoed cut in healthz and in the log") {
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
   std::string value(3 * 1024 * 1024, 'v');
@@ -193,7 +193,7 @@ TEST_CASE("issue 9: a long bad config value is echoed cut in healthz and in the 
 // Item 10: reloading a 50 MB config blocked the event loop for 1.2 s. A
 // config file that is a FIFO with no writer yet blocks its reader for as long
 // as the test wants: the daemon answers meanwhile.
-TEST_CASE("issue 9: a reload is read and parsed off the event loop") {
+TEST_CASE("a reload is read and parsed off the event loop") {
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
   std::string good = qemuFleet(dir.file("state"), 2);
@@ -226,7 +226,7 @@ TEST_CASE("issue 9: a reload is read and parsed off the event loop") {
   REQUIRE(parse(d.get("/v1/boards").body).at("boards").as_array().size() == 2);
 }
 
-TEST_CASE("issue 9: a daemon stopped while a reload waits for its file exits promptly") {
+TEST_CASE("a daemon stopped while a reload waits for its file exits promptly") {
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
   REQUIRE(::unlink(d.configPath().c_str()) == 0);
@@ -240,7 +240,7 @@ TEST_CASE("issue 9: a daemon stopped while a reload waits for its file exits pro
 
 // Item 15: consoles and board work dirs moved to a new state_dir while the
 // database stayed on the old one.
-TEST_CASE("issue 9: a state_dir change by SIGHUP moves nothing and says a restart is needed") {
+TEST_CASE("a state_dir change by SIGHUP moves nothing and says a restart is needed") {
   TempDir dir;
   RunningDaemon d(dir, tokenFleet(dir, 1));
   std::string next = std::regex_replace(tokenFleet(dir, 2, "", "moved"), std::regex("lock_dir = \"[^\"]*\""),
@@ -275,7 +275,7 @@ TEST_CASE("issue 9: a state_dir change by SIGHUP moves nothing and says a restar
 
 // Item 12: "Authorization: bearer …" was refused; RFC 7235 makes the
 // scheme case-insensitive.
-TEST_CASE("issue 9: the bearer scheme is matched without regard to case") {
+TEST_CASE("the bearer scheme is matched without regard to case") {
   TempDir dir;
   RunningDaemon d(dir, tokenFleet(dir, 1));
   auto statusOf = [&](const std::string& authorization) {
@@ -295,7 +295,7 @@ TEST_CASE("issue 9: the bearer scheme is matched without regard to case") {
 }
 
 // Item 8: every byte of a string survives a restart.
-TEST_CASE("issue 9: an idempotency key with non-ASCII UTF-8 at its full length survives a restart") {
+TEST_CASE("an idempotency key with non-ASCII UTF-8 at its full length survives a restart") {
   TempDir dir;
   RunningDaemon d(dir, tokenFleet(dir, 2));
   std::string key = "retry-\xc3\xa9\xe2\x9c\x93-" + std::string(116, 'k');
@@ -315,7 +315,7 @@ TEST_CASE("issue 9: an idempotency key with non-ASCII UTF-8 at its full length s
 // Item 10: invalid UTF-8 from a URL was echoed raw inside JSON. Here the
 // bytes come through Beast; lease_routes_test has the router's and the
 // handlers' side (a lease id of invalid UTF-8, long paths cut).
-TEST_CASE("issue 9: invalid UTF-8 in a request line comes back as valid JSON") {
+TEST_CASE("invalid UTF-8 in a request line comes back as valid JSON") {
   TempDir dir;
   RunningDaemon d(dir, tokenFleet(dir, 1));
   std::string answer = rawExchange(d.url(), "GET /v1/\xff\xfe\xc3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");

@@ -253,7 +253,7 @@ TEST_CASE("lease run stops what the command left running in its group") {
 
 // Issue 9, item 14: header values and the request line were written as
 // given, so a CR/LF in a token or a lease id added headers of its own.
-TEST_CASE("issue 9: hwfarmctl sends no CR or LF in a header or the request line") {
+TEST_CASE("hwfarmctl sends no CR or LF in a header or the request line") {
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
   Ctl injected{d, {{"HWFARM_TOKEN", "secret\r\nX-Injected: 1"}}};

@@ -82,7 +82,7 @@ std::string detailOf(const hwfarm::cli::HttpResult& r) { return std::string(json
 
 } // namespace
 
-TEST_CASE("issue 9 item 3: hwfarmctl flash uploads the image and the flasher gets exactly its bytes") {
+TEST_CASE("hwfarmctl flash uploads the image and the flasher gets exactly its bytes") {
   TempDir dir;
   RunningDaemon d(dir, fleet(dir));
   Process board = plugIn(dir);
@@ -133,7 +133,7 @@ TEST_CASE("issue 9 item 3: hwfarmctl flash uploads the image and the flasher get
   REQUIRE(fs::exists(dir.file("state/consoles/" + id + "/flash__fake-1.txt")));
 }
 
-TEST_CASE("issue 9 item 3: an upload over limits.max_image_bytes gets 413 and stores nothing") {
+TEST_CASE("an upload over limits.max_image_bytes gets 413 and stores nothing") {
   TempDir dir;
   RunningDaemon d(dir, fleet(dir) + "[limits]\nmax_image_bytes = 4096\n");
   Process board = plugIn(dir);
@@ -159,7 +159,7 @@ TEST_CASE("issue 9 item 3: an upload over limits.max_image_bytes gets 413 and st
   REQUIRE(readFile(dir.file("flashed.bin")) == std::string(4096, 'x'));
 }
 
-TEST_CASE("issue 9 item 3: an upload that stalls gets 408 and stores nothing") {
+TEST_CASE("an upload that stalls gets 408 and stores nothing") {
   TempDir dir;
   RunningDaemon d(dir, fleet(dir) + "[limits]\nheader_timeout_s = 0.5\n");
   Process board = plugIn(dir);
@@ -175,7 +175,7 @@ TEST_CASE("issue 9 item 3: an upload that stalls gets 408 and stores nothing") {
   REQUIRE_FALSE(fs::exists(dir.file("flashed.bin")));
 }
 
-TEST_CASE("issue 9 item 3: an upload from a caller who may not flash is refused from its headers") {
+TEST_CASE("an upload from a caller who may not flash is refused from its headers") {
   TempDir dir;
   std::string tokens = writeTokens(dir);
   std::string config = fleet(dir, "tokens_file = \"" + tokens + "\"\n");
@@ -210,7 +210,7 @@ TEST_CASE("issue 9 item 3: an upload from a caller who may not flash is refused 
   REQUIRE(readFile(dir.file("flashed.bin")) == "fw");
 }
 
-TEST_CASE("issue 9 item 3: a server-side image path is allowed only under agent.image_roots") {
+TEST_CASE("a server-side image path is allowed only under agent.image_roots") {
   TempDir dir;
   std::string root = dir.file("images");
   fs::create_directories(root);
@@ -260,7 +260,7 @@ TEST_CASE("issue 9 item 3: a server-side image path is allowed only under agent.
           dir.file("state/consoles/" + id + "/images/" + hwfarm::config::sha256Hex(":00000001FF\n") + ".hex"));
 }
 
-TEST_CASE("issue 9 item 3: without agent.image_roots a server-side path is refused") {
+TEST_CASE("without agent.image_roots a server-side path is refused") {
   TempDir dir;
   RunningDaemon d(dir, fleet(dir));
   Process board = plugIn(dir);
@@ -273,7 +273,7 @@ TEST_CASE("issue 9 item 3: without agent.image_roots a server-side path is refus
   REQUIRE_FALSE(fs::exists(dir.file("flashed.bin")));
 }
 
-TEST_CASE("issue 9 item 3: the image store of a lease that ended while hwfarmd was down goes at start-up") {
+TEST_CASE("the image store of a lease that ended while hwfarmd was down goes at start-up") {
   TempDir dir;
   RunningDaemon d(dir, fleet(dir));
   Process board = plugIn(dir);

@@ -79,7 +79,7 @@ const std::string kBase = R"("selector":{"type":"mps2-an385"},"context":"manual"
 
 // Issue 9, item 12: {"context":"weekly","context":"manual"} was accepted,
 // the last one winning.
-TEST_CASE("issue 9: a repeated JSON key is refused naming it, at any depth") {
+TEST_CASE("a repeated JSON key is refused naming it, at any depth") {
   REQUIRE(acquireError(R"({"selector":{"type":"x"},"context":"weekly","context":"manual"})") ==
           "context: duplicate field");
   REQUIRE(acquireError("{" + kBase + R"(,"holder":{"job":"a","build":"1","job":"b"}})") == "holder.job: duplicate field");
@@ -103,7 +103,7 @@ TEST_CASE("issue 9: a repeated JSON key is refused naming it, at any depth") {
 
 // Issue 9, item 8: "retry\u0000-7" was stored as "retry", and after a restart
 // the retry got a second lease.
-TEST_CASE("issue 9: control characters in identifiers and holder fields are refused naming the field") {
+TEST_CASE("control characters in identifiers and holder fields are refused naming the field") {
   const std::string nul = "\\u0000";
   struct Case {
     std::string body, detail;
@@ -141,13 +141,13 @@ TEST_CASE("issue 9: control characters in identifiers and holder fields are refu
   REQUIRE(ok->request.idempotency_key == key);
 }
 
-TEST_CASE("issue 9: a long unknown field name is echoed cut") {
+TEST_CASE("a long unknown field name is echoed cut") {
   REQUIRE(acquireError("{" + kBase + ",\"" + std::string(1000, 'f') + "\":1}") ==
           std::string(128, 'f') + "\xe2\x80\xa6 (1000 bytes): unknown field");
 }
 
 // Issue 9, item 10: invalid UTF-8 from a URL was echoed raw inside JSON.
-TEST_CASE("issue 9: JSON output is valid UTF-8 whatever the strings hold") {
+TEST_CASE("JSON output is valid UTF-8 whatever the strings hold") {
   std::string bad = "a\xff\xfe" "b\xc3\xa9" "c\xe2\x9c" "d\xed\xa0\x80" "e\xc0\xaf";
   api::JsonWriter w;
   w.beginObject().member("s", bad).endObject();

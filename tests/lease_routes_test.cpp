@@ -159,7 +159,7 @@ TEST_CASE("bad lease requests get a 400 naming the field and change nothing") {
 }
 
 // Issue 9, item 12: duplicate keys were accepted, the last one winning.
-TEST_CASE("issue 9: a request body with a repeated key is 400 naming it and changes nothing") {
+TEST_CASE("a request body with a repeated key is 400 naming it and changes nothing") {
   TempDir dir;
   InProcess d(simulatedFleet(dir, 1));
   auto r = acquire(d, R"({"selector":{"type":"mps2-an385"},"context":"weekly","context":"manual"})", callers::pipeline);
@@ -176,7 +176,7 @@ TEST_CASE("issue 9: a request body with a repeated key is 400 naming it and chan
 
 // Issue 9, item 8: "retry\u0000-7" was stored as "retry"; after a restart
 // the retry got a second lease.
-TEST_CASE("issue 9: a NUL or control character in an identifier is 400 naming the field and nothing is stored") {
+TEST_CASE("a NUL or control character in an identifier is 400 naming the field and nothing is stored") {
   TempDir dir;
   InProcess d(simulatedFleet(dir, 2));
   auto withKey = [](const std::string& key) {
@@ -356,7 +356,7 @@ TEST_CASE("a waiting request whose client leaves is withdrawn from the queue") {
 }
 
 // Issue 9, item 10: invalid UTF-8 from a URL was echoed raw inside JSON.
-TEST_CASE("issue 9: invalid UTF-8 and long paths in a URL come back as valid JSON, cut") {
+TEST_CASE("invalid UTF-8 and long paths in a URL come back as valid JSON, cut") {
   TempDir dir;
   InProcess d(simulatedFleet(dir, 1));
   // An unknown path, through the router: Boost.JSON refuses invalid UTF-8,

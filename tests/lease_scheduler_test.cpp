@@ -402,7 +402,7 @@ TEST_CASE("restored ended leases are forgotten in the order they ended, not gran
 
 // Issue 9, item 14: unplugging and replugging a quarantined board took it
 // offline, then recovering, then available: out of quarantine unreviewed.
-TEST_CASE("issue 9: a quarantined board that is unplugged and replugged stays quarantined") {
+TEST_CASE("a quarantined board that is unplugged and replugged stays quarantined") {
   int ids = 0;
   Scheduler s{SchedulerOptions{}, [&] { return "L" + std::to_string(++ids); }};
   Changes c;

@@ -233,7 +233,7 @@ TEST_CASE("verdict: a reference simulator killed mid-run is the lab's failure wi
   CHECK(sla.at("incidents").as_array().empty());
 }
 
-TEST_CASE("issue 21: hwfarmd killed while a run's reference simulator and target run leaves nothing running") {
+TEST_CASE("hwfarmd killed while a run's reference simulator and target run leaves nothing running") {
   int sig = GENERATE(SIGKILL, SIGABRT);
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));

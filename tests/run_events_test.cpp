@@ -278,7 +278,7 @@ TEST_CASE("artifacts.tar is 409 while the run runs, then holds each artifact und
   CHECK(lab.d.get("/v1/runs/run-0000000000000000/artifacts.tar").status == 404);
 }
 
-TEST_CASE("issue 20: an artifact folder swapped for a symlink to outside the run is neither served nor archived") {
+TEST_CASE("an artifact folder swapped for a symlink to outside the run is neither served nor archived") {
   Lab lab(1);
   std::string id = lab.run({"pass"}, R"("reference":"none")");
   json::object run = lab.ended(id);

@@ -176,7 +176,7 @@ struct ChattyBoard {
 
 // --- item 5: more connections than descriptors ------------------------------
 
-TEST_CASE("issue 9: accept failing with EMFILE backs off and logs once per interval and the daemon recovers") {
+TEST_CASE("accept failing with EMFILE backs off and logs once per interval and the daemon recovers") {
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 0));
   pid_t pid = d.process().pid();
@@ -208,7 +208,7 @@ TEST_CASE("issue 9: accept failing with EMFILE backs off and logs once per inter
   REQUIRE(metric(d, "hwfarm_http_accept_errors_total") >= 1);
 }
 
-TEST_CASE("issue 9: max_connections above RLIMIT_NOFILE is clamped at start-up with a warning and served as 503") {
+TEST_CASE("max_connections above RLIMIT_NOFILE is clamped at start-up with a warning and served as 503") {
   TempDir dir;
   // Given a hard descriptor limit of 200 (hwfarmd cannot raise it) and the
   // default max_connections = 1024,
@@ -238,7 +238,7 @@ TEST_CASE("issue 9: max_connections above RLIMIT_NOFILE is clamped at start-up w
   REQUIRE(d.log().find("accept failed") == std::string::npos);
 }
 
-TEST_CASE("issue 9: a descriptor limit below what hwfarmd keeps for itself stops the start") {
+TEST_CASE("a descriptor limit below what hwfarmd keeps for itself stops the start") {
   TempDir dir;
   std::string config = dir.write("fleet.toml", qemuFleet(dir.file("state"), 0));
   Process p({"/usr/bin/prlimit", "--nofile=40:40", "--", HWFARMD_PATH, "--config", config}, dir.file("out"),
@@ -253,7 +253,7 @@ TEST_CASE("issue 9: a descriptor limit below what hwfarmd keeps for itself stops
 
 // --- item 6: console streams ------------------------------------------------
 
-TEST_CASE("issue 9: console readers that never read hold bounded memory and are closed at the write deadline") {
+TEST_CASE("console readers that never read hold bounded memory and are closed at the write deadline") {
   TempDir dir;
   RunningDaemon d(dir, fakeFleet(dir, "idle_timeout_s = 1\n"));
   // Given a console that printed 60,000 lines (about 6 MiB, above the 4 MiB
@@ -285,7 +285,7 @@ TEST_CASE("issue 9: console readers that never read hold bounded memory and are 
   for (auto& r : readers) REQUIRE(r->closedByPeer(5s));
 }
 
-TEST_CASE("issue 9: a console backlog larger than the stream cap streams fully to a reader, then live lines") {
+TEST_CASE("a console backlog larger than the stream cap streams fully to a reader, then live lines") {
   TempDir dir;
   RunningDaemon d(dir, fakeFleet(dir));
   ChattyBoard b(dir, d, 60000);
@@ -307,7 +307,7 @@ TEST_CASE("issue 9: a console backlog larger than the stream cap streams fully t
   REQUIRE(live.find("] live 2 end\n") != std::string::npos);
 }
 
-TEST_CASE("issue 9: console streams per lease are capped with a 429") {
+TEST_CASE("console streams per lease are capped with a 429") {
   TempDir dir;
   RunningDaemon d(dir, fakeFleet(dir, "max_console_streams = 2\n"));
   ChattyBoard b(dir, d, 3);
@@ -331,7 +331,7 @@ TEST_CASE("issue 9: console streams per lease are capped with a 429") {
   REQUIRE(fourth.readUntil(b.last).rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
 }
 
-TEST_CASE("issue 9: hwfarmctl console to a file keeps the lines it received when stopped by SIGTERM or SIGINT") {
+TEST_CASE("hwfarmctl console to a file keeps the lines it received when stopped by SIGTERM or SIGINT") {
   TempDir dir;
   RunningDaemon d(dir, fakeFleet(dir));
   ChattyBoard b(dir, d, 3);
@@ -388,7 +388,7 @@ bool contains(const std::vector<std::string>& lines, const std::vector<std::stri
 
 } // namespace
 
-TEST_CASE("issue 20: hwfarmctl console shows a firmware's control bytes escaped on a terminal") {
+TEST_CASE("hwfarmctl console shows a firmware's control bytes escaped on a terminal") {
   TempDir dir;
   RunningDaemon d(dir, fakeFleet(dir));
   // Given a board whose firmware printed terminal escapes and C0 and C1 controls,
@@ -416,7 +416,7 @@ TEST_CASE("issue 20: hwfarmctl console shows a firmware's control bytes escaped 
   CHECK(readFile(dir.file("err")).empty());
 }
 
-TEST_CASE("issue 20: hwfarmctl console writes a firmware's bytes as they are into a pipe, and with --raw to a terminal") {
+TEST_CASE("hwfarmctl console writes a firmware's bytes as they are into a pipe, and with --raw to a terminal") {
   TempDir dir;
   RunningDaemon d(dir, fakeFleet(dir));
   ChattyBoard b(dir, d, hostileImage());
@@ -458,7 +458,7 @@ TEST_CASE("issue 20: hwfarmctl console writes a firmware's bytes as they are int
 
 // --- item 7: a waiting client that sends a byte and leaves ------------------
 
-TEST_CASE("issue 9: a waiting lease request whose client sends one more byte and closes leaves the queue") {
+TEST_CASE("a waiting lease request whose client sends one more byte and closes leaves the queue") {
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
   const std::string acquire = R"({"selector":{"type":"mps2-an385"},"context":"manual","ttl_s":600)";
@@ -485,7 +485,7 @@ TEST_CASE("issue 9: a waiting lease request whose client sends one more byte and
   REQUIRE(next.status == 201);
 }
 
-TEST_CASE("issue 9: a waiting request with a pipelined request behind it gets both answers") {
+TEST_CASE("a waiting request with a pipelined request behind it gets both answers") {
   TempDir dir;
   RunningDaemon d(dir, qemuFleet(dir.file("state"), 1));
   const std::string acquire = R"({"selector":{"type":"mps2-an385"},"context":"manual","ttl_s":600)";
@@ -518,7 +518,7 @@ std::string unixFleet(const std::string& state_dir, const std::string& socket) {
 
 } // namespace
 
-TEST_CASE("issue 9: a second hwfarmd on a live unix socket refuses to start and the first keeps serving") {
+TEST_CASE("a second hwfarmd on a live unix socket refuses to start and the first keeps serving") {
   TempDir dir;
   std::string socket = dir.file("hwfarmd.sock");
   RunningDaemon first(dir, unixFleet(dir.file("state-a"), socket));
@@ -539,7 +539,7 @@ TEST_CASE("issue 9: a second hwfarmd on a live unix socket refuses to start and 
   REQUIRE(first.process().running());
 }
 
-TEST_CASE("issue 9: a stale unix socket file with no listener is replaced") {
+TEST_CASE("a stale unix socket file with no listener is replaced") {
   TempDir dir;
   std::string socket = dir.file("hwfarmd.sock");
   // A socket file left by a daemon that was killed: bound, then closed.

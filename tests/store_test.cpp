@@ -475,7 +475,7 @@ TEST_CASE("with fsync one sync covers every commit made while the one before it 
 
 // Issue 9, item 14: labels were stored comma-joined, so "rev,b" came back
 // as "rev" and "b" after a restart.
-TEST_CASE("issue 9: labels containing commas come back whole after reopening") {
+TEST_CASE("labels containing commas come back whole after reopening") {
   test::TempDir dir;
   std::string path = dir.file("hwfarm.db");
   lease::Lease l = makeLease("L1", 1000, "b0");
@@ -490,7 +490,7 @@ TEST_CASE("issue 9: labels containing commas come back whole after reopening") {
   CHECK(leases[0].selector.labels == std::vector<std::string>{"rev,b", "", "quote\"d", "[x]", "plain"});
 }
 
-TEST_CASE("issue 9: a schema 2 database with comma-joined labels is migrated and stays readable") {
+TEST_CASE("a schema 2 database with comma-joined labels is migrated and stays readable") {
   test::TempDir dir;
   std::string path = dir.file("hwfarm.db");
   { Store s(path, {false}); }
@@ -521,7 +521,7 @@ TEST_CASE("issue 9: a schema 2 database with comma-joined labels is migrated and
 }
 
 // Issue 9, item 13: "database or disk is full" named no file.
-TEST_CASE("issue 9: start-up reads and writes that fail name the database") {
+TEST_CASE("start-up reads and writes that fail name the database") {
   test::TempDir dir;
   std::string path = dir.file("hwfarm.db");
   { Store s(path, {false}); }
@@ -547,7 +547,7 @@ TEST_CASE("issue 9: start-up reads and writes that fail name the database") {
 // Issue 9, item 8: strings were read back with sqlite3_column_text and cut at
 // the first NUL ("retry\0-7" came back as "retry" and the retry got a second
 // lease). Every string field keeps every byte.
-TEST_CASE("issue 9: every string survives reopening with all its bytes") {
+TEST_CASE("every string survives reopening with all its bytes") {
   test::TempDir dir;
   std::string path = dir.file("hwfarm.db");
   const std::string nul("\0", 1);
