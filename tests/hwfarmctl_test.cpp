@@ -535,9 +535,20 @@ TEST_CASE("runs started with --no-wait are listed, shown, waited for, cancelled 
                              0) == 0);
   CHECK(unwritable.out.find(", 2 could not be fetched\n") != std::string::npos);
   size_t written = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(blocked.path())) written += e.is_regular_file();
+  for (const auto& e : std::filesystem::recursive_directory_iterator(blocked.path())) {
+    written += e.is_regular_file();
+    CHECK(e.path().filename().string()[0] != '.'); // no part or spool left
+  }
   CHECK(written > 0);
   CHECK(unwritable.out.rfind("artifacts: " + std::to_string(written) + " file(s) in " + blocked.path() + ", 2 could", 0) == 0);
+  // A link where the spool goes is replaced, never written through.
+  TempDir linked;
+  const std::string outside = dir.write("outside.txt", "keep");
+  std::filesystem::create_symlink(outside, linked.file(".hwfarm-artifacts.tar"));
+  CHECK(ctl({"run", "fetch", pass, "--out", linked.path()}).status.code == 1); // (junit.xml is gone)
+  CHECK(readFile(outside) == "keep");
+  CHECK(!std::filesystem::exists(std::filesystem::symlink_status(linked.file(".hwfarm-artifacts.tar"))));
+  CHECK(json::parse(readFile(linked.file("summary.json"))).at("state").as_string() == "passed");
   // A failing run: run wait exits as run does (10).
   std::string fail = runIdOf(ctl({"run", "--lease", lease, "--reference", "none", "--no-wait", firmware("fail")}).out);
   CHECK(ctl({"run", "wait", fail}).status.code == 10);

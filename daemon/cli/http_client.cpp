@@ -406,11 +406,16 @@ struct SignalWaitEnd {
 asio::awaitable<HttpResult> streamExchange(Connection& stream, Target t, std::string target,
                                            std::string token, std::chrono::milliseconds connect_timeout,
                                            const std::function<void(const std::string&)>* on_data,
-                                           asio::signal_set* signals) {
+                                           asio::signal_set* signals, std::chrono::milliseconds idle) {
   SignalWaitEnd signal_wait_end{signals};
   stream.expiresAfter(connect_timeout);
   co_await stream.connect(t);
-  stream.expiresNever();
+  // Each step gets `idle` from its start, or no limit.
+  auto limit = [&] {
+    if (idle.count() > 0) stream.expiresAfter(idle);
+    else stream.expiresNever();
+  };
+  limit();
   http::request<http::empty_body> request{http::verb::get, target, 11};
   request.set(http::field::host, t.host.empty() ? "localhost" : t.host);
   request.set(http::field::user_agent, "hwfarmctl");
@@ -420,6 +425,7 @@ asio::awaitable<HttpResult> streamExchange(Connection& stream, Target t, std::st
   buffer.reserve(kReadBytes); // else each read takes 512 bytes
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(boost::none);
+  limit();
   co_await http::async_read_header(stream, buffer, parser, asio::use_awaitable);
   std::string error_body;
   while (!parser.is_done()) {
@@ -428,6 +434,7 @@ asio::awaitable<HttpResult> streamExchange(Connection& stream, Target t, std::st
     parser.get().body().size = sizeof chunk;
     // read_some, not read: a console prints a line at a time, and each must
     // reach on_data when it arrives, not once 8 KiB have gathered.
+    limit();
     auto [ec, n] = co_await http::async_read_some(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
     if (ec && ec != http::error::need_buffer) throw boost::system::system_error(ec);
     std::string piece(chunk, sizeof chunk - parser.get().body().size);
@@ -441,7 +448,7 @@ asio::awaitable<HttpResult> streamExchange(Connection& stream, Target t, std::st
 
 int HttpClient::stream(const std::string& target, const std::string& token,
                        const std::function<void(const std::string&)>& on_data, std::string* error_body,
-                       int* stopped_by) const {
+                       int* stopped_by, double idle_s) const {
   checkRequest(target, token);
   asio::io_context io;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
@@ -463,7 +470,8 @@ int HttpClient::stream(const std::string& target, const std::string& token,
     auto c = connection(io, t, unix_path_, port_, tls_, context);
     cancel = [&c] { c->cancel(); };
     HttpResult r = runToCompletion(
-        io, streamExchange(*c, t, target, token, timeout, &on_data, signals ? &*signals : nullptr));
+        io, streamExchange(*c, t, target, token, timeout, &on_data, signals ? &*signals : nullptr,
+                           std::chrono::milliseconds(static_cast<int64_t>(idle_s * 1000))));
     if (r.status >= 300) *error_body = r.body;
     return r.status;
   } catch (const boost::system::system_error& e) {

@@ -85,9 +85,11 @@ class HttpClient {
   // An error answer's body goes to `error_body` instead.
   // With `stopped_by`, SIGINT and SIGTERM end the stream early: it returns 0
   // and sets *stopped_by to the signal (0 when the stream ended by itself).
+  // With `idle_s` above 0, a stream that sends nothing for that long is cut
+  // (Unreachable); else, once connected, it may wait for its data forever.
   int stream(const std::string& target, const std::string& token,
              const std::function<void(const std::string&)>& on_data, std::string* error_body,
-             int* stopped_by = nullptr) const;
+             int* stopped_by = nullptr, double idle_s = 0) const;
 
   // "https://lab-01:7443", "unix:/run/hwfarm/hwfarmd.sock": for messages.
   std::string where() const;

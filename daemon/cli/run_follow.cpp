@@ -1,5 +1,6 @@
 #include "daemon/cli/run_follow.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -245,72 +247,97 @@ int fetchArtifacts(Session& s, const std::string& id, const json::object& run, c
   for (const auto& item : list && list->is_array() ? list->as_array() : json::array{})
     if (item.is_string() && plainPath(std::string(item.as_string()))) listed.emplace(item.as_string());
   // One request for every file: the run's archive, spooled beside them
-  // (hidden; removed at the end), then unpacked.
+  // (hidden, made anew, never through a link; removed at the end), then
+  // unpacked.
   std::error_code ec;
   fs::create_directories(out, ec);
   const std::string spool = (fs::path(out) / ".hwfarm-artifacts.tar").string();
-  struct Unlink {
-    const std::string& path;
-    ~Unlink() { ::unlink(path.c_str()); }
-  } unlink_spool{spool};
-  std::ofstream into(spool, std::ios::binary | std::ios::trunc);
-  if (ec || !into) {
+  if (!ec) ::unlink(spool.c_str());
+  int fd = ec ? -1 : ::open(spool.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
     s.err << what << "cannot write into " << out << ": " << (ec ? ec.message() : std::strerror(errno)) << "\n";
     return kApiError;
   }
-  int status = 0;
+  struct Spool {
+    const std::string& path;
+    int fd;
+    ~Spool() {
+      if (fd >= 0) ::close(fd);
+      ::unlink(path.c_str());
+    }
+  } spooled{spool, fd};
+  // A local write that fails ends the download.
+  struct SpoolFull : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+  int status = 0, stopped_by = 0;
   std::string error_body;
   try {
-    status = HttpClient(s.url, 300, s.cacert).stream(
-        "/v1/runs/" + id + "/artifacts.tar", s.token,
-        [&](const std::string& piece) { into.write(piece.data(), static_cast<std::streamsize>(piece.size())); },
-        &error_body);
+    status = HttpClient(s.url, 300, s.cacert)
+                 .stream(
+                     "/v1/runs/" + id + "/artifacts.tar", s.token,
+                     [&](const std::string& piece) {
+                       for (size_t off = 0; off < piece.size();) {
+                         ssize_t n = ::write(fd, piece.data() + off, piece.size() - off);
+                         if (n < 0 && errno == EINTR) continue;
+                         if (n < 0) throw SpoolFull("cannot write " + spool + ": " + std::strerror(errno));
+                         off += static_cast<size_t>(n);
+                       }
+                     },
+                     &error_body, &stopped_by, 300);
+  } catch (const SpoolFull& e) {
+    s.err << what << "artifacts: " << e.what() << "\n";
+    return kApiError;
   } catch (const std::exception& e) {
     s.err << what << "artifacts: " << e.what() << "\n";
     return kUnreachable;
   }
-  into.close();
+  if (stopped_by) {
+    s.err << "hwfarmctl: " << strsignal(stopped_by) << ": stopped fetching the files of run " << id << "\n";
+    return 128 + stopped_by;
+  }
   if (status != 200) {
     s.err << what << "artifacts: HTTP " << status << (error_body.empty() ? "" : ": " + error_body) << "\n";
     return kApiError;
   }
-  if (!into) {
-    s.err << what << "cannot write " << spool << ": " << std::strerror(errno) << "\n";
-    return kApiError;
-  }
-  // Each member goes to OUT/<its path under the run's folder>; a name that
-  // is not a plain path under it is passed over. A file that cannot be
-  // written is named and counted, and the others still come.
+  // Each member goes to OUT/<its path under the run's folder>, written as a
+  // hidden part and renamed once whole; a name that is not a plain path
+  // under it is passed over. A file that cannot be written is named and
+  // counted, and the others still come.
   size_t fetched = 0, missing = 0;
   std::set<std::string> came;
   std::ofstream file;
-  std::string path;
+  std::string path, part, dest;
   bool writing = false;
   auto local = [&](const std::string& why) {
-    s.err << what << "artifact " << path << ": cannot write " << (fs::path(out) / path).string() << ": " << why
-          << "\n";
+    s.err << what << "artifact " << path << ": cannot write " << dest << ": " << why << "\n";
     ++missing;
     writing = false;
+    if (file.is_open()) file.close();
+    if (!part.empty()) ::unlink(part.c_str());
   };
   std::ifstream back(spool, std::ios::binary);
   SpoolSource source(back);
   run::TarLimits limits;
-  limits.max_members = listed.size() + 1;
+  limits.max_members = std::max(limits.max_members, listed.size() + 1);
   Status unpacked = run::readTar(
       source, limits,
       [&](const run::TarMember& m) {
         const std::string prefix = id + "/";
         path = m.name.rfind(prefix, 0) == 0 ? m.name.substr(prefix.size()) : "";
+        part.clear();
         writing = plainPath(path) && came.insert(path).second;
         if (!writing) return Status::success();
-        const fs::path dest = fs::path(out) / path;
+        const fs::path target = fs::path(out) / path;
+        dest = target.string();
         std::error_code made;
-        fs::create_directories(dest.parent_path(), made);
+        fs::create_directories(target.parent_path(), made);
         if (made) {
           local(made.message());
           return Status::success();
         }
-        file.open(dest, std::ios::binary | std::ios::trunc);
+        part = (target.parent_path() / ("." + target.filename().string() + ".part")).string();
+        file.open(part, std::ios::binary | std::ios::trunc);
         if (!file) local(std::strerror(errno));
         return Status::success();
       },
@@ -319,14 +346,18 @@ int fetchArtifacts(Session& s, const std::string& id, const json::object& run, c
         return Status::success();
       },
       [&] {
-        if (file.is_open()) file.close();
         if (!writing) return Status::success();
+        file.close();
         if (!file) local(std::strerror(errno));
+        else if (::rename(part.c_str(), dest.c_str()) != 0) local(std::strerror(errno));
         else ++fetched;
         writing = false;
+        part.clear();
         return Status::success();
       });
   if (!unpacked.ok()) {
+    if (file.is_open()) file.close();
+    if (!part.empty()) ::unlink(part.c_str()); // the member it stopped in
     s.err << what << "artifacts: the archive is damaged: " << unpacked.message() << "\n";
     return kApiError;
   }

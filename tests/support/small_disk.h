@@ -36,6 +36,10 @@ struct SmallDisk {
     int fd = ::open((dir + "/filler").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     INFO("open " << dir << "/filler: " << std::strerror(errno));
     REQUIRE(fd >= 0);
+    struct Close {
+      int fd;
+      ~Close() { ::close(fd); }
+    } close_filler{fd};
     const std::string piece(1 << 20, 'f');
     for (;;) {
       struct statvfs fs {};
@@ -49,7 +53,6 @@ struct SmallDisk {
       INFO("write " << dir << "/filler: " << std::strerror(errno));
       REQUIRE(wrote > 0);
     }
-    ::close(fd);
   }
   SmallDisk(const SmallDisk&) = delete;
   SmallDisk& operator=(const SmallDisk&) = delete;
