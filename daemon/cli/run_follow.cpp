@@ -449,7 +449,7 @@ int endRun(Session& s, const std::string& id, const json::object& run, const std
   // The verdict is printed even when an artifact could not be fetched; the
   // exit code is the verdict's, or the fetch's failure when the run passed.
   int fetched = out ? fetchArtifacts(s, id, run, *out) : kOk;
-  if (fetched == kUnreachable) return fetched;
+  if (fetched == kUnreachable || fetched > 128) return fetched; // (gone, or stopped by a signal)
   std::string state = runField(run, "state");
   if (s.json) s.out << json::serialize(run) << "\n";
   else
