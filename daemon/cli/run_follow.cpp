@@ -320,10 +320,10 @@ int fetchArtifacts(Session& s, const std::string& id, const json::object& run, c
   SpoolSource source(back);
   run::TarLimits limits;
   limits.max_members = std::max(limits.max_members, listed.size() + 1);
+  const std::string prefix = id + "/"; // the archive's folder
   Status unpacked = run::readTar(
       source, limits,
       [&](const run::TarMember& m) {
-        const std::string prefix = id + "/";
         path = m.name.rfind(prefix, 0) == 0 ? m.name.substr(prefix.size()) : "";
         part.clear();
         writing = plainPath(path) && came.insert(path).second;

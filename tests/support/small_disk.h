@@ -40,11 +40,15 @@ struct SmallDisk {
       int fd;
       ~Close() { ::close(fd); }
     } close_filler{fd};
-    const std::string piece(1 << 20, 'f');
-    for (;;) {
+    auto freeBytes = [&] {
       struct statvfs fs {};
       REQUIRE(::statvfs(dir.c_str(), &fs) == 0);
-      const uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+      return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+    };
+    REQUIRE(freeBytes() > left);
+    const std::string piece(1 << 20, 'f');
+    for (;;) {
+      const uint64_t free = freeBytes();
       if (free <= left) break;
       const size_t n = static_cast<size_t>(std::min<uint64_t>(piece.size(), free - left));
       const ssize_t wrote = ::write(fd, piece.data(), n);
