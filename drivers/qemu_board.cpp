@@ -254,7 +254,8 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
       evidence.tool_output = outputTail(log, 2048);
       std::string why = sandboxError(log);
       if (!why.empty())
-        return Status::infrastructure(Code::unavailable, "cannot confine QEMU for board " + name_ + ": " + why,
+        return Status::infrastructure(Code::unavailable,
+                                      "cannot confine QEMU for board " + name_ + ": " + sandboxRefusal(why),
                                       std::move(evidence));
       return Status::infrastructure(Code::unavailable, "QEMU did not start for board " + name_ + " (see " + log + ")",
                                     std::move(evidence));
@@ -263,6 +264,16 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   }
   *console = "unix:" + work_dir_ + "/sock/" + name_ + ".uart";
   return Status::success();
+}
+
+std::string sandboxRefusal(const std::string& bwrap_line) {
+  // bubblewrap 0.8's words when unshare() or clone() is refused (EPERM)
+  if (bwrap_line.find("new namespace") == std::string::npos ||
+      bwrap_line.find("No permissions") == std::string::npos)
+    return bwrap_line;
+  return bwrap_line +
+         " (hwfarmd may not create namespaces: the kernel denies them to unprivileged users, or hwfarmd's "
+         "systemd unit does, by RestrictNamespaces= as in the drop-in no-simulated-boards.conf)";
 }
 
 std::string guestLockup(const std::string& qemu_log) {

@@ -133,4 +133,9 @@ bool unixSocketListening(const std::string& path, const std::string& table = "/p
 // says no such thing.
 std::string guestLockup(const std::string& qemu_log);
 
+// Why bubblewrap could not confine QEMU, from its own line ("bwrap: ..."):
+// the line, and where bubblewrap could not create its namespaces, the two
+// places that deny them (its advice names only the kernel's).
+std::string sandboxRefusal(const std::string& bwrap_line);
+
 } // namespace hwfarm::drivers

@@ -12,7 +12,8 @@
 #   3. runs `systemd-analyze verify --root=STAGE` on the installed unit, so
 #      ExecStart=/usr/bin/hwfarmd resolves to the staged binary;
 #   4. runs `systemd-analyze security --offline=true` and fails above
-#      MAX_EXPOSURE;
+#      MAX_EXPOSURE, and above MAX_EXPOSURE_WITHOUT_SIMULATORS with the
+#      drop-in for servers without simulated boards;
 #   5. runs `udevadm verify` on the rules if this udevadm has it (systemd 254+).
 # Exits non-zero on the first failed check.
 set -euo pipefail
@@ -25,6 +26,9 @@ set -euo pipefail
 # shows up here. Same 0-100 scale as `systemd-analyze security --threshold`
 # (28 means 2.8 on the printed 0-10 scale).
 readonly MAX_EXPOSURE=28
+# With systemd/no-simulated-boards.conf (no namespaces, no mount or uid/gid
+# calls) it scores 1.5.
+readonly MAX_EXPOSURE_WITHOUT_SIMULATORS=20
 
 if [[ $# -ne 2 ]]; then
   echo "usage: $0 BUILD_DIR SOURCE_DIR" >&2
@@ -164,6 +168,23 @@ if [[ -z $score_line || $security_rc -ne 0 ]]; then
   fail "systemd-analyze security: exposure above $MAX_EXPOSURE/100 or analysis failed"
 fi
 echo "$score_line (limit $MAX_EXPOSURE/100)"
+
+# ...and with the drop-in for servers without simulated boards, as installed
+# in /etc/systemd/system/hwfarmd.service.d/: at most 2.0.
+dropin=/usr/share/doc/hwfarm/examples/no-simulated-boards.conf
+[[ -f $stage$dropin ]] || fail "$dropin not installed"
+mkdir -p "$stage/etc/systemd/system/hwfarmd.service.d"
+cp "$stage$dropin" "$stage/etc/systemd/system/hwfarmd.service.d/"
+security_rc=0
+security_out=$(systemd-analyze security --offline=true --threshold="$MAX_EXPOSURE_WITHOUT_SIMULATORS" \
+                 --root="$stage" "$unit" 2>&1) || security_rc=$?
+score_line=$(grep 'Overall exposure level' <<<"$security_out" || true)
+if [[ -z $score_line || $security_rc -ne 0 ]]; then
+  echo "$security_out" >&2
+  fail "systemd-analyze security with $(basename "$dropin"): exposure above $MAX_EXPOSURE_WITHOUT_SIMULATORS/100"
+fi
+echo "$score_line with $(basename "$dropin") (limit $MAX_EXPOSURE_WITHOUT_SIMULATORS/100)"
+rm -r "$stage/etc/systemd/system/hwfarmd.service.d"
 
 # --- 5. udevadm verify (systemd 254 and later) --------------------------------
 # --resolve-names=never: the build host need not have the plugdev group.

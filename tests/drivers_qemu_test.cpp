@@ -1013,3 +1013,15 @@ TEST_CASE("a simulator killed in the drain window after END is no clean end: the
   CHECK_FALSE(r.guest_reset);
   CHECK(r.qemu_end == "after END, in the drain window: the simulator was killed by signal 9 (Killed)");
 }
+
+TEST_CASE("bubblewrap refused its namespaces: both places that deny them are named") {
+  const std::string denied =
+      "bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user "
+      "namespaces. See <https://deb.li/bubblewrap> or <file:///usr/share/doc/bubblewrap/README.Debian.gz>.";
+  CHECK(hwfarm::drivers::sandboxRefusal(denied) ==
+        denied + " (hwfarmd may not create namespaces: the kernel denies them to unprivileged users, or hwfarmd's "
+                 "systemd unit does, by RestrictNamespaces= as in the drop-in no-simulated-boards.conf)");
+  // Any other refusal is bubblewrap's own line, unchanged.
+  const std::string other = "bwrap: Can't mount proc on /newroot/proc: Operation not permitted";
+  CHECK(hwfarm::drivers::sandboxRefusal(other) == other);
+}

@@ -17,7 +17,8 @@
 #    process with SIGKILL (Restart= brings it back with its leases) and stops
 #    it with SIGSTOP (the watchdog restarts it); reads the journal's
 #    priorities; systemd-analyze security <= 2.5 and the sandbox as it
-#    applies; systemctl stop within TimeoutStopSec; remove keeps the state
+#    applies; <= 2.0 with the drop-in for servers without simulated boards,
+#    under which a run on the simulated board is an error naming the cause; systemctl stop within TimeoutStopSec; remove keeps the state
 #    and configuration, purge removes them.
 # 3. Installs the previous package, leases a board and runs, upgrades to
 #    this one (the lease and the run survive, the administrator's edit of the
@@ -170,6 +171,7 @@ check_journal_priorities
 say "sandbox"
 check_security_score
 check_sandbox_applies
+check_without_simulators
 say "stop, remove, purge"
 check_stop_in_time
 check_remove_keeps_state
