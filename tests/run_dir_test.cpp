@@ -87,3 +87,34 @@ TEST_CASE("a file that would eat into the disk's reserve is not written, and the
   CHECK(unwritten == std::vector<std::string>{"big.bin"});
   CHECK(tree(runs.path("run-1")) == std::vector<std::string>{"small.txt"});
 }
+
+TEST_CASE("a file that cannot replace what is in its place leaves no temp file among the run's files") {
+  TempDir dir;
+  RunDir runs(dir.file("runs"));
+  REQUIRE(runs.create("run-1").ok());
+  REQUIRE(runs.write("run-1", {{"out/x.txt", "a folder's file"}}).ok());
+  std::vector<std::string> unwritten;
+  // "out" is a folder that is not empty: renaming a file over it fails.
+  Status s = runs.write("run-1", {{"out", "a file"}, {"y.txt", "fits"}}, &unwritten);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.message().find("cannot rename " + runs.path("run-1") + "/out.tmp to " + runs.path("run-1") + "/out") !=
+        std::string::npos);
+  CHECK(unwritten == std::vector<std::string>{"out"});
+  CHECK(tree(runs.path("run-1")) == std::vector<std::string>{"out", "out/x.txt", "y.txt"});
+  Result<std::vector<std::string>> listed = runs.list("run-1");
+  REQUIRE(listed);
+  CHECK(*listed == std::vector<std::string>{"out/x.txt", "y.txt"});
+}
+
+TEST_CASE("creating a run's folder twice is no failure and keeps its files") {
+  TempDir dir;
+  RunDir runs(dir.file("state/runs"));
+  REQUIRE(runs.create("run-1").ok());
+  REQUIRE(runs.write("run-1", {{"summary.json", "{}"}}).ok());
+  Status again = runs.create("run-1");
+  INFO(again.message());
+  CHECK(again.ok());
+  CHECK(contents(runs.path("run-1") + "/summary.json") == "{}");
+  // The state folder did not exist: runs/ and the run's folder were both made.
+  REQUIRE(fs::is_directory(dir.file("state/runs/run-1")));
+}

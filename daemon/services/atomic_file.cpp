@@ -28,10 +28,20 @@ Status replaceFileUnsynced(const std::string& path, std::string_view bytes) {
       return failed;
     }
   }
+  // A temp file that did not become `path` is removed: in a run's folder
+  // it would be listed as one of the run's files.
   bool synced = ::fsync(fd) == 0;
   int sync_errno = errno;
-  if (::close(fd) != 0 || !synced) return Status::fromErrno("cannot sync " + temp, synced ? errno : sync_errno);
-  if (::rename(temp.c_str(), path.c_str()) != 0) return Status::fromErrno("cannot rename " + temp + " to " + path, errno);
+  if (::close(fd) != 0 || !synced) {
+    Status failed = Status::fromErrno("cannot sync " + temp, synced ? errno : sync_errno);
+    ::unlink(temp.c_str());
+    return failed;
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    Status failed = Status::fromErrno("cannot rename " + temp + " to " + path, errno);
+    ::unlink(temp.c_str());
+    return failed;
+  }
   return Status::success();
 }
 

@@ -69,7 +69,9 @@ Status RunDir::write(const std::string& id, const std::vector<run::ArtifactFile>
   };
   // Each file is synced and renamed into place; the folders whose entries
   // changed (each file's, and each folder up to the run's own, which may
-  // have been made for it) are synced once each after the last file.
+  // have been made for it) are synced once each after the last file, and
+  // so is runs/, which holds the run's own entry (made by create(); cheap
+  // once synced: it changes only when a run is made or removed).
   const fs::path run = path(id);
   std::vector<std::pair<const run::ArtifactFile*, std::vector<std::string>>> placed;
   std::map<std::string, Status> folders;
@@ -93,6 +95,8 @@ Status RunDir::write(const std::string& id, const std::vector<run::ArtifactFile>
       folders.emplace(dir.string(), Status::success());
       if (dir == run) break;
     }
+    under.push_back(root_);
+    folders.emplace(root_, Status::success());
     placed.emplace_back(&f, std::move(under));
   }
   for (auto& [folder, synced] : folders) synced = syncFolder(folder);

@@ -41,16 +41,17 @@ class RunDir {
   // JSON, XML, UTF-8 text, else octet-stream.
   static std::string contentType(std::string_view path);
 
-  // Creates the run's directory (and runs/).
+  // Creates the run's directory (and runs/); write() syncs its entry.
   Status create(const std::string& id) const;
   // Writes each file into the run's directory, each one atomically (synced
   // and renamed into place), creating its folders, then syncs each folder
-  // that changed once, up to the run's own: every file written is durable
-  // when it returns. A file that would leave less than the reserve free is
-  // not written (roomFor, disk_room.h: a Code::no_space failure naming the
-  // file). Every file is tried, so the small ones that fit are written; the
-  // first failure is returned, and the paths not written (or whose folder
-  // could not be synced) are added to `unwritten` when given.
+  // that changed once, up to the run's own, and runs/ (the run's entry):
+  // every file written is durable, and reachable, when it returns. A file
+  // that would leave less than the reserve free is not written (roomFor,
+  // disk_room.h: a Code::no_space failure naming the file). Every file is
+  // tried, so the small ones that fit are written; the first failure is
+  // returned, and the paths not written (or whose folder could not be
+  // synced) are added to `unwritten` when given.
   Status write(const std::string& id, const std::vector<run::ArtifactFile>& files,
                std::vector<std::string>* unwritten = nullptr) const;
   // The run's artifacts: its plain regular files, as relative paths, sorted.
