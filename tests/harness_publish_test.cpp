@@ -11,6 +11,7 @@
 #include <boost/json.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "daemon/cli/http_client.h"
@@ -479,4 +480,115 @@ TEST_CASE("results publish: a published run is pruned with the history like hwfa
   CHECK_FALSE(fs::exists(dir.file("state/runs/" + run_id)));
   CHECK(d.get("/v1/runs/" + run_id).status == 404);
   CHECK(runsListed(d) == 0);
+}
+
+namespace {
+
+// A publish on another thread, whose writes of summary.json are held (the
+// daemon runs with the failsync preload holding them while `hold` exists);
+// let go and joined at the end, whatever a check did meanwhile.
+struct HeldPublish {
+  std::string hold;
+  hwfarm::cli::HttpResult answer;
+  std::thread thread;
+  HeldPublish(const RunningDaemon& d, std::string hold_file, const std::string& lease_id, const std::string& archive)
+      : hold(std::move(hold_file)) {
+    std::ofstream(hold).flush();
+    thread = std::thread([this, &d, lease_id, archive] {
+      try {
+        answer = post(d, lease_id, archive, "?name=first");
+      } catch (const std::exception& e) {
+        answer.status = 0;
+        answer.body = e.what();
+      }
+    });
+  }
+  // Whether the publish reached the held write within 30 s.
+  bool reached() const {
+    for (int i = 0; i < 3000; ++i) {
+      if (fs::exists(hold + ".held")) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+  void release() {
+    std::error_code ec;
+    fs::remove(hold, ec);
+  }
+  void join() {
+    release();
+    if (thread.joinable()) thread.join();
+  }
+  ~HeldPublish() { join(); }
+};
+
+} // namespace
+
+TEST_CASE("results publish: a second publish on a lease while its first is written is refused 429 and goes through after") {
+  TempDir dir;
+  // Given a daemon whose writes of a published run's summary.json the test
+  // can hold (its files are being written, its row not yet stored),
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1),
+                  {{"LD_PRELOAD", FAILSYNC_PATH},
+                   {"HWFARM_HOLD_SYNC", dir.file("hold")},
+                   {"HWFARM_HOLD_SYNC_MATCH", "summary.json.tmp"}});
+  std::string id = lease(d);
+  std::string archive = tarOf({{"results/r.xml", readFile(runPytest(dir, "passing", "def test_pass():\n    pass\n"))}});
+  // when a first publish on the lease is held writing its files,
+  HeldPublish first(d, dir.file("hold"), id, archive);
+  REQUIRE(first.reached());
+  // a second one on the same lease is refused, saying why,
+  hwfarm::cli::HttpResult second = post(d, id, archive, "?name=second");
+  INFO(second.body);
+  CHECK(second.status == 429);
+  json::value refused = parsed(second);
+  CHECK(refused.at("error") == "too_many_runs");
+  CHECK(refused.at("detail").as_string() == "lease " + id + " is publishing results already: retry once it is done");
+  // and keeps nothing (what is there is the first one's);
+  CHECK(runsListed(d) == 0);
+  std::vector<std::string> entries = runsDir(dir);
+  REQUIRE(entries.size() == 2);
+  CHECK(entries[0].rfind(".building-run-", 0) == 0);
+  CHECK(entries[1].rfind(".results-run-", 0) == 0);
+  // the first one, let go, is answered,
+  first.join();
+  INFO(first.answer.body);
+  REQUIRE(first.answer.status == 201);
+  CHECK(parsed(first.answer).at("state") == "passed");
+  // and then the second goes through.
+  hwfarm::cli::HttpResult again = post(d, id, archive, "?name=second");
+  INFO(again.body);
+  CHECK(again.status == 201);
+  CHECK(runsListed(d) == 2);
+}
+
+TEST_CASE("results publish: a kill while a published run is written leaves neither the run nor its folder after a restart") {
+  TempDir dir;
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1),
+                  {{"LD_PRELOAD", FAILSYNC_PATH},
+                   {"HWFARM_HOLD_SYNC", dir.file("hold")},
+                   {"HWFARM_HOLD_SYNC_MATCH", "summary.json.tmp"}});
+  std::string id = lease(d);
+  std::string archive = tarOf({{"results/r.xml", readFile(runPytest(dir, "passing", "def test_pass():\n    pass\n"))}});
+  // A publish held writing its files in their hidden folder, unanswered,
+  HeldPublish held(d, dir.file("hold"), id, archive);
+  REQUIRE(held.reached());
+  // (the archive taken from the request, and the run's folder being made)
+  std::vector<std::string> during = runsDir(dir);
+  REQUIRE(during.size() == 2);
+  CHECK(during[0].rfind(".building-run-", 0) == 0);
+  CHECK(during[1].rfind(".results-run-", 0) == 0);
+  // is cut short by a kill: its client gets no answer,
+  d.killAndRestart();
+  held.join();
+  INFO(held.answer.body);
+  CHECK(held.answer.status != 201);
+  // and the restart removes the folder and lists no run.
+  CHECK(runsDir(dir).empty());
+  CHECK(runsListed(d) == 0);
+  // The lease still publishes.
+  hwfarm::cli::HttpResult again = post(d, id, archive, "?name=again");
+  INFO(again.body);
+  CHECK(again.status == 201);
+  CHECK(runsListed(d) == 1);
 }
