@@ -159,15 +159,17 @@ fi
 echo "ok: systemd-analyze verify"
 
 # --- 4. systemd-analyze security ---------------------------------------------
-security_rc=0
-security_out=$(systemd-analyze security --offline=true --threshold="$MAX_EXPOSURE" \
-                 --root="$stage" "$unit" 2>&1) || security_rc=$?
-score_line=$(grep 'Overall exposure level' <<<"$security_out" || true)
-if [[ -z $score_line || $security_rc -ne 0 ]]; then
-  echo "$security_out" >&2
-  fail "systemd-analyze security: exposure above $MAX_EXPOSURE/100 or analysis failed"
-fi
-echo "$score_line (limit $MAX_EXPOSURE/100)"
+security() {  # LIMIT WHAT: fails when the staged unit scores above LIMIT/100
+  local rc=0 out line
+  out=$(systemd-analyze security --offline=true --threshold="$1" --root="$stage" "$unit" 2>&1) || rc=$?
+  line=$(grep 'Overall exposure level' <<<"$out" || true)
+  if [[ -z $line || $rc -ne 0 ]]; then
+    echo "$out" >&2
+    fail "systemd-analyze security$2: exposure above $1/100 or analysis failed"
+  fi
+  echo "$line$2 (limit $1/100)"
+}
+security "$MAX_EXPOSURE" ""
 
 # ...and with the drop-in for servers without simulated boards, as installed
 # in /etc/systemd/system/hwfarmd.service.d/: at most 2.0.
@@ -175,15 +177,7 @@ dropin=/usr/share/doc/hwfarm/examples/no-simulated-boards.conf
 [[ -f $stage$dropin ]] || fail "$dropin not installed"
 mkdir -p "$stage/etc/systemd/system/hwfarmd.service.d"
 cp "$stage$dropin" "$stage/etc/systemd/system/hwfarmd.service.d/"
-security_rc=0
-security_out=$(systemd-analyze security --offline=true --threshold="$MAX_EXPOSURE_WITHOUT_SIMULATORS" \
-                 --root="$stage" "$unit" 2>&1) || security_rc=$?
-score_line=$(grep 'Overall exposure level' <<<"$security_out" || true)
-if [[ -z $score_line || $security_rc -ne 0 ]]; then
-  echo "$security_out" >&2
-  fail "systemd-analyze security with $(basename "$dropin"): exposure above $MAX_EXPOSURE_WITHOUT_SIMULATORS/100"
-fi
-echo "$score_line with $(basename "$dropin") (limit $MAX_EXPOSURE_WITHOUT_SIMULATORS/100)"
+security "$MAX_EXPOSURE_WITHOUT_SIMULATORS" " with $(basename "$dropin")"
 rm -r "$stage/etc/systemd/system/hwfarmd.service.d"
 
 # --- 5. udevadm verify (systemd 254 and later) --------------------------------

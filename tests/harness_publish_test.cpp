@@ -522,18 +522,38 @@ struct HeldPublish {
   ~HeldPublish() { join(); }
 };
 
+// The environment of a daemon whose writes of a published run's
+// summary.json the test can hold (HeldPublish): its files are being
+// written, its row not yet stored.
+std::map<std::string, std::string> holdingSummaries(const TempDir& dir) {
+  return {{"LD_PRELOAD", FAILSYNC_PATH},
+          {"HWFARM_HOLD_SYNC", dir.file("hold")},
+          {"HWFARM_HOLD_SYNC_MATCH", "summary.json.tmp"}};
+}
+
+// An archive of a real pytest run's JUnit file with one passing test.
+std::string passingResults(const TempDir& dir) {
+  return tarOf({{"results/r.xml", readFile(runPytest(dir, "passing", "def test_pass():\n    pass\n"))}});
+}
+
+// runs/ while a publish is held: the archive taken from its request and
+// the run's hidden folder being made, nothing else.
+void checkHeldEntries(const TempDir& dir) {
+  std::vector<std::string> entries = runsDir(dir);
+  REQUIRE(entries.size() == 2);
+  CHECK(entries[0].rfind(".building-run-", 0) == 0);
+  CHECK(entries[1].rfind(".results-run-", 0) == 0);
+}
+
 } // namespace
 
 TEST_CASE("results publish: a second publish on a lease while its first is written is refused 429 and goes through after") {
   TempDir dir;
   // Given a daemon whose writes of a published run's summary.json the test
-  // can hold (its files are being written, its row not yet stored),
-  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1),
-                  {{"LD_PRELOAD", FAILSYNC_PATH},
-                   {"HWFARM_HOLD_SYNC", dir.file("hold")},
-                   {"HWFARM_HOLD_SYNC_MATCH", "summary.json.tmp"}});
+  // can hold,
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1), holdingSummaries(dir));
   std::string id = lease(d);
-  std::string archive = tarOf({{"results/r.xml", readFile(runPytest(dir, "passing", "def test_pass():\n    pass\n"))}});
+  std::string archive = passingResults(dir);
   // when a first publish on the lease is held writing its files,
   HeldPublish first(d, dir.file("hold"), id, archive);
   REQUIRE(first.reached());
@@ -546,10 +566,7 @@ TEST_CASE("results publish: a second publish on a lease while its first is writt
   CHECK(refused.at("detail").as_string() == "lease " + id + " is publishing results already: retry once it is done");
   // and keeps nothing (what is there is the first one's);
   CHECK(runsListed(d) == 0);
-  std::vector<std::string> entries = runsDir(dir);
-  REQUIRE(entries.size() == 2);
-  CHECK(entries[0].rfind(".building-run-", 0) == 0);
-  CHECK(entries[1].rfind(".results-run-", 0) == 0);
+  checkHeldEntries(dir);
   // the first one, let go, is answered,
   first.join();
   INFO(first.answer.body);
@@ -564,20 +581,13 @@ TEST_CASE("results publish: a second publish on a lease while its first is writt
 
 TEST_CASE("results publish: a kill while a published run is written leaves neither the run nor its folder after a restart") {
   TempDir dir;
-  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1),
-                  {{"LD_PRELOAD", FAILSYNC_PATH},
-                   {"HWFARM_HOLD_SYNC", dir.file("hold")},
-                   {"HWFARM_HOLD_SYNC_MATCH", "summary.json.tmp"}});
+  RunningDaemon d(dir, qemuFleet(dir.file("state"), 1), holdingSummaries(dir));
   std::string id = lease(d);
-  std::string archive = tarOf({{"results/r.xml", readFile(runPytest(dir, "passing", "def test_pass():\n    pass\n"))}});
+  std::string archive = passingResults(dir);
   // A publish held writing its files in their hidden folder, unanswered,
   HeldPublish held(d, dir.file("hold"), id, archive);
   REQUIRE(held.reached());
-  // (the archive taken from the request, and the run's folder being made)
-  std::vector<std::string> during = runsDir(dir);
-  REQUIRE(during.size() == 2);
-  CHECK(during[0].rfind(".building-run-", 0) == 0);
-  CHECK(during[1].rfind(".results-run-", 0) == 0);
+  checkHeldEntries(dir);
   // is cut short by a kill: its client gets no answer,
   d.killAndRestart();
   held.join();
