@@ -493,6 +493,8 @@ struct HeldPublish {
   std::thread thread;
   HeldPublish(const RunningDaemon& d, std::string hold_file, const std::string& lease_id, const std::string& archive)
       : hold(std::move(hold_file)) {
+    std::error_code ec;
+    fs::remove(hold + ".held", ec); // (reached() waits for a new one)
     std::ofstream(hold).flush();
     thread = std::thread([this, &d, lease_id, archive] {
       try {
@@ -519,6 +521,8 @@ struct HeldPublish {
     release();
     if (thread.joinable()) thread.join();
   }
+  HeldPublish(const HeldPublish&) = delete; // (its thread holds `this`)
+  HeldPublish& operator=(const HeldPublish&) = delete;
   ~HeldPublish() { join(); }
 };
 

@@ -148,7 +148,7 @@ TEST_CASE("sla service: an infrastructure failure left unresolved demotes at exa
   health::Standing st = again.sla->standing();
   REQUIRE(st.ms_to_demotion == std::optional<int64_t>(72 * 3600'000LL - 3600'000 - 600'000));
   again.flush(); // (its start-up save may be under way: the temp file exists while it is)
-  REQUIRE_FALSE(std::filesystem::exists(dir.file("state/sla.json.tmp")));
+  REQUIRE_FALSE(std::filesystem::exists(dir.file("state/.sla.json.tmp")));
 }
 
 TEST_CASE("sla service: a run without an infrastructure failure on the board resolves its incident and a cancelled run does not") {

@@ -14,7 +14,11 @@ Status replaceFile(const std::string& path, std::string_view bytes) {
 }
 
 Status replaceFileUnsynced(const std::string& path, std::string_view bytes) {
-  const std::string temp = path + ".tmp";
+  // Hidden (".NAME.tmp"): never listed among a run's files, and never the
+  // name of another file written beside it (an artifact "x.tmp").
+  const size_t slash = path.find_last_of('/');
+  const std::string temp = slash == std::string::npos ? "." + path + ".tmp"
+                                                      : path.substr(0, slash + 1) + "." + path.substr(slash + 1) + ".tmp";
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
   if (fd < 0) return Status::fromErrno("cannot create " + temp, errno);
   for (size_t off = 0; off < bytes.size();) {
@@ -28,8 +32,7 @@ Status replaceFileUnsynced(const std::string& path, std::string_view bytes) {
       return failed;
     }
   }
-  // A temp file that did not become `path` is removed: in a run's folder
-  // it would be listed as one of the run's files.
+  // A temp file that did not become `path` is removed.
   bool synced = ::fsync(fd) == 0;
   int sync_errno = errno;
   if (::close(fd) != 0 || !synced) {

@@ -10,7 +10,7 @@
 
 namespace hwfarm {
 
-// Writes `bytes` to a temp file beside `path` (path + ".tmp"), syncs it,
+// Writes `bytes` to a hidden temp file beside `path` (".NAME.tmp"), syncs it,
 // renames it over `path` and syncs the directory. An infrastructure Status
 // naming the step and the file when one fails.
 Status replaceFile(const std::string& path, std::string_view bytes);

@@ -46,7 +46,7 @@ class RunDir {
   // Writes each file into the run's directory, each one atomically (synced
   // and renamed into place), creating its folders, then syncs each folder
   // that changed once, up to the run's own, and runs/ (the run's entry):
-  // every file written is durable, and reachable, when it returns. A file
+  // every file written is durable when it returns. A file
   // that would leave less than the reserve free is not written (roomFor,
   // disk_room.h: a Code::no_space failure naming the file). Every file is
   // tried, so the small ones that fit are written; the first failure is
