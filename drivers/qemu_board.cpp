@@ -15,11 +15,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 #include <vector>
 
 #include "drivers/reaper.h"
+#include "drivers/sim_launcher.h"
 #include "drivers/spawn.h"
 #include "drivers/tool_runner.h"
 
@@ -46,45 +48,6 @@ void QemuBoard::clearImage() {
 }
 
 namespace {
-
-// The bubblewrap arguments that give QEMU its own view: /usr and the
-// top-level links into it read-only, a private /dev and /proc, its image
-// read-only, its socket directory, and nothing else; every namespace new
-// (no network, no host processes), no capabilities, no new user namespaces,
-// and marked as hwfarmd's child. Not --die-with-parent: it ties bubblewrap
-// and the sandbox to the thread that started them, not to hwfarmd, and
-// leaves a gap while the sandbox is set up (docs/drivers.md, "When hwfarmd
-// dies"); hwfarmd's reaper and powerOff() stop the sandbox instead.
-std::vector<std::string> sandboxArgv(const std::string& bwrap, int info_fd, int status_fd, const std::string& what,
-                                     const std::string& qemu, const std::string& image, const std::string& socket_dir,
-                                     bool with_proc) {
-  std::vector<std::string> argv{bwrap, "--new-session", "--unshare-all", "--unshare-user",
-                                "--disable-userns", "--cap-drop", "ALL", "--clearenv", "--setenv", "PATH",
-                                "/usr/bin:/bin"};
-  // QEMU carries hwfarmd's marks too (drivers/reaper.h).
-  for (const auto& mark : childMarks(what)) {
-    size_t eq = mark.find('=');
-    argv.insert(argv.end(), {"--setenv", mark.substr(0, eq), mark.substr(eq + 1)});
-  }
-  argv.insert(argv.end(), {"--info-fd", std::to_string(info_fd), "--json-status-fd", std::to_string(status_fd),
-                           "--ro-bind", "/usr", "/usr"});
-  // Merged /usr (Debian 12): /bin, /lib... are links into /usr; otherwise
-  // they are directories, bound read-only.
-  for (const char* top : {"/bin", "/sbin", "/lib", "/lib64", "/lib32"}) {
-    std::error_code ec;
-    auto status = std::filesystem::symlink_status(top, ec);
-    if (ec || !std::filesystem::exists(status)) continue;
-    if (std::filesystem::is_symlink(status))
-      argv.insert(argv.end(), {"--symlink", std::filesystem::read_symlink(top, ec).string(), top});
-    else if (std::filesystem::is_directory(status))
-      argv.insert(argv.end(), {"--ro-bind", top, top});
-  }
-  if (with_proc) argv.insert(argv.end(), {"--proc", "/proc"});
-  argv.insert(argv.end(), {"--dev", "/dev"});
-  if (qemu.rfind("/usr/", 0) != 0) argv.insert(argv.end(), {"--ro-bind", qemu, qemu});
-  argv.insert(argv.end(), {"--ro-bind", image, image, "--bind", socket_dir, socket_dir, "--chdir", socket_dir, "--"});
-  return argv;
-}
 
 // The name QEMU binds its UART socket by: its path, or where that is longer
 // than a socket address holds (107 bytes: a deep state_dir), its name in
@@ -135,6 +98,57 @@ std::string sandboxError(const std::string& log) {
 
 } // namespace
 
+// Not --die-with-parent: it ties bubblewrap
+// and the sandbox to the thread that started them, not to hwfarmd, and
+// leaves a gap while the sandbox is set up (docs/drivers.md, "When hwfarmd
+// dies"); hwfarmd's reaper and powerOff() stop the sandbox instead.
+std::vector<std::string> simulatorSandboxArgv(const std::string& bwrap, int info_fd, int status_fd,
+                                              const std::vector<std::string>& marks, const std::string& qemu,
+                                              const std::string& image, const std::string& socket_dir,
+                                              bool with_proc) {
+  std::vector<std::string> argv{bwrap, "--new-session", "--unshare-all", "--unshare-user",
+                                "--disable-userns", "--cap-drop", "ALL", "--clearenv", "--setenv", "PATH",
+                                "/usr/bin:/bin"};
+  // QEMU carries hwfarmd's marks too (drivers/reaper.h).
+  for (const auto& mark : marks) {
+    size_t eq = mark.find('=');
+    argv.insert(argv.end(), {"--setenv", mark.substr(0, eq), mark.substr(eq + 1)});
+  }
+  argv.insert(argv.end(), {"--info-fd", std::to_string(info_fd), "--json-status-fd", std::to_string(status_fd),
+                           "--ro-bind", "/usr", "/usr"});
+  // Merged /usr (Debian 12): /bin, /lib... are links into /usr; otherwise
+  // they are directories, bound read-only.
+  for (const char* top : {"/bin", "/sbin", "/lib", "/lib64", "/lib32"}) {
+    std::error_code ec;
+    auto status = std::filesystem::symlink_status(top, ec);
+    if (ec || !std::filesystem::exists(status)) continue;
+    if (std::filesystem::is_symlink(status))
+      argv.insert(argv.end(), {"--symlink", std::filesystem::read_symlink(top, ec).string(), top});
+    else if (std::filesystem::is_directory(status))
+      argv.insert(argv.end(), {"--ro-bind", top, top});
+  }
+  if (with_proc) argv.insert(argv.end(), {"--proc", "/proc"});
+  argv.insert(argv.end(), {"--dev", "/dev"});
+  if (qemu.rfind("/usr/", 0) != 0) argv.insert(argv.end(), {"--ro-bind", qemu, qemu});
+  argv.insert(argv.end(), {"--ro-bind", image, image, "--bind", socket_dir, socket_dir, "--chdir", socket_dir, "--"});
+  return argv;
+}
+
+namespace {
+std::mutex launcher_mutex;
+std::string launcher_socket; // guarded by launcher_mutex
+} // namespace
+
+void setSimulatorLauncher(const std::string& socket_path) {
+  std::lock_guard lock(launcher_mutex);
+  launcher_socket = socket_path;
+}
+
+std::string simulatorLauncher() {
+  std::lock_guard lock(launcher_mutex);
+  return launcher_socket;
+}
+
 Status QemuBoard::powerOn(std::string* console) {
   if (running()) return Status::infrastructure(Code::conflict, "board " + name_ + " is already powered on");
   if (image_.empty()) return Status::infrastructure(Code::conflict, "board " + name_ + " has no image: flash it first");
@@ -156,7 +170,8 @@ Status QemuBoard::powerOn(std::string* console) {
                                       (config_.binary.find('/') == std::string::npos ? " in PATH" : "") +
                                       " or not executable");
   // Fail closed: without its sandbox, QEMU does not run.
-  std::string bwrap = findProgram("bwrap");
+  // (Found by the launcher, when one confines QEMU.)
+  std::string bwrap = simulatorLauncher().empty() ? findProgram("bwrap") : "bwrap";
   if (bwrap.empty())
     return Status::infrastructure(Code::not_found,
                                   "cannot confine QEMU for board " + name_ +
@@ -187,17 +202,16 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   }
   std::string what = "QEMU simulator " + name_;
   std::string bound = boundName(socket);
-  std::vector<std::string> argv = sandboxArgv(bwrap, info[1], status[1], what, qemu, image, socket_dir, with_proc);
   // No semihosting: the firmware reports its status on the console.
   // -no-reboot: a guest reset stops QEMU (QemuEnd::guest), the firmware's
   // way to say it is done, and never boots the image a second time.
-  argv.insert(argv.end(), {qemu, "-M", config_.machine, "-no-reboot"});
-  if (!config_.cpu.empty()) argv.insert(argv.end(), {"-cpu", config_.cpu});
-  argv.insert(argv.end(), {"-display", "none", "-monitor", "none", "-nic", "none", "-sandbox",
-                           "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny", "-chardev",
-                           "socket,id=uart0,path=" + bound + ",server=on,wait=on", "-serial", "chardev:uart0",
-                           "-device", identityLoader(role_), "-kernel", image});
-  argv.insert(argv.end(), config_.extra_args.begin(), config_.extra_args.end());
+  std::vector<std::string> command{qemu, "-M", config_.machine, "-no-reboot"};
+  if (!config_.cpu.empty()) command.insert(command.end(), {"-cpu", config_.cpu});
+  command.insert(command.end(), {"-display", "none", "-monitor", "none", "-nic", "none", "-sandbox",
+                                 "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny", "-chardev",
+                                 "socket,id=uart0,path=" + bound + ",server=on,wait=on", "-serial", "chardev:uart0",
+                                 "-device", identityLoader(role_), "-kernel", image});
+  command.insert(command.end(), config_.extra_args.begin(), config_.extra_args.end());
   std::string log = logPath();
   exit_status_.reset();
   end_.reset();
@@ -207,15 +221,30 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
     for (int fd : {info[0], info[1], status[0], status[1]}) ::close(fd);
     return failed;
   }
-  SpawnOptions options;
-  options.argv = std::move(argv);
-  options.stdout_fd = out;
-  options.stderr_fd = out;
-  options.keep_fds = {info[1], status[1]};
-  // It must not outlive hwfarmd (it would wait for its console forever):
-  // marked as hwfarmd's child, its reaper stops it (drivers/reaper.h).
-  options.what = what;
-  Result<pid_t> child = spawnProcess(options);
+  Result<pid_t> child = Status::success();
+  if (std::string launcher = simulatorLauncher(); !launcher.empty()) {
+    // The launcher runs bubblewrap with these descriptors, as below.
+    LaunchRequest request{image, socket_dir, with_proc, childMarks(what), std::move(command)};
+    Result<LaunchedSandbox> launched = launchSandbox(launcher, request, out, info[1], status[1]);
+    if (launched) {
+      launcher_ = launched->connection;
+      child = launched->pid;
+    } else {
+      child = std::move(launched).takeStatus();
+    }
+  } else {
+    SpawnOptions options;
+    options.argv =
+        simulatorSandboxArgv(bwrap, info[1], status[1], childMarks(what), qemu, image, socket_dir, with_proc);
+    options.argv.insert(options.argv.end(), command.begin(), command.end());
+    options.stdout_fd = out;
+    options.stderr_fd = out;
+    options.keep_fds = {info[1], status[1]};
+    // It must not outlive hwfarmd (it would wait for its console forever):
+    // marked as hwfarmd's child, its reaper stops it (drivers/reaper.h).
+    options.what = what;
+    child = spawnProcess(options);
+  }
   ::close(out);
   ::close(info[1]);
   ::close(status[1]);
@@ -226,7 +255,7 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   }
   pid_ = *child;
   status_fd_ = status[0];
-  pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0)); // unreaped: it names bubblewrap
+  if (launcher_ < 0) pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0)); // unreaped: it names bubblewrap
   // QEMU creates the socket, then waits for the console to connect. It binds
   // the socket before it listens, and connecting in between would be
   // refused: wait until the kernel lists it as listening (without
@@ -272,8 +301,9 @@ std::string sandboxRefusal(const std::string& bwrap_line) {
       bwrap_line.find("No permissions") == std::string::npos)
     return bwrap_line;
   return bwrap_line +
-         " (hwfarmd may not create namespaces: the kernel denies them to unprivileged users, or hwfarmd's "
-         "systemd unit does, by RestrictNamespaces= as in the drop-in no-simulated-boards.conf)";
+         " (hwfarmd may not create namespaces: the kernel denies them to unprivileged users, or its systemd unit "
+         "does (RestrictNamespaces=), where QEMU is to be confined by hwfarm-launcher: hwfarmd "
+         "--simulator-launcher /run/hwfarm-launcher.sock, as the packaged unit runs it)";
 }
 
 std::string guestLockup(const std::string& qemu_log) {
@@ -329,14 +359,29 @@ std::optional<int> QemuBoard::reportedExit() {
 
 void QemuBoard::reap(bool block) {
   if (pid_ <= 0) return;
-  siginfo_t info{};
-  int r = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
-  if (r != 0 || info.si_pid != pid_) return;
-  // Exited: its group goes with it before it is reaped (after that, its pid
-  // could name another process), and so does the sandbox (its pid 1 has a
-  // session of its own, outside that group).
-  if (sandbox_) sandbox_->signal(SIGKILL);
-  int raw = killGroupAndReap(pid_);
+  int raw;
+  if (launcher_ >= 0) {
+    // The launcher reports bubblewrap's end once it has killed its group
+    // and reaped it, or closes without a report: it died (under systemd its
+    // cgroup, bubblewrap included, went with it), and the sandbox is killed
+    // here.
+    pollfd p{launcher_, POLLIN, 0};
+    int ready;
+    do ready = ::poll(&p, 1, block ? -1 : 0);
+    while (ready < 0 && errno == EINTR);
+    if (ready <= 0) return;
+    if (sandbox_) sandbox_->signal(SIGKILL);
+    raw = readLaunchedExit(launcher_);
+  } else {
+    siginfo_t info{};
+    int r = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
+    if (r != 0 || info.si_pid != pid_) return;
+    // Exited: its group goes with it before it is reaped (after that, its
+    // pid could name another process), and so does the sandbox (its pid 1
+    // has a session of its own, outside that group).
+    if (sandbox_) sandbox_->signal(SIGKILL);
+    raw = killGroupAndReap(pid_);
+  }
   exit_status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
   // bubblewrap wrote QEMU's status before it exited; without one, it ended
   // by itself.
@@ -360,7 +405,8 @@ void QemuBoard::reap(bool block) {
 void QemuBoard::closeHandles() {
   if (pidfd_ >= 0) ::close(pidfd_);
   if (status_fd_ >= 0) ::close(status_fd_);
-  pidfd_ = status_fd_ = -1;
+  if (launcher_ >= 0) ::close(launcher_);
+  pidfd_ = status_fd_ = launcher_ = -1;
   sandbox_.reset();
 }
 
@@ -384,8 +430,8 @@ std::optional<QemuEnd> QemuBoard::waitEnd(std::chrono::milliseconds timeout) {
   while (running()) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return std::nullopt;
-    if (pidfd_ >= 0) {
-      pollfd p{pidfd_, POLLIN, 0};
+    if (int fd = launcher_ >= 0 ? launcher_ : pidfd_; fd >= 0) {
+      pollfd p{fd, POLLIN, 0};
       ::poll(&p, 1, static_cast<int>(left.count()));
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -410,10 +456,16 @@ void QemuBoard::powerOff() {
         if (auto handle = ProcessHandle::open(child, stat->start_time); handle && stat->ppid == pid_)
           handle->signal(SIGKILL);
   if (sandbox_) sandbox_->signal(SIGKILL);
-  ::kill(-pid_, SIGTERM);
+  // bubblewrap's group, through the launcher when it started it (it holds
+  // bubblewrap unreaped, so the group id names no other process).
+  auto signalGroup = [this](int signal) {
+    if (launcher_ >= 0) signalLaunched(launcher_, signal);
+    else ::kill(-pid_, signal);
+  };
+  signalGroup(SIGTERM);
   waitEnd(std::chrono::seconds(2));
   if (running()) {
-    ::kill(-pid_, SIGKILL);
+    signalGroup(SIGKILL);
     reap(true);
   }
   exit_status_.reset(); // stopped, not finished

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <sys/types.h>
+#include <vector>
 
 #include "config/fleet_config.h"
 #include "common/status.h"
@@ -94,7 +95,7 @@ class QemuBoard {
   // Waits up to `timeout` for QEMU to end by itself (its console closed,
   // say): how it ended, or nothing if it still runs or was powered off.
   std::optional<QemuEnd> waitEnd(std::chrono::milliseconds timeout);
-  pid_t pid() const { return pid_; } // bubblewrap's (the sandbox's launcher)
+  pid_t pid() const { return pid_; } // bubblewrap's (which sets the sandbox up)
   SimRole role() const { return role_; }
   std::string logPath() const { return work_dir_ + "/" + name_ + ".qemu.log"; }
 
@@ -115,11 +116,30 @@ class QemuBoard {
   std::string image_;
   pid_t pid_ = -1;
   int pidfd_ = -1;                         // bubblewrap's, to wait for its end; -1 without pidfds
+  int launcher_ = -1;                      // the launcher's connection, when it started bubblewrap
   int status_fd_ = -1;                     // bubblewrap's --json-status-fd, read when it has ended
   std::optional<ProcessHandle> sandbox_;   // the sandbox's pid 1: QEMU's pid namespace ends with it
   std::optional<int> exit_status_;
   std::optional<QemuEnd> end_;             // how the last process ended, for a failed start too
 };
+
+// The simulator launcher (drivers/sim_launcher.h) every QEMU board started
+// from now on asks to confine QEMU, by its socket's path; "" (the default):
+// hwfarmd runs bubblewrap itself. Set at start-up (hwfarmd
+// --simulator-launcher); any thread.
+void setSimulatorLauncher(const std::string& socket_path);
+std::string simulatorLauncher();
+
+// bubblewrap's arguments, up to and including "--", for QEMU `qemu` booting
+// `image` with its UART socket in `socket_dir`: /usr and the top-level links
+// into it read-only, a private /dev (and /proc, `with_proc`), the image
+// read-only, the socket directory, nothing else; every namespace new, no
+// capabilities, no new user namespaces; `marks` (drivers/reaper.h) set in
+// QEMU's environment, which is otherwise cleared.
+std::vector<std::string> simulatorSandboxArgv(const std::string& bwrap, int info_fd, int status_fd,
+                                              const std::vector<std::string>& marks, const std::string& qemu,
+                                              const std::string& image, const std::string& socket_dir,
+                                              bool with_proc);
 
 // Whether a unix socket at `path` is listening, per `table` (a
 // /proc/.../net/unix of the network namespace that holds it; false when it

@@ -56,7 +56,7 @@ Result<pid_t> spawnProcess(const SpawnOptions& options) {
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
-  std::vector<std::string> environment = childEnvironment(options.what);
+  std::vector<std::string> environment = options.environment ? *options.environment : childEnvironment(options.what);
   std::vector<char*> envp;
   for (auto& e : environment) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -75,6 +75,10 @@ Result<pid_t> spawnProcess(const SpawnOptions& options) {
   keep.push_back(report[1]);
   std::sort(keep.begin(), keep.end());
   keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+  // Renumbered: each moved above the target range first (a source may sit
+  // at another's target), then onto its target; written by the child only.
+  const int renumbered = options.renumber_keep_fds ? static_cast<int>(options.keep_fds.size()) : 0;
+  std::vector<int> moved(static_cast<size_t>(renumbered), -1);
   rlimit nofile{};
   int limit = ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY
                   ? static_cast<int>(std::min<rlim_t>(nofile.rlim_cur, 1 << 20))
@@ -95,15 +99,28 @@ Result<pid_t> spawnProcess(const SpawnOptions& options) {
     // stdio first (dup2 clears close-on-exec on 0-2), from descriptors that
     // may themselves be 0-2.
     if (::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) childFails(report[1], errno);
-    int from = 3;
-    for (int fd : keep) {
-      if (fd < 3) continue;
-      closeRange(from, fd - 1, limit);
-      from = fd + 1;
+    if (renumbered > 0) {
+      int top = 3 + renumbered;
+      int report_fd = ::fcntl(report[1], F_DUPFD_CLOEXEC, top);
+      if (report_fd < 0) childFails(report[1], errno);
+      for (size_t i = 0; i < moved.size(); ++i)
+        if ((moved[i] = ::fcntl(options.keep_fds[i], F_DUPFD_CLOEXEC, top)) < 0) childFails(report_fd, errno);
+      for (size_t i = 0; i < moved.size(); ++i) // dup2 clears close-on-exec
+        if (::dup2(moved[i], 3 + static_cast<int>(i)) < 0) childFails(report_fd, errno);
+      closeRange(top, report_fd - 1, limit);
+      closeRange(report_fd + 1, ~0U >> 1, limit);
+      report[1] = report_fd;
+    } else {
+      int from = 3;
+      for (int fd : keep) {
+        if (fd < 3) continue;
+        closeRange(from, fd - 1, limit);
+        from = fd + 1;
+      }
+      closeRange(from, ~0U >> 1, limit);
+      for (int fd : options.keep_fds)
+        if (fd > 2) ::fcntl(fd, F_SETFD, 0);
     }
-    closeRange(from, ~0U >> 1, limit);
-    for (int fd : options.keep_fds)
-      if (fd > 2) ::fcntl(fd, F_SETFD, 0);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr); // SIGKILL/SIGSTOP just fail

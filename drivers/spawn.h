@@ -17,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,13 @@ struct SpawnOptions {
   // Descriptors the child keeps at the same numbers (their close-on-exec
   // flag cleared in the child only). Every other descriptor above 2 is closed.
   std::vector<int> keep_fds;
+  // Instead: the child gets keep_fds[i] at 3 + i (what a program told "use
+  // descriptor 3" needs, whatever numbers the caller holds them at).
+  bool renumber_keep_fds = false;
+  // The child's whole environment, instead of this process's with its marks
+  // (childEnvironment): the simulator launcher gives a sandbox the marks of
+  // the hwfarmd that asked for it.
+  std::optional<std::vector<std::string>> environment;
   // What it is, for the log of whoever stops it after hwfarmd died
   // ("QEMU simulator sim-0", "flasher of board b1"): its HWFARM_CHILD.
   std::string what;

@@ -30,6 +30,7 @@ targets=(
   "run_record:4096:json_codec.dict"
   "harness_results:8192:harness_results.dict"
   "results_tar:16384:results_tar.dict"
+  "launch_request:4096:"
 )
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:abort_on_error=1:detect_leaks=1:print_stacktrace=1}

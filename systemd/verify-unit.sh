@@ -9,26 +9,25 @@
 #      files are at their /usr/lib/... paths, and the binaries in /usr/bin;
 #   2. applies the sysusers.d and tmpfiles.d files to the staging root and
 #      checks the user, groups and directory modes they produce;
-#   3. runs `systemd-analyze verify --root=STAGE` on the installed unit, so
+#   3. runs `systemd-analyze verify --root=STAGE` on the installed units, so
 #      ExecStart=/usr/bin/hwfarmd resolves to the staged binary;
 #   4. runs `systemd-analyze security --offline=true` and fails above
-#      MAX_EXPOSURE, and above MAX_EXPOSURE_WITHOUT_SIMULATORS with the
-#      drop-in for servers without simulated boards;
+#      MAX_EXPOSURE for hwfarmd.service, above MAX_LAUNCHER_EXPOSURE for
+#      hwfarm-launcher.service;
 #   5. runs `udevadm verify` on the rules if this udevadm has it (systemd 254+).
 # Exits non-zero on the first failed check.
 set -euo pipefail
 
-# hwfarmd.service scores 2.5 with systemd 252: 1.5 for the daemon itself,
-# plus 1.0 for what bubblewrap needs to confine QEMU (user, mount, pid, net,
-# ipc, uts and cgroup namespaces; @mount, capset and pivot_root), which act
-# inside the simulator's own user namespace. The limit leaves a little room
-# for scoring changes in newer systemd; a setting dropped from the sandbox
-# shows up here. Same 0-100 scale as `systemd-analyze security --threshold`
-# (28 means 2.8 on the printed 0-10 scale).
-readonly MAX_EXPOSURE=28
-# With systemd/no-simulated-boards.conf (no namespaces, no mount or uid/gid
-# calls) it scores 1.5.
-readonly MAX_EXPOSURE_WITHOUT_SIMULATORS=20
+# hwfarmd.service scores 1.5 with systemd 252: it may create no namespaces,
+# as simulated boards' QEMU is confined by hwfarm-launcher.service, which
+# scores 1.4: it holds what bubblewrap needs (user, mount, pid, net, ipc, uts
+# and cgroup namespaces; @mount, capset and pivot_root, inside the sandbox's
+# own user namespace) but no network, no devices and no other user's files. The limits leave a little room for scoring changes in
+# newer systemd; a setting dropped from either sandbox shows up here. Same
+# 0-100 scale as `systemd-analyze security --threshold` (20 means 2.0 on the
+# printed 0-10 scale).
+readonly MAX_EXPOSURE=20
+readonly MAX_LAUNCHER_EXPOSURE=20
 
 if [[ $# -ne 2 ]]; then
   echo "usage: $0 BUILD_DIR SOURCE_DIR" >&2
@@ -66,6 +65,7 @@ stage=$work/root
 mkdir "$stage"
 
 readonly unit=/usr/lib/systemd/system/hwfarmd.service
+readonly launcher_unit=/usr/lib/systemd/system/hwfarm-launcher.service
 
 # --- 1. install and check paths ----------------------------------------------
 if ! DESTDIR=$stage "$cmake_bin" --install "$build_dir" --prefix /usr >"$work/install.log" 2>&1; then
@@ -76,7 +76,8 @@ fi
 for f in /usr/bin/hwfarmd /usr/bin/hwfarmctl; do
   [[ -x $stage$f ]] || fail "$f not installed (daemon/ must install(TARGETS hwfarmd hwfarmctl))"
 done
-for f in "$unit" /etc/hwfarm/hwfarm.toml \
+for f in "$unit" "$launcher_unit" /usr/lib/systemd/system/hwfarm-launcher.socket \
+         /usr/libexec/hwfarm/hwfarm-launcher /etc/hwfarm/hwfarm.toml \
          /usr/lib/sysusers.d/hwfarm.conf \
          /usr/lib/tmpfiles.d/hwfarm.conf \
          /usr/lib/modules-load.d/hwfarm.conf \
@@ -88,8 +89,13 @@ if [[ -f $source_dir/config/examples/reference.toml && ! -f $stage$reference ]];
   fail "$reference not installed (re-run cmake after adding the file)"
 fi
 # The unit is generated at install time, so it follows --prefix.
-grep -q '^ExecStart=/usr/bin/hwfarmd ' "$stage$unit" ||
-  fail "$unit: ExecStart does not name /usr/bin/hwfarmd"
+grep -q '^ExecStart=/usr/bin/hwfarmd .*--simulator-launcher /run/hwfarm-launcher.sock' "$stage$unit" ||
+  fail "$unit: ExecStart does not name /usr/bin/hwfarmd with --simulator-launcher"
+grep -q '^ExecStart=/usr/libexec/hwfarm/hwfarm-launcher$' "$stage$launcher_unit" ||
+  fail "$launcher_unit: ExecStart does not name /usr/libexec/hwfarm/hwfarm-launcher"
+# The socket hwfarmd is told and the one the launcher's socket unit makes.
+grep -q '^ListenSequentialPacket=/run/hwfarm-launcher.sock$' "$stage/usr/lib/systemd/system/hwfarm-launcher.socket" ||
+  fail "hwfarm-launcher.socket does not listen at /run/hwfarm-launcher.sock"
 # Connections are descriptors: the default limits.max_connections (1024) plus
 # hwfarmd's own (64 + 4 per board) must fit under LimitNOFILE without relying
 # on systemd's default hard limit.
@@ -140,45 +146,40 @@ sed -n 's/^Exec[A-Za-z]*=[-@:+!|]*\([^ ]*\).*/\1/p' "$stage$unit" | sort -u |
   done
 
 # verify also reports problems of the units it loads for the dependencies;
-# those are the host's and are not ours to fix. Every message about our unit
-# starts with "hwfarmd.service:" or with the unit file's path, so any line
-# containing "hwfarmd" is a failure; other lines are shown as notes.
-verify_rc=0
-verify_out=$(systemd-analyze verify --root="$stage" "$unit" 2>&1) || verify_rc=$?
-if grep -q hwfarmd <<<"$verify_out"; then
-  grep hwfarmd <<<"$verify_out" >&2
-  fail "systemd-analyze verify reports problems in hwfarmd.service"
-fi
-if [[ $verify_rc -ne 0 ]]; then
-  echo "note: systemd-analyze verify, about units hwfarmd.service depends on:"
-  echo "$verify_out"
-  # Rule out an error in our unit that carries no unit name.
-  systemd-analyze verify --recursive-errors=no --root="$stage" "$unit" ||
-    fail "systemd-analyze verify failed on hwfarmd.service"
-fi
+# those are the host's and are not ours to fix. Every message about our
+# units starts with their name or with the unit file's path, so any line
+# containing "hwfarm" is a failure; other lines are shown as notes.
+for u in "$unit" "$launcher_unit" /usr/lib/systemd/system/hwfarm-launcher.socket; do
+  name=$(basename "$u")
+  verify_rc=0
+  verify_out=$(systemd-analyze verify --root="$stage" "$u" 2>&1) || verify_rc=$?
+  if grep -q hwfarm <<<"$verify_out"; then
+    grep hwfarm <<<"$verify_out" >&2
+    fail "systemd-analyze verify reports problems in $name"
+  fi
+  if [[ $verify_rc -ne 0 ]]; then
+    echo "note: systemd-analyze verify, about units $name depends on:"
+    echo "$verify_out"
+    # Rule out an error in our unit that carries no unit name.
+    systemd-analyze verify --recursive-errors=no --root="$stage" "$u" ||
+      fail "systemd-analyze verify failed on $name"
+  fi
+done
 echo "ok: systemd-analyze verify"
 
 # --- 4. systemd-analyze security ---------------------------------------------
-security() {  # LIMIT WHAT: fails when the staged unit scores above LIMIT/100
+security() {  # UNIT LIMIT: fails when the staged UNIT scores above LIMIT/100
   local rc=0 out line
-  out=$(systemd-analyze security --offline=true --threshold="$1" --root="$stage" "$unit" 2>&1) || rc=$?
+  out=$(systemd-analyze security --offline=true --threshold="$2" --root="$stage" "$1" 2>&1) || rc=$?
   line=$(grep 'Overall exposure level' <<<"$out" || true)
   if [[ -z $line || $rc -ne 0 ]]; then
     echo "$out" >&2
-    fail "systemd-analyze security$2: exposure above $1/100 or analysis failed"
+    fail "systemd-analyze security $(basename "$1"): exposure above $2/100 or analysis failed"
   fi
-  echo "$line$2 (limit $1/100)"
+  echo "$(basename "$1"): $line (limit $2/100)"
 }
-security "$MAX_EXPOSURE" ""
-
-# ...and with the drop-in for servers without simulated boards, as installed
-# in /etc/systemd/system/hwfarmd.service.d/: at most 2.0.
-dropin=/usr/share/doc/hwfarm/examples/no-simulated-boards.conf
-[[ -f $stage$dropin ]] || fail "$dropin not installed"
-mkdir -p "$stage/etc/systemd/system/hwfarmd.service.d"
-cp "$stage$dropin" "$stage/etc/systemd/system/hwfarmd.service.d/"
-security "$MAX_EXPOSURE_WITHOUT_SIMULATORS" " with $(basename "$dropin")"
-rm -r "$stage/etc/systemd/system/hwfarmd.service.d"
+security "$unit" "$MAX_EXPOSURE"
+security "$launcher_unit" "$MAX_LAUNCHER_EXPOSURE"
 
 # --- 5. udevadm verify (systemd 254 and later) --------------------------------
 # --resolve-names=never: the build host need not have the plugdev group.

@@ -1019,8 +1019,9 @@ TEST_CASE("bubblewrap refused its namespaces: both places that deny them are nam
       "bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user "
       "namespaces. See <https://deb.li/bubblewrap> or <file:///usr/share/doc/bubblewrap/README.Debian.gz>.";
   CHECK(hwfarm::drivers::sandboxRefusal(denied) ==
-        denied + " (hwfarmd may not create namespaces: the kernel denies them to unprivileged users, or hwfarmd's "
-                 "systemd unit does, by RestrictNamespaces= as in the drop-in no-simulated-boards.conf)");
+        denied + " (hwfarmd may not create namespaces: the kernel denies them to unprivileged users, or its "
+                 "systemd unit does (RestrictNamespaces=), where QEMU is to be confined by hwfarm-launcher: "
+                 "hwfarmd --simulator-launcher /run/hwfarm-launcher.sock, as the packaged unit runs it)");
   // Any other refusal is bubblewrap's own line, unchanged.
   const std::string other = "bwrap: Can't mount proc on /newroot/proc: Operation not permitted";
   CHECK(hwfarm::drivers::sandboxRefusal(other) == other);

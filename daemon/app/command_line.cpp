@@ -31,6 +31,9 @@ const std::vector<DaemonOption>& daemonOptions() {
   static const std::vector<DaemonOption> table{
       {"--config", "-c", "FILE", "the fleet configuration (hwfarm.toml(5)); without it, the built-in simulated "
                                  "fleet with its state in ./.hwfarm-state", false},
+      {"--simulator-launcher", "", "SOCKET",
+       "confine simulated boards' QEMU through hwfarm-launcher listening at SOCKET instead of running bubblewrap "
+       "itself, so hwfarmd needs no namespaces (the systemd unit passes /run/hwfarm-launcher.sock)", false},
       {"--check-config", "-t", "FILE", "validate FILE (or --config's) and its tokens and credentials files, print "
                                        "each error as FILE:LINE:COL: key: message, exit 0 or 1", true},
       {"--version", "", "", "print the version and exit", false},
@@ -71,6 +74,7 @@ std::optional<std::string> parseDaemonArgs(const std::vector<std::string>& args,
     }
     std::string name = o->name;
     if (name == "--config") out->config_path = value;
+    else if (name == "--simulator-launcher") out->simulator_launcher = value;
     else if (name == "--check-config") {
       out->check = true;
       if (has_value) out->config_path = value;

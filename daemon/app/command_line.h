@@ -20,6 +20,7 @@ const std::vector<DaemonOption>& daemonOptions();
 
 struct DaemonArgs {
   std::string config_path; // "": the built-in simulated fleet
+  std::string simulator_launcher; // "": hwfarmd runs bubblewrap itself
   bool check = false;      // --check-config
   bool version = false;
   bool help = false;

@@ -18,6 +18,7 @@
 #include "daemon/app/daemon.h"
 #include "daemon/app/log.h"
 #include "daemon/app/version.h"
+#include "drivers/qemu_board.h"
 #include "drivers/reaper.h"
 
 namespace {
@@ -105,6 +106,7 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", reaper.status().message());
     return 1;
   }
+  hwfarm::drivers::setSimulatorLauncher(args.simulator_launcher);
   int code;
   try {
     code = hwfarm::Daemon({config_path}).run();

@@ -48,13 +48,19 @@ check_installation() {
   echo "ok: /etc/hwfarm/hwfarm.toml is a conffile"
   local files
   files=$(get dpkg -L hwfarm)
-  for f in /lib/systemd/system/hwfarmd.service /usr/lib/sysusers.d/hwfarm.conf /usr/lib/tmpfiles.d/hwfarm.conf \
+  for f in /lib/systemd/system/hwfarmd.service /lib/systemd/system/hwfarm-launcher.service \
+           /lib/systemd/system/hwfarm-launcher.socket /usr/libexec/hwfarm/hwfarm-launcher \
+           /usr/lib/sysusers.d/hwfarm.conf /usr/lib/tmpfiles.d/hwfarm.conf \
            /usr/lib/modules-load.d/hwfarm.conf /lib/udev/rules.d/60-hwfarm.rules \
            /usr/share/hwfarm/jenkins/vars/hwfarmLease.groovy /usr/share/doc/hwfarm/examples/reference.toml \
            /usr/share/doc/hwfarm/copyright /usr/share/doc/hwfarm/changelog.gz; do
     grep -qx "$f" <<<"$files" || fail "the package has no $f"
   done
-  echo "ok: the unit, sysusers.d, tmpfiles.d, modules-load.d, udev rules, Jenkins library and docs are in it"
+  echo "ok: the units, the launcher, sysusers.d, tmpfiles.d, modules-load.d, udev rules, Jenkins library and docs are in it"
+  # The simulator launcher's socket: enabled, listening, only for hwfarm.
+  expect "hwfarm-launcher.socket" "$(get systemctl is-enabled hwfarm-launcher.socket)/$(get systemctl is-active hwfarm-launcher.socket)" \
+    enabled/active
+  expect "/run/hwfarm-launcher.sock" "$(get stat -c '%F %a %U:%G' /run/hwfarm-launcher.sock)" "socket 600 hwfarm:hwfarm"
   expect "hwfarmd --version" "$(get hwfarmd --version)" "hwfarmd $version"
 }
 
@@ -123,6 +129,14 @@ check_lease_and_run() {
   lease_and_run
   [[ -f $root/tmp/run/junit.xml ]] || fail "no junit.xml fetched"
   run ls /tmp/run
+  # The board's QEMU and the reference's were run by hwfarm-launcher (its
+  # socket started it), not by hwfarmd.
+  local launched
+  launched=$(get journalctl -b -o cat --no-pager -u hwfarm-launcher.service | grep '^hwfarm-launcher: ' || true)
+  echo "$launched" | sed 's/^/  /'
+  [[ $(grep -c '^hwfarm-launcher: started QEMU simulator ' <<<"$launched") -ge 2 ]] ||
+    fail "hwfarm-launcher did not start the board's and the reference's QEMU"
+  expect "hwfarm-launcher.service" "$(get systemctl is-active hwfarm-launcher.service)" active
   # A lease that stays for the restarts below.
   KEPT_LEASE=$(get hwfarmctl -q lease acquire --type mps2-an385 --context manual --ttl 3600)
   KEPT_EXPIRY=$(get hwfarmctl --json lease show "$KEPT_LEASE" | json_field expires_at)
@@ -204,52 +218,41 @@ check_journal_priorities() {
   run journalctl -b --no-pager -u hwfarmd -p warning -o short-monotonic --lines 6
 }
 
-# The unit scores 2.5 with Debian 12's systemd, bubblewrap's namespaces and
-# mount calls included (docs/operations.md "Sandbox"): a setting dropped from
-# the sandbox raises it above that.
-readonly MAX_SECURITY_SCORE=2.5
+# Both units score 1.5 or less with Debian 12's systemd (docs/operations.md
+# "Sandbox"): hwfarmd may create no namespaces, the launcher has no network,
+# no devices and no capabilities. A setting dropped from either sandbox
+# raises its score above this.
+readonly MAX_SECURITY_SCORE=2.0
 
-# With the drop-in for servers without simulated boards it scores 1.5.
-readonly MAX_SECURITY_SCORE_WITHOUT_SIMULATORS=2.0
-
-check_security_score() { # [MAX [LINES]]
-  local max=${1:-$MAX_SECURITY_SCORE} out score
-  out=$(get systemd-analyze security --no-pager hwfarmd.service)
+check_security_score() { # UNIT [LINES]
+  local out score
+  out=$(get systemd-analyze security --no-pager "$1")
   echo "$out" | grep -E '^(✗|✓)|Overall' | tail -"${2:-25}" | sed 's/^/  /'
-  score=$(sed -n 's/.*Overall exposure level for hwfarmd.service: \([0-9.]*\).*/\1/p' <<<"$out")
-  [[ -n $score ]] || fail "systemd-analyze security printed no score"
-  awk -v s="$score" -v max="$max" 'BEGIN { exit !(s <= max) }' ||
-    fail "systemd-analyze security: $score > $max"
-  echo "ok: systemd-analyze security hwfarmd.service: $score (<= $max)"
+  score=$(sed -n "s/.*Overall exposure level for $1: \([0-9.]*\).*/\1/p" <<<"$out")
+  [[ -n $score ]] || fail "systemd-analyze security $1 printed no score"
+  awk -v s="$score" -v max="$MAX_SECURITY_SCORE" 'BEGIN { exit !(s <= max) }' ||
+    fail "systemd-analyze security $1: $score > $MAX_SECURITY_SCORE"
+  echo "ok: systemd-analyze security $1: $score (<= $MAX_SECURITY_SCORE)"
 }
 
-# The drop-in for servers without simulated boards, as docs/operations.md
-# ("Sandbox") tells an administrator to apply it: the unit scores at most
-# 2.0, hwfarmd serves, and a run on the simulated board fails as an
-# infrastructure error that names the cause. Then it is taken out again.
-check_without_simulators() {
-  local dir=/etc/systemd/system/hwfarmd.service.d
-  run mkdir -p "$dir"
-  run cp /usr/share/doc/hwfarm/examples/no-simulated-boards.conf "$dir/"
-  run systemctl daemon-reload
-  run systemctl restart hwfarmd
-  wait_serving
-  check_security_score "$MAX_SECURITY_SCORE_WITHOUT_SIMULATORS" 1
+# A lab without simulated boards masks the launcher's socket, as
+# docs/operations.md ("Sandbox") says: hwfarmd serves, and a run on the
+# simulated board is an infrastructure error that names the cause. Then the
+# socket is unmasked and started again.
+check_without_launcher() {
+  run systemctl mask --now hwfarm-launcher.socket hwfarm-launcher.service
   local out rc=0
   out=$(get env HWFARM_LEASE_ID="$KEPT_LEASE" hwfarmctl run /root/hwfarm-pass.elf) || rc=$?
   printf '$ HWFARM_LEASE_ID=%s hwfarmctl run /root/hwfarm-pass.elf\n' "$KEPT_LEASE"
   grep -E 'cannot confine QEMU|^run ' <<<"$out" | sed 's/^/  /' || true
-  [[ $rc -ne 0 ]] || fail "a run on the simulated board passed without namespaces"
-  grep -q 'cannot confine QEMU for board [^:]*: bwrap: .*by RestrictNamespaces= as in the drop-in no-simulated-boards.conf' \
+  [[ $rc -ne 0 ]] || fail "a run on the simulated board passed without the launcher"
+  grep -q 'cannot confine QEMU for board [^:]*: cannot reach the simulator launcher at /run/hwfarm-launcher.sock (is hwfarm-launcher.socket started?)' \
     <<<"$out" || { echo "$out"; fail "the run does not say that QEMU cannot be confined, and why"; }
   grep -q '^run run-[0-9a-z]*: error$' <<<"$out" || { echo "$out"; fail "the run did not end in error"; }
-  echo "ok: with no-simulated-boards.conf a run on the simulated board is an error: QEMU cannot be confined (exit $rc)"
-  run rm "$dir/no-simulated-boards.conf"
-  run rmdir "$dir"
-  run systemctl daemon-reload
-  run systemctl restart hwfarmd
-  wait_serving
-  check_security_score "$MAX_SECURITY_SCORE" 1
+  echo "ok: with the launcher masked a run on the simulated board is an error: QEMU cannot be confined (exit $rc)"
+  run systemctl unmask hwfarm-launcher.socket hwfarm-launcher.service
+  run systemctl start hwfarm-launcher.socket
+  expect "hwfarm-launcher.socket" "$(get systemctl is-active hwfarm-launcher.socket)" active
 }
 
 check_sandbox_applies() {
@@ -276,6 +279,22 @@ check_sandbox_applies() {
   in_system nsenter -t "$pid" -m touch /tmp/.sandbox-private
   get test -e /tmp/.sandbox-private && fail "PrivateTmp= does not apply"
   echo "ok: PrivateTmp"
+  # The launcher: no privileges, a system call filter, and a network
+  # namespace of its own (PrivateNetwork=), without any interface but lo.
+  local launcher
+  launcher=$(get systemctl show -P MainPID hwfarm-launcher.service)
+  [[ $launcher -gt 0 ]] || fail "hwfarm-launcher.service is not running"
+  status=$(get cat "/proc/$launcher/status")
+  grep -q '^NoNewPrivs:[[:space:]]*1' <<<"$status" || fail "launcher: NoNewPrivileges= does not apply"
+  grep -q '^Seccomp:[[:space:]]*2' <<<"$status" || fail "launcher: SystemCallFilter= does not apply"
+  grep -q '^CapBnd:[[:space:]]*0000000000000000' <<<"$status" || fail "launcher: CapabilityBoundingSet= does not apply"
+  [[ $(get readlink "/proc/$launcher/ns/net") != "$(get readlink /proc/1/ns/net)" ]] ||
+    fail "launcher: PrivateNetwork= does not apply"
+  expect "launcher's network interfaces" "$(get sed -n 's/^ *\([a-z0-9]*\):.*/\1/p' "/proc/$launcher/net/dev" | tr '\n' ' ')" "lo "
+  for path in /etc/x /var/log/hwfarm/x /root/x; do
+    if in_system nsenter -t "$launcher" -m touch "$path" 2>/dev/null; then fail "the launcher can write $path"; fi
+  done
+  echo "ok: hwfarm-launcher: NoNewPrivs, seccomp, no capabilities, network lo only; /etc, /var/log/hwfarm, /root not writable"
   # The device cgroup (DevicePolicy=closed): a device the unit does not
   # allow, opened by root from inside the service's cgroup, is refused; the
   # same open outside it works.

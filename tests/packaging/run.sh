@@ -169,9 +169,10 @@ check_kill_keeps_leases
 check_watchdog
 check_journal_priorities
 say "sandbox"
-check_security_score
+check_security_score hwfarmd.service
+check_security_score hwfarm-launcher.service 1
 check_sandbox_applies
-check_without_simulators
+check_without_launcher
 say "stop, remove, purge"
 check_stop_in_time
 check_remove_keeps_state
