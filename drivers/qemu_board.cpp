@@ -221,18 +221,15 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
     for (int fd : {info[0], info[1], status[0], status[1]}) ::close(fd);
     return failed;
   }
-  Result<pid_t> child = Status::success();
-  if (std::string launcher = simulatorLauncher(); !launcher.empty()) {
-    // The launcher runs bubblewrap with these descriptors, as below.
-    LaunchRequest request{image, socket_dir, with_proc, childMarks(what), std::move(command)};
-    Result<LaunchedSandbox> launched = launchSandbox(launcher, request, out, info[1], status[1]);
-    if (launched) {
+  std::string launcher = simulatorLauncher();
+  auto start = [&]() -> Result<pid_t> {
+    if (!launcher.empty()) { // the launcher runs bubblewrap with these descriptors, as below
+      LaunchRequest request{image, socket_dir, with_proc, childMarks(what), std::move(command)};
+      Result<LaunchedSandbox> launched = launchSandbox(launcher, request, out, info[1], status[1]);
+      if (!launched) return std::move(launched).takeStatus();
       launcher_ = launched->connection;
-      child = launched->pid;
-    } else {
-      child = std::move(launched).takeStatus();
+      return launched->pid;
     }
-  } else {
     SpawnOptions options;
     options.argv =
         simulatorSandboxArgv(bwrap, info[1], status[1], childMarks(what), qemu, image, socket_dir, with_proc);
@@ -243,8 +240,9 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
     // It must not outlive hwfarmd (it would wait for its console forever):
     // marked as hwfarmd's child, its reaper stops it (drivers/reaper.h).
     options.what = what;
-    child = spawnProcess(options);
-  }
+    return spawnProcess(options);
+  };
+  Result<pid_t> child = start();
   ::close(out);
   ::close(info[1]);
   ::close(status[1]);
@@ -266,7 +264,8 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
   pid_t sandboxed = readSandboxPid(info[0], deadline);
   ::close(info[0]);
   // Held from now on: the sandbox's pid 1 is bubblewrap's child, so while
-  // bubblewrap is unreaped nobody else can reap it and reuse its pid.
+  // bubblewrap is unreaped nobody else can reap it and reuse its pid (the
+  // launcher, when it started bubblewrap, reaps it only once it ended).
   if (auto stat = sandboxed > 0 ? readProcessStat(sandboxed) : std::nullopt; stat && stat->ppid == pid_)
     sandbox_ = ProcessHandle::open(sandboxed, stat->start_time);
   std::string table = "/proc/" + std::to_string(sandboxed) + "/net/unix";
@@ -446,6 +445,22 @@ void QemuBoard::powerOff() {
     end_.reset();
     return;
   }
+  if (launcher_ >= 0) {
+    // The launcher kills the sandbox (bubblewrap's child, which it holds
+    // unreaped: hwfarmd's view of bubblewrap's pid may be stale) and
+    // bubblewrap's group, then reports the end; a launcher that does not
+    // stops it when the connection closes.
+    if (sandbox_) sandbox_->signal(SIGKILL);
+    signalLaunched(launcher_, SIGKILL);
+    waitEnd(std::chrono::seconds(5));
+    if (running()) {
+      closeHandles();
+      pid_ = -1;
+    }
+    exit_status_.reset();
+    end_.reset();
+    return;
+  }
   // The sandbox's pid 1 first: QEMU's pid namespace ends with it. Signals
   // to bubblewrap's group do not reach it (it has a session of its own, and
   // as a namespace's init it ignores SIGTERM), and bubblewrap's
@@ -456,16 +471,10 @@ void QemuBoard::powerOff() {
         if (auto handle = ProcessHandle::open(child, stat->start_time); handle && stat->ppid == pid_)
           handle->signal(SIGKILL);
   if (sandbox_) sandbox_->signal(SIGKILL);
-  // bubblewrap's group, through the launcher when it started it (it holds
-  // bubblewrap unreaped, so the group id names no other process).
-  auto signalGroup = [this](int signal) {
-    if (launcher_ >= 0) signalLaunched(launcher_, signal);
-    else ::kill(-pid_, signal);
-  };
-  signalGroup(SIGTERM);
+  ::kill(-pid_, SIGTERM);
   waitEnd(std::chrono::seconds(2));
   if (running()) {
-    signalGroup(SIGKILL);
+    ::kill(-pid_, SIGKILL);
     reap(true);
   }
   exit_status_.reset(); // stopped, not finished

@@ -39,6 +39,8 @@ bool plainAbsolute(const std::string& path) {
 }
 
 bool isMark(const std::string& mark) {
+  for (unsigned char c : mark)
+    if (c < 0x20 || c == 0x7f) return false;  // printed in the journal: no forged lines
   for (const char* key : {kInstanceMark, kOwnerMark, kChildMark}) {
     std::string prefix = std::string(key) + "=";
     if (mark.rfind(prefix, 0) == 0) return true;
@@ -206,7 +208,8 @@ struct Simulator {
 };
 
 // Reads one request from `sim`'s connection and starts its sandbox; false
-// when it was refused (the answer sent, the connection to be closed).
+// when it was refused (the answer sent, the connection to be closed), true
+// when it started or nothing came after all.
 bool start(Simulator* sim, const std::string& bwrap) {
   std::string payload(kLaunchRequestMax + 1, '\0');
   iovec iov{payload.data(), payload.size()};
@@ -232,6 +235,7 @@ bool start(Simulator* sim, const std::string& bwrap) {
     if (n > 0) sendText(sim->connection, "error " + why);
     return false;
   };
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;  // nothing yet: poll again
   if (n <= 0) return refuse("");
   if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC) || fds.size() != kLaunchFds)
     return refuse(msg.msg_flags & MSG_TRUNC
@@ -313,10 +317,7 @@ int runLauncher(int listen_fd, const std::string& bwrap) {
         ssize_t n = ::recv(it->connection, text, sizeof text - 1, MSG_DONTWAIT);
         if (n > 0) {
           text[n] = '\0';
-          if (std::string_view(text) == "signal 9")
-            killSandbox(it->pid);
-          else if (std::string_view(text) == "signal 15")
-            ::kill(-it->pid, SIGTERM);
+          if (std::string_view(text) == "signal 9") killSandbox(it->pid);
         } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {  // the client went away
           killSandbox(it->pid);
           ::close(it->connection);

@@ -17,7 +17,8 @@
 //                       --json-status-fd pipes
 //   launcher → hwfarmd  "pid N" (bubblewrap runs, a process group leader) or
 //                       "error MESSAGE" (then the connection closes)
-//   hwfarmd → launcher  "signal 15" or "signal 9": sent to bubblewrap's group
+//   hwfarmd → launcher  "signal 9": the sandbox (bubblewrap's child) and
+//                       bubblewrap's group are killed
 //   launcher → hwfarmd  "exit RAW": bubblewrap ended with wait status RAW,
 //                       its group killed and itself reaped (then it closes)
 // When hwfarmd closes its end (power off, or hwfarmd died, however), the
@@ -67,7 +68,8 @@ struct LaunchedSandbox {
 };
 Result<LaunchedSandbox> launchSandbox(const std::string& socket_path, const LaunchRequest& request, int log_fd,
                                       int info_fd, int status_fd);
-// Sends "signal N" on a launcher connection (false when it is gone).
+// Sends "signal N" on a launcher connection (false when it is gone); the
+// launcher acts on 9 only.
 bool signalLaunched(int connection, int signal);
 // After `connection` became readable: the raw wait status the launcher
 // reported, or, when it closed without one (the launcher died), SIGKILL's.

@@ -49,8 +49,8 @@ class Launcher {
   explicit Launcher(const TempDir& dir)
       : socket_(dir.file("launcher.sock")),
         process_({HWFARM_LAUNCHER_BIN, "--listen", socket_}, dir.file("launcher.out"), dir.file("launcher.err")) {
-    waitWhile([&] { return !std::filesystem::exists(socket_); }, 5s);
-    REQUIRE(std::filesystem::exists(socket_));
+    waitWhile([&] { return !unixSocketListening(socket_); }, 5s); // bound, then listening
+    REQUIRE(unixSocketListening(socket_));
     setSimulatorLauncher(socket_);
   }
   ~Launcher() { setSimulatorLauncher(""); }
@@ -192,6 +192,9 @@ TEST_CASE("a launch request round-trips, and every malformed one is refused with
   // bubblewrap's environment is the marks: nothing else gets in.
   CHECK(error(head + "mark=LD_PRELOAD=/tmp/x.so\0"s) ==
         "launch request: mark \"LD_PRELOAD=/tmp/x.so\" is not one of hwfarmd's marks");
+  // nor a line of its own in the launcher's log.
+  CHECK(error(head + "mark=HWFARM_CHILD=x\nhwfarm-launcher: forged\0"s) ==
+        "launch request: mark \"HWFARM_CHILD=x\nhwfarm-launcher: forged\" is not one of hwfarmd's marks");
   std::string marks = head;
   for (size_t i = 0; i <= kLaunchMarksMax; ++i) marks += "mark=HWFARM_CHILD=x\0"s;
   CHECK(error(marks) == "launch request: more than 16 marks");
@@ -315,7 +318,7 @@ TEST_CASE("a simulator does not outlive the hwfarmd that asked for it, nor the l
     waitWhile([&] { return qemuPid(dir.path()) != 0; }, 5s);
     CHECK(qemuPid(dir.path()) == 0);
     CHECK(launcher.process().running());
-    CHECK(readFile(dir.file("launcher.err")).find("hwfarm-launcher: QEMU simulator sim ended") != std::string::npos);
+    CHECK(hwfarm::test::waitForText(dir.file("launcher.err"), "hwfarm-launcher: QEMU simulator sim ended", 5s));
   }
   SECTION("the launcher dies: the board reports its sandbox killed, and QEMU is gone") {
     QemuBoard board("sim", machine(), dir.file("qemu"));
@@ -343,6 +346,7 @@ TEST_CASE("a simulator does not outlive the hwfarmd that asked for it, nor the l
     REQUIRE(end);
     CHECK(end->describe() == "QEMU's sandbox was killed by signal 9 (Killed)");
     ::close(fd);
+    waitWhile([&] { return qemuPid(dir.path()) != 0; }, 5s); // (SIGKILLed: the kernel tears it down)
     CHECK(qemuPid(dir.path()) == 0);
   }
 }

@@ -4,6 +4,7 @@
 //   hwfarm-launcher                 serve the socket systemd passes
 //                                   (hwfarm-launcher.socket)
 //   hwfarm-launcher --listen PATH   serve a socket of its own at PATH (0600)
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -84,6 +85,15 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "hwfarm-launcher: unknown argument \"%s\"\n%s", arg.c_str(), kUsage);
     return 2;
+  }
+  // Descriptors 0-2 open (to /dev/null if they are not), so that none
+  // received from hwfarmd lands there.
+  for (int null_fd = 0; null_fd >= 0 && null_fd <= 2;) {
+    if (::fcntl(null_fd, F_GETFD) >= 0) {
+      ++null_fd;
+      continue;
+    }
+    if (::open("/dev/null", O_RDWR) < 0) break;
   }
   int fd = listen_path.empty() ? passedSocket() : listenAt(listen_path);
   if (fd < 0) {

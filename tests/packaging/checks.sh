@@ -98,7 +98,7 @@ check_config_examples() {
 # The end of every log a run's output points at ("see PATH").
 show_logs() {
   local path
-  for path in $(grep -o '(see /[^)]*)' <<<"$1" | sed 's/^(see //; s/)$//' | sort -u); do
+  for path in $(grep -o '(see /[^)]*)' <<<"$1" | sed 's/^(see //; s/)$//' | sort -u || true); do
     echo "--- $path (last 20 lines)"
     tail -n 20 "$root$path" 2>&1 | sed 's/^/  /'
   done
@@ -114,6 +114,8 @@ lease_and_run() {
   if ((!ok)) && [[ ${1:-} != any ]]; then
     echo "$out"
     show_logs "$out"
+    echo "--- the journal of hwfarmd and hwfarm-launcher (last 40 lines)"
+    get journalctl -b -o short-monotonic --no-pager -u hwfarmd -u hwfarm-launcher.service -n 40 | sed 's/^/  /'
     fail "hwfarmctl run"
   fi
   printf '$ hwfarmctl lease run --type mps2-an385 --context manual --wait 60 -- hwfarmctl run --out /tmp/run /root/hwfarm-pass.elf\n'
@@ -401,4 +403,10 @@ check_upgrade_keeps_state() { # DEB VERSION
     "$(get hwfarmctl --json run show "$kept_run" | json_field state)" "$kept_state"
   run hwfarmctl lease show "$KEPT_LEASE"
   run hwfarmctl lease release "$KEPT_LEASE"
+  # and the new version runs simulated boards (its postinst started the
+  # launcher's socket, which the previous package may not have had).
+  expect "hwfarm-launcher.socket after the upgrade" \
+    "$(get systemctl is-enabled hwfarm-launcher.socket)/$(get systemctl is-active hwfarm-launcher.socket)" enabled/active
+  lease_and_run
+  echo "ok: run $RUN_ID under the new version: $RUN_STATE"
 }

@@ -11,18 +11,20 @@
 # 2. Boots a Debian 12 userland with systemd as PID 1 (system.sh) and, in it:
 #    installs the package with apt-get from the file (dependencies from the
 #    archive); checks the user, directories, modes, conffile and that the
-#    service is active through Type=notify; leases the QEMU board and runs
-#    the test firmware with the installed hwfarmctl; reloads (a change takes
-#    effect; a broken config leaves the old one running); kills the main
-#    process with SIGKILL (Restart= brings it back with its leases) and stops
-#    it with SIGSTOP (the watchdog restarts it); reads the journal's
-#    priorities; systemd-analyze security <= 2.5 and the sandbox as it
-#    applies; <= 2.0 with the drop-in for servers without simulated boards,
-#    under which a run on the simulated board is an error naming the cause; systemctl stop within TimeoutStopSec; remove keeps the state
-#    and configuration, purge removes them.
+#    service is active through Type=notify and the simulator launcher's
+#    socket listens; leases the QEMU board and runs the test firmware with
+#    the installed hwfarmctl (QEMU started by hwfarm-launcher); reloads (a
+#    change takes effect; a broken config leaves the old one running); kills
+#    the main process with SIGKILL (Restart= brings it back with its leases)
+#    and stops it with SIGSTOP (the watchdog restarts it); reads the
+#    journal's priorities; systemd-analyze security <= 2.0 for hwfarmd and
+#    the launcher, and their sandboxes as they apply; with the launcher
+#    masked, a run on the simulated board is an error naming the cause;
+#    systemctl stop within TimeoutStopSec; remove keeps the state and
+#    configuration, purge removes them.
 # 3. Installs the previous package, leases a board and runs, upgrades to
 #    this one (the lease and the run survive, the administrator's edit of the
-#    conffile too), and purges.
+#    conffile too, and simulated boards run), and purges.
 #
 # Prints a transcript: "# ..." lines say what happens, "$ ..." lines are the
 # commands run inside the system, followed by their output. Exits 1 at the
