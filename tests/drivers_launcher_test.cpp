@@ -22,12 +22,17 @@
 #include "drivers/sim_launcher.h"
 #include "drivers/spawn.h"
 #include "tests/support/firmware.h"
+#include "tests/support/simulator.h"
 #include "tests/support/process.h"
 #include "tests/support/wait.h"
 
 using namespace hwfarm::drivers;
 using hwfarm::Status;
+using hwfarm::test::bootFirmware;
+using hwfarm::test::bootHang;
 using hwfarm::test::firmware;
+using hwfarm::test::qemuPid;
+using hwfarm::test::readConsole;
 using hwfarm::test::Process;
 using hwfarm::test::readFile;
 using hwfarm::test::TempDir;
@@ -61,46 +66,6 @@ class Launcher {
   std::string socket_;
   Process process_;
 };
-
-// The QEMU process whose command line mentions `needle`; 0 when there is none.
-pid_t qemuPid(const std::string& needle) {
-  for (pid_t pid : listProcesses()) {
-    std::vector<std::string> args = processArguments(pid);
-    if (args.empty() || args[0].find("qemu-system-arm") == std::string::npos) continue;
-    for (const auto& a : args)
-      if (a.find(needle) != std::string::npos) return pid;
-  }
-  return 0;
-}
-
-// Reads the console `fd` until `needle` arrived (true) or it closed or 20 s
-// passed (false); "" reads to its end.
-bool readConsole(int fd, const std::string& needle) {
-  std::string text;
-  char buffer[4096];
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n <= 0) return needle.empty();
-    text.append(buffer, static_cast<size_t>(n));
-    if (!needle.empty() && text.find(needle) != std::string::npos) return true;
-  }
-  return false;
-}
-
-// Powers `board` on with `image` and connects its console; its descriptor.
-int boot(QemuBoard& board, const std::string& image) {
-  REQUIRE(board.flash(firmware(image)).ok());
-  std::string console;
-  Status on = board.powerOn(&console);
-  INFO(on.toString());
-  REQUIRE(on.ok());
-  auto fd = connectUnixSocket(console.substr(5));
-  REQUIRE(fd);
-  return *fd;
-}
 
 std::string script(const TempDir& dir, const std::string& name, const std::string& body) {
   std::string path = dir.write(name, "#!/bin/sh\n" + body);
@@ -220,7 +185,7 @@ TEST_CASE("through the launcher, a simulated board runs firmware to its end, con
                         "echo marks $HWFARM_CHILD\n"
                         "exec qemu-system-arm \"$@\"\n");
   QemuBoard board("sim", c, dir.file("qemu"));
-  int fd = boot(board, "pass");
+  int fd = bootFirmware(board, "pass");
   // the launcher started bubblewrap (not this process),
   auto stat = readProcessStat(board.pid());
   REQUIRE(stat);
@@ -253,8 +218,7 @@ TEST_CASE("through the launcher, power off stops QEMU and a killed QEMU or sandb
   Launcher launcher(dir);
   QemuBoard board("sim", machine(), dir.file("qemu"));
   // Power off: QEMU and its sandbox are gone, the board is off.
-  int fd = boot(board, "hang");
-  REQUIRE(readConsole(fd, "HWFARM BEGIN"));
+  int fd = bootHang(board);
   pid_t bwrap = board.pid();
   board.powerOff();
   CHECK_FALSE(board.running());
@@ -265,8 +229,7 @@ TEST_CASE("through the launcher, power off stops QEMU and a killed QEMU or sandb
   CHECK(qemuPid(dir.path()) == 0);
   CHECK_FALSE(readProcessStat(bwrap));  // reaped by the launcher
   // QEMU killed by a signal: the signal, from bubblewrap's report.
-  fd = boot(board, "hang");
-  REQUIRE(readConsole(fd, "HWFARM BEGIN"));
+  fd = bootHang(board);
   pid_t qemu = qemuPid(dir.path());
   REQUIRE(qemu > 0);
   REQUIRE(::kill(qemu, SIGABRT) == 0);
@@ -276,8 +239,7 @@ TEST_CASE("through the launcher, power off stops QEMU and a killed QEMU or sandb
   CHECK(board.exitStatus() == 128 + SIGABRT);
   ::close(fd);
   // The sandbox killed from outside: told apart, QEMU gone with it.
-  fd = boot(board, "hang");
-  REQUIRE(readConsole(fd, "HWFARM BEGIN"));
+  fd = bootHang(board);
   REQUIRE(::kill(board.pid(), SIGKILL) == 0);
   end = board.waitEnd(10s);
   REQUIRE(end);
@@ -322,8 +284,7 @@ TEST_CASE("a simulator does not outlive the hwfarmd that asked for it, nor the l
   }
   SECTION("the launcher dies: the board reports its sandbox killed, and QEMU is gone") {
     QemuBoard board("sim", machine(), dir.file("qemu"));
-    int fd = boot(board, "hang");
-    REQUIRE(readConsole(fd, "HWFARM BEGIN"));
+    int fd = bootHang(board);
     launcher.process().signal(SIGKILL);
     std::optional<QemuEnd> end = board.waitEnd(10s);
     REQUIRE(end);
@@ -335,8 +296,7 @@ TEST_CASE("a simulator does not outlive the hwfarmd that asked for it, nor the l
   }
   SECTION("SIGTERM stops the launcher and every simulator it runs") {
     QemuBoard board("sim", machine(), dir.file("qemu"));
-    int fd = boot(board, "hang");
-    REQUIRE(readConsole(fd, "HWFARM BEGIN"));
+    int fd = bootHang(board);
     launcher.process().signal(SIGTERM);
     auto status = launcher.process().wait(10s);
     REQUIRE(status);

@@ -29,12 +29,16 @@
 #include "drivers/simulator_run.h"
 #include "tests/support/process.h"
 #include "tests/support/firmware.h"
+#include "tests/support/simulator.h"
 #include "tests/support/wait.h"
 
 using namespace hwfarm::drivers;
 using hwfarm::test::waitWhile;
 using hwfarm::Status;
+using hwfarm::test::bootHang;
 using hwfarm::test::firmware;
+using hwfarm::test::qemuPid;
+using hwfarm::test::readConsole;
 using hwfarm::test::readFile;
 using hwfarm::test::sandboxSocketConnected;
 using hwfarm::test::TempDir;
@@ -633,51 +637,6 @@ TEST_CASE("the large firmware's output arrives in 10 pieces and reassembles to 1
 // QEMU's own end, told apart from its sandbox's: a QEMU that aborts,
 // crashes or is killed from outside mid-run is a simulator failure with the
 // signal as evidence (the infrastructure's, not the firmware's).
-namespace {
-
-// The QEMU process (not its sandbox) whose command line mentions `needle`;
-// 0 when there is none.
-pid_t qemuPid(const std::string& needle) {
-  for (pid_t pid : listProcesses()) {
-    std::vector<std::string> args = processArguments(pid);
-    if (args.empty() || args[0].size() < 15 || args[0].compare(args[0].size() - 15, 15, "qemu-system-arm") != 0)
-      continue;
-    for (const auto& a : args)
-      if (a.find(needle) != std::string::npos) return pid;
-  }
-  return 0;
-}
-
-// Reads the console `fd` until `needle` arrived (true) or it closed or 20 s
-// passed (false); "" reads to its end.
-bool readConsole(int fd, const std::string& needle) {
-  std::string text;
-  char buffer[4096];
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n <= 0) return needle.empty();
-    text.append(buffer, static_cast<size_t>(n));
-    if (!needle.empty() && text.find(needle) != std::string::npos) return true;
-  }
-  return false;
-}
-
-// Boots the hang firmware on `board` and reads its console until the
-// firmware began; returns the console's descriptor.
-int bootHang(QemuBoard& board) {
-  REQUIRE(board.flash(firmware("hang")).ok());
-  std::string console;
-  REQUIRE(board.powerOn(&console).ok());
-  auto fd = connectUnixSocket(console.substr(5));
-  REQUIRE(fd);
-  REQUIRE(readConsole(*fd, "HWFARM BEGIN"));
-  return *fd;
-}
-
-} // namespace
 
 // Protocol version 2 and what a console can do to a run, on real QEMU: each
 // variant's console read by the serial driver's line reader and parsed.
