@@ -77,6 +77,12 @@ std::vector<pid_t> childrenOf(pid_t pid) {
   return children;
 }
 
+void signalChildren(pid_t pid, int signal) {
+  for (pid_t child : childrenOf(pid))
+    if (auto stat = readProcessStat(child); stat && stat->ppid == pid)
+      if (auto handle = ProcessHandle::open(child, stat->start_time)) handle->signal(signal);
+}
+
 std::optional<ProcessStat> readProcessStat(pid_t pid) {
   std::string text = readProcFile(pid, "stat");
   size_t open = text.find('(');

@@ -30,6 +30,11 @@ struct ProcessStat {
 std::vector<pid_t> listProcesses();
 // The children of `pid` (of all its threads), now.
 std::vector<pid_t> childrenOf(pid_t pid);
+// Sends `signal` to each child of `pid` that is still its child when opened
+// (its parent pid checked, then signalled through a ProcessHandle, so a
+// recycled pid is never hit). REQUIRES: `pid` is unreaped, or its pid could
+// name another process.
+void signalChildren(pid_t pid, int signal);
 // Its /proc/PID/stat, or nothing when it is gone.
 std::optional<ProcessStat> readProcessStat(pid_t pid);
 // Its environment ("KEY=VALUE" each) or command line (arguments), as it was

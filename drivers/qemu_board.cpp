@@ -169,25 +169,26 @@ Status QemuBoard::powerOn(std::string* console) {
                                   "QEMU did not start for board " + name_ + ": \"" + config_.binary + "\" not found" +
                                       (config_.binary.find('/') == std::string::npos ? " in PATH" : "") +
                                       " or not executable");
-  // Fail closed: without its sandbox, QEMU does not run.
-  // (Found by the launcher, when one confines QEMU.)
-  std::string bwrap = simulatorLauncher().empty() ? findProgram("bwrap") : "bwrap";
-  if (bwrap.empty())
+  // Fail closed: without its sandbox, QEMU does not run. (A launcher, when
+  // one confines QEMU, finds bubblewrap itself.)
+  std::string launcher = simulatorLauncher();
+  std::string bwrap = launcher.empty() ? findProgram("bwrap") : "";
+  if (launcher.empty() && bwrap.empty())
     return Status::infrastructure(Code::not_found,
                                   "cannot confine QEMU for board " + name_ +
                                       ": bwrap not found in PATH (install Debian's bubblewrap package)");
   // A private /proc where the kernel allows one; where it does not (a
   // service whose /proc has read-only overmounts, e.g. systemd's
   // ProtectKernelTunables=), QEMU runs without /proc: it needs none.
-  Status started = startSandboxed(bwrap, qemu, image, socket_dir, socket, true, console);
+  Status started = startSandboxed(launcher, bwrap, qemu, image, socket_dir, socket, true, console);
   if (!started.ok() && started.message().find("Can't mount proc") != std::string::npos)
-    started = startSandboxed(bwrap, qemu, image, socket_dir, socket, false, console);
+    started = startSandboxed(launcher, bwrap, qemu, image, socket_dir, socket, false, console);
   return started;
 }
 
-Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qemu, const std::string& image,
-                                 const std::string& socket_dir, const std::string& socket, bool with_proc,
-                                 std::string* console) {
+Status QemuBoard::startSandboxed(const std::string& launcher, const std::string& bwrap, const std::string& qemu,
+                                 const std::string& image, const std::string& socket_dir, const std::string& socket,
+                                 bool with_proc, std::string* console) {
   // Two reports from bubblewrap: --info-fd (the sandbox's pid, then
   // closed) and --json-status-fd (the same, then QEMU's exit status).
   int info[2];
@@ -221,7 +222,6 @@ Status QemuBoard::startSandboxed(const std::string& bwrap, const std::string& qe
     for (int fd : {info[0], info[1], status[0], status[1]}) ::close(fd);
     return failed;
   }
-  std::string launcher = simulatorLauncher();
   auto start = [&]() -> Result<pid_t> {
     if (!launcher.empty()) { // the launcher runs bubblewrap with these descriptors, as below
       LaunchRequest request{image, socket_dir, with_proc, childMarks(what), std::move(command)};
@@ -465,12 +465,8 @@ void QemuBoard::powerOff() {
   // to bubblewrap's group do not reach it (it has a session of its own, and
   // as a namespace's init it ignores SIGTERM), and bubblewrap's
   // --die-with-parent does not cover it while the sandbox is being set up.
-  if (!sandbox_) // not reported yet: bubblewrap's child, if it has one
-    for (pid_t child : childrenOf(pid_))
-      if (auto stat = readProcessStat(child))
-        if (auto handle = ProcessHandle::open(child, stat->start_time); handle && stat->ppid == pid_)
-          handle->signal(SIGKILL);
   if (sandbox_) sandbox_->signal(SIGKILL);
+  else signalChildren(pid_, SIGKILL); // not reported yet: bubblewrap's child, if it has one
   ::kill(-pid_, SIGTERM);
   waitEnd(std::chrono::seconds(2));
   if (running()) {

@@ -104,10 +104,11 @@ class QemuBoard {
   // What bubblewrap reported on --json-status-fd: QEMU's exit status.
   std::optional<int> reportedExit();
   void closeHandles();
-  // Starts QEMU inside bubblewrap, with or without a private /proc.
-  Status startSandboxed(const std::string& bwrap, const std::string& qemu, const std::string& image,
-                        const std::string& socket_dir, const std::string& socket, bool with_proc,
-                        std::string* console);
+  // Starts QEMU inside bubblewrap, with or without a private /proc: through
+  // the simulator launcher at `launcher`, or else by running `bwrap`.
+  Status startSandboxed(const std::string& launcher, const std::string& bwrap, const std::string& qemu,
+                        const std::string& image, const std::string& socket_dir, const std::string& socket,
+                        bool with_proc, std::string* console);
 
   std::string name_;
   config::QemuConfig config_;

@@ -151,7 +151,8 @@ struct SerialPort::Impl : std::enable_shared_from_this<SerialPort::Impl> {
   uint64_t next_expectation = 1;
 };
 
-Result<int> connectUnixSocket(const std::string& path) {
+Result<int> connectUnixSocket(const std::string& path, int type, std::string failure) {
+  if (failure.empty()) failure = "cannot connect to " + path;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::string address = path;
@@ -161,22 +162,22 @@ Result<int> connectUnixSocket(const std::string& path) {
     std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
     std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
     dir = ::open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0) return Status::fromErrno("cannot connect to " + path + ": cannot open its directory", errno);
+    if (dir < 0) return Status::fromErrno(failure + ": cannot open its directory", errno);
     address = "/proc/self/fd/" + std::to_string(dir) + "/" + name;
     if (address.size() >= sizeof addr.sun_path) {
       ::close(dir);
-      return Status::infrastructure(Code::invalid_argument, "cannot connect to " + path + ": its name is longer than the " +
+      return Status::infrastructure(Code::invalid_argument, failure + ": its name is longer than the " +
                                                                 std::to_string(sizeof addr.sun_path - 1) +
                                                                 " bytes a socket address holds");
     }
   }
   std::memcpy(addr.sun_path, address.c_str(), address.size() + 1);
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
   int failed = fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ? errno : 0;
   if (dir >= 0) ::close(dir); // connected (or not): the socket does not need it
   if (failed) {
     if (fd >= 0) ::close(fd);
-    return Status::fromErrno("cannot connect to " + path, failed);
+    return Status::fromErrno(failure, failed);
   }
   return fd;
 }

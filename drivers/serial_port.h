@@ -6,6 +6,8 @@
 // Thread safety: use from the io_context's thread only.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -30,10 +32,13 @@ struct SerialOptions {
   size_t max_line = kMaxLineBytes;    // longer lines come out in pieces (common/console_line.h)
 };
 
-// A blocking stream socket connected to the unix socket at `path` (a
-// simulator's UART), close-on-exec. Failures: "cannot connect to PATH: ..."
-// (Code::invalid_argument for a path longer than a socket address holds).
-Result<int> connectUnixSocket(const std::string& path);
+// A blocking socket of `type` (SOCK_STREAM: a simulator's UART;
+// SOCK_SEQPACKET: the simulator launcher) connected to the unix socket at
+// `path`, close-on-exec; a path longer than a socket address holds is
+// reached through its directory. Failures: "FAILURE: ..." with `failure`
+// "cannot connect to PATH" unless given (Code::invalid_argument for a name
+// that does not fit even so).
+Result<int> connectUnixSocket(const std::string& path, int type = SOCK_STREAM, std::string failure = "");
 
 class SerialPort {
  public:

@@ -5,7 +5,6 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include "drivers/process_table.h"
 #include "drivers/qemu_board.h"
 #include "drivers/reaper.h"
+#include "drivers/serial_port.h"
 #include "drivers/spawn.h"
 
 namespace hwfarm::drivers {
@@ -56,9 +56,7 @@ void sendText(int fd, const std::string& text) {
 // bubblewrap's child (the sandbox's pid 1, in a session of its own, so out
 // of bubblewrap's group) and then bubblewrap's group, SIGKILLed.
 void killSandbox(pid_t bwrap) {
-  for (pid_t child : childrenOf(bwrap))
-    if (auto stat = readProcessStat(child); stat && stat->ppid == bwrap)
-      if (auto handle = ProcessHandle::open(child, stat->start_time)) handle->signal(SIGKILL);
+  signalChildren(bwrap, SIGKILL);
   ::kill(-bwrap, SIGKILL);
 }
 
@@ -128,43 +126,44 @@ Result<LaunchRequest> parseLaunchRequest(std::string_view payload) {
   return request;
 }
 
+bool sendWithDescriptors(int fd, std::string_view payload, const std::vector<int>& fds) {
+  iovec iov{const_cast<char*>(payload.data()), payload.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  std::vector<char> control(fds.empty() ? 0 : CMSG_SPACE(sizeof(int) * fds.size()));
+  if (!fds.empty()) {
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(cmsg), fds.data(), sizeof(int) * fds.size());
+  }
+  ssize_t sent;
+  do sent = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+  while (sent < 0 && errno == EINTR);
+  return sent == static_cast<ssize_t>(payload.size());
+}
+
 Result<LaunchedSandbox> launchSandbox(const std::string& socket_path, const LaunchRequest& request, int log_fd,
                                       int info_fd, int status_fd) {
   std::string where = "the simulator launcher at " + socket_path;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof addr.sun_path)
-    return Status::infrastructure(Code::invalid_argument, where + ": path too long for a unix socket");
-  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
-  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::fromErrno("socket", errno);
+  Result<int> connected =
+      connectUnixSocket(socket_path, SOCK_SEQPACKET, "cannot reach " + where + " (is hwfarm-launcher.socket started?)");
+  if (!connected) return std::move(connected).takeStatus();
+  int fd = *connected;
   auto fail = [fd](Status status) {
     ::close(fd);
     return status;
   };
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-    return fail(Status::fromErrno("cannot reach " + where + " (is hwfarm-launcher.socket started?)", errno));
   std::string payload = encodeLaunchRequest(request);
   if (payload.size() > kLaunchRequestMax)
     return fail(Status::infrastructure(Code::invalid_argument,
                                        "launch request: larger than " + std::to_string(kLaunchRequestMax) + " bytes"));
-  iovec iov{payload.data(), payload.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kLaunchFds)]{};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-  cmsg->cmsg_level = SOL_SOCKET;
-  cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int) * kLaunchFds);
-  int fds[kLaunchFds] = {log_fd, info_fd, status_fd};
-  std::memcpy(CMSG_DATA(cmsg), fds, sizeof fds);
-  ssize_t sent;
-  do sent = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-  while (sent < 0 && errno == EINTR);
-  if (sent < 0) return fail(Status::fromErrno("cannot send to " + where, errno));
+  if (!sendWithDescriptors(fd, payload, {log_fd, info_fd, status_fd}))
+    return fail(Status::fromErrno("cannot send to " + where, errno));
   pollfd p{fd, POLLIN, 0};
   int ready;
   do ready = ::poll(&p, 1, 10000);

@@ -68,6 +68,9 @@ struct LaunchedSandbox {
 };
 Result<LaunchedSandbox> launchSandbox(const std::string& socket_path, const LaunchRequest& request, int log_fd,
                                       int info_fd, int status_fd);
+// Sends `payload` as one packet on the unix socket `fd`, with `fds` passed
+// along (SCM_RIGHTS); false with errno when it was not sent whole.
+bool sendWithDescriptors(int fd, std::string_view payload, const std::vector<int>& fds);
 // Sends "signal N" on a launcher connection (false when it is gone); the
 // launcher acts on 9 only.
 bool signalLaunched(int connection, int signal);

@@ -77,8 +77,7 @@ Result<pid_t> spawnProcess(const SpawnOptions& options) {
   keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
   // Renumbered: each moved above the target range first (a source may sit
   // at another's target), then onto its target; written by the child only.
-  const int renumbered = options.renumber_keep_fds ? static_cast<int>(options.keep_fds.size()) : 0;
-  std::vector<int> moved(static_cast<size_t>(renumbered), -1);
+  std::vector<int> moved(options.renumber_keep_fds ? options.keep_fds.size() : 0, -1);
   rlimit nofile{};
   int limit = ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY
                   ? static_cast<int>(std::min<rlim_t>(nofile.rlim_cur, 1 << 20))
@@ -99,8 +98,8 @@ Result<pid_t> spawnProcess(const SpawnOptions& options) {
     // stdio first (dup2 clears close-on-exec on 0-2), from descriptors that
     // may themselves be 0-2.
     if (::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) childFails(report[1], errno);
-    if (renumbered > 0) {
-      int top = 3 + renumbered;
+    if (!moved.empty()) {
+      int top = 3 + static_cast<int>(moved.size());
       int report_fd = ::fcntl(report[1], F_DUPFD_CLOEXEC, top);
       if (report_fd < 0) childFails(report[1], errno);
       for (size_t i = 0; i < moved.size(); ++i)

@@ -171,12 +171,6 @@ TEST_CASE("a simulator does not outlive a killed hwfarmd") {
 
 namespace {
 
-std::string script(const TempDir& dir, const std::string& name, const std::string& body) {
-  std::string path = dir.write(name, "#!/bin/sh\n" + body);
-  ::chmod(path.c_str(), 0755);
-  return path;
-}
-
 // A board on the `usb` path whose console "device" is `tty` (by default a
 // plain file, present while it exists), flashed and powered by `flash` /
 // `power` (TOML argv arrays).
@@ -224,7 +218,7 @@ std::vector<std::string> inheritableDescriptors(pid_t pid) {
 TEST_CASE("hwfarmd's children inherit none of its descriptors") {
   TempDir dir;
   const std::string list_fds = R"x(["/bin/sh", "-c", "echo fds $(ls /proc/self/fd)"])x";
-  std::string qemu = script(dir, "qemu-fds", "echo fds $(ls /proc/self/fd) >&2\nexec qemu-system-arm \"$@\"\n");
+  std::string qemu = dir.script("qemu-fds", "echo fds $(ls /proc/self/fd) >&2\nexec qemu-system-arm \"$@\"\n");
   std::string config = qemuFleet(dir.file("state"), 0, kFirmwareRoot + "[leases]\nrecovery_s = 0\n") +
                        "  [[worker.board]]\n  name = \"sim-0\"\n  type = \"mps2-an385\"\n  driver = \"qemu\"\n"
                        "  qemu = { binary = \"" + qemu + "\" }\n" + toolBoard(dir, "tool-1", list_fds, list_fds);
@@ -272,7 +266,7 @@ TEST_CASE("the event loop answers while a simulated board powers on slowly") {
   TempDir dir;
   std::string sock_dir = dir.file("state/boards/sim-0/sock");
   // Given a simulator that takes until the test says so to start,
-  std::string qemu = script(dir, "qemu-slow",
+  std::string qemu = dir.script("qemu-slow",
                             "touch " + sock_dir + "/started\nwhile [ ! -e " + sock_dir +
                                 "/go ]; do sleep 0.02; done\nexec qemu-system-arm \"$@\"\n");
   std::string config = qemuFleet(dir.file("state"), 0, kFirmwareRoot) +
@@ -439,7 +433,7 @@ TEST_CASE("a flasher orphaned by kill -9 does not keep hwfarmd's port") {
   // hwfarmd's reaper on purpose (no environment, so no marks, and a session
   // of its own): only then does a child outlive hwfarmd,
   std::string pidfile = dir.file("flasher.pid");
-  std::string escape = script(dir, "escape", "exec env -i setsid --wait /bin/sh -c 'echo $$ > " + pidfile +
+  std::string escape = dir.script("escape", "exec env -i setsid --wait /bin/sh -c 'echo $$ > " + pidfile +
                                                  "; exec sleep 60'\n");
   std::string flasher = R"([")" + escape + R"("])";
   std::string config = qemuFleet(dir.file("state"), 0, kFirmwareRoot + "[leases]\nrecovery_s = 0\n") +
@@ -515,7 +509,7 @@ namespace {
 // its own) and touches <dir>/flashing once they run.
 std::string lifetimeFleet(const TempDir& dir) {
   std::string sock_dir = dir.file("state/boards/sim-0/sock");
-  std::string qemu = script(dir, "qemu-gate",
+  std::string qemu = dir.script("qemu-gate",
                             "touch " + sock_dir + "/started\nwhile [ ! -e " + sock_dir +
                                 "/go ]; do sleep 0.02; done\nexec qemu-system-arm \"$@\"\n");
   std::string flasher = R"(["/bin/sh", "-c", "sleep 300 & setsid sleep 300 & touch )" + dir.file("flashing") +

@@ -8,11 +8,9 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -31,6 +29,7 @@ using hwfarm::Status;
 using hwfarm::test::bootFirmware;
 using hwfarm::test::bootHang;
 using hwfarm::test::firmware;
+using hwfarm::test::qemuGone;
 using hwfarm::test::qemuPid;
 using hwfarm::test::readConsole;
 using hwfarm::test::Process;
@@ -67,39 +66,16 @@ class Launcher {
   Process process_;
 };
 
-std::string script(const TempDir& dir, const std::string& name, const std::string& body) {
-  std::string path = dir.write(name, "#!/bin/sh\n" + body);
-  REQUIRE(::chmod(path.c_str(), 0755) == 0);
-  return path;
-}
-
 // Sends `payload` with `fds` to the launcher at `socket`; its answer.
 std::string ask(const std::string& socket, const std::string& payload, const std::vector<int>& fds) {
-  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strcpy(addr.sun_path, socket.c_str());
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  iovec iov{const_cast<char*>(payload.data()), payload.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)]{};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (!fds.empty()) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  }
-  REQUIRE(::sendmsg(fd, &msg, 0) == static_cast<ssize_t>(payload.size()));
-  pollfd p{fd, POLLIN, 0};
+  auto fd = connectUnixSocket(socket, SOCK_SEQPACKET);
+  REQUIRE(fd);
+  REQUIRE(sendWithDescriptors(*fd, payload, fds));
+  pollfd p{*fd, POLLIN, 0};
   REQUIRE(::poll(&p, 1, 10000) == 1);
   char answer[4096];
-  ssize_t n = ::recv(fd, answer, sizeof answer, 0);
-  ::close(fd);
+  ssize_t n = ::recv(*fd, answer, sizeof answer, 0);
+  ::close(*fd);
   return n > 0 ? std::string(answer, static_cast<size_t>(n)) : "";
 }
 
@@ -177,7 +153,7 @@ TEST_CASE("through the launcher, a simulated board runs firmware to its end, con
   CHECK((st.st_mode & 0777) == 0600);  // only its own user (and root) may connect
   // Given a qemu.binary that looks around before it becomes QEMU,
   hwfarm::config::QemuConfig c = machine();
-  c.binary = script(dir, "qemu-look",
+  c.binary = dir.script("qemu-look",
                     "for f in /etc/passwd " + dir.file("launcher.err") + " " + dir.file("qemu/sim.elf") +
                         "; do if [ -e \"$f\" ]; then echo \"visible $f\"; else echo \"hidden $f\"; fi; done\n"
                         "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status\n"
@@ -246,8 +222,7 @@ TEST_CASE("through the launcher, power off stops QEMU and a killed QEMU or sandb
   CHECK(end->describe() == "QEMU's sandbox was killed by signal 9 (Killed)");
   CHECK(readConsole(fd, ""));
   ::close(fd);
-  waitWhile([&] { return qemuPid(dir.path()) != 0; }, 5s);
-  CHECK(qemuPid(dir.path()) == 0);
+  CHECK(qemuGone(dir.path()));
   // The launcher still serves.
   CHECK(launcher.process().running());
 }
@@ -277,8 +252,7 @@ TEST_CASE("a simulator does not outlive the hwfarmd that asked for it, nor the l
     REQUIRE(qemuPid(dir.path()) != 0);
     ::kill(client, SIGKILL);
     ::waitpid(client, nullptr, 0);
-    waitWhile([&] { return qemuPid(dir.path()) != 0; }, 5s);
-    CHECK(qemuPid(dir.path()) == 0);
+    CHECK(qemuGone(dir.path()));
     CHECK(launcher.process().running());
     CHECK(hwfarm::test::waitForText(dir.file("launcher.err"), "hwfarm-launcher: QEMU simulator sim ended", 5s));
   }
@@ -291,8 +265,7 @@ TEST_CASE("a simulator does not outlive the hwfarmd that asked for it, nor the l
     CHECK(end->describe() == "QEMU's sandbox was killed by signal 9 (Killed)");
     CHECK(readConsole(fd, ""));
     ::close(fd);
-    waitWhile([&] { return qemuPid(dir.path()) != 0; }, 5s);
-    CHECK(qemuPid(dir.path()) == 0);
+    CHECK(qemuGone(dir.path()));
   }
   SECTION("SIGTERM stops the launcher and every simulator it runs") {
     QemuBoard board("sim", machine(), dir.file("qemu"));
@@ -306,8 +279,7 @@ TEST_CASE("a simulator does not outlive the hwfarmd that asked for it, nor the l
     REQUIRE(end);
     CHECK(end->describe() == "QEMU's sandbox was killed by signal 9 (Killed)");
     ::close(fd);
-    waitWhile([&] { return qemuPid(dir.path()) != 0; }, 5s); // (SIGKILLed: the kernel tears it down)
-    CHECK(qemuPid(dir.path()) == 0);
+    CHECK(qemuGone(dir.path()));
   }
 }
 

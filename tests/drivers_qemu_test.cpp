@@ -37,6 +37,7 @@ using hwfarm::test::waitWhile;
 using hwfarm::Status;
 using hwfarm::test::bootHang;
 using hwfarm::test::firmware;
+using hwfarm::test::qemuGone;
 using hwfarm::test::qemuPid;
 using hwfarm::test::readConsole;
 using hwfarm::test::readFile;
@@ -247,12 +248,6 @@ std::string runToEnd(QemuBoard& board, boost::asio::io_context& io, const std::s
   return c.log;
 }
 
-std::string script(const TempDir& dir, const std::string& name, const std::string& body) {
-  std::string path = dir.write(name, "#!/bin/sh\n" + body);
-  REQUIRE(::chmod(path.c_str(), 0755) == 0);
-  return path;
-}
-
 } // namespace
 
 TEST_CASE("a simulator hands the firmware its identity: target or reference") {
@@ -320,7 +315,7 @@ TEST_CASE("QEMU sees only its image and its socket directory, and no descriptor 
   REQUIRE(inherited > 2);
   // Given a qemu.binary that looks around before it becomes QEMU,
   hwfarm::config::QemuConfig c = machine();
-  c.binary = script(dir, "qemu-look",
+  c.binary = dir.script("qemu-look",
                     "for f in /etc/passwd /etc/hostname " + outside + " " + dir.file("qemu/sim.qemu.log") + " " +
                         dir.file("qemu/sim.elf") + " " + dir.file("qemu/sock") +
                         "; do if [ -e \"$f\" ]; then echo \"visible $f\"; else echo \"hidden $f\"; fi; done\n"
@@ -355,7 +350,7 @@ TEST_CASE("QEMU sees only its image and its socket directory, and no descriptor 
 TEST_CASE("QEMU does not run when its sandbox cannot be set up") {
   TempDir dir;
   hwfarm::config::QemuConfig c = machine();
-  c.binary = script(dir, "qemu-marks", "touch " + dir.file("qemu-ran") + "\nexec qemu-system-arm \"$@\"\n");
+  c.binary = dir.script("qemu-marks", "touch " + dir.file("qemu-ran") + "\nexec qemu-system-arm \"$@\"\n");
   QemuBoard board("sim", c, dir.file("qemu"));
   REQUIRE(board.flash(firmware("pass")).ok());
   std::string console;
@@ -367,7 +362,7 @@ TEST_CASE("QEMU does not run when its sandbox cannot be set up") {
   // and a bubblewrap that cannot create its namespaces (as on a host that
   // forbids user namespaces),
   std::filesystem::create_directories(dir.file("bin"));
-  script(dir, "bin/bwrap", "echo 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n");
+  dir.script("bin/bwrap", "echo 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n");
   ::setenv("PATH", (dir.file("bin") + ":" + path).c_str(), 1);
   Status refused = board.powerOn(&console);
   ::setenv("PATH", path.c_str(), 1);
@@ -392,7 +387,7 @@ TEST_CASE("where no private /proc can be mounted, QEMU runs confined without one
   // Given a bubblewrap that cannot mount a /proc (as in a service whose /proc
   // has read-only overmounts: systemd's ProtectKernelTunables=),
   std::filesystem::create_directories(dir.file("bin"));
-  script(dir, "bin/bwrap",
+  dir.script("bin/bwrap",
          "for a in \"$@\"; do [ \"$a\" = --proc ] && { echo \"$*\" >> " + dir.file("with-proc") +
              "; echo 'bwrap: Can'\"'\"'t mount proc on /newroot/proc: Operation not permitted' >&2; exit 1; }; "
              "[ \"$a\" = -- ] && break; done\n"
@@ -401,7 +396,7 @@ TEST_CASE("where no private /proc can be mounted, QEMU runs confined without one
   std::string path = saved ? saved : "/usr/bin:/bin";
   ::setenv("PATH", (dir.file("bin") + ":" + path).c_str(), 1);
   hwfarm::config::QemuConfig c = machine();
-  c.binary = script(dir, "qemu-look",
+  c.binary = dir.script("qemu-look",
                     "if [ -e /proc/self ]; then echo 'proc visible'; else echo 'proc hidden'; fi\n"
                     "if [ -e /etc/passwd ]; then echo 'passwd visible'; else echo 'passwd hidden'; fi\n"
                     "exec qemu-system-arm \"$@\"\n");
@@ -788,8 +783,7 @@ TEST_CASE("a sandbox killed from outside is told apart from QEMU's own end, and 
   // and QEMU is gone too.
   CHECK(readConsole(fd, ""));
   ::close(fd);
-  waitWhile([&] { return qemuPid(dir.path()) != 0; }, 5s);
-  CHECK(qemuPid(dir.path()) == 0);
+  CHECK(qemuGone(dir.path()));
 }
 
 TEST_CASE("the reference simulator reports how QEMU ended when it dies mid-run") {
@@ -800,7 +794,7 @@ TEST_CASE("the reference simulator reports how QEMU ended when it dies mid-run")
   TempDir dir;
   hwfarm::config::QemuConfig c = machine();
   // (wrapped: QEMU runs under a shell that exits 3 once QEMU is gone)
-  if (wrapped) c.binary = script(dir, "qemu-exits-3", "qemu-system-arm \"$@\"\nexit 3\n");
+  if (wrapped) c.binary = dir.script("qemu-exits-3", "qemu-system-arm \"$@\"\nexit 3\n");
   std::atomic<bool> cancel{false};
   SimulatorOptions options;
   options.deadline = 60s;

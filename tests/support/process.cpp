@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,6 +42,13 @@ std::string TempDir::write(const std::string& name, const std::string& text) con
   std::string path = file(name);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
+  return path;
+}
+
+std::string TempDir::script(const std::string& name, const std::string& body) const {
+  std::string path = write(name, "#!/bin/sh\n" + body);
+  if (::chmod(path.c_str(), 0755) != 0)
+    throw std::runtime_error("chmod " + path + ": " + std::strerror(errno));
   return path;
 }
 

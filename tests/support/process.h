@@ -25,6 +25,9 @@ class TempDir {
   std::string file(const std::string& name) const { return path_ + "/" + name; }
   // Writes `text` to file(name) and returns its path.
   std::string write(const std::string& name, const std::string& text) const;
+  // Writes a shell script ("#!/bin/sh" and `body`) to file(name), executable,
+  // and returns its path. Throws when it cannot be made executable.
+  std::string script(const std::string& name, const std::string& body) const;
 
  private:
   std::string path_;

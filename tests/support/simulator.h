@@ -16,6 +16,7 @@
 #include "drivers/qemu_board.h"
 #include "drivers/serial_port.h"
 #include "tests/support/firmware.h"
+#include "tests/support/wait.h"
 
 namespace hwfarm::test {
 
@@ -30,6 +31,12 @@ inline pid_t qemuPid(const std::string& needle) {
       if (a.find(needle) != std::string::npos) return pid;
   }
   return 0;
+}
+
+// Whether no QEMU process mentions `needle` within 5 s (test code only: a
+// SIGKILLed QEMU is torn down by the kernel on its own time).
+inline bool qemuGone(const std::string& needle) {
+  return !waitWhile([&] { return qemuPid(needle) != 0; }, std::chrono::seconds(5));
 }
 
 // Reads the console `fd` until `needle` arrived (true) or it closed or 20 s
